@@ -1,0 +1,179 @@
+"""Maps checked against transformers' own attentions with plain, independent code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import PREFIX_COUNT, random_image, reference_outputs
+
+import vitviz
+from vitviz import maps
+
+
+def independent_rollout(attn: np.ndarray, fusion: str, discard: float) -> np.ndarray:
+    """The textbook form: full N×N matrices, R ← Â_l · R from the first layer up."""
+    n = attn.shape[-1]
+    result = np.eye(n)
+    for layer_attn in attn.astype(np.float64):
+        a = {"mean": layer_attn.mean(0), "max": layer_attn.max(0), "min": layer_attn.min(0)}[fusion]
+        if discard > 0:
+            k = max(1, int(a.size * discard))
+            threshold = np.sort(a.ravel())[k - 1]
+            cls_column = a[:, 0].copy()
+            a = np.where(a > threshold, a, 0.0)
+            a[:, 0] = cls_column
+        a = a + np.eye(n)
+        a = a / a.sum(axis=1, keepdims=True)
+        result = a @ result
+    return result
+
+
+@pytest.fixture(params=[(40, 72), (32, 32)], ids=["nonsquare", "square"])
+def analysis(request, family):
+    name, model = family
+    height, width = request.param
+    return name, vitviz.analyze(model, random_image(height, width), longest=max(height, width))
+
+
+def test_prefix_tokens_and_grid_from_pixels(analysis):
+    name, a = analysis
+    h, w = a.pixel_values.shape[2:]
+    assert a.n_prefix == PREFIX_COUNT[name]
+    assert a.grid == (h // 8, w // 8)
+    assert a.attentions.shape[-1] == a.n_prefix + a.grid[0] * a.grid[1]
+
+
+def test_captured_attentions_match_transformers(analysis):
+    _, a = analysis
+    ref = reference_outputs(a.model, a.pixel_values)
+    expected = torch.cat(ref.attentions).numpy()
+    np.testing.assert_allclose(a.attentions.astype(np.float32), expected, atol=2e-3)
+    np.testing.assert_allclose(a.attentions.astype(np.float32).sum(-1), 1.0, atol=5e-3)
+    assert a.attentions.shape[:2] == (a.model.num_layers, a.model.num_heads)
+
+
+def test_attention_map_is_a_row_of_the_attention_matrix(analysis):
+    _, a = analysis
+    ref = torch.cat(reference_outputs(a.model, a.pixel_values).attentions).numpy()
+    p, grid = a.n_prefix, a.grid
+    patch = grid[0] * grid[1] - 2
+    np.testing.assert_allclose(a.attention_map(1, 2, "cls"), ref[1, 2, 0, p:].reshape(grid), atol=2e-3)
+    mean_of_heads = ref[2, :, p + patch, p:].mean(0).reshape(grid)
+    np.testing.assert_allclose(a.attention_map(2, None, patch), mean_of_heads, atol=2e-3)
+    np.testing.assert_allclose(a.head_maps(0, patch)[3], ref[0, 3, p + patch, p:].reshape(grid), atol=2e-3)
+
+
+@pytest.mark.parametrize("fusion", ["mean", "max", "min"])
+@pytest.mark.parametrize("discard", [0.0, 0.3, 0.9])
+def test_rollout_matches_full_matrix_chain(analysis, fusion, discard):
+    _, a = analysis
+    ref = torch.cat(reference_outputs(a.model, a.pixel_values).attentions).numpy()
+    # The capture is float16; the independent chain runs on exactly those values.
+    full = independent_rollout(a.attentions.astype(np.float32), fusion, discard)
+    np.testing.assert_allclose(full.sum(axis=1), 1.0, atol=1e-9)  # row-stochastic
+    expected = full[0, a.n_prefix :].reshape(a.grid)
+    np.testing.assert_allclose(a.rollout(fusion, discard), expected, atol=2e-5)
+    # And on transformers' float32 attentions, through the pure function.
+    row = maps.rollout(maps.fuse_heads(torch.from_numpy(ref), fusion), discard)
+    assert row.sum() == pytest.approx(1.0, abs=1e-5)
+    if discard == 0.0:
+        np.testing.assert_allclose(row, independent_rollout(ref, fusion, 0.0)[0], atol=1e-5)
+
+
+def test_rollout_of_non_percent_ratio_matches(analysis):
+    _, a = analysis
+    expected = independent_rollout(a.attentions.astype(np.float32), "mean", 0.137)[0, a.n_prefix :]
+    np.testing.assert_allclose(a.rollout("mean", 0.137).ravel(), expected, atol=2e-5)
+
+
+def test_pos_embed_similarity_matches_weights(family):
+    _, model = family
+    sim = model.pos_embed_similarity()
+    g = model.native_grid
+    assert sim.shape == (*g, *g)
+    pos = model.base.embeddings.position_embeddings[0].detach()
+    patches = pos[-g[0] * g[1] :]  # prefix positions (CLS, distillation) come first
+    expected = torch.nn.functional.cosine_similarity(patches[:, None], patches[None], dim=-1)
+    np.testing.assert_allclose(sim.reshape(g[0] * g[1], -1), expected.numpy(), atol=1e-5)
+    np.testing.assert_allclose(np.einsum("ijij->ij", sim), 1.0, atol=1e-5)
+
+
+def test_mean_attention_distance_against_double_loop(analysis):
+    _, a = analysis
+    attn = a.attentions.astype(np.float64)
+    p, (gh, gw), patch = a.n_prefix, a.grid, a.model.patch_size
+    layer, head = 1, 3
+    total = 0.0
+    for q in range(gh * gw):
+        weights = attn[layer, head, p + q, p:]
+        weights = weights / weights.sum()
+        for k in range(gh * gw):
+            dy, dx = (q // gw - k // gw) * patch, (q % gw - k % gw) * patch
+            total += weights[k] * np.hypot(dy, dx)
+    assert a.mean_attention_distance[layer, head] == pytest.approx(total / (gh * gw), rel=1e-4)
+    assert a.mean_attention_distance.shape == (a.model.num_layers, a.model.num_heads)
+
+
+def test_attention_entropy_bounds_and_value(analysis):
+    _, a = analysis
+    row = a.attentions[2, 1].astype(np.float64)
+    expected = -(row * np.log(np.clip(row, 1e-12, None))).sum(-1).mean()
+    assert a.attention_entropy[2, 1] == pytest.approx(expected, rel=1e-4)
+    assert (a.attention_entropy >= 0).all()
+    assert (a.attention_entropy <= np.log(a.attentions.shape[-1]) + 1e-4).all()
+
+
+def test_token_norms_and_pca_against_transformers(analysis):
+    _, a = analysis
+    ref = reference_outputs(a.model, a.pixel_values)
+    last = ref.hidden_states[-1][0]
+    expected = last[a.n_prefix :].norm(dim=-1).numpy().reshape(a.grid)
+    np.testing.assert_allclose(a.token_norms(), expected, rtol=5e-3)
+    # PCA: the first component must be the top eigenvector of the feature covariance.
+    x = a.model.base.layernorm(last).detach().numpy()[a.n_prefix :].astype(np.float64)
+    x -= x.mean(0)
+    eigvals, eigvecs = np.linalg.eigh(x.T @ x)
+    first = x @ eigvecs[:, -1]
+    rgb = a.pca_rgb()
+    assert rgb.shape == (*a.grid, 3) and rgb.min() >= 0 and rgb.max() <= 1
+    assert abs(np.corrcoef(first, rgb[..., 0].ravel())[0, 1]) > 0.999
+
+
+def test_high_norm_tokens_flags_an_outlier():
+    norms = np.full((6, 7), 10.0) + np.random.default_rng(0).normal(0, 0.5, (6, 7))
+    norms[2, 3] = 60.0
+    flagged = maps.high_norm_tokens(norms)
+    assert flagged[2, 3] and flagged.sum() == 1
+
+
+def test_classifier_top_classes_are_softmax_of_logits(family):
+    name, model = family
+    a = vitviz.analyze(model, random_image(32, 32))
+    top = a.top_classes(5)
+    if model.labels is None:
+        assert top == [] and a.logits is None
+        return
+    logits = reference_outputs(model, a.pixel_values).logits[0]
+    probs = torch.softmax(logits, 0)
+    best = int(probs.argmax())
+    assert top[0] == (f"class {best}", pytest.approx(float(probs[best]), abs=1e-5))
+    assert [p for _, p in top] == sorted([p for _, p in top], reverse=True)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda a: a.attention_map(99), "layer"),
+        (lambda a: a.attention_map(0, head=17), "head"),
+        (lambda a: a.attention_map(0, query=10_000), "query"),
+        (lambda a: a.rollout("median"), "head fusion"),
+        (lambda a: a.rollout("mean", 1.5), "discard_ratio"),
+    ],
+)
+def test_bad_map_arguments_raise_clear_errors(call, message):
+    from conftest import tiny_vit
+
+    a = vitviz.analyze(tiny_vit(), random_image(32, 32))
+    with pytest.raises(ValueError, match=message):
+        call(a)

@@ -1,0 +1,125 @@
+"""Decoding and input preparation: every upload becomes RGB uint8, or a clear ValueError."""
+
+from __future__ import annotations
+
+import io
+import struct
+import time
+import zlib
+
+import cv2
+import numpy as np
+import pytest
+from conftest import random_image, tiny_vit
+from PIL import Image
+
+import vitviz
+from vitviz.preprocess import input_size, load_image, prepare_input
+
+
+def encode(arr: np.ndarray, fmt: str = "PNG", **kwargs) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format=fmt, **kwargs)
+    return buf.getvalue()
+
+
+def test_png_jpeg_and_path_decode_to_rgb(tmp_path):
+    arr = random_image(20, 30)
+    assert np.array_equal(load_image(encode(arr)), arr)
+    path = tmp_path / "x.png"
+    path.write_bytes(encode(arr))
+    assert np.array_equal(load_image(path), arr)
+    assert np.array_equal(load_image(str(path)), arr)
+    red = np.zeros((16, 16, 3), np.uint8)
+    red[..., 0] = 255
+    decoded = load_image(encode(red, "JPEG", quality=95))
+    assert decoded[..., 0].min() > 240 and decoded[..., 2].max() < 15  # RGB, not BGR
+
+
+def test_exif_orientation_is_applied():
+    arr = random_image(20, 30)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 CW to display"
+    decoded = load_image(encode(arr, "PNG", exif=exif))
+    assert decoded.shape == (30, 20, 3)
+    assert np.array_equal(decoded, np.rot90(arr, -1))
+
+
+def test_grayscale_rgba_palette_and_16bit_become_rgb():
+    gray = np.arange(200, dtype=np.uint8).reshape(10, 20)
+    assert np.array_equal(load_image(encode(gray)), np.repeat(gray[..., None], 3, axis=2))
+    rgba = np.zeros((4, 4, 4), np.uint8)
+    rgba[0, 0] = (10, 20, 30, 255)  # opaque pixel keeps its colour
+    assert tuple(load_image(encode(rgba))[0, 0]) == (10, 20, 30)
+    assert tuple(load_image(encode(rgba))[1, 1]) == (255, 255, 255)  # transparent -> white
+    palette = Image.fromarray(random_image(8, 8)).convert("P", palette=Image.ADAPTIVE, colors=4)
+    buf = io.BytesIO()
+    palette.save(buf, format="PNG")
+    assert np.array_equal(load_image(buf.getvalue()), np.asarray(palette.convert("RGB")))
+    deep = (np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000).astype(np.uint16)
+    ok, png16 = cv2.imencode(".png", deep)
+    decoded = load_image(png16.tobytes())
+    assert decoded.dtype == np.uint8 and decoded.shape == (8, 8, 3)
+    np.testing.assert_allclose(decoded[..., 0], deep * 255.0 / 65535, atol=1)
+    assert np.array_equal(load_image(Image.fromarray(rgba)), load_image(encode(rgba)))
+
+
+def test_not_an_image():
+    with pytest.raises(ValueError, match="not an image"):
+        load_image(b"hello, this is a text file")
+    with pytest.raises(ValueError, match="empty"):
+        load_image(b"")
+    with pytest.raises(ValueError, match="no image file"):
+        load_image("/nonexistent/cat.jpg")
+    with pytest.raises(ValueError, match="cannot read an image"):
+        load_image(12345)
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
+def test_truncated_file(fmt):
+    data = encode(random_image(64, 64), fmt)
+    with pytest.raises(ValueError, match="truncated"):
+        load_image(data[: len(data) // 2])
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height: a decompression bomb's calling card."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def test_absurd_dimensions_are_refused_before_decoding():
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="too large"):
+        load_image(png_header_only(100_000, 100_000))
+    assert time.perf_counter() - start < 2.0
+    with pytest.raises(ValueError, match="too large"):
+        load_image(np.zeros((10_000, 10_000), np.uint8)[:, :, None].repeat(1, axis=2))
+
+
+def test_image_smaller_than_one_patch():
+    with pytest.raises(ValueError, match="smaller than one 8x8 patch"):
+        vitviz.analyze(tiny_vit(), random_image(5, 40))
+
+
+def test_input_size_keeps_aspect_and_lands_on_patches():
+    assert input_size(400, 600, 14, 448) == (294, 448)
+    assert input_size(600, 400, 14, 448) == (448, 294)
+    assert input_size(10, 1000, 14, 448) == (14, 448)
+    h, w = input_size(333, 517, 16, 224)
+    assert h % 16 == 0 and w % 16 == 0 and abs(h / w - 333 / 517) < 16 / 224
+
+
+def test_prepare_input_normalises_the_whole_image():
+    img = random_image(60, 90)
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
+    x = prepare_input(img, (60, 90), 10, mean, std)
+    assert x.shape == (1, 3, 60, 90) and x.dtype == np.float32
+    expected = (img[..., 1] / 255.0 - 0.4) / 0.25
+    np.testing.assert_allclose(x[0, 1], expected, atol=1e-5)
+    with pytest.raises(ValueError, match="multiple of the patch size"):
+        prepare_input(img, (61, 90), 10, mean, std)

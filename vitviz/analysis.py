@@ -1,0 +1,171 @@
+"""One eager forward per (model, image, input size), captured once and read many times."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from . import maps
+from .models import VitModel
+from .preprocess import ImageInput, input_size, load_image, prepare_input
+
+
+@dataclass(eq=False)
+class Analysis:
+    """Everything one forward pass tells about one image.
+
+    image: the decoded RGB uint8 [H,W,3] original. pixel_values: the exact model input
+    [1,3,h,w] float32. attentions: [L,H,N,N] float16, N = n_prefix + gh*gw.
+    hidden_states: [L+1,N,D] float16 (embeddings, then each layer's output).
+    tokens: [N,D] float32, the final tokens after the last LayerNorm.
+    logits: [C] float32 for classifiers, else None.
+    """
+
+    model: VitModel = field(repr=False)
+    image: np.ndarray = field(repr=False)
+    pixel_values: np.ndarray = field(repr=False)
+    attentions: np.ndarray = field(repr=False)
+    hidden_states: np.ndarray = field(repr=False)
+    tokens: np.ndarray = field(repr=False)
+    logits: np.ndarray | None = field(repr=False)
+    _fused: dict = field(default_factory=dict, repr=False)
+    _thresholds: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(gh, gw) = input pixels / patch size: never sqrt(N)."""
+        p = self.model.patch_size
+        return self.pixel_values.shape[2] // p, self.pixel_values.shape[3] // p
+
+    @property
+    def n_prefix(self) -> int:
+        return self.model.n_prefix
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by this analysis, lazily filled caches included."""
+        arrays = (self.image, self.pixel_values, self.attentions, self.hidden_states, self.tokens)
+        fused = sum(t.numel() * t.element_size() for t in self._fused.values())
+        return sum(a.nbytes for a in arrays) + fused
+
+    def query_index(self, query: str | int) -> int:
+        """'cls' or a patch index (row-major over the grid) -> token index."""
+        if query == "cls":
+            return 0
+        patches = self.grid[0] * self.grid[1]
+        if not isinstance(query, (int, np.integer)) or not 0 <= query < patches:
+            raise ValueError(f"query must be 'cls' or a patch index in [0, {patches}), got {query!r}")
+        return self.n_prefix + int(query)
+
+    def _check_layer_head(self, layer: int, head: int | None) -> None:
+        num_layers, num_heads = self.attentions.shape[:2]
+        if not 0 <= layer < num_layers:
+            raise ValueError(f"layer must be in [0, {num_layers}), got {layer}")
+        if head is not None and not 0 <= head < num_heads:
+            raise ValueError(f"head must be None or in [0, {num_heads}), got {head}")
+
+    def attention_map(self, layer: int, head: int | None = None, query: str | int = "cls") -> np.ndarray:
+        """[gh,gw] attention of `query` over the patches in `layer` (head=None: mean of heads)."""
+        self._check_layer_head(layer, head)
+        return maps.attention_map(self.attentions[layer], self.grid, self.n_prefix, head, self.query_index(query))
+
+    def head_maps(self, layer: int, query: str | int = "cls") -> np.ndarray:
+        """[H,gh,gw] the attention of `query` in every head of `layer`."""
+        self._check_layer_head(layer, None)
+        q = self.query_index(query)
+        return self.attentions[layer, :, q, self.n_prefix :].astype(np.float32).reshape(-1, *self.grid)
+
+    def fused(self, head_fusion: str = "mean") -> torch.Tensor:
+        """[L,N,N] float32 head-fused attention, computed once per fusion and kept."""
+        if head_fusion not in self._fused:
+            self._fused[head_fusion] = maps.fuse_heads(self.attentions, head_fusion)
+        return self._fused[head_fusion]
+
+    def rollout(self, head_fusion: str = "mean", discard_ratio: float = 0.0) -> np.ndarray:
+        """[gh,gw] attention rollout: the CLS row of Â_L ... Â_1 over the patches."""
+        fused = self.fused(head_fusion)
+        thresholds = None
+        percent = round(discard_ratio * 100)
+        if 0 < discard_ratio < 1 and abs(percent - discard_ratio * 100) < 1e-9:
+            # A slider moves in whole percents: one sort per layer serves all of them.
+            if head_fusion not in self._thresholds:
+                self._thresholds[head_fusion] = maps.discard_thresholds(fused, [i / 100 for i in range(100)])
+            thresholds = self._thresholds[head_fusion][:, percent]
+        return maps.rollout(fused, discard_ratio, thresholds)[self.n_prefix :].reshape(self.grid)
+
+    @cached_property
+    def mean_attention_distance(self) -> np.ndarray:
+        """[L,H] mean attention distance in input pixels."""
+        return maps.mean_attention_distance(self.attentions, self.grid, self.model.patch_size, self.n_prefix)
+
+    @cached_property
+    def attention_entropy(self) -> np.ndarray:
+        """[L,H] mean attention-row entropy in nats."""
+        return maps.attention_entropy(self.attentions)
+
+    def token_norms(self) -> np.ndarray:
+        """[gh,gw] norms of the last layer's output tokens (before the final LayerNorm)."""
+        return maps.token_norms(self.hidden_states[-1], self.grid, self.n_prefix)
+
+    def pca_rgb(self) -> np.ndarray:
+        """[gh,gw,3] first three principal components of the final patch tokens, in [0,1]."""
+        return maps.pca_rgb(self.tokens, self.grid, self.n_prefix)
+
+    def top_classes(self, k: int = 5) -> list[tuple[str, float]]:
+        """[(label, probability)] for classifiers, best first; [] for other models."""
+        if self.logits is None or self.model.labels is None:
+            return []
+        probs = torch.softmax(torch.from_numpy(self.logits), 0).numpy()
+        best = np.argsort(-probs)[:k]
+        return [(self.model.labels[i], float(probs[i])) for i in best]
+
+    @cached_property
+    def _saliency(self) -> np.ndarray | None:
+        return self.model.dense_head(self.image, tuple(self.pixel_values.shape[2:]))
+
+    def saliency(self) -> np.ndarray | None:
+        """[h,w] the embedded model's dense importance head, in [0,1]; None without one."""
+        return self._saliency
+
+
+def analyze(model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:
+    """Run one eager forward of `model` on `image` and capture everything.
+
+    longest: the input's longest side in pixels (default: the model's, 448 for DINOv2).
+    Fixed-size classifiers get their native square input unless `longest` is given, in
+    which case their position embeddings are interpolated.
+    """
+    rgb = load_image(image)
+    if longest is None and model.fixed_size:
+        size = (model.native_grid[0] * model.patch_size, model.native_grid[1] * model.patch_size)
+    else:
+        longest = longest or model.default_longest
+        if not model.patch_size <= longest <= 2048:
+            raise ValueError(f"input size must be between {model.patch_size} and 2048 pixels, got {longest}")
+        size = input_size(*rgb.shape[:2], model.patch_size, longest)
+    pixel_values = prepare_input(rgb, size, model.patch_size, model.mean, model.std)
+    out = model.forward(torch.from_numpy(pixel_values))
+    last = out.hidden_states[-1]
+    with torch.inference_mode():
+        tokens = model.final_norm(last)[0].float().cpu().numpy()
+    logits = getattr(out, "logits", None)
+    return Analysis(
+        model=model,
+        image=rgb,
+        pixel_values=pixel_values,
+        attentions=_stack_half(out.attentions),
+        hidden_states=_stack_half(out.hidden_states),
+        tokens=tokens,
+        logits=None if logits is None else logits[0].float().cpu().numpy(),
+    )
+
+
+def _stack_half(tensors: tuple[torch.Tensor, ...]) -> np.ndarray:
+    """Per-layer [1,...] tensors -> one float16 array [L,...], converted in a single pass."""
+    out = torch.empty((len(tensors), *tensors[0].shape[1:]), dtype=torch.float16)
+    for i, t in enumerate(tensors):
+        out[i].copy_(t[0])
+    return out.numpy()

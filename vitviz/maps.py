@@ -1,0 +1,149 @@
+"""Maps: pure functions over arrays. No model, no drawing.
+
+Notation: L layers, H heads, N tokens (prefix tokens first, then the patches in
+row-major scan order), P = gh*gw patches, D the token width, p the patch size in pixels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def attention_map(attn: np.ndarray, grid: tuple[int, int], n_prefix: int, head: int | None, query: int) -> np.ndarray:
+    """One attention row over the patches.
+
+    attn: [H,N,N] one layer's attention; query: a token index (0 = CLS).
+    head=None averages the heads. Returns [gh,gw] float32; prefix keys are dropped.
+    """
+    rows = attn[:, query, n_prefix:] if head is None else attn[head, query, n_prefix:][None]
+    return rows.astype(np.float32).mean(axis=0).reshape(grid)
+
+
+def fuse_heads(attn: np.ndarray | torch.Tensor, how: str = "mean") -> torch.Tensor:
+    """[L,H,N,N] -> [L,N,N] float32: the heads of each layer fused by mean, max or min."""
+    if how not in HEAD_FUSIONS:
+        raise ValueError(f"unknown head fusion {how!r}: use one of {HEAD_FUSIONS}")
+    a = torch.as_tensor(attn)
+    if how == "mean":
+        return a.float().mean(dim=1)
+    return (a.amax(dim=1) if how == "max" else a.amin(dim=1)).float()
+
+
+def rollout(
+    fused: torch.Tensor,
+    discard_ratio: float = 0.0,
+    thresholds: torch.Tensor | None = None,
+) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020), the CLS row over the patches.
+
+    fused: [L,N,N] head-fused attention (see `fuse_heads`). Per layer: weights at or below
+    the `discard_ratio` quantile are zeroed (never those in the CLS column), the identity
+    is added for the residual path and rows are re-normalised: Â_l. The rollout is
+    R = Â_L ... Â_1; only its CLS row is needed, so it runs as a vector times matrices
+    from the last layer down, O(L·N²). thresholds: [L] the per-layer quantile values if
+    already known (see `discard_thresholds`). Returns the CLS row [N] float32: it sums
+    to 1, prefix tokens first.
+    """
+    if not 0.0 <= discard_ratio < 1.0:
+        raise ValueError(f"discard_ratio must be in [0, 1), got {discard_ratio}")
+    if discard_ratio > 0.0 and thresholds is None:
+        thresholds = discard_thresholds(fused, [discard_ratio])[:, 0]
+    n = fused.shape[-1]
+    row = torch.zeros(n, dtype=torch.float32)
+    row[0] = 1.0
+    for layer in range(fused.shape[0] - 1, -1, -1):
+        a = fused[layer]
+        if discard_ratio > 0.0:
+            keep = a > thresholds[layer]
+            keep[:, 0] = True
+            a = a * keep
+        # v·Â = (v / rowsum) · (A + I): A + I is never materialised.
+        scaled = row / (a.sum(dim=1) + 1.0)
+        row = scaled @ a + scaled
+    return row.numpy()
+
+
+def discard_thresholds(fused: torch.Tensor, ratios: list[float]) -> torch.Tensor:
+    """[L,N,N] -> [L,R]: per layer, the value below which a fraction `ratio` of weights lie.
+
+    It is the k-th smallest weight, k = int(N² · ratio): weights at or below it are dropped.
+    """
+    flat = fused.flatten(1)
+    ks = [max(1, int(flat.shape[1] * r)) for r in ratios]
+    if len(ks) == 1:
+        return flat.kthvalue(ks[0], dim=1).values[:, None]
+    return flat.sort(dim=1).values[:, [k - 1 for k in ks]]
+
+
+def pos_embed_similarity(pos: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+    """pos: [P,D] patch position embeddings -> cosine similarity [gh,gw,gh,gw] (ViT Fig. 7)."""
+    unit = pos / np.maximum(np.linalg.norm(pos, axis=1, keepdims=True), 1e-12)
+    return (unit @ unit.T).astype(np.float32).reshape(*grid, *grid)
+
+
+def patch_centers(grid: tuple[int, int], patch: int) -> np.ndarray:
+    """[P,2] (y, x) pixel coordinates of the patch centres in the model input."""
+    ys, xs = np.meshgrid(np.arange(grid[0]), np.arange(grid[1]), indexing="ij")
+    return (np.stack([ys.ravel(), xs.ravel()], axis=1) + 0.5) * patch
+
+
+def mean_attention_distance(attn: np.ndarray, grid: tuple[int, int], patch: int, n_prefix: int) -> np.ndarray:
+    """[L,H,N,N] -> [L,H] mean attention distance in input pixels (ViT paper, App. D.7).
+
+    For each patch query, the pixel distance to every patch key weighted by the attention
+    (re-normalised over the patch keys), averaged over the queries.
+    """
+    c = patch_centers(grid, patch)
+    dist = torch.from_numpy(np.sqrt(((c[:, None] - c[None]) ** 2).sum(-1)).astype(np.float32))
+    out = np.empty(attn.shape[:2], np.float32)
+    for layer in range(attn.shape[0]):
+        a = torch.from_numpy(attn[layer, :, n_prefix:, n_prefix:]).float()
+        a = a / a.sum(-1, keepdim=True)
+        out[layer] = (a * dist).sum(-1).mean(-1).numpy()
+    return out
+
+
+def attention_entropy(attn: np.ndarray) -> np.ndarray:
+    """[L,H,N,N] -> [L,H] mean entropy of the attention rows, in nats (0 = one-hot)."""
+    out = np.empty(attn.shape[:2], np.float32)
+    for layer in range(attn.shape[0]):
+        a = torch.from_numpy(attn[layer]).float()
+        out[layer] = -(a * torch.log(a.clamp_min(1e-12))).sum(-1).mean(-1).numpy()
+    return out
+
+
+def token_norms(tokens: np.ndarray, grid: tuple[int, int], n_prefix: int) -> np.ndarray:
+    """tokens: [N,D] output tokens -> L2 norm of each patch token, [gh,gw]."""
+    return np.linalg.norm(tokens[n_prefix:].astype(np.float32), axis=1).reshape(grid)
+
+
+def high_norm_tokens(norms: np.ndarray, k: float = 4.0) -> np.ndarray:
+    """[gh,gw] -> bool [gh,gw]: outlier norms, above median + k * MAD (robust z-score).
+
+    Darcet et al. 2023 ("Vision Transformers Need Registers") find a few patch tokens
+    with norms far above the rest, used by the model as scratch space.
+    """
+    med = np.median(norms)
+    mad = np.median(np.abs(norms - med)) * 1.4826 + 1e-6
+    return norms > med + k * mad
+
+
+def pca_rgb(tokens: np.ndarray, grid: tuple[int, int], n_prefix: int) -> np.ndarray:
+    """tokens: [N,D] -> the first three principal components of the patch tokens as RGB.
+
+    Returns [gh,gw,3] float32 in [0,1], each component min-max scaled. Component signs
+    are fixed so that each component's largest loading is positive (stable colours).
+    """
+    x = tokens[n_prefix:].astype(np.float64)
+    x = x - x.mean(axis=0)
+    vt = np.linalg.svd(x, full_matrices=False)[2][:3]
+    vt = vt * np.sign(vt[np.arange(len(vt)), np.abs(vt).argmax(axis=1)])[:, None]
+    comps = x @ vt.T
+    lo, hi = comps.min(axis=0), comps.max(axis=0)
+    rgb = (comps - lo) / np.maximum(hi - lo, 1e-12)
+    if rgb.shape[1] < 3:
+        rgb = np.pad(rgb, ((0, 0), (0, 3 - rgb.shape[1])))
+    return rgb.astype(np.float32).reshape(*grid, 3)

@@ -1,0 +1,171 @@
+"""Image decoding and model-input preparation, written with OpenCV and NumPy.
+
+Everything a user can upload passes through `load_image`, which either returns an RGB
+uint8 array or raises a `ValueError` that names the problem. The model input is then
+made by `prepare_input`: a resize that keeps the aspect ratio and lands on multiples of
+the patch size, so the token grid is always (h/p, w/p) from pixels.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+from PIL import Image
+
+ImageInput = str | os.PathLike | bytes | np.ndarray | Image.Image
+
+# 40 megapixels: a 8000x5000 photo passes, a decompression bomb does not.
+MAX_PIXELS = int(os.environ.get("VITVIZ_MAX_PIXELS", 40_000_000))
+
+# EXIF orientation tag values -> the NumPy operations that undo them.
+_EXIF_ORIENTATION = {
+    2: lambda a: a[:, ::-1],
+    3: lambda a: a[::-1, ::-1],
+    4: lambda a: a[::-1],
+    5: lambda a: np.swapaxes(a, 0, 1),
+    6: lambda a: np.rot90(a, -1),
+    7: lambda a: np.rot90(a, 1)[::-1],
+    8: lambda a: np.rot90(a, 1),
+}
+
+
+def load_image(src: ImageInput) -> np.ndarray:
+    """Decode `src` (path, encoded bytes, PIL image or array) to RGB uint8 [H,W,3].
+
+    EXIF orientation is applied; grayscale, RGBA (composited on white), palette and
+    16-bit images become 8-bit RGB. Raises ValueError naming the problem for files that
+    are not images, truncated files and images over `MAX_PIXELS`.
+    """
+    if isinstance(src, np.ndarray):
+        return _to_rgb8(src, channel_order="rgb")
+    if isinstance(src, Image.Image):
+        _check_pixel_count(*src.size)
+        return _to_rgb8(np.asarray(_pil_to_array_mode(src)), channel_order="rgb")
+    if isinstance(src, (bytes, bytearray)):
+        return _decode(bytes(src), "the uploaded data")
+    if isinstance(src, (str, os.PathLike)):
+        path = Path(src)
+        if not path.is_file():
+            raise ValueError(f"no image file at {path}")
+        return _decode(path.read_bytes(), path.name)
+    raise ValueError(f"cannot read an image from a {type(src).__name__}")
+
+
+def _pil_to_array_mode(im: Image.Image) -> Image.Image:
+    if im.mode == "P":
+        return im.convert("RGBA")
+    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+        return Image.fromarray(np.asarray(im, dtype=np.uint32).astype(np.uint16))
+    if im.mode not in ("L", "LA", "RGB", "RGBA"):
+        return im.convert("RGB")
+    return im
+
+
+def _check_pixel_count(width: int, height: int) -> None:
+    if width * height > MAX_PIXELS:
+        raise ValueError(
+            f"image is too large: {width}x{height} pixels is over the limit of {MAX_PIXELS / 1e6:.0f} megapixels"
+        )
+
+
+def _decode(data: bytes, what: str) -> np.ndarray:
+    if not data:
+        raise ValueError(f"{what} is empty, not an image")
+    try:
+        # PIL reads only the header here: size, format and EXIF, no pixels.
+        with Image.open(io.BytesIO(data)) as header:
+            width, height = header.size
+            fmt = header.format
+            orientation = _exif_orientation(header)
+    except Image.DecompressionBombError as exc:
+        raise ValueError(f"{what} is too large: {exc}") from None
+    except Exception:
+        raise ValueError(f"{what} is not an image (unrecognised file format)") from None
+    _check_pixel_count(width, height)
+    if _is_truncated(data, fmt):
+        raise ValueError(f"{what} is a truncated {fmt} file: its end is missing")
+    # IMREAD_UNCHANGED keeps alpha and 16-bit depth; orientation is applied below.
+    arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    if arr is None:
+        raise ValueError(f"{what} could not be decoded as {fmt}: the file is damaged")
+    arr = _to_rgb8(arr, channel_order="bgr")
+    return np.ascontiguousarray(_EXIF_ORIENTATION.get(orientation, lambda a: a)(arr))
+
+
+def _exif_orientation(header: Image.Image) -> int:
+    try:
+        return int(header.getexif().get(0x0112, 1))
+    except Exception:  # a cut or malformed EXIF block: keep the stored orientation
+        return 1
+
+
+def _is_truncated(data: bytes, fmt: str | None) -> bool:
+    """Structural end-of-file check: decoders fill a cut JPEG with grey and say nothing."""
+    if fmt == "JPEG":
+        return b"\xff\xd9" not in data[-1024:]
+    if fmt == "PNG":
+        return b"IEND" not in data[-64:]
+    return False
+
+
+def _to_rgb8(arr: np.ndarray, channel_order: str) -> np.ndarray:
+    """Any 2-D/3-D integer or float image -> RGB uint8 [H,W,3]."""
+    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (1, 2, 3, 4)):
+        raise ValueError(f"an image array must be HxW or HxWxC with C in 1..4, got {arr.shape}")
+    _check_pixel_count(arr.shape[1], arr.shape[0])
+    if arr.dtype == np.uint16:
+        arr = (arr.astype(np.uint32) * 255 // 65535).astype(np.uint8)
+    elif arr.dtype.kind == "f":
+        scale = 255.0 if arr.max(initial=0) <= 1.0 else 1.0
+        arr = np.clip(arr * scale, 0, 255).round().astype(np.uint8)
+    elif arr.dtype != np.uint8:
+        arr = np.clip(arr, 0, 255).astype(np.uint8)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    c = arr.shape[2]
+    if c in (2, 4):  # composite the alpha channel on white
+        alpha = arr[:, :, -1:].astype(np.float32) / 255.0
+        color = arr[:, :, :-1].astype(np.float32)
+        arr = (color * alpha + 255.0 * (1.0 - alpha)).round().astype(np.uint8)
+        c -= 1
+    if c == 1:
+        arr = np.repeat(arr, 3, axis=2)
+    elif channel_order == "bgr":
+        arr = arr[:, :, ::-1]
+    return np.ascontiguousarray(arr)
+
+
+def input_size(height: int, width: int, patch: int, longest: int) -> tuple[int, int]:
+    """Model input (h, w): aspect ratio kept, longest side about `longest`, multiples of `patch`."""
+    scale = longest / max(height, width)
+    h = max(patch, int(round(height * scale / patch)) * patch)
+    w = max(patch, int(round(width * scale / patch)) * patch)
+    return h, w
+
+
+def prepare_input(
+    image: np.ndarray,
+    size: tuple[int, int],
+    patch: int,
+    mean: tuple[float, float, float],
+    std: tuple[float, float, float],
+) -> np.ndarray:
+    """RGB uint8 [H,W,3] -> normalised model input float32 [1,3,h,w].
+
+    The whole image is resized to `size` = (h, w), no crop, so token (i, j) covers the
+    same fraction of the original image as of the input.
+    """
+    height, width = image.shape[:2]
+    if height < patch or width < patch:
+        raise ValueError(f"image is too small: {width}x{height} pixels is smaller than one {patch}x{patch} patch")
+    h, w = size
+    if h % patch or w % patch:
+        raise ValueError(f"input size {w}x{h} is not a multiple of the patch size {patch}")
+    shrinking = h * w < height * width
+    resized = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_CUBIC)
+    x = (resized.astype(np.float32) / 255.0 - np.float32(mean)) / np.float32(std)
+    return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
