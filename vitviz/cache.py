@@ -1,0 +1,51 @@
+"""A bounded LRU of analyses, so that many users uploading images cannot exhaust memory."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+
+from .analysis import Analysis
+
+
+class AnalysisCache:
+    """LRU over analyses with a total memory cap and a per-session entry cap.
+
+    Keys are (session, ...) tuples. An evicted analysis is simply recomputed (one forward)
+    the next time its session asks for it. The newest entry is always kept.
+    """
+
+    def __init__(self, max_bytes: int, per_session: int = 2) -> None:
+        self.max_bytes = max_bytes
+        self.per_session = per_session
+        self._items: OrderedDict[tuple, Analysis] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Analysis | None:
+        with self._lock:
+            a = self._items.get(key)
+            if a is not None:
+                self._items.move_to_end(key)
+            return a
+
+    def put(self, key: tuple, analysis: Analysis) -> None:
+        with self._lock:
+            self._items[key] = analysis
+            self._items.move_to_end(key)
+            self._evict(key[0])
+
+    def _evict(self, session: Hashable) -> None:
+        mine = [k for k in self._items if k[0] == session]
+        for k in mine[: max(0, len(mine) - self.per_session)]:
+            del self._items[k]
+        # Lazily filled caches (fused heads, views) grow entries, so sizes are read now.
+        while len(self._items) > 1 and self.nbytes > self.max_bytes:
+            self._items.popitem(last=False)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,88 @@
+"""Plotly figures. They take arrays, never a model."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+
+def pos_embed_grid(sim: np.ndarray, max_tiles: int = 12) -> go.Figure:
+    """Grid of grids (ViT paper, Fig. 7 left): tile (i, j) is position (i, j)'s similarity map.
+
+    sim: [g,g,g,g]. Large grids show every k-th position so at most `max_tiles` per side
+    are drawn; each tile keeps its full g x g resolution.
+    """
+    g = sim.shape[0]
+    step = max(1, -(-g // max_tiles))
+    rows = list(range(0, g, step))
+    gap = 1
+    side = len(rows) * (g + gap) - gap
+    sheet = np.full((side, side), np.nan, np.float32)
+    custom = np.full((side, side, 4), -1, np.int32)
+    yy, xx = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
+    for ti, r in enumerate(rows):
+        for tj, c in enumerate(rows):
+            y0, x0 = ti * (g + gap), tj * (g + gap)
+            sheet[y0 : y0 + g, x0 : x0 + g] = sim[r, c]
+            custom[y0 : y0 + g, x0 : x0 + g] = np.stack([np.full_like(yy, r), np.full_like(xx, c), yy, xx], -1)
+    fig = go.Figure(
+        go.Heatmap(
+            z=sheet,
+            customdata=custom,
+            colorscale="Viridis",
+            zmin=-1,
+            zmax=1,
+            colorbar=dict(title="cosine"),
+            hovertemplate="position (row %{customdata[0]}, col %{customdata[1]})<br>"
+            "vs (row %{customdata[2]}, col %{customdata[3]})<br>similarity %{z:.3f}<extra></extra>",
+        )
+    )
+    shown = f"every {step}th position" if step > 1 else "every position"
+    fig.update_layout(
+        title=f"Position-embedding similarity, {g}x{g} grid ({shown})",
+        xaxis=dict(visible=False),
+        yaxis=dict(visible=False, autorange="reversed", scaleanchor="x"),
+        margin=dict(l=10, r=10, t=50, b=10),
+        height=560,
+    )
+    return fig
+
+
+def attention_distance(dist: np.ndarray, patch: int) -> go.Figure:
+    """Mean attention distance of every head against depth (ViT paper, Fig. 7 right). dist: [L,H]."""
+    layers, heads = dist.shape
+    fig = go.Figure()
+    for h in range(heads):
+        fig.add_scatter(
+            x=np.arange(layers),
+            y=dist[:, h],
+            mode="markers",
+            name=f"head {h}",
+            marker=dict(size=9, opacity=0.8),
+            hovertemplate=f"layer %{{x}}, head {h}<br>%{{y:.0f}} px<extra></extra>",
+        )
+    fig.update_layout(
+        title="Mean attention distance per head",
+        xaxis=dict(title="layer (depth)", dtick=1),
+        yaxis=dict(title=f"mean attention distance (pixels; one patch = {patch} px)", rangemode="tozero"),
+        margin=dict(l=10, r=10, t=50, b=10),
+        height=420,
+    )
+    return fig
+
+
+def layer_head_heatmap(values: np.ndarray, title: str, unit: str) -> go.Figure:
+    """A layer x head heatmap, e.g. attention entropy. values: [L,H]."""
+    layers, heads = values.shape
+    fig = go.Figure(
+        go.Heatmap(
+            z=values,
+            x=[f"head {h}" for h in range(heads)],
+            y=[f"layer {i}" for i in range(layers)],
+            colorscale="Viridis",
+            colorbar=dict(title=unit),
+            hovertemplate="%{y}, %{x}<br>%{z:.2f} " + unit + "<extra></extra>",
+        )
+    )
+    fig.update_layout(title=title, yaxis=dict(autorange="reversed"), margin=dict(l=10, r=10, t=50, b=10), height=420)
+    return fig

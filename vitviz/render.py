@@ -1,0 +1,168 @@
+"""Drawing with OpenCV: colormaps, overlays, colorbars, patch grids and head grids.
+
+Takes arrays, returns RGB uint8 images. No model here. Maps are [gh,gw] in patch units;
+images are [H,W,3] in pixels of the picture being drawn on.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+COLORMAPS = {
+    "inferno": cv2.COLORMAP_INFERNO,
+    "viridis": cv2.COLORMAP_VIRIDIS,
+    "magma": cv2.COLORMAP_MAGMA,
+    "turbo": cv2.COLORMAP_TURBO,
+    "jet": cv2.COLORMAP_JET,
+    "gray": None,
+}
+FONT = cv2.FONT_HERSHEY_SIMPLEX
+DISPLAY_SIDE = 640  # the longest side images are drawn at: enough for a projector, cheap to send
+
+
+def fit(image: np.ndarray, longest: int = DISPLAY_SIDE) -> np.ndarray:
+    """Resize RGB [H,W,3] so that its longest side is `longest` (aspect kept)."""
+    h, w = image.shape[:2]
+    scale = longest / max(h, w)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return cv2.resize(image, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
+
+
+def colorize(values: np.ndarray, cmap: str = "inferno", vmin: float | None = None, vmax: float | None = None):
+    """[h,w] float -> RGB uint8 [h,w,3], values scaled from [vmin, vmax] (default: min, max)."""
+    if cmap not in COLORMAPS:
+        raise ValueError(f"unknown colormap {cmap!r}: use one of {sorted(COLORMAPS)}")
+    lo = float(values.min()) if vmin is None else vmin
+    hi = float(values.max()) if vmax is None else vmax
+    scaled = np.clip((values - lo) / max(hi - lo, 1e-12), 0, 1)
+    gray = (scaled * 255).round().astype(np.uint8)
+    if COLORMAPS[cmap] is None:
+        return np.repeat(gray[..., None], 3, axis=2)
+    return cv2.applyColorMap(gray, COLORMAPS[cmap])[..., ::-1].copy()
+
+
+def overlay(
+    image: np.ndarray,
+    values: np.ndarray,
+    cmap: str = "inferno",
+    alpha: float = 0.6,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    nearest: bool = True,
+) -> np.ndarray:
+    """Blend the colourised map `values` [gh,gw] over RGB `image` [H,W,3].
+
+    nearest=True keeps each patch a flat square, faithful to tokens; False interpolates
+    bilinearly (for rollout and dense outputs). The map covers the whole image.
+    """
+    h, w = image.shape[:2]
+    heat = colorize(values.astype(np.float32), cmap, vmin, vmax)
+    heat = cv2.resize(heat, (w, h), interpolation=cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR)
+    return cv2.addWeighted(heat, alpha, image, 1.0 - alpha, 0.0)
+
+
+def colorbar(height: int, cmap: str, vmin: float, vmax: float, width: int = 90) -> np.ndarray:
+    """A vertical colour scale [height,width,3] with its top, middle and bottom values."""
+    ramp = np.linspace(1, 0, height, dtype=np.float32)[:, None].repeat(16, axis=1)
+    bar = np.full((height, width, 3), 255, np.uint8)
+    bar[:, 4:20] = colorize(ramp, cmap, 0, 1)
+    for frac in (0.0, 0.5, 1.0):
+        y = int(np.clip((1 - frac) * (height - 1), 12, height - 8))
+        text = _fmt(vmin + frac * (vmax - vmin))
+        cv2.putText(bar, text, (24, y + 6), FONT, 0.55, (0, 0, 0), 1, cv2.LINE_AA)
+    return bar
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3f}" if abs(v) < 10 else f"{v:.0f}"
+
+
+def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float) -> np.ndarray:
+    return np.concatenate([image, colorbar(image.shape[0], cmap, vmin, vmax)], axis=1)
+
+
+def patch_box(grid: tuple[int, int], size: tuple[int, int], index: int) -> tuple[int, int, int, int]:
+    """Pixel box (x0, y0, x1, y1) of patch `index` (row-major) on an image of `size` (h, w)."""
+    (gh, gw), (h, w) = grid, size
+    r, c = divmod(index, gw)
+    return round(c * w / gw), round(r * h / gh), round((c + 1) * w / gw), round((r + 1) * h / gh)
+
+
+def patch_at(grid: tuple[int, int], size: tuple[int, int], x: float, y: float) -> int | None:
+    """Row-major patch index under pixel (x, y) of an image of `size` (h, w); None outside."""
+    (gh, gw), (h, w) = grid, size
+    if not (0 <= x < w and 0 <= y < h):
+        return None
+    return int(y * gh / h) * gw + int(x * gw / w)
+
+
+def mark_patch(image: np.ndarray, grid: tuple[int, int], index: int, color=(0, 255, 255)) -> np.ndarray:
+    """Outline patch `index` on a copy of `image`: the picked query."""
+    out = image.copy()
+    x0, y0, x1, y1 = patch_box(grid, out.shape[:2], index)
+    cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), (0, 0, 0), 4)
+    cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), color, 2)
+    return out
+
+
+def draw_grid(image: np.ndarray, grid: tuple[int, int], numbers: bool = True) -> np.ndarray:
+    """Patch grid lines on `image`, with the scan order: each patch's token index."""
+    out = image.copy()
+    (gh, gw), (h, w) = grid, out.shape[:2]
+    for r in range(1, gh):
+        y = round(r * h / gh)
+        cv2.line(out, (0, y), (w - 1, y), (255, 255, 255), 1, cv2.LINE_AA)
+    for c in range(1, gw):
+        x = round(c * w / gw)
+        cv2.line(out, (x, 0), (x, h - 1), (255, 255, 255), 1, cv2.LINE_AA)
+    if numbers:
+        cell = min(h / gh, w / gw)
+        scale = float(np.clip(cell / 45, 0.22, 0.5))
+        # Label every patch when there is room; otherwise the first row, the first column
+        # and the last patch, which is enough to read the row-major order.
+        every = cell >= 34
+        for i in range(gh * gw):
+            r, c = divmod(i, gw)
+            if every or r == 0 or c == 0 or i == gh * gw - 1:
+                x0, y0, _, _ = patch_box(grid, (h, w), i)
+                org = (x0 + 2, y0 + int(11 * scale / 0.38))
+                cv2.putText(out, str(i), org, FONT, scale, (0, 0, 0), 3, cv2.LINE_AA)
+                cv2.putText(out, str(i), org, FONT, scale, (255, 255, 255), 1, cv2.LINE_AA)
+    return out
+
+
+def tile(images: list[np.ndarray], labels: list[str], cols: int, pad: int = 6) -> np.ndarray:
+    """Lay equal-size RGB images out in a grid with a caption above each."""
+    h, w = images[0].shape[:2]
+    rows = -(-len(images) // cols)
+    cap = 20
+    sheet = np.full((rows * (h + cap + pad), cols * (w + pad) - pad, 3), 255, np.uint8)
+    for i, (img, label) in enumerate(zip(images, labels, strict=True)):
+        r, c = divmod(i, cols)
+        y, x = r * (h + cap + pad), c * (w + pad)
+        cv2.putText(sheet, label, (x + 2, y + 15), FONT, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
+        sheet[y + cap : y + cap + h, x : x + w] = img
+    return sheet
+
+
+def tile_origin(index: int, tile_size: tuple[int, int], cols: int, pad: int = 6) -> tuple[int, int]:
+    """(x, y) of the image part of tile `index` in a `tile` sheet."""
+    h, w = tile_size
+    r, c = divmod(index, cols)
+    return c * (w + pad), r * (h + 20 + pad) + 20
+
+
+def mark_boxes(image: np.ndarray, grid: tuple[int, int], mask: np.ndarray, color=(0, 255, 0)) -> np.ndarray:
+    """Outline every patch where the bool [gh,gw] `mask` is set."""
+    out = image.copy()
+    for index in np.flatnonzero(mask.ravel()):
+        x0, y0, x1, y1 = patch_box(grid, out.shape[:2], int(index))
+        cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), color, 2)
+    return out
+
+
+def upsample_rgb(rgb01: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """[gh,gw,3] float in [0,1] -> RGB uint8 at (h, w), nearest (one flat square per patch)."""
+    img = (np.clip(rgb01, 0, 1) * 255).round().astype(np.uint8)
+    return cv2.resize(img, (size[1], size[0]), interpolation=cv2.INTER_NEAREST)

@@ -1,0 +1,413 @@
+"""The Gradio app: layout and event wiring only. Numbers come from the engine, pictures from views."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import threading
+from functools import wraps
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+import numpy as np  # noqa: E402
+
+from . import CATALOGUE, DEFAULT_MODEL, ModelUnavailableError, VitModel, analyze, load_model, plots, views  # noqa: E402
+from .analysis import Analysis  # noqa: E402
+from .cache import AnalysisCache  # noqa: E402
+from .maps import HEAD_FUSIONS  # noqa: E402
+from .render import COLORMAPS  # noqa: E402
+
+log = logging.getLogger("vitviz")
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+EXAMPLES = [str(ASSETS / name) for name in ("chelsea.jpg", "coffee.jpg", "astronaut.jpg", "rocket.jpg")]
+SIZES = ["model default", "224", "336", "448", "518", "672"]
+MEAN_OF_HEADS, ALL_HEADS = "mean of heads", "all heads (grid)"
+CLS_QUERY, PATCH_QUERY = "CLS token", "a patch (click the picture on the left)"
+
+CACHE = AnalysisCache(max_bytes=int(os.environ.get("VITVIZ_CACHE_MB", 2048)) * 2**20)
+_MODELS: dict[str, VitModel] = {}
+_MODELS_LOCK = threading.Lock()
+_DEVICE = "auto"
+
+INTRO = """# vitviz: see inside a Vision Transformer
+Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, adds a **position
+embedding**, puts a **readout (CLS) token** in front, and passes the tokens through pre-norm layers of
+**multi-head self-attention**. Each tab below shows one part of that, on *your* image."""
+
+
+def user_errors(fn):
+    """Turn the engine's errors into messages in the browser; the server and other sessions go on."""
+
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (ValueError, ModelUnavailableError) as exc:
+            raise gr.Error(str(exc)) from None
+        except gr.Error:
+            raise
+        except Exception as exc:  # keep serving; say what happened
+            log.exception("unexpected error")
+            raise gr.Error(f"vitviz hit an unexpected error: {type(exc).__name__}: {exc}") from None
+
+    return wrapper
+
+
+def get_model(name: str, progress: gr.Progress | None = None) -> VitModel:
+    with _MODELS_LOCK:
+        if name not in _MODELS:
+            if progress is not None:
+                progress(0.05, desc=f"Loading {name} (a hub model downloads once)")
+            _MODELS[name] = load_model(name, device=_DEVICE)
+        return _MODELS[name]
+
+
+def get_analysis(
+    image: str | None, model_name: str, size: str, request: gr.Request | None, progress: gr.Progress | None = None
+) -> Analysis:
+    """The cached analysis of this session's image, or one forward pass to make it."""
+    if not image:
+        raise ValueError("no image: upload one or click an example")
+    digest = hashlib.sha1(Path(image).read_bytes()).hexdigest()
+    session = getattr(request, "session_hash", None) or "local"
+    key = (session, model_name, digest, size)
+    a = CACHE.get(key)
+    if a is None:
+        model = get_model(model_name, progress)
+        if progress is not None:
+            progress(0.3, desc="Running the ViT: one forward pass captures every layer")
+        a = analyze(model, image, longest=None if size == SIZES[0] else int(size))
+        CACHE.put(key, a)
+    return a
+
+
+def _head(choice: str) -> int | str | None:
+    if choice == MEAN_OF_HEADS:
+        return None
+    if choice == ALL_HEADS:
+        return views.ALL_HEADS
+    return int(choice.split()[-1])
+
+
+def _query(mode: str, patch: float | None) -> str | int:
+    return "cls" if mode == CLS_QUERY or patch is None or patch < 0 else int(patch)
+
+
+def status_text(a: Analysis) -> str:
+    m = a.model
+    h, w = a.pixel_values.shape[2:]
+    where = "GPU (" + str(m.device) + ")" if m.device.type == "cuda" else "CPU"
+    return (
+        f"**{m.name}** on **{where}** · input {w}×{h} px · grid {a.grid[0]}×{a.grid[1]} patches of "
+        f"{m.patch_size} px · {a.attentions.shape[-1]} tokens · {m.num_layers} layers × {m.num_heads} heads"
+    )
+
+
+@user_errors
+def attention(image, model_name, size, layer, head, query_mode, patch, cmap, alpha, scale, request: gr.Request):
+    """Attention of the query (CLS or a patch) in one layer: one head, the mean, or all heads."""
+    a = get_analysis(image, model_name, size, request)
+    query = _query(query_mode, patch)
+    a.query_index(query)  # validates the patch index
+    overlay, picker = views.attention_view(
+        a, int(layer), _head(head), query, cmap, float(alpha), scale == "shared across heads"
+    )
+    return overlay, picker
+
+
+@user_errors
+def rollout(image, model_name, size, fusion, discard, cmap, alpha, request: gr.Request):
+    """Attention rollout with head fusion and discard ratio."""
+    a = get_analysis(image, model_name, size, request)
+    return views.rollout_view(a, fusion, float(discard), cmap, float(alpha))
+
+
+@user_errors
+def pos_embed(model_name, row, col, cmap):
+    """Position-embedding similarity: the grid of grids and one position's map, large."""
+    model = get_model(model_name)
+    sim = _similarity(model)
+    g = model.native_grid[0]
+    row, col = min(int(row), g - 1), min(int(col), g - 1)
+    return plots.pos_embed_grid(sim), views.pos_embed_map(model, sim, row, col, cmap)
+
+
+_SIMILARITY: dict[str, np.ndarray] = {}
+
+
+def _similarity(model: VitModel) -> np.ndarray:
+    if model.name not in _SIMILARITY:
+        _SIMILARITY[model.name] = model.pos_embed_similarity()
+    return _SIMILARITY[model.name]
+
+
+@user_errors
+def analyze_image(
+    image,
+    model_name,
+    size,
+    layer,
+    head,
+    query_mode,
+    patch,
+    cmap,
+    alpha,
+    scale,
+    fusion,
+    discard,
+    request: gr.Request,
+    progress=gr.Progress(),
+):
+    """Analyse an image (one forward pass) and draw every view."""
+    a = get_analysis(image, model_name, size, request, progress)
+    progress(0.8, desc="Drawing the views")
+    layer = min(int(layer), a.model.num_layers - 1)
+    if head not in head_choices(a.model):
+        head = MEAN_OF_HEADS
+    patch = -1 if patch is None or patch >= a.grid[0] * a.grid[1] else patch
+    att, picker = attention(image, model_name, size, layer, head, query_mode, patch, cmap, alpha, scale, request)
+    grid_img, tokens_md = views.tokens_view(a)
+    dist, ent, norms, pca = views.heads_views(a, cmap)
+    top5, saliency = views.output_view(a, cmap, alpha)
+    return (
+        status_text(a),
+        grid_img,
+        tokens_md,
+        att,
+        picker,
+        views.display(a),
+        rollout(image, model_name, size, fusion, discard, cmap, alpha, request),
+        dist,
+        ent,
+        norms,
+        pca,
+        gr.Label(value=top5 or None, visible=bool(top5)),
+        gr.Image(value=saliency, visible=saliency is not None),
+        gr.Slider(maximum=a.model.num_layers - 1, value=layer),
+        gr.Dropdown(choices=head_choices(a.model), value=head),
+        patch,
+    )
+
+
+def head_choices(model: VitModel) -> list[str]:
+    return [MEAN_OF_HEADS, ALL_HEADS] + [f"head {h}" for h in range(model.num_heads)]
+
+
+@user_errors
+def pick_patch(image, model_name, size, evt: gr.SelectData, request: gr.Request):
+    """A click on the picture picks the query patch."""
+    a = get_analysis(image, model_name, size, request)
+    x, y = evt.index
+    patch = views.patch_at_display(a, x, y)
+    if patch is None:
+        return gr.skip(), gr.skip()
+    return patch, PATCH_QUERY
+
+
+@user_errors
+def pick_position(model_name, evt: gr.SelectData):
+    """A click on the large similarity map picks the position to show."""
+    model = get_model(model_name)
+    row, col = views.position_at(model, evt.index[0], evt.index[1])
+    return row, col
+
+
+def change_model(name: str, current: str, progress=gr.Progress()):
+    """Load another model; offline, say so within seconds and keep the current one."""
+    try:
+        model = get_model(name, progress)
+    except (ModelUnavailableError, ValueError, OSError) as exc:
+        gr.Warning(f"{name} is not available: {exc} Keeping {current}.")
+        return current, current, gr.skip(), gr.skip()
+    g = model.native_grid[0]
+    return name, name, gr.Slider(maximum=g - 1, value=g // 2), gr.Slider(maximum=g - 1, value=g // 2)
+
+
+def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
+    model = get_model(default_model)
+    g = model.native_grid[0]
+    names = list(CATALOGUE)
+    if default_model not in names:
+        names.insert(0, default_model)
+    with gr.Blocks(title="vitviz: see inside a Vision Transformer") as demo:
+        current_model = gr.State(default_model)
+        gr.Markdown(INTRO)
+        with gr.Row():
+            with gr.Column(scale=1, min_width=300):
+                image = gr.Image(
+                    value=EXAMPLES[0], type="filepath", label="Your image", sources=["upload", "clipboard"], height=300
+                )
+                gr.Examples(EXAMPLES, inputs=[image], label="Example photos (CC0 / public domain)")
+                model_dd = gr.Dropdown(
+                    [(f"{n}: {CATALOGUE.get(n, 'local folder')}", n) for n in names],
+                    value=default_model,
+                    label="Model",
+                )
+                size_dd = gr.Dropdown(SIZES, value=SIZES[0], label="Input size (longest side, pixels)")
+                status = gr.Markdown()
+            with gr.Column(scale=3):
+                with gr.Tabs():
+                    with gr.Tab("1 · Tokens"):
+                        gr.Markdown(
+                            "**What am I looking at?** The picture cut into the square patches the ViT reads. "
+                            "Each patch becomes one token; the numbers show the order of the token sequence."
+                        )
+                        tokens_md = gr.Markdown()
+                        tokens_img = gr.Image(label="Patches and scan order", interactive=False, height=460)
+                    with gr.Tab("2 · Attention"):
+                        gr.Markdown(
+                            "**What am I looking at?** In self-attention every token takes a weighted average "
+                            "of all tokens. Pick a *query* token (the CLS readout token, or click a patch): "
+                            "bright patches are the ones it takes most from, in this layer and head. "
+                            "Early layers look nearby; deep layers look at whole objects."
+                        )
+                        with gr.Row():
+                            layer = gr.Slider(
+                                0, model.num_layers - 1, value=model.num_layers - 1, step=1, label="Layer"
+                            )
+                            head = gr.Dropdown(head_choices(model), value=MEAN_OF_HEADS, label="Head")
+                            query_mode = gr.Radio([CLS_QUERY, PATCH_QUERY], value=CLS_QUERY, label="Query")
+                            patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1)
+                        with gr.Row():
+                            cmap = gr.Dropdown(list(COLORMAPS), value="inferno", label="Colormap")
+                            alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="Opacity")
+                            scale = gr.Radio(
+                                ["shared across heads", "per head"], value="shared across heads", label="Colour scale"
+                            )
+                        with gr.Row():
+                            picker = gr.Image(label="Click a patch to make it the query", interactive=False)
+                            att_img = gr.Image(
+                                label="Attention of the query (nearest: one square per patch)", interactive=False
+                            )
+                    with gr.Tab("3 · Rollout"):
+                        gr.Markdown(
+                            "**What am I looking at?** Attention *rollout* follows attention through all layers "
+                            "at once: it multiplies the layers' attention (plus the skip connection) to estimate "
+                            "how much each patch flows into the CLS token at the end. Bright = more."
+                        )
+                        with gr.Row():
+                            fusion = gr.Radio(list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by")
+                            discard = gr.Slider(0, 0.95, value=0.0, step=0.05, label="Discard the weakest fraction")
+                        with gr.Row():
+                            original = gr.Image(label="Your image", interactive=False)
+                            roll_img = gr.Image(label="Rollout (bilinear)", interactive=False)
+                    with gr.Tab("4 · Position embeddings"):
+                        gr.Markdown(
+                            "**What am I looking at?** The model learned one vector per patch position. "
+                            "Each small square shows how similar one position's vector is to all others "
+                            "(cosine, 1 = same). Nearby positions, same rows and same columns come out similar: "
+                            "the model learned the 2-D layout by itself. This belongs to the model, not your image."
+                        )
+                        with gr.Row():
+                            pos_row = gr.Slider(0, g - 1, value=g // 2, step=1, label="Position row")
+                            pos_col = gr.Slider(0, g - 1, value=g // 2, step=1, label="Position column")
+                        with gr.Row():
+                            pos_grid = gr.Plot(label="Grid of grids")
+                            pos_map = gr.Image(
+                                label="Similarity of the chosen position (click to choose)", interactive=False
+                            )
+                    with gr.Tab("5 · Heads at a glance"):
+                        gr.Markdown(
+                            "**What am I looking at?** *Mean attention distance*: how far, in pixels, each head "
+                            "looks on average; *entropy*: how spread out its attention is. *Token norms* mark "
+                            "high-norm 'artifact' tokens (green boxes) that some ViTs use as scratch space. "
+                            "*PCA*: the final patch features squeezed to three colours; same colour = similar."
+                        )
+                        with gr.Row():
+                            dist_plot = gr.Plot(label="Attention distance")
+                            ent_plot = gr.Plot(label="Attention entropy")
+                        with gr.Row():
+                            norm_img = gr.Image(label="Output token norms (outliers boxed)", interactive=False)
+                            pca_img = gr.Image(label="PCA of patch features as RGB", interactive=False)
+                    with gr.Tab("6 · Model output"):
+                        gr.Markdown(
+                            "**What am I looking at?** What the model outputs. A classifier reads the CLS token "
+                            "and gives its top-5 classes. The embedded model has a small dense head that decodes "
+                            "the patch tokens into an 'importance' map over the image."
+                        )
+                        top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=False)
+                        saliency = gr.Image(label="Dense head output", interactive=False, visible=False)
+
+        att_in = [image, model_dd, size_dd, layer, head, query_mode, patch, cmap, alpha, scale]
+        roll_in = [image, model_dd, size_dd, fusion, discard, cmap, alpha]
+        all_in = att_in + [fusion, discard]
+        all_out = [
+            status,
+            tokens_img,
+            tokens_md,
+            att_img,
+            picker,
+            original,
+            roll_img,
+            dist_plot,
+            ent_plot,
+            norm_img,
+            pca_img,
+            top5,
+            saliency,
+            layer,
+            head,
+            patch,
+        ]
+
+        demo.load(analyze_image, all_in, all_out, api_visibility="private")
+        demo.load(pos_embed, [model_dd, pos_row, pos_col, cmap], [pos_grid, pos_map], api_visibility="private")
+        image.change(analyze_image, all_in, all_out, api_name="analyze")
+        size_dd.change(analyze_image, all_in, all_out, api_visibility="private")
+        model_dd.change(
+            change_model,
+            [model_dd, current_model],
+            [model_dd, current_model, pos_row, pos_col],
+            api_visibility="private",
+        ).then(analyze_image, all_in, all_out, api_visibility="private").then(
+            pos_embed, [model_dd, pos_row, pos_col, cmap], [pos_grid, pos_map], api_visibility="private"
+        )
+        # One listener per view; a slider drag renders only its last position, from the cache.
+        gr.on(
+            [c.change for c in (layer, head, query_mode, patch, cmap, alpha, scale)],
+            attention,
+            att_in,
+            [att_img, picker],
+            api_name="attention",
+            trigger_mode="always_last",
+        )
+        gr.on(
+            [c.change for c in (fusion, discard, cmap, alpha)],
+            rollout,
+            roll_in,
+            roll_img,
+            api_name="rollout",
+            trigger_mode="always_last",
+        )
+        picker.select(pick_patch, [image, model_dd, size_dd], [patch, query_mode], api_visibility="private")
+        gr.on(
+            [pos_row.change, pos_col.change],
+            pos_embed,
+            [model_dd, pos_row, pos_col, cmap],
+            [pos_grid, pos_map],
+            api_name="position_embeddings",
+            trigger_mode="always_last",
+        )
+        pos_map.select(pick_position, [model_dd], [pos_row, pos_col], api_visibility="private")
+    return demo
+
+
+def main(argv: list[str] | None = None) -> None:
+    global _DEVICE
+    parser = argparse.ArgumentParser(description="vitviz: see inside a Vision Transformer")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--share", action="store_true", help="also open a public gradio.live link")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="catalogue name, hub id or local folder")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    _DEVICE = args.device
+    demo = build(args.model)
+    demo.queue(default_concurrency_limit=4).launch(
+        server_name=args.host, server_port=args.port, share=args.share, theme=gr.themes.Soft()
+    )

@@ -1,0 +1,138 @@
+"""What each view of the app shows, as images and figures, from an `Analysis`.
+
+The UI module only wires these to widgets; the CLI and notebooks can call them too.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import plots, render
+from .analysis import Analysis
+from .maps import high_norm_tokens
+from .models import VitModel
+
+ALL_HEADS = "all"
+
+
+_DISPLAY: weakref.WeakKeyDictionary[Analysis, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def display(a: Analysis) -> np.ndarray:
+    """The user's image at display size, made once per analysis (and freed with it)."""
+    if a not in _DISPLAY:
+        _DISPLAY[a] = render.fit(a.image)
+    return _DISPLAY[a]
+
+
+def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
+    """The image cut into patches with the scan order, and a sentence on the token sequence."""
+    m = a.model
+    gh, gw = a.grid
+    h, w = a.pixel_values.shape[2:]
+    prefix = ", ".join(m.prefix_tokens)
+    text = (
+        f"**{gh} × {gw} = {gh * gw} patch tokens** of {m.patch_size}×{m.patch_size} pixels "
+        f"(the model sees the image at {w}×{h}), **plus {m.n_prefix} prefix token"
+        f"{'s' if m.n_prefix > 1 else ''}: {prefix}** → {a.attentions.shape[-1]} tokens in all. "
+        "Patches are numbered in scan order, left to right, top to bottom. "
+        "The CLS token is the *readout token*: a learned vector put in front of the patches, "
+        "whose output summarises the image. Each patch token also gets a learned "
+        "*position embedding*, so the model knows where the patch came from."
+    )
+    return render.draw_grid(display(a), a.grid), text
+
+
+def attention_view(
+    a: Analysis,
+    layer: int,
+    head: int | str | None,
+    query: str | int,
+    cmap: str = "inferno",
+    alpha: float = 0.6,
+    shared_scale: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(overlay, query picker). head: an index, None for the mean of heads, or ALL_HEADS.
+
+    The overlay is the map upsampled nearest-neighbour (one flat square per patch), with a
+    colorbar. ALL_HEADS tiles every head plus their mean; shared_scale puts them on one scale.
+    """
+    base = display(a)
+    picker = base if query == "cls" else render.mark_patch(base, a.grid, int(query))
+    if head != ALL_HEADS:
+        values = a.attention_map(layer, head, query)
+        lo, hi = float(values.min()), float(values.max())
+        img = render.overlay(base, values, cmap, alpha, lo, hi, nearest=True)
+        if query != "cls":
+            img = render.mark_patch(img, a.grid, int(query))
+        return render.with_colorbar(img, cmap, lo, hi), picker
+    maps = np.concatenate([a.head_maps(layer, query), a.attention_map(layer, None, query)[None]])
+    labels = [f"head {h}" for h in range(len(maps) - 1)] + ["mean of heads"]
+    small = render.fit(base, 300)
+    lo, hi = float(maps.min()), float(maps.max())
+    tiles = []
+    for m in maps:
+        t_lo, t_hi = (lo, hi) if shared_scale else (float(m.min()), float(m.max()))
+        t = render.overlay(small, m, cmap, alpha, t_lo, t_hi, nearest=True)
+        if query != "cls":
+            t = render.mark_patch(t, a.grid, int(query))
+        tiles.append(t if shared_scale else render.with_colorbar(t, cmap, t_lo, t_hi))
+    sheet = render.tile(tiles, labels, cols=4 if len(tiles) > 9 else 3 + (len(tiles) > 6))
+    return (render.with_colorbar(sheet, cmap, lo, hi) if shared_scale else sheet), picker
+
+
+def rollout_view(a: Analysis, fusion: str, discard: float, cmap: str = "inferno", alpha: float = 0.6) -> np.ndarray:
+    """The rollout over the image, bilinear, with a colorbar."""
+    values = a.rollout(fusion, discard)
+    lo, hi = float(values.min()), float(values.max())
+    img = render.overlay(display(a), values, cmap, alpha, lo, hi, nearest=False)
+    return render.with_colorbar(img, cmap, lo, hi)
+
+
+def patch_at_display(a: Analysis, x: float, y: float) -> int | None:
+    """The patch under pixel (x, y) of the displayed image (as drawn by these views)."""
+    return render.patch_at(a.grid, display(a).shape[:2], x, y)
+
+
+POS_MAP_SIDE = 480
+
+
+def position_at(model: VitModel, x: float, y: float) -> tuple[int, int]:
+    """(row, col) of the position under pixel (x, y) of `pos_embed_map`'s image (clamped)."""
+    g = model.native_grid
+    return min(int(y * g[0] / POS_MAP_SIDE), g[0] - 1), min(int(x * g[1] / POS_MAP_SIDE), g[1] - 1)
+
+
+def pos_embed_map(model: VitModel, sim: np.ndarray, row: int, col: int, cmap: str = "viridis") -> np.ndarray:
+    """Position (row, col)'s similarity with every position, large, that position marked."""
+    g = model.native_grid
+    size = (POS_MAP_SIDE, POS_MAP_SIDE)
+    img = render.colorize(sim[row, col], cmap, -1.0, 1.0)
+    img = render.mark_patch(np.ascontiguousarray(render.upsample_rgb(img / 255.0, size)), g, row * g[1] + col)
+    return render.with_colorbar(img, cmap, -1.0, 1.0)
+
+
+def heads_views(a: Analysis, cmap: str = "inferno"):
+    """(attention distance figure, entropy figure, token-norm image, PCA image)."""
+    base = display(a)
+    norms = a.token_norms()
+    outliers = render.mark_boxes(render.overlay(base, norms, cmap, 0.65, nearest=True), a.grid, high_norm_tokens(norms))
+    pca = render.upsample_rgb(a.pca_rgb(), base.shape[:2])
+    return (
+        plots.attention_distance(a.mean_attention_distance, a.model.patch_size),
+        plots.layer_head_heatmap(a.attention_entropy, "Attention entropy (low = focused, high = spread out)", "nats"),
+        render.with_colorbar(outliers, cmap, float(norms.min()), float(norms.max())),
+        np.concatenate([base, np.full((base.shape[0], 8, 3), 255, np.uint8), pca], axis=1),
+    )
+
+
+def output_view(a: Analysis, cmap: str = "inferno", alpha: float = 0.6) -> tuple[dict[str, float], np.ndarray | None]:
+    """(top-5 {label: probability}, dense-head overlay or None)."""
+    top = dict(a.top_classes(5))
+    sal = a.saliency()
+    if sal is None:
+        return top, None
+    img = render.overlay(display(a), sal, cmap, alpha, 0.0, 1.0, nearest=False)
+    return top, render.with_colorbar(img, cmap, 0.0, 1.0)
