@@ -40,7 +40,27 @@ def main(argv: list[str] | None = None) -> None:
     model = load_model(args.model, device=args.device)
     print(f"model {model.name} on {model.device}, torch threads {torch.get_num_threads()}")
     for longest in (224, 448):
-        bench_size(model, longest, args.repeats)
+        a = bench_size(model, longest, args.repeats)
+    bench_views(a)
+
+
+def bench_views(a: Analysis) -> None:
+    """Server time of one slider move in the app: a view drawn from the cached analysis."""
+    from . import views
+
+    views.rollout_view(a, "max", 0.5)  # first use of a fusion sorts its thresholds once
+    last, mid = a.model.num_layers - 1, a.grid[0] * a.grid[1] // 2
+    cases = {
+        "attention, one head": lambda: views.attention_view(a, last, 2, "cls"),
+        "attention, clicked patch": lambda: views.attention_view(a, 3, None, mid),
+        "attention, all heads grid": lambda: views.attention_view(a, 5, views.ALL_HEADS, mid),
+        "rollout, mean": lambda: views.rollout_view(a, "mean", 0.0),
+        "rollout, max, discard 0.5": lambda: views.rollout_view(a, "max", 0.5),
+    }
+    print(f"\napp views on the cached {a.pixel_values.shape[3]}x{a.pixel_values.shape[2]} analysis (target <= 50 ms)")
+    for name, fn in cases.items():
+        ms = median_ms(fn, 20, a.model.device)
+        print(f"  {name:<28}{ms:8.1f} ms   {ms / 50:.2f}x of target")
 
 
 def bench_size(model: VitModel, longest: int, repeats: int) -> Analysis:

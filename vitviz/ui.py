@@ -174,6 +174,7 @@ def analyze_image(
     dist, ent, norms, pca = views.heads_views(a, cmap)
     top5, saliency = views.output_view(a, cmap, alpha)
     return (
+        views.display(a),
         status_text(a),
         grid_img,
         tokens_md,
@@ -195,6 +196,10 @@ def analyze_image(
 
 def head_choices(model: VitModel) -> list[str]:
     return [MEAN_OF_HEADS, ALL_HEADS] + [f"head {h}" for h in range(model.num_heads)]
+
+
+def pick_example(evt: gr.SelectData) -> str:
+    return EXAMPLES[evt.index]
 
 
 @user_errors
@@ -238,17 +243,25 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
         gr.Markdown(INTRO)
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
-                image = gr.Image(
-                    value=EXAMPLES[0], type="filepath", label="Your image", sources=["upload", "clipboard"], height=300
+                # A File, not an Image: Gradio would decode an Image upload itself, and vitviz's own
+                # decoder is what names the problem with a bad upload.
+                image = gr.File(value=EXAMPLES[0], type="filepath", label="Drop or choose an image", height=90)
+                preview = gr.Image(label="Your image", interactive=False, height=260)
+                gallery = gr.Gallery(
+                    [(p, Path(p).stem) for p in EXAMPLES],
+                    columns=4,
+                    height=120,
+                    allow_preview=False,
+                    label="Examples: click one",
+                    elem_id="examples",
                 )
-                gr.Examples(EXAMPLES, inputs=[image], label="Example photos (CC0 / public domain)")
                 model_dd = gr.Dropdown(
                     [(f"{n}: {CATALOGUE.get(n, 'local folder')}", n) for n in names],
                     value=default_model,
                     label="Model",
                 )
                 size_dd = gr.Dropdown(SIZES, value=SIZES[0], label="Input size (longest side, pixels)")
-                status = gr.Markdown()
+                status = gr.Markdown(elem_id="status")
             with gr.Column(scale=3):
                 with gr.Tabs():
                     with gr.Tab("1 · Tokens"):
@@ -267,11 +280,18 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
                         )
                         with gr.Row():
                             layer = gr.Slider(
-                                0, model.num_layers - 1, value=model.num_layers - 1, step=1, label="Layer"
+                                0,
+                                model.num_layers - 1,
+                                value=model.num_layers - 1,
+                                step=1,
+                                label="Layer",
+                                elem_id="layer",
                             )
                             head = gr.Dropdown(head_choices(model), value=MEAN_OF_HEADS, label="Head")
                             query_mode = gr.Radio([CLS_QUERY, PATCH_QUERY], value=CLS_QUERY, label="Query")
-                            patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1)
+                            patch = gr.Number(
+                                value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch"
+                            )
                         with gr.Row():
                             cmap = gr.Dropdown(list(COLORMAPS), value="inferno", label="Colormap")
                             alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="Opacity")
@@ -279,9 +299,13 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
                                 ["shared across heads", "per head"], value="shared across heads", label="Colour scale"
                             )
                         with gr.Row():
-                            picker = gr.Image(label="Click a patch to make it the query", interactive=False)
+                            picker = gr.Image(
+                                label="Click a patch to make it the query", interactive=False, elem_id="picker"
+                            )
                             att_img = gr.Image(
-                                label="Attention of the query (nearest: one square per patch)", interactive=False
+                                label="Attention of the query (nearest: one square per patch)",
+                                interactive=False,
+                                elem_id="attention",
                             )
                     with gr.Tab("3 · Rollout"):
                         gr.Markdown(
@@ -336,6 +360,7 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
         roll_in = [image, model_dd, size_dd, fusion, discard, cmap, alpha]
         all_in = att_in + [fusion, discard]
         all_out = [
+            preview,
             status,
             tokens_img,
             tokens_md,
@@ -374,6 +399,7 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
             [att_img, picker],
             api_name="attention",
             trigger_mode="always_last",
+            show_progress="minimal",
         )
         gr.on(
             [c.change for c in (fusion, discard, cmap, alpha)],
@@ -382,7 +408,9 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
             roll_img,
             api_name="rollout",
             trigger_mode="always_last",
+            show_progress="minimal",
         )
+        gallery.select(pick_example, None, image, api_visibility="private")
         picker.select(pick_patch, [image, model_dd, size_dd], [patch, query_mode], api_visibility="private")
         gr.on(
             [pos_row.change, pos_col.change],
@@ -391,6 +419,7 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
             [pos_grid, pos_map],
             api_name="position_embeddings",
             trigger_mode="always_last",
+            show_progress="minimal",
         )
         pos_map.select(pick_position, [model_dd], [pos_row, pos_col], api_visibility="private")
     return demo
@@ -409,5 +438,9 @@ def main(argv: list[str] | None = None) -> None:
     _DEVICE = args.device
     demo = build(args.model)
     demo.queue(default_concurrency_limit=4).launch(
-        server_name=args.host, server_port=args.port, share=args.share, theme=gr.themes.Soft()
+        server_name=args.host,
+        server_port=args.port,
+        share=args.share,
+        theme=gr.themes.Soft(),
+        allowed_paths=[str(ASSETS)],
     )

@@ -1,0 +1,88 @@
+"""A real browser (Debian's Chromium driven by Playwright) clicking through the app."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from app_server import running_app
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def page():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("VITVIZ_REQUIRE_BROWSER"):
+            pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with running_app() as url, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        yield page
+        browser.close()
+
+
+def shot(page, tmp_path: Path, name: str) -> None:
+    page.wait_for_function("() => !document.body.innerText.includes('processing')", timeout=30_000)
+    page.screenshot(path=str(tmp_path / name), full_page=True)
+    target = os.environ.get("VITVIZ_SCREENSHOT_DIR")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(tmp_path / name, Path(target) / name)
+
+
+def overlay_src(page) -> str:
+    return page.locator("#attention img").first.get_attribute("src") or ""
+
+
+def wait_for_new_overlay(page, before: str) -> str:
+    page.wait_for_function(
+        "b => { const i = document.querySelector('#attention img'); return i && i.src && i.src !== b; }",
+        arg=before,
+        timeout=30_000,
+    )
+    return overlay_src(page)
+
+
+def test_example_slider_and_patch_click_change_the_overlay(page, tmp_path):
+    shot(page, tmp_path, "tokens.png")
+    page.locator("#examples img").nth(2).click()  # astronaut.jpg
+    page.locator("#status").get_by_text("grid 32×32").wait_for(timeout=60_000)
+
+    page.get_by_role("tab", name="2 · Attention").click()
+    page.locator("#attention img").first.wait_for(timeout=30_000)
+    start = overlay_src(page)
+    assert start
+
+    slider = page.locator("#layer input[type=range]")
+    slider.focus()
+    for _ in range(8):
+        slider.press("ArrowLeft")
+    after_slider = wait_for_new_overlay(page, start)
+    assert page.locator("#layer input[type=number]").input_value() == "3"
+
+    picker = page.locator("#picker img").first
+    box = picker.bounding_box()
+    picker.click(position={"x": box["width"] * 0.5, "y": box["height"] * 0.3})
+    page.wait_for_function("() => document.querySelector('#patch input').value !== '-1'", timeout=30_000)
+    after_click = wait_for_new_overlay(page, after_slider)
+    patch = int(page.locator("#patch input").input_value())
+    assert 0 <= patch < 32 * 32
+    assert patch // 32 == 9 and patch % 32 == 16  # row 30 %, column 50 % of a 32x32 grid
+    assert after_click != start
+    shot(page, tmp_path, "attention.png")
+    for name, tab in [("rollout.png", "3 · Rollout"), ("position.png", "4 · Position embeddings"),
+                      ("heads.png", "5 · Heads at a glance"), ("output.png", "6 · Model output")]:  # fmt: skip
+        page.get_by_role("tab", name=tab).click()
+        page.wait_for_timeout(1500)
+        shot(page, tmp_path, name)

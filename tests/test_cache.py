@@ -1,0 +1,33 @@
+"""The analysis cache stays within its memory cap and per-session limit."""
+
+from __future__ import annotations
+
+from conftest import random_image, tiny_vit
+
+import vitviz
+from vitviz.cache import AnalysisCache
+
+
+def test_lru_respects_memory_cap_and_sessions():
+    model = tiny_vit()
+    analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(6)]
+    size = analyses[0].nbytes
+    cache = AnalysisCache(max_bytes=3 * size, per_session=2)
+    for i, a in enumerate(analyses[:3]):
+        cache.put((f"user{i}", "m", i), a)
+    assert len(cache) == 3 and cache.nbytes <= 3 * size
+    cache.get(("user0", "m", 0))  # user0 used most recently: user1 is now the oldest
+    cache.put(("user3", "m", 3), analyses[3])
+    assert cache.get(("user1", "m", 1)) is None
+    assert cache.get(("user0", "m", 0)) is analyses[0]
+    assert cache.nbytes <= 3 * size
+    cache.put(("user0", "m", 4), analyses[4])
+    cache.put(("user0", "m", 5), analyses[5])  # a third image for user0: its oldest goes
+    assert cache.get(("user0", "m", 0)) is None and cache.get(("user0", "m", 5)) is analyses[5]
+
+
+def test_newest_entry_is_kept_even_over_the_cap():
+    a = vitviz.analyze(tiny_vit(), random_image(32, 32))
+    cache = AnalysisCache(max_bytes=1)
+    cache.put(("s", 1), a)
+    assert cache.get(("s", 1)) is a
