@@ -54,6 +54,8 @@ def test_analyze_then_change_layer_and_head(client):
     assert read(roll).shape == a.shape
     grid_fig, pos_map = client.predict("dinov2-small", 3, 30, "viridis", api_name="/position_embeddings")
     assert read(pos_map).shape[0] == 480
+    other = client.predict("dinov2-small", 30, 3, "viridis", api_name="/position_map")
+    assert np.abs(read(other).astype(int) - read(pos_map).astype(int)).mean() > 3
 
 
 @pytest.mark.parametrize(

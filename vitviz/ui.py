@@ -129,11 +129,16 @@ def rollout(image, model_name, size, fusion, discard, cmap, alpha, request: gr.R
 @user_errors
 def pos_embed(model_name, row, col, cmap):
     """Position-embedding similarity: the grid of grids and one position's map, large."""
+    sim = _similarity(get_model(model_name))
+    return plots.pos_embed_grid(sim), pos_embed_position(model_name, row, col, cmap)
+
+
+@user_errors
+def pos_embed_position(model_name, row, col, cmap):
+    """One position's similarity map, large; the grid of grids stays as it is."""
     model = get_model(model_name)
-    sim = _similarity(model)
     g = model.native_grid[0]
-    row, col = min(int(row), g - 1), min(int(col), g - 1)
-    return plots.pos_embed_grid(sim), views.pos_embed_map(model, sim, row, col, cmap)
+    return views.pos_embed_map(model, _similarity(model), min(int(row), g - 1), min(int(col), g - 1), cmap)
 
 
 _SIMILARITY: dict[str, np.ndarray] = {}
@@ -380,7 +385,7 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
         ]
 
         demo.load(analyze_image, all_in, all_out, api_visibility="private")
-        demo.load(pos_embed, [model_dd, pos_row, pos_col, cmap], [pos_grid, pos_map], api_visibility="private")
+        demo.load(pos_embed, [model_dd, pos_row, pos_col, cmap], [pos_grid, pos_map], api_name="position_embeddings")
         image.change(analyze_image, all_in, all_out, api_name="analyze")
         size_dd.change(analyze_image, all_in, all_out, api_visibility="private")
         model_dd.change(
@@ -414,10 +419,10 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
         picker.select(pick_patch, [image, model_dd, size_dd], [patch, query_mode], api_visibility="private")
         gr.on(
             [pos_row.change, pos_col.change],
-            pos_embed,
+            pos_embed_position,
             [model_dd, pos_row, pos_col, cmap],
-            [pos_grid, pos_map],
-            api_name="position_embeddings",
+            pos_map,
+            api_name="position_map",
             trigger_mode="always_last",
             show_progress="minimal",
         )
