@@ -226,7 +226,7 @@ def pick_position(model_name, evt: gr.SelectData):
     return row, col
 
 
-def change_model(name: str, current: str, progress=gr.Progress()):
+def change_model(name: str, current: str, progress=gr.Progress(track_tqdm=True)):
     """Load another model; offline, say so within seconds and keep the current one."""
     try:
         model = get_model(name, progress)
