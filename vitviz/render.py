@@ -146,13 +146,6 @@ def tile(images: list[np.ndarray], labels: list[str], cols: int, pad: int = 6) -
     return sheet
 
 
-def tile_origin(index: int, tile_size: tuple[int, int], cols: int, pad: int = 6) -> tuple[int, int]:
-    """(x, y) of the image part of tile `index` in a `tile` sheet."""
-    h, w = tile_size
-    r, c = divmod(index, cols)
-    return c * (w + pad), r * (h + 20 + pad) + 20
-
-
 def mark_boxes(image: np.ndarray, grid: tuple[int, int], mask: np.ndarray, color=(0, 255, 0)) -> np.ndarray:
     """Outline every patch where the bool [gh,gw] `mask` is set."""
     out = image.copy()
