@@ -316,7 +316,9 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
                         gr.Markdown(
                             "**What am I looking at?** Attention *rollout* follows attention through all layers "
                             "at once: it multiplies the layers' attention (plus the skip connection) to estimate "
-                            "how much each patch flows into the CLS token at the end. Bright = more."
+                            "how much each patch flows into the CLS token at the end. Bright = more. "
+                            "A few isolated bright dots are often the model's high-norm 'artifact' tokens "
+                            "(tab 5): real, but not the object; a discard ratio or max fusion shows more."
                         )
                         with gr.Row():
                             fusion = gr.Radio(list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by")
