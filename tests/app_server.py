@@ -21,12 +21,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_app(timeout: float = 120.0):
+def running_app(args: list[str] = (), timeout: float = 120.0):
     port = free_port()
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
     log = open(ROOT / ".pytest_cache" / f"app-{port}.log", "w") if (ROOT / ".pytest_cache").is_dir() else None
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "app.py"), "--port", str(port), "--device", "cpu"],
+        [sys.executable, str(ROOT / "app.py"), "--port", str(port), "--device", "cpu", *args],
         cwd=ROOT,
         env=env,
         stdout=log or subprocess.DEVNULL,

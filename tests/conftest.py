@@ -70,3 +70,61 @@ def reference_outputs(model: vitviz.VitModel, pixel_values: np.ndarray):
             output_hidden_states=True,
             **extra,
         )
+
+
+TINY_ENCODER = {**TINY, "num_hidden_layers": 4, "image_size": 64, "patch_size": 16}
+TINY_NECK = dict(neck_hidden_sizes=[8, 16, 32, 32], fusion_hidden_size=16, reassemble_factors=[4, 2, 1, 0.5])
+
+
+def tiny_dpt() -> torch.nn.Module:
+    """DPT with its own ViT (as Intel/dpt-large): square inputs only."""
+    torch.manual_seed(3)
+    cfg = tf.DPTConfig(**TINY_ENCODER, backbone_out_indices=[0, 1, 2, 3], **TINY_NECK)
+    return tf.DPTForDepthEstimation(cfg)
+
+
+def tiny_dpt_hybrid() -> torch.nn.Module:
+    """DPT-Hybrid (as Intel/dpt-hybrid-midas): a BiT ResNet stem, then ViT layers."""
+    torch.manual_seed(4)
+    bit = tf.BitConfig(
+        global_padding="same",
+        layer_type="bottleneck",
+        depths=[1, 1, 1],
+        hidden_sizes=[8, 16, 32],
+        embedding_size=8,
+        num_groups=4,
+        out_features=["stage1", "stage2", "stage3"],
+        embedding_dynamic_padding=True,
+    )
+    cfg = tf.DPTConfig(
+        **TINY_ENCODER,
+        is_hybrid=True,
+        backbone_config=bit,
+        backbone_featmap_shape=[1, 32, 4, 4],
+        neck_ignore_stages=[0, 1],
+        backbone_out_indices=[0, 1, 2, 3],
+        **{**TINY_NECK, "reassemble_factors": [1, 1, 1, 0.5]},
+    )
+    return tf.DPTForDepthEstimation(cfg)
+
+
+def tiny_depth_anything() -> torch.nn.Module:
+    """Depth Anything: a DPT decoder on a DINOv2 backbone, any multiple of 14."""
+    torch.manual_seed(5)
+    backbone = tf.Dinov2Config(
+        **{**TINY_ENCODER, "image_size": 56, "patch_size": 14}, out_indices=[1, 2, 3, 4], reshape_hidden_states=False
+    )
+    cfg = tf.DepthAnythingConfig(
+        backbone_config=backbone, reassemble_hidden_size=32, patch_size=14, head_hidden_size=8, **TINY_NECK
+    )
+    return tf.DepthAnythingForDepthEstimation(cfg)
+
+
+DEPTH_FAMILIES = {"dpt": tiny_dpt, "dpt_hybrid": tiny_dpt_hybrid, "depth_anything": tiny_depth_anything}
+
+
+@pytest.fixture(params=sorted(DEPTH_FAMILIES))
+def depth_folder(request, tmp_path) -> tuple[str, Path]:
+    """A tiny random depth model saved with save_pretrained (safetensors) to a temp folder."""
+    DEPTH_FAMILIES[request.param]().save_pretrained(tmp_path)
+    return request.param, tmp_path

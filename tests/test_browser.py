@@ -81,8 +81,17 @@ def test_example_slider_and_patch_click_change_the_overlay(page, tmp_path):
     assert patch // 32 == 9 and patch % 32 == 16  # row 30 %, column 50 % of a 32x32 grid
     assert after_click != start
     shot(page, tmp_path, "attention.png")
-    for name, tab in [("rollout.png", "3 · Rollout"), ("position.png", "4 · Position embeddings"),
-                      ("heads.png", "5 · Heads at a glance"), ("output.png", "6 · Model output")]:  # fmt: skip
+    for name, tab in [("rollout.png", "3 · Rollout"), ("position.png", "4 · Positions"),
+                      ("heads.png", "5 · Heads"), ("output.png", "6 · Output")]:  # fmt: skip
         page.get_by_role("tab", name=tab).click()
         page.wait_for_timeout(1500)
         shot(page, tmp_path, name)
+
+
+def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_path):
+    """No tab hides in an overflow menu; offline, the Depth tab explains itself instead of hanging."""
+    names = [t.inner_text().strip() for t in page.get_by_role("tab").all() if t.is_visible()]
+    assert [n.split(" · ")[0] for n in names] == [str(i) for i in range(1, len(names) + 1)] and len(names) >= 7
+    page.get_by_role("tab", name="7 · Depth").click()
+    page.locator("#depth-note").get_by_text("--depth-model PATH").first.wait_for(timeout=20_000)
+    shot(page, tmp_path, "depth-offline.png")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
+import cv2
 import numpy as np
 import pytest
 from app_server import running_app
-from conftest import ASSETS
+from conftest import ASSETS, tiny_depth_anything
 
 import vitviz
 
@@ -84,3 +85,47 @@ def test_offline_model_change_keeps_the_current_model(tmp_path, monkeypatch):
         result = ui.change_model("google/vit-base-patch16-224", "dinov2-small")
     assert time.perf_counter() - start < 5.0
     assert result[0] == "dinov2-small" and result[1] == "dinov2-small"
+
+
+@pytest.fixture(scope="module")
+def depth_app(tmp_path_factory):
+    """The app started with --depth-model: a tiny random Depth Anything in a save_pretrained folder."""
+    gradio_client = pytest.importorskip("gradio_client")
+    folder = tmp_path_factory.mktemp("depth-model")
+    tiny_depth_anything().save_pretrained(folder)
+    with running_app(["--depth-model", str(folder)]) as url:
+        yield gradio_client.Client(url, verbose=False), str(folder)
+
+
+def test_depth_end_to_end(depth_app):
+    from gradio_client import handle_file
+
+    client, folder = depth_app
+    image = handle_file(str(ASSETS / "coffee.jpg"))
+    out = client.predict(image, folder, "magma", 1.0, 3, "mean of heads", api_name="/depth")
+    status, original, overlay, cloud, stages, table, att, layer, head, files = out[:10]
+    assert "input 518×350" in status and "aspect kept" in status and "CPU" in status
+    assert read(overlay).shape[0] == read(original).shape[0] == 427
+    assert len(stages) == 8 and "Reassemble 1" in stages[0]["caption"] and "Fusion 4" in stages[7]["caption"]
+    assert "encoder layer 1's tokens" in table and "fusion 3 + reassemble 1" in table
+    by_suffix = {p.rsplit("-", 1)[-1]: p for p in files}
+    depth = np.load(by_suffix["depth.npy"])
+    png = cv2.imread(by_suffix["depth16.png"], cv2.IMREAD_UNCHANGED)
+    assert depth.shape == png.shape == (400, 600) and png.dtype == np.uint16
+    # the same numbers as the Python API gives for the same file
+    expected = vitviz.estimate_depth(vitviz.load_depth_model(folder, device="cpu"), ASSETS / "coffee.jpg").depth
+    np.testing.assert_allclose(depth, expected, rtol=1e-5, atol=1e-6)
+    layer0 = client.predict(image, folder, 0, "head 1", "magma", api_name="/depth_attention")
+    assert np.abs(read(layer0).astype(int) - read(att).astype(int)).mean() > 1
+
+
+def test_depth_offline_says_how_to_enable_it(client):
+    from gradio_client import handle_file
+
+    image = handle_file(str(ASSETS / "coffee.jpg"))
+    start = time.perf_counter()
+    out = client.predict(image, vitviz.DEFAULT_DEPTH_MODEL, "magma", 1.0, 11, "mean of heads", api_name="/depth")
+    assert time.perf_counter() - start < 10
+    assert "--depth-model PATH" in out[0] and "no network" in out[0]
+    assert out[2] is None and out[9] is None  # no depth picture, no downloads
+    assert "tokens" in client.predict(image, api_name="/analyze")[1]  # the rest of the app goes on

@@ -147,10 +147,13 @@ def analyze(model: VitModel, image: ImageInput, longest: int | None = None) -> A
             raise ValueError(f"input size must be between {model.patch_size} and 2048 pixels, got {longest}")
         size = input_size(*rgb.shape[:2], model.patch_size, longest)
     pixel_values = prepare_input(rgb, size, model.patch_size, model.mean, model.std)
-    out = model.forward(torch.from_numpy(pixel_values))
-    last = out.hidden_states[-1]
+    return capture(model, rgb, pixel_values, model.forward(torch.from_numpy(pixel_values)))
+
+
+def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out) -> Analysis:
+    """Keep what one forward `out` (with attentions and hidden states) says about `model`'s tokens."""
     with torch.inference_mode():
-        tokens = model.final_norm(last)[0].float().cpu().numpy()
+        tokens = model.final_norm(out.hidden_states[-1])[0].float().cpu().numpy()
     logits = getattr(out, "logits", None)
     return Analysis(
         model=model,

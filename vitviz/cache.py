@@ -1,12 +1,16 @@
-"""A bounded LRU of analyses, so that many users uploading images cannot exhaust memory."""
+"""A bounded LRU of analyses (and depth results), so that many users uploading images cannot exhaust memory."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
+from typing import Protocol
 
-from .analysis import Analysis
+
+class Sized(Protocol):
+    @property
+    def nbytes(self) -> int: ...
 
 
 class AnalysisCache:
@@ -19,17 +23,17 @@ class AnalysisCache:
     def __init__(self, max_bytes: int, per_session: int = 2) -> None:
         self.max_bytes = max_bytes
         self.per_session = per_session
-        self._items: OrderedDict[tuple, Analysis] = OrderedDict()
+        self._items: OrderedDict[tuple, Sized] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple) -> Analysis | None:
+    def get(self, key: tuple) -> Sized | None:
         with self._lock:
             a = self._items.get(key)
             if a is not None:
                 self._items.move_to_end(key)
             return a
 
-    def put(self, key: tuple, analysis: Analysis) -> None:
+    def put(self, key: tuple, analysis: Sized) -> None:
         with self._lock:
             self._items[key] = analysis
             self._items.move_to_end(key)

@@ -7,6 +7,7 @@ embeddings, normalisation and labels. Nothing else branches on the family.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -19,6 +20,7 @@ from torch import nn
 
 from . import maps
 
+log = logging.getLogger("vitviz")
 DEFAULT_MODEL = "dinov2-small"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -155,12 +157,12 @@ def wrap(net: nn.Module, name: str, decoder: nn.Module | None = None) -> VitMode
         prefix: tuple[str, ...] = ("CLS",)
     elif family == "deit":
         prefix = ("CLS", "distillation")
-    elif family == "dinov2":
+    elif family in ("dinov2", "dpt"):  # dpt: the ViT inside a DPT depth model
         prefix = ("CLS",)
     elif family == "dinov2_with_registers":
         prefix = ("CLS",) + tuple(f"register {i + 1}" for i in range(cfg.num_register_tokens))
     else:
-        raise ValueError(f"unsupported model type {family!r}: vitviz reads ViT, DeiT and DINOv2")
+        raise ValueError(f"unsupported model type {family!r}: vitviz reads ViT, DeiT, DINOv2 and DPT encoders")
     labels = None
     if hasattr(net, "classifier") or hasattr(net, "cls_classifier"):
         labels = [cfg.id2label[i] for i in range(len(cfg.id2label))]
@@ -197,29 +199,165 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto") -> VitModel:
     return model.to(resolve_device(device))
 
 
+DEFAULT_DEPTH_MODEL = "Intel/dpt-hybrid-midas"
+DEPTH_CATALOGUE: dict[str, str] = {
+    DEFAULT_DEPTH_MODEL: "DPT-Hybrid (ResNet-50 + ViT-B/16), the paper's model, MiDaS training",
+    "Intel/dpt-large": "DPT-Large (ViT-L/16), MiDaS training",
+    "depth-anything/Depth-Anything-V2-Small-hf": "Depth Anything V2 Small: a DPT decoder on DINOv2-S/14, fast on CPU",
+}
+
+
+@dataclass
+class DepthModel:
+    """A DPT-style depth model: a ViT encoder, reassemble boxes, fusion (combine) boxes and a head.
+
+    encoder: the ViT inside, through the same adapter as the main model, so the same views
+    read its attention. square: transformers' DPT with its own ViT reshapes tokens to a
+    square grid, so it must be fed square inputs (the whole image, resized); Depth Anything
+    takes any multiple of its patch size. fixed_size: DPT-Hybrid's ResNet stem accepts only
+    its training size (input_side x input_side). read_layers: for each reassemble box, the encoder
+    layer (1-based) whose tokens it reads, or 0 for a ResNet stage of DPT-Hybrid.
+    """
+
+    name: str
+    net: nn.Module
+    encoder: VitModel
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    input_side: int
+    square: bool
+    fixed_size: bool
+    read_layers: tuple[int, ...]
+    reassemble_factors: tuple[float, ...]
+    dtype: torch.dtype = torch.float32
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def patch_size(self) -> int:
+        return self.encoder.patch_size
+
+    def stage_modules(self) -> dict[str, nn.Module]:
+        """The decoder's two stages, each returning a list of four feature maps [1,C,h,w]."""
+        return {"reassemble": self.net.neck.reassemble_stage, "fusion": self.net.neck.fusion_stage}
+
+    def forward(self, pixel_values: torch.Tensor):
+        """One eager forward: predicted_depth, plus the encoder's attentions and hidden states."""
+        with self.lock, torch.inference_mode():
+            return self.net(
+                pixel_values=pixel_values.to(self.device, self.dtype),
+                output_attentions=True,
+                output_hidden_states=True,
+            )
+
+
+def wrap_depth(net: nn.Module, name: str, preprocessor: dict | None = None) -> DepthModel:
+    """Build the adapter for transformers' DPTForDepthEstimation or DepthAnythingForDepthEstimation.
+
+    preprocessor: the model's preprocessor_config.json, when it has one (mean, std, size).
+    """
+    cfg = net.config
+    pre = preprocessor or {}
+    if cfg.model_type == "dpt" and getattr(net, "dpt", None) is not None:
+        encoder_net = net.dpt
+        square = True
+        side = int(pre.get("size", {}).get("height", cfg.image_size))
+        default_mean = (0.5, 0.5, 0.5)
+        layers = [i + 1 for i in cfg.backbone_out_indices]
+        if cfg.is_hybrid:  # the first two reassemble boxes read ResNet stages, not ViT layers
+            layers = [0, 0] + layers[2:]
+    elif cfg.model_type == "depth_anything":
+        encoder_net = net.backbone
+        square = False
+        side = int(pre.get("size", {}).get("height", 518))
+        default_mean = IMAGENET_MEAN
+        layers = list(cfg.backbone_config.out_indices)
+    else:
+        raise ValueError(f"unsupported depth model type {cfg.model_type!r}: vitviz reads DPT and Depth Anything")
+    for c in (cfg, getattr(cfg, "backbone_config", None), encoder_net.config):
+        if c is not None:
+            c._attn_implementation = "eager"  # other kernels return no attention weights
+    return DepthModel(
+        name=name,
+        net=net.eval(),
+        encoder=wrap(encoder_net, f"{name} (encoder)"),
+        mean=tuple(pre.get("image_mean", default_mean)),
+        std=tuple(pre.get("image_std", (0.5, 0.5, 0.5) if square else IMAGENET_STD)),
+        input_side=side,
+        square=square,
+        fixed_size=bool(getattr(cfg, "is_hybrid", False)),
+        read_layers=tuple(layers),
+        reassemble_factors=tuple(float(f) for f in cfg.reassemble_factors),
+    )
+
+
+def load_depth_model(name: str = DEFAULT_DEPTH_MODEL, device: str = "auto", dtype: str = "auto") -> DepthModel:
+    """Load a DPT or Depth Anything model: a hub id from `DEPTH_CATALOGUE` or a local folder.
+
+    Local folders must be in `save_pretrained` layout with safetensors weights. Offline, a hub
+    id fails within seconds with ModelUnavailableError. dtype: "auto" is float16 on a GPU and
+    float32 on the CPU; "float32", "float16" or "bfloat16" force one.
+    """
+    import json
+
+    from transformers import AutoModelForDepthEstimation
+
+    source, kwargs = _pretrained_source(name, "--depth-model")
+    net = AutoModelForDepthEstimation.from_pretrained(source, attn_implementation="eager", **kwargs)
+    preprocessor = None
+    try:
+        if Path(source).is_dir():
+            config_file = Path(source) / "preprocessor_config.json"
+        else:
+            from huggingface_hub import hf_hub_download
+
+            config_file = Path(hf_hub_download(source, "preprocessor_config.json", **kwargs))
+        preprocessor = json.loads(config_file.read_text())
+    except Exception:  # a missing or unreadable preprocessor file is normal: the family's defaults apply
+        log.info("no preprocessor_config.json for %s; using the family's defaults", name)
+    model = wrap_depth(net, name, preprocessor)
+    target = resolve_device(device)
+    if dtype == "auto":
+        dtype = "float16" if target.type == "cuda" else "float32"
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise ValueError(f"unknown dtype {dtype!r}: use auto, float32, float16 or bfloat16")
+    model.dtype = getattr(torch, dtype)
+    model.device = target
+    model.net.to(target, model.dtype)
+    model.encoder.device = target
+    return model
+
+
 def _load_transformers(name: str) -> nn.Module:
     from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
 
-    path = Path(name)
-    if path.is_dir():
-        if not list(path.glob("*.safetensors")):
-            raise ModelUnavailableError(f"{path} holds no .safetensors weights; vitviz never loads pickle files")
-        source, kwargs = str(path), {"use_safetensors": True}
-    elif "/" in name and not path.exists():
-        source, kwargs = name, {}
-        if not hub_reachable():
-            if not _hub_cached(name):
-                raise ModelUnavailableError(
-                    f"cannot download {name}: no network connection to the model hub. "
-                    "Connect once to download it, or pass a local folder with --model."
-                )
-            kwargs["local_files_only"] = True
-    else:
-        raise ValueError(f"unknown model {name!r}: use a catalogue name, a hub id or a folder")
+    source, kwargs = _pretrained_source(name, "--model")
     config = AutoConfig.from_pretrained(source, local_files_only=kwargs.get("local_files_only", False))
     archs = getattr(config, "architectures", None) or []
     auto = AutoModelForImageClassification if any("Classification" in a for a in archs) else AutoModel
     return auto.from_pretrained(source, attn_implementation="eager", **kwargs)
+
+
+def _pretrained_source(name: str, flag: str) -> tuple[str, dict]:
+    """(source, from_pretrained kwargs) for a local folder or a hub id; fails fast when offline.
+
+    flag: the command-line option that takes a local folder instead, for the error message.
+    """
+    path = Path(name)
+    if path.is_dir():
+        if not list(path.glob("*.safetensors")):
+            raise ModelUnavailableError(f"{path} holds no .safetensors weights; vitviz never loads pickle files")
+        return str(path), {"use_safetensors": True}
+    if "/" in name and not path.exists():
+        if hub_reachable():
+            return name, {}
+        if _hub_cached(name):
+            return name, {"local_files_only": True}
+        raise ModelUnavailableError(
+            f"cannot download {name}: no network connection to the model hub. "
+            f"Connect once to download it, or pass a local folder with {flag} PATH."
+        )
+    raise ValueError(f"unknown model {name!r}: use a catalogue name, a hub id or a folder")
 
 
 def _hub_cached(repo_id: str) -> bool:

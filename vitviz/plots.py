@@ -86,3 +86,41 @@ def layer_head_heatmap(values: np.ndarray, title: str, unit: str) -> go.Figure:
     )
     fig.update_layout(title=title, yaxis=dict(autorange="reversed"), margin=dict(l=10, r=10, t=50, b=10), height=420)
     return fig
+
+
+def depth_cloud(depth: np.ndarray, rgb: np.ndarray, max_side: int = 160) -> go.Figure:
+    """The image as a 3-D point cloud: each pixel lifted by its relative inverse depth.
+
+    depth: [H,W] (larger = nearer); rgb: [H,W,3] uint8, the same grid. Both are subsampled
+    so that the longest side has at most `max_side` points.
+    """
+    h, w = depth.shape
+    step = max(1, -(-max(h, w) // max_side))
+    d = depth[::step, ::step]
+    c = rgb[::step, ::step].reshape(-1, 3)
+    yy, xx = np.mgrid[0:h:step, 0:w:step]
+    fig = go.Figure(
+        go.Scatter3d(
+            x=xx.ravel(),
+            y=d.ravel(),
+            z=-yy.ravel(),
+            mode="markers",
+            marker=dict(size=2, color=[f"rgb({r},{g},{b})" for r, g, b in c]),
+            hovertemplate="pixel (x %{x}, y %{customdata})<br>nearness %{y:.3g}<extra></extra>",
+            customdata=yy.ravel(),
+        )
+    )
+    fig.update_layout(
+        title="Your image lifted by its depth (drag to turn it)",
+        scene=dict(
+            xaxis=dict(title="x (pixels)"),
+            yaxis=dict(title="nearness"),
+            zaxis=dict(title="", showticklabels=False),
+            aspectmode="manual",
+            aspectratio=dict(x=w / max(h, w) * 1.5, y=0.8, z=h / max(h, w) * 1.5),
+            camera=dict(eye=dict(x=0.6, y=-1.9, z=0.5), up=dict(x=0, y=0, z=1)),
+        ),
+        margin=dict(l=0, r=0, t=40, b=0),
+        height=520,
+    )
+    return fig

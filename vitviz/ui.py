@@ -6,7 +6,10 @@ import argparse
 import hashlib
 import logging
 import os
+import shutil
+import tempfile
 import threading
+from collections import OrderedDict
 from functools import wraps
 from pathlib import Path
 
@@ -15,10 +18,27 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import CATALOGUE, DEFAULT_MODEL, ModelUnavailableError, VitModel, analyze, load_model, plots, views  # noqa: E402
+from . import (  # noqa: E402
+    CATALOGUE,
+    DEFAULT_DEPTH_MODEL,
+    DEFAULT_MODEL,
+    DEPTH_CATALOGUE,
+    DepthModel,
+    DepthResult,
+    ModelUnavailableError,
+    VitModel,
+    analyze,
+    estimate_depth,
+    load_depth_model,
+    load_model,
+    plots,
+    views,
+)
 from .analysis import Analysis  # noqa: E402
 from .cache import AnalysisCache  # noqa: E402
+from .depth import save_depth  # noqa: E402
 from .maps import HEAD_FUSIONS  # noqa: E402
+from .models import hub_reachable  # noqa: E402
 from .render import COLORMAPS  # noqa: E402
 
 log = logging.getLogger("vitviz")
@@ -29,7 +49,9 @@ MEAN_OF_HEADS, ALL_HEADS = "mean of heads", "all heads (grid)"
 CLS_QUERY, PATCH_QUERY = "CLS token", "a patch (click the picture on the left)"
 
 CACHE = AnalysisCache(max_bytes=int(os.environ.get("VITVIZ_CACHE_MB", 2048)) * 2**20)
+DEPTH_CACHE = AnalysisCache(max_bytes=int(os.environ.get("VITVIZ_DEPTH_CACHE_MB", 1024)) * 2**20, per_session=1)
 _MODELS: dict[str, VitModel] = {}
+_DEPTH_MODELS: dict[str, DepthModel] = {}
 _MODELS_LOCK = threading.Lock()
 _DEVICE = "auto"
 
@@ -66,15 +88,24 @@ def get_model(name: str, progress: gr.Progress | None = None) -> VitModel:
         return _MODELS[name]
 
 
+def get_depth_model(name: str) -> DepthModel:
+    with _MODELS_LOCK:
+        if name not in _DEPTH_MODELS:
+            _DEPTH_MODELS[name] = load_depth_model(name, device=_DEVICE)
+        return _DEPTH_MODELS[name]
+
+
+def _digest(image: str | None) -> str:
+    if not image:
+        raise ValueError("no image: upload one or click an example")
+    return hashlib.sha1(Path(image).read_bytes()).hexdigest()
+
+
 def get_analysis(
     image: str | None, model_name: str, size: str, request: gr.Request | None, progress: gr.Progress | None = None
 ) -> Analysis:
     """The cached analysis of this session's image, or one forward pass to make it."""
-    if not image:
-        raise ValueError("no image: upload one or click an example")
-    digest = hashlib.sha1(Path(image).read_bytes()).hexdigest()
-    session = getattr(request, "session_hash", None) or "local"
-    key = (session, model_name, digest, size)
+    key = (_session(request), model_name, _digest(image), size)
     a = CACHE.get(key)
     if a is None:
         model = get_model(model_name, progress)
@@ -83,6 +114,20 @@ def get_analysis(
         a = analyze(model, image, longest=None if size == SIZES[0] else int(size))
         CACHE.put(key, a)
     return a
+
+
+def _session(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "local"
+
+
+def get_depth(image: str | None, depth_name: str, request: gr.Request | None) -> DepthResult:
+    """The cached depth result of this session's image, or one forward pass of the depth model."""
+    key = (_session(request), depth_name, _digest(image))
+    r = DEPTH_CACHE.get(key)
+    if r is None:
+        r = estimate_depth(get_depth_model(depth_name), image)
+        DEPTH_CACHE.put(key, r)
+    return r
 
 
 def _head(choice: str) -> int | str | None:
@@ -199,6 +244,92 @@ def analyze_image(
     )
 
 
+DEPTH_HELP = (
+    "**Depth needs a DPT model's weights, which this machine cannot download.** Connect to the internet once "
+    "and press *Estimate depth* (the weights are kept for next time), or start the app with "
+    "`python app.py --depth-model PATH`, where PATH is a folder saved with `save_pretrained` (safetensors)."
+)
+DEPTH_OUT_COUNT = 11
+ENCODER_ALPHA = 0.6  # the depth opacity slider is for depth; attention keeps the image visible
+_DOWNLOADS: OrderedDict[tuple, Path] = OrderedDict()
+_DOWNLOADS_LOCK = threading.Lock()
+
+
+def depth_downloads(r: DepthResult, image: str, key: tuple) -> list[str]:
+    """16-bit PNG and .npy of the depth, written once per result; old ones are deleted."""
+    with _DOWNLOADS_LOCK:
+        if key not in _DOWNLOADS:
+            folder = Path(tempfile.mkdtemp(prefix="vitviz-depth-"))
+            save_depth(r.depth, folder, Path(image).stem)
+            _DOWNLOADS[key] = folder
+            while len(_DOWNLOADS) > 32:
+                shutil.rmtree(_DOWNLOADS.popitem(last=False)[1], ignore_errors=True)
+        return [str(f) for f in sorted(_DOWNLOADS[key].iterdir())]
+
+
+def depth_status(r: DepthResult) -> str:
+    m, a = r.model, r.encoder
+    h, w = r.pixel_values.shape[2:]
+    where = "GPU" if m.device.type == "cuda" else "CPU"
+    shape = "square, as DPT's own ViT needs" if m.square else "aspect kept"
+    return (
+        f"**{m.name}** on **{where}** ({str(m.dtype).removeprefix('torch.')}) · input {w}×{h} px ({shape}) · "
+        f"encoder grid {a.grid[0]}×{a.grid[1]} patches of {m.patch_size} px · "
+        f"{a.model.num_layers} layers × {a.model.num_heads} heads"
+    )
+
+
+@user_errors
+def depth(image, depth_name, cmap, alpha, layer, head, request: gr.Request, progress=gr.Progress(track_tqdm=True)):
+    """Estimate depth and draw the depth view: overlay, 3-D cloud, decoder stages, encoder attention."""
+    progress(0.1, desc=f"Depth with {depth_name} (a hub model downloads once)")
+    try:
+        r = get_depth(image, depth_name, request)
+    except ModelUnavailableError as exc:
+        return (f"{exc}\n\n{DEPTH_HELP}",) + (None,) * 6 + (gr.skip(), gr.skip(), None, False)
+    encoder = r.encoder.model
+    layer = min(int(layer), encoder.num_layers - 1)
+    head = head if head in head_choices(encoder) else MEAN_OF_HEADS
+    original, overlay = views.depth_view(r, cmap, float(alpha))
+    key = (_session(request), depth_name, _digest(image))
+    return (
+        depth_status(r),
+        original,
+        overlay,
+        plots.depth_cloud(r.depth, r.encoder.image),
+        *views.decoder_stage_views(r),
+        views.attention_view(r.encoder, layer, _head(head), "cls", cmap, ENCODER_ALPHA)[0],
+        gr.Slider(maximum=encoder.num_layers - 1, value=layer),
+        gr.Dropdown(choices=head_choices(encoder), value=head),
+        depth_downloads(r, image, key),
+        True,
+    )
+
+
+def depth_follow(image, depth_name, cmap, alpha, layer, head, depth_on, request: gr.Request):
+    """A new image redraws the depth view when the user has opened it, and otherwise waits."""
+    if not depth_on:
+        return (gr.skip(),) * DEPTH_OUT_COUNT
+    return depth(image, depth_name, cmap, alpha, layer, head, request)
+
+
+@user_errors
+def depth_colors(image, depth_name, cmap, alpha, depth_on, request: gr.Request):
+    """The depth overlay in another colormap or opacity (from the cache)."""
+    if not depth_on:
+        return gr.skip()
+    return views.depth_view(get_depth(image, depth_name, request), cmap, float(alpha))[1]
+
+
+@user_errors
+def depth_attention(image, depth_name, layer, head, cmap, depth_on, request: gr.Request):
+    """The depth encoder's CLS attention in one layer: one head, the mean, or all heads."""
+    if not depth_on:
+        return gr.skip()
+    r = get_depth(image, depth_name, request)
+    return views.attention_view(r.encoder, int(layer), _head(head), "cls", cmap, ENCODER_ALPHA)[0]
+
+
 def head_choices(model: VitModel) -> list[str]:
     return [MEAN_OF_HEADS, ALL_HEADS] + [f"head {h}" for h in range(model.num_heads)]
 
@@ -237,13 +368,19 @@ def change_model(name: str, current: str, progress=gr.Progress(track_tqdm=True))
     return name, name, gr.Slider(maximum=g - 1, value=g // 2), gr.Slider(maximum=g - 1, value=g // 2)
 
 
-def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
+def build(default_model: str = DEFAULT_MODEL, depth_model: str | None = None) -> gr.Blocks:
+    """The app. depth_model: a depth model to load now (a local folder works offline)."""
     model = get_model(default_model)
     g = model.native_grid[0]
     names = list(CATALOGUE)
     if default_model not in names:
         names.insert(0, default_model)
-    with gr.Blocks(title="vitviz: see inside a Vision Transformer") as demo:
+    depth_names = list(DEPTH_CATALOGUE)
+    if depth_model is not None:
+        get_depth_model(depth_model)
+        if depth_model not in depth_names:
+            depth_names.insert(0, depth_model)
+    with gr.Blocks(title="vitviz: see inside a Vision Transformer", delete_cache=(1800, 3600)) as demo:
         current_model = gr.State(default_model)
         gr.Markdown(INTRO)
         with gr.Row():
@@ -326,7 +463,7 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
                         with gr.Row():
                             original = gr.Image(label="Your image", interactive=False)
                             roll_img = gr.Image(label="Rollout (bilinear)", interactive=False)
-                    with gr.Tab("4 · Position embeddings"):
+                    with gr.Tab("4 · Positions"):
                         gr.Markdown(
                             "**What am I looking at?** The model learned one vector per patch position. "
                             "Each small square shows how similar one position's vector is to all others "
@@ -341,7 +478,7 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
                             pos_map = gr.Image(
                                 label="Similarity of the chosen position (click to choose)", interactive=False
                             )
-                    with gr.Tab("5 · Heads at a glance"):
+                    with gr.Tab("5 · Heads"):
                         gr.Markdown(
                             "**What am I looking at?** *Mean attention distance*: how far, in pixels, each head "
                             "looks on average; *entropy*: how spread out its attention is. *Token norms* mark "
@@ -354,7 +491,7 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
                         with gr.Row():
                             norm_img = gr.Image(label="Output token norms (outliers boxed)", interactive=False)
                             pca_img = gr.Image(label="PCA of patch features as RGB", interactive=False)
-                    with gr.Tab("6 · Model output"):
+                    with gr.Tab("6 · Output"):
                         gr.Markdown(
                             "**What am I looking at?** What the model outputs. A classifier reads the CLS token "
                             "and gives its top-5 classes. The embedded model has a small dense head that decodes "
@@ -362,8 +499,73 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
                         )
                         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=False)
                         saliency = gr.Image(label="Dense head output", interactive=False, visible=False)
+                    with gr.Tab("7 · Depth", elem_id="depth-tab") as depth_tab:
+                        gr.Markdown(
+                            "**What am I looking at?** A *Dense Prediction Transformer* (DPT) decodes ViT tokens "
+                            "into a picture-shaped output: here, depth. It takes the tokens of four encoder "
+                            "layers, *reassembles* each set into a feature map registered to the image (the "
+                            "readout token is folded into every patch token, tokens go back to their patch "
+                            "positions, a 1×1 convolution projects them, and they are resampled to a scale *s*), "
+                            "then *fuses* (combines) the maps from coarse to fine. The result is **relative "
+                            "inverse depth**: bright means near, and the scale is unknown, so compare places "
+                            "within one picture, not numbers between pictures."
+                        )
+                        depth_note = gr.Markdown(
+                            DEPTH_HELP if depth_model is None and not hub_reachable() else "", elem_id="depth-note"
+                        )
+                        with gr.Row():
+                            depth_dd = gr.Dropdown(
+                                [(f"{n}: {DEPTH_CATALOGUE.get(n, 'local folder')}", n) for n in depth_names],
+                                value=depth_model or DEFAULT_DEPTH_MODEL,
+                                label="Depth model",
+                                scale=3,
+                            )
+                            depth_btn = gr.Button("Estimate depth", variant="primary", scale=1)
+                        with gr.Row():
+                            depth_cmap = gr.Dropdown(list(COLORMAPS), value="magma", label="Colormap")
+                            depth_alpha = gr.Slider(0, 1, value=1.0, step=0.05, label="Opacity")
+                        with gr.Row():
+                            depth_original = gr.Image(label="Your image", interactive=False)
+                            depth_img = gr.Image(
+                                label="Relative inverse depth (bright = near)", interactive=False, elem_id="depth"
+                            )
+                        depth_plot = gr.Plot(label="3-D view")
+                        gr.Markdown(
+                            "#### Inside the decoder\nEach map shows its first three principal components as "
+                            "colours (same colour = similar features); one square is one cell of the map. "
+                            "*Reassemble* maps come from the encoder's tokens at four scales; *fusion* maps "
+                            "merge them, coarsest first, each one twice as fine as the last."
+                        )
+                        depth_stages = gr.Gallery(
+                            label="Reassemble 1-4, then fusion 1-4", columns=4, height="auto", object_fit="contain"
+                        )
+                        depth_table = gr.Markdown()
+                        gr.Markdown(
+                            "#### The depth model's own encoder\nThe CLS (readout) token's attention in the "
+                            "DPT's ViT, as in tab 2."
+                        )
+                        with gr.Row():
+                            depth_layer = gr.Slider(0, 11, value=11, step=1, label="Encoder layer")
+                            depth_head = gr.Dropdown([MEAN_OF_HEADS, ALL_HEADS], value=MEAN_OF_HEADS, label="Head")
+                        depth_att = gr.Image(label="Encoder attention of the CLS token", interactive=False, height=480)
+                        depth_files = gr.File(label="Download the depth: .npy (float32) and 16-bit PNG")
+                        depth_on = gr.State(False)
 
         att_in = [image, model_dd, size_dd, layer, head, query_mode, patch, cmap, alpha, scale]
+        depth_in = [image, depth_dd, depth_cmap, depth_alpha, depth_layer, depth_head]
+        depth_out = [
+            depth_note,
+            depth_original,
+            depth_img,
+            depth_plot,
+            depth_stages,
+            depth_table,
+            depth_att,
+            depth_layer,
+            depth_head,
+            depth_files,
+            depth_on,
+        ]
         roll_in = [image, model_dd, size_dd, fusion, discard, cmap, alpha]
         all_in = att_in + [fusion, discard]
         all_out = [
@@ -388,7 +590,9 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
 
         demo.load(analyze_image, all_in, all_out, api_visibility="private")
         demo.load(pos_embed, [model_dd, pos_row, pos_col, cmap], [pos_grid, pos_map], api_name="position_embeddings")
-        image.change(analyze_image, all_in, all_out, api_name="analyze")
+        image.change(analyze_image, all_in, all_out, api_name="analyze").then(
+            depth_follow, depth_in + [depth_on], depth_out, api_visibility="private"
+        )
         size_dd.change(analyze_image, all_in, all_out, api_visibility="private")
         model_dd.change(
             change_model,
@@ -417,6 +621,25 @@ def build(default_model: str = DEFAULT_MODEL) -> gr.Blocks:
             trigger_mode="always_last",
             show_progress="minimal",
         )
+        gr.on([depth_btn.click, depth_tab.select, depth_dd.change], depth, depth_in, depth_out, api_name="depth")
+        gr.on(
+            [depth_cmap.change, depth_alpha.change],
+            depth_colors,
+            [image, depth_dd, depth_cmap, depth_alpha, depth_on],
+            depth_img,
+            api_visibility="private",
+            trigger_mode="always_last",
+            show_progress="minimal",
+        )
+        gr.on(
+            [depth_layer.change, depth_head.change],
+            depth_attention,
+            [image, depth_dd, depth_layer, depth_head, depth_cmap, depth_on],
+            depth_att,
+            api_name="depth_attention",
+            trigger_mode="always_last",
+            show_progress="minimal",
+        )
         gallery.select(pick_example, None, image, api_visibility="private")
         picker.select(pick_patch, [image, model_dd, size_dd], [patch, query_mode], api_visibility="private")
         gr.on(
@@ -440,10 +663,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--share", action="store_true", help="also open a public gradio.live link")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="catalogue name, hub id or local folder")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--depth-model", default=None, help="DPT or Depth Anything: hub id or local save_pretrained folder (offline)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     _DEVICE = args.device
-    demo = build(args.model)
+    demo = build(args.model, args.depth_model)
     demo.queue(default_concurrency_limit=4).launch(
         server_name=args.host,
         server_port=args.port,
