@@ -129,3 +129,18 @@ def test_depth_offline_says_how_to_enable_it(client):
     assert "--depth-model PATH" in out[0] and "no network" in out[0]
     assert out[2] is None and out[9] is None  # no depth picture, no downloads
     assert "tokens" in client.predict(image, api_name="/analyze")[1]  # the rest of the app goes on
+
+
+def test_attribute_endpoint(client):
+    from gradio_client import handle_file
+
+    image = handle_file(str(ASSETS / "coffee.jpg"))
+    args = [image, "dinov2-small", "Integrated Gradients", "default", "blurred", 8, 0, 11, [], "inferno", 0.6]
+    shown, roll, rel, summary = client.predict(*args, api_name="/attribute")
+    assert "dense head's output summed over the whole image" in summary and "Convergence delta" in summary
+    assert read(shown).shape == read(roll).shape == read(rel).shape
+    assert np.abs(read(shown).astype(int) - read(roll).astype(int)).mean() > 1
+    args[2] = "Saliency (|gradient|)"
+    args[8] = [[0, 0], [300, 400]]  # a box: the left half
+    summary = client.predict(*args, api_name="/attribute")[3]
+    assert "inside the box" in summary and "Convergence delta" not in summary

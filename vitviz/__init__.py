@@ -8,9 +8,11 @@ a.rollout(head_fusion="mean", discard_ratio=0.0)    # [gh,gw]
 
 dm = vitviz.load_depth_model("Intel/dpt-hybrid-midas")   # or a local folder
 r = vitviz.estimate_depth(dm, "cat.jpg")            # r.depth [H,W], r.stages, r.encoder
+r = vitviz.attribute(model, "cat.jpg", method="integrated_gradients")   # r.map [H,W], r.delta
 """
 
 from .analysis import Analysis, analyze
+from .attribute import METHODS, Attribution, attribute
 from .depth import DecoderStage, DepthResult, estimate_depth
 from .models import (
     CATALOGUE,
@@ -29,6 +31,9 @@ from .preprocess import load_image
 
 __all__ = [
     "CATALOGUE",
+    "METHODS",
+    "Attribution",
+    "attribute",
     "DEFAULT_DEPTH_MODEL",
     "DEFAULT_MODEL",
     "DEPTH_CATALOGUE",

@@ -107,6 +107,25 @@ class VitModel:
         with torch.inference_mode():
             return self.base.layernorm(hidden)
 
+    @property
+    def blocks(self) -> nn.ModuleList:
+        """The transformer blocks (pre-norm layers), first to last."""
+        base = self.base
+        # transformers 5 keeps ViT's blocks at `.layers`; DeiT and DINOv2 still at `.encoder.layer`.
+        return base.layers if hasattr(base, "layers") else base.encoder.layer
+
+    def forward_grad(self, pixel_values: torch.Tensor, output_attentions: bool = False):
+        """A forward that keeps the autograd graph, for attributions. The caller holds `lock`."""
+        extra = {"interpolate_pos_encoding": True} if self.fixed_size else {}
+        return self.net(
+            pixel_values=pixel_values, output_attentions=output_attentions, output_hidden_states=True, **extra
+        )
+
+    def dense_output(self, last_hidden: torch.Tensor, grid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
+        """The dense head on the last layer's tokens [B,N,D]: [B,1,h,w] in [0,1] at `size`."""
+        patches = self.base.layernorm(last_hidden)[:, self.n_prefix :]
+        return self.decoder(patches.reshape(len(patches), *grid, -1).permute(0, 3, 1, 2), size)
+
     def dense_head(self, image: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
         """The embedded dense importance head on RGB uint8 `image`: [h,w] in [0,1] at `size`.
 
@@ -122,9 +141,8 @@ class VitModel:
         home = prepare_input(image, (HOME_SIZE, HOME_SIZE), self.patch_size, self.mean, self.std)
         out = self.forward(torch.from_numpy(home))
         g = HOME_SIZE // self.patch_size
-        patches = self.final_norm(out.hidden_states[-1])[:, self.n_prefix :]
         with self.lock, torch.inference_mode():
-            sal = self.decoder(patches.reshape(1, g, g, -1).permute(0, 3, 1, 2), size)
+            sal = self.dense_output(out.hidden_states[-1], (g, g), size)
         return sal[0, 0].float().cpu().numpy()
 
     def to(self, device: str | torch.device) -> VitModel:

@@ -159,3 +159,11 @@ def upsample_rgb(rgb01: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """[gh,gw,3] float in [0,1] -> RGB uint8 at (h, w), nearest (one flat square per patch)."""
     img = (np.clip(rgb01, 0, 1) * 255).round().astype(np.uint8)
     return cv2.resize(img, (size[1], size[0]), interpolation=cv2.INTER_NEAREST)
+
+
+def draw_box(image: np.ndarray, box: tuple[float, ...], scale: float, color=(0, 255, 255)) -> np.ndarray:
+    """Outline `box` (x0, y0, x1, y1), given in original-image pixels, on an image drawn at `scale` of it."""
+    out = image.copy()
+    x0, y0, x1, y1 = (round(v * scale) for v in box)
+    cv2.rectangle(out, (x0, y0), (x1, y1), color, 3)
+    return out

@@ -32,9 +32,11 @@ from . import (  # noqa: E402
     load_depth_model,
     load_model,
     plots,
+    render,
     views,
 )
 from .analysis import Analysis  # noqa: E402
+from .attribute import BASELINES, METHODS, attribute, targets  # noqa: E402
 from .cache import AnalysisCache  # noqa: E402
 from .depth import save_depth  # noqa: E402
 from .maps import HEAD_FUSIONS  # noqa: E402
@@ -330,6 +332,101 @@ def depth_attention(image, depth_name, layer, head, cmap, depth_on, request: gr.
     return views.attention_view(r.encoder, int(layer), _head(head), "cls", cmap, ENCODER_ALPHA)[0]
 
 
+METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
+DEFAULT_TARGET = "default"
+
+
+def _box(points: list | None) -> tuple[float, float, float, float] | None:
+    if not points or len(points) < 2:
+        return None
+    (xa, ya), (xb, yb) = points[:2]
+    return min(xa, xb), min(ya, yb), max(xa, xb), max(ya, yb)
+
+
+@user_errors
+def attribution_setup(image, model_name, points, request: gr.Request):
+    """The Attributions tab opened or the image changed: the targets to offer and the box picker."""
+    a = get_analysis(image, model_name, SIZES[0], request)
+    choices = [(label, DEFAULT_TARGET if t is None else str(t)) for label, t in targets(a.model, image)]
+    return (
+        gr.Dropdown(choices=choices, value=choices[0][1]),
+        box_picker(a, points),
+        gr.Slider(maximum=a.model.num_layers - 1, value=a.model.num_layers - 1),
+    )
+
+
+def box_picker(a: Analysis, points: list | None) -> np.ndarray:
+    base = views.display(a)
+    box = _box(points)
+    return base if box is None else render.draw_box(base, box, base.shape[1] / a.image.shape[1])
+
+
+@user_errors
+def pick_box_corner(image, model_name, points, evt: gr.SelectData, request: gr.Request):
+    """Clicks on the picture set the box's corners: the first click starts a box, the second ends it."""
+    a = get_analysis(image, model_name, SIZES[0], request)
+    if a.model.decoder is None:
+        raise gr.Error("A box only applies to the embedded model's dense head; this model's target is one class.")
+    scale = a.image.shape[1] / views.display(a).shape[1]
+    point = [evt.index[0] * scale, evt.index[1] * scale]
+    points = [point] if not points or len(points) >= 2 else [points[0], point]
+    return points, box_picker(a, points)
+
+
+@user_errors
+def clear_box(image, model_name, request: gr.Request):
+    return [], box_picker(get_analysis(image, model_name, SIZES[0], request), [])
+
+
+@user_errors
+def attribution(
+    image,
+    model_name,
+    method_label,
+    target,
+    baseline,
+    n_steps,
+    noise_samples,
+    block,
+    points,
+    cmap,
+    alpha,
+    request: gr.Request,
+    progress=gr.Progress(),
+):
+    """Attribute the chosen output with the chosen method; rollout and relevancy beside it."""
+    a = get_analysis(image, model_name, SIZES[0], request)
+    method = METHOD_BY_LABEL.get(method_label, method_label)
+    options = dict(
+        target=None if target in (None, DEFAULT_TARGET) else int(target),
+        box=_box(points) if a.model.decoder is not None else None,
+    )
+    progress(0.0, desc=f"{METHODS.get(method, method)}: running the model")
+    r = attribute(
+        a.model,
+        image,
+        method,
+        n_steps=int(n_steps),
+        baseline=baseline,
+        nt_samples=int(noise_samples),
+        layer=int(block),
+        progress=lambda f: progress(f, desc=f"{METHODS[method]}: forward and backward passes"),
+        **options,
+    )
+    rel = r if method == "relevancy" else attribute(a.model, image, "relevancy", **options)
+    shown, roll, rel_img = views.attribution_views(a, r, rel, cmap, float(alpha))
+    lines = [f"**Target:** {r.target} = {r.score:.4g} · input {r.grid[1] * a.model.patch_size}×"
+             f"{r.grid[0] * a.model.patch_size} px · {r.seconds:.1f} s"]  # fmt: skip
+    if r.delta is not None:
+        total = float(r.raw.sum())
+        lines.append(
+            f"**Convergence delta** (Integrated Gradients): {r.delta:.3g}, that is "
+            f"{abs(r.delta) / max(abs(total), 1e-12):.1%} of the attributions' sum {total:.4g}. "
+            "Near 0 means the attributions add up to f(image) − f(baseline); if it is large, raise the steps."
+        )
+    return shown, roll, rel_img, "\n\n".join(lines)
+
+
 def head_choices(model: VitModel) -> list[str]:
     return [MEAN_OF_HEADS, ALL_HEADS] + [f"head {h}" for h in range(model.num_heads)]
 
@@ -550,6 +647,40 @@ def build(default_model: str = DEFAULT_MODEL, depth_model: str | None = None) ->
                         depth_att = gr.Image(label="Encoder attention of the CLS token", interactive=False, height=480)
                         depth_files = gr.File(label="Download the depth: .npy (float32) and 16-bit PNG")
                         depth_on = gr.State(False)
+                    with gr.Tab("8 · Attributions", elem_id="attributions-tab") as attr_tab:
+                        gr.Markdown(
+                            "**What am I looking at?** Attention shows where tokens *look*; an attribution shows "
+                            "which pixels *drive an output*. Gradient methods (Captum) ask how the output "
+                            "changes when pixels change; occlusion hides one patch at a time; *relevancy* "
+                            "(Chefer et al. 2021) weighs each layer's attention by its gradient. Compare the "
+                            "three pictures: where attention rollout and the attributions disagree, attention "
+                            "was not the whole story. A classifier's target is a class; the embedded model's "
+                            "is its dense head's output, over the image or inside a box you draw."
+                        )
+                        with gr.Row():
+                            method_dd = gr.Dropdown(
+                                list(METHODS.values()), value=METHODS["integrated_gradients"], label="Method"
+                            )
+                            target_dd = gr.Dropdown([("default", DEFAULT_TARGET)], value=DEFAULT_TARGET, label="Target")
+                            baseline_radio = gr.Radio(list(BASELINES), value=BASELINES[0], label="Baseline (absent)")
+                        with gr.Row():
+                            steps = gr.Slider(4, 128, value=32, step=4, label="Integrated Gradients: steps")
+                            noise = gr.Slider(0, 16, value=0, step=1, label="NoiseTunnel samples (0 = off)")
+                            block = gr.Slider(0, model.num_layers - 1, value=model.num_layers - 1, step=1,
+                                              label="Grad-CAM: block")  # fmt: skip
+                            attr_btn = gr.Button("Compute attribution", variant="primary")
+                        with gr.Row():
+                            box_img = gr.Image(
+                                label="Box for the dense head: click two corners", interactive=False, scale=1
+                            )
+                            with gr.Column(scale=2):
+                                clear_btn = gr.Button("Clear the box (whole image)", size="sm")
+                                attr_md = gr.Markdown(elem_id="attr-summary")
+                        with gr.Row():
+                            attr_img = gr.Image(label="Attribution", interactive=False, elem_id="attribution")
+                            attr_roll = gr.Image(label="Attention rollout", interactive=False)
+                            attr_rel = gr.Image(label="Relevancy (Chefer et al.)", interactive=False)
+                        box_points = gr.JSON([], visible=False)  # a component, so the API can pass a box
 
         att_in = [image, model_dd, size_dd, layer, head, query_mode, patch, cmap, alpha, scale]
         depth_in = [image, depth_dd, depth_cmap, depth_alpha, depth_layer, depth_head]
@@ -592,7 +723,7 @@ def build(default_model: str = DEFAULT_MODEL, depth_model: str | None = None) ->
         demo.load(pos_embed, [model_dd, pos_row, pos_col, cmap], [pos_grid, pos_map], api_name="position_embeddings")
         image.change(analyze_image, all_in, all_out, api_name="analyze").then(
             depth_follow, depth_in + [depth_on], depth_out, api_visibility="private"
-        )
+        ).then(clear_box, [image, model_dd], [box_points, box_img], api_visibility="private")
         size_dd.change(analyze_image, all_in, all_out, api_visibility="private")
         model_dd.change(
             change_model,
@@ -640,6 +771,16 @@ def build(default_model: str = DEFAULT_MODEL, depth_model: str | None = None) ->
             trigger_mode="always_last",
             show_progress="minimal",
         )
+        attr_setup_out = [target_dd, box_img, block]
+        attr_tab.select(attribution_setup, [image, model_dd, box_points], attr_setup_out, api_visibility="private")
+        attr_btn.click(
+            attribution,
+            [image, model_dd, method_dd, target_dd, baseline_radio, steps, noise, block, box_points, cmap, alpha],
+            [attr_img, attr_roll, attr_rel, attr_md],
+            api_name="attribute",
+        )
+        box_img.select(pick_box_corner, [image, model_dd, box_points], [box_points, box_img], api_visibility="private")
+        clear_btn.click(clear_box, [image, model_dd], [box_points, box_img], api_visibility="private")
         gallery.select(pick_example, None, image, api_visibility="private")
         picker.select(pick_patch, [image, model_dd, size_dd], [patch, query_mode], api_visibility="private")
         gr.on(

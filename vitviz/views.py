@@ -11,6 +11,7 @@ import numpy as np
 
 from . import plots, render
 from .analysis import Analysis
+from .attribute import Attribution
 from .depth import DepthResult
 from .maps import high_norm_tokens
 from .models import VitModel
@@ -159,3 +160,30 @@ def decoder_stage_views(r: DepthResult, side: int = 240) -> tuple[list[tuple[np.
         pictures.append((picture, f"{s.name} · {h}×{w}"))
         rows.append(f"| **{s.name}** | {s.detail} | {h}×{w} | {c} | {s.scale:.3g} px |")
     return pictures, "\n".join(rows)
+
+
+def attribution_views(
+    a: Analysis, r: Attribution, rel: Attribution | None, cmap: str = "inferno", alpha: float = 0.6
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(the attribution, attention rollout, relevancy) over the image, side by side with colorbars.
+
+    Pixel-level maps (IG, saliency, input x gradient) are shown as magnitudes clipped at their
+    99.5th percentile, as Captum's own visualisation does, since a few pixels dominate otherwise.
+    """
+    base = display(a)
+
+    def draw(values: np.ndarray, pixel_level: bool) -> np.ndarray:
+        if max(values.shape) > max(base.shape[:2]):
+            values = render.fit(values, max(base.shape[:2]))  # area-averaged, not aliased
+        if pixel_level:
+            values = np.abs(values)
+            lo, hi = 0.0, float(np.percentile(values, 99.5)) or float(values.max())
+        else:
+            lo, hi = float(values.min()), float(values.max())
+        return render.with_colorbar(render.overlay(base, values, cmap, alpha, lo, hi, nearest=False), cmap, lo, hi)
+
+    return (
+        draw(r.map, r.raw.ndim == 4),
+        draw(a.rollout("mean", 0.0), False),
+        None if rel is None else draw(rel.map, False),
+    )

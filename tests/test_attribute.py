@@ -1,0 +1,139 @@
+"""Attributions: Captum methods and transformer relevancy, checked against independent computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import FAMILIES, random_image
+
+import vitviz
+from vitviz.attribute import METHODS, attribute
+from vitviz.preprocess import prepare_input
+
+
+def independent_score(model: vitviz.VitModel, out, target):
+    if model.labels is not None:
+        return out.logits[0, target]
+    return model.base.layernorm(out.hidden_states[-1][:, 0])[0].norm()
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_relevancy_equals_a_step_by_step_computation(name):
+    model = FAMILIES[name]()
+    image = random_image(40, 56, seed=3)
+    r = attribute(model, image, "relevancy", longest=56)
+    # independently: retain_grad + backward, then plain loops in float64
+    x = torch.from_numpy(prepare_input(image, (40, 56), model.patch_size, model.mean, model.std))
+    assert r.grid == (5, 7)
+    extra = {"interpolate_pos_encoding": True} if model.fixed_size else {}
+    out = model.net(pixel_values=x, output_attentions=True, output_hidden_states=True, **extra)
+    for a in out.attentions:
+        a.retain_grad()
+    target = None if model.labels is None else int(out.logits[0].argmax())
+    independent_score(model, out, target).backward()
+    n = out.attentions[0].shape[-1]
+    rel = np.eye(n)
+    for a in out.attentions:
+        attn, grad = a[0].detach().double().numpy(), a.grad[0].double().numpy()
+        cam = np.zeros((n, n))
+        for h in range(attn.shape[0]):
+            cam += np.maximum(grad[h] * attn[h], 0) / attn.shape[0]
+        rel = rel + cam @ rel
+    expected = rel[0, model.n_prefix :].reshape(r.grid)
+    np.testing.assert_allclose(r.raw, expected, rtol=1e-4, atol=1e-7)
+    assert r.map.shape == image.shape[:2]
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_runs_for_every_family(name, method):
+    model = FAMILIES[name]()
+    image = random_image(40, 72, seed=4)
+    r = attribute(model, image, method, n_steps=8, longest=None if model.fixed_size else 72)
+    assert r.map.shape == (40, 72) and r.map.dtype == np.float32 and np.isfinite(r.map).all()
+    assert np.abs(r.map).max() > 0
+    gh, gw = r.grid
+    if not model.fixed_size:
+        assert (gh, gw) == (5, 9), "the grid comes from pixels, never sqrt(N)"
+    if method in ("grad_cam", "relevancy", "occlusion"):
+        assert r.raw.shape == (gh, gw)
+    else:
+        assert r.raw.shape == (1, 3, gh * model.patch_size, gw * model.patch_size)
+    assert (r.delta is not None) == (method == "integrated_gradients")
+    if model.labels is not None:
+        assert r.target.startswith("the logit of class")
+    else:
+        assert "readout" in r.target
+
+
+def test_occlusion_is_the_drop_when_a_patch_is_hidden():
+    model = FAMILIES["vit"]()
+    image = random_image(32, 32, seed=5)
+    r = attribute(model, image, "occlusion", baseline="mean colour")
+    x = torch.from_numpy(prepare_input(image, (32, 32), 8, model.mean, model.std))
+    with torch.no_grad():
+        logits = model.net(pixel_values=x).logits[0]
+        target = int(logits.argmax())
+        for row, col in [(0, 0), (1, 2), (3, 3)]:
+            hidden = x.clone()
+            hidden[:, :, row * 8 : row * 8 + 8, col * 8 : col * 8 + 8] = 0  # mean colour
+            drop = float(logits[target] - model.net(pixel_values=hidden).logits[0, target])
+            assert r.raw[row, col] == pytest.approx(drop, rel=1e-4, abs=1e-6)
+
+
+def test_integrated_gradients_completeness(embedded, coffee):
+    """|delta| shrinks as n_steps grows and ends small against the sum of attributions."""
+    deltas = []
+    for steps in (4, 16, 64):
+        r = attribute(embedded, coffee, "integrated_gradients", n_steps=steps, internal_batch_size=32)
+        deltas.append(abs(r.delta))
+    assert deltas[0] > deltas[1] > deltas[2]
+    assert deltas[2] < 0.05 * abs(r.raw.sum())
+
+
+def test_box_target_is_the_dense_head_summed_inside_the_box(embedded, coffee):
+    full = attribute(embedded, coffee, "saliency")
+    left = attribute(embedded, coffee, "saliency", box=(0, 0, 300, 400))  # left half of 600x400
+    dense = embedded.dense_head(coffee, (224, 224))
+    assert full.score == pytest.approx(float(dense.sum()), rel=1e-4)
+    assert left.score == pytest.approx(float(dense[:, :112].sum()), rel=1e-4)
+    assert "inside the box" in left.target and "whole image" in full.target
+    assert not np.allclose(left.map, full.map)
+
+
+# Relevancy and Grad-CAM are left out on purpose: they rank *where* the model routes a readout
+# through attention, unsigned; on the dense head's total they fail this test (see the README).
+@pytest.mark.parametrize("method", ["integrated_gradients", "saliency", "occlusion"])
+def test_deletion_top_patches_lower_the_target_more_than_random(embedded, coffee, method):
+    r = attribute(embedded, coffee, method, n_steps=32, internal_batch_size=32)
+    gh, gw = r.grid
+    p = embedded.patch_size
+    per_patch = r.raw if r.raw.ndim == 2 else r.raw[0].sum(0).reshape(gh, p, gw, p).sum((1, 3))
+    x = torch.from_numpy(prepare_input(coffee, (224, 224), p, embedded.mean, embedded.std))
+    k = gh * gw // 5
+
+    def score_without(patches) -> float:
+        hidden = x.clone()
+        for i in patches:
+            row, col = divmod(int(i), gw)
+            hidden[:, :, row * p : row * p + p, col * p : col * p + p] = 0  # the mean colour
+        out = embedded.forward(hidden)
+        with torch.inference_mode():
+            return float(embedded.dense_output(out.hidden_states[-1], (gh, gw), (224, 224)).sum())
+
+    top = score_without(np.argsort(-per_patch.ravel())[:k])
+    rng = np.random.default_rng(0)
+    random = np.mean([score_without(rng.choice(gh * gw, k, replace=False)) for _ in range(5)])
+    assert r.score - top > r.score - random
+
+
+def test_bad_arguments_name_the_problem(embedded, coffee):
+    with pytest.raises(ValueError, match="unknown attribution method"):
+        attribute(embedded, coffee, "lime")
+    with pytest.raises(ValueError, match="covers no pixels"):
+        attribute(embedded, coffee, "saliency", box=(700, 10, 800, 20))
+    with pytest.raises(ValueError, match="Grad-CAM layer"):
+        attribute(embedded, coffee, "grad_cam", layer=12)
+    with pytest.raises(ValueError, match="class index"):
+        attribute(FAMILIES["vit"](), coffee, "saliency", target=99)
