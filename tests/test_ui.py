@@ -135,12 +135,13 @@ def test_attribute_endpoint(client):
     from gradio_client import handle_file
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
-    args = [image, "dinov2-small", "Integrated Gradients", "default", "blurred", 8, 0, 11, [], "inferno", 0.6]
+    where = [image, "dinov2-small", "model default"]
+    args = where + ["Integrated Gradients", "default", "blurred", 8, 0, 11, [], "inferno", 0.6]
     shown, roll, rel, summary = client.predict(*args, api_name="/attribute")
     assert "dense head's output summed over the whole image" in summary and "Convergence delta" in summary
     assert read(shown).shape == read(roll).shape == read(rel).shape
     assert np.abs(read(shown).astype(int) - read(roll).astype(int)).mean() > 1
-    args[2] = "Saliency (|gradient|)"
-    args[8] = [[0, 0], [300, 400]]  # a box: the left half
+    args[3] = "Saliency (|gradient|)"
+    args[9] = [[0, 0], [300, 400]]  # a box: the left half
     summary = client.predict(*args, api_name="/attribute")[3]
     assert "inside the box" in summary and "Convergence delta" not in summary

@@ -344,9 +344,9 @@ def _box(points: list | None) -> tuple[float, float, float, float] | None:
 
 
 @user_errors
-def attribution_setup(image, model_name, points, request: gr.Request):
-    """The Attributions tab opened or the image changed: the targets to offer and the box picker."""
-    a = get_analysis(image, model_name, SIZES[0], request)
+def attribution_setup(image, model_name, size, points, request: gr.Request):
+    """The Attributions tab opened: the targets to offer and the box picker."""
+    a = get_analysis(image, model_name, size, request)
     choices = [(label, DEFAULT_TARGET if t is None else str(t)) for label, t in targets(a.model, image)]
     return (
         gr.Dropdown(choices=choices, value=choices[0][1]),
@@ -362,9 +362,9 @@ def box_picker(a: Analysis, points: list | None) -> np.ndarray:
 
 
 @user_errors
-def pick_box_corner(image, model_name, points, evt: gr.SelectData, request: gr.Request):
+def pick_box_corner(image, model_name, size, points, evt: gr.SelectData, request: gr.Request):
     """Clicks on the picture set the box's corners: the first click starts a box, the second ends it."""
-    a = get_analysis(image, model_name, SIZES[0], request)
+    a = get_analysis(image, model_name, size, request)
     if a.model.decoder is None:
         raise gr.Error("A box only applies to the embedded model's dense head; this model's target is one class.")
     scale = a.image.shape[1] / views.display(a).shape[1]
@@ -374,14 +374,15 @@ def pick_box_corner(image, model_name, points, evt: gr.SelectData, request: gr.R
 
 
 @user_errors
-def clear_box(image, model_name, request: gr.Request):
-    return [], box_picker(get_analysis(image, model_name, SIZES[0], request), [])
+def clear_box(image, model_name, size, request: gr.Request):
+    return [], box_picker(get_analysis(image, model_name, size, request), [])
 
 
 @user_errors
 def attribution(
     image,
     model_name,
+    size,
     method_label,
     target,
     baseline,
@@ -395,7 +396,7 @@ def attribution(
     progress=gr.Progress(),
 ):
     """Attribute the chosen output with the chosen method; rollout and relevancy beside it."""
-    a = get_analysis(image, model_name, SIZES[0], request)
+    a = get_analysis(image, model_name, size, request)
     method = METHOD_BY_LABEL.get(method_label, method_label)
     options = dict(
         target=None if target in (None, DEFAULT_TARGET) else int(target),
@@ -682,7 +683,8 @@ def build(default_model: str = DEFAULT_MODEL, depth_model: str | None = None) ->
                             attr_rel = gr.Image(label="Relevancy (Chefer et al.)", interactive=False)
                         box_points = gr.JSON([], visible=False)  # a component, so the API can pass a box
 
-        att_in = [image, model_dd, size_dd, layer, head, query_mode, patch, cmap, alpha, scale]
+        where = [image, model_dd, size_dd]
+        att_in = where + [layer, head, query_mode, patch, cmap, alpha, scale]
         depth_in = [image, depth_dd, depth_cmap, depth_alpha, depth_layer, depth_head]
         depth_out = [
             depth_note,
@@ -723,7 +725,7 @@ def build(default_model: str = DEFAULT_MODEL, depth_model: str | None = None) ->
         demo.load(pos_embed, [model_dd, pos_row, pos_col, cmap], [pos_grid, pos_map], api_name="position_embeddings")
         image.change(analyze_image, all_in, all_out, api_name="analyze").then(
             depth_follow, depth_in + [depth_on], depth_out, api_visibility="private"
-        ).then(clear_box, [image, model_dd], [box_points, box_img], api_visibility="private")
+        ).then(clear_box, where, [box_points, box_img], api_visibility="private")
         size_dd.change(analyze_image, all_in, all_out, api_visibility="private")
         model_dd.change(
             change_model,
@@ -771,16 +773,15 @@ def build(default_model: str = DEFAULT_MODEL, depth_model: str | None = None) ->
             trigger_mode="always_last",
             show_progress="minimal",
         )
-        attr_setup_out = [target_dd, box_img, block]
-        attr_tab.select(attribution_setup, [image, model_dd, box_points], attr_setup_out, api_visibility="private")
+        attr_tab.select(attribution_setup, where + [box_points], [target_dd, box_img, block], api_visibility="private")
         attr_btn.click(
             attribution,
-            [image, model_dd, method_dd, target_dd, baseline_radio, steps, noise, block, box_points, cmap, alpha],
+            where + [method_dd, target_dd, baseline_radio, steps, noise, block, box_points, cmap, alpha],
             [attr_img, attr_roll, attr_rel, attr_md],
             api_name="attribute",
         )
-        box_img.select(pick_box_corner, [image, model_dd, box_points], [box_points, box_img], api_visibility="private")
-        clear_btn.click(clear_box, [image, model_dd], [box_points, box_img], api_visibility="private")
+        box_img.select(pick_box_corner, where + [box_points], [box_points, box_img], api_visibility="private")
+        clear_btn.click(clear_box, where, [box_points, box_img], api_visibility="private")
         gallery.select(pick_example, None, image, api_visibility="private")
         picker.select(pick_patch, [image, model_dd, size_dd], [patch, query_mode], api_visibility="private")
         gr.on(
