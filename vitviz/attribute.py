@@ -125,15 +125,16 @@ def attribute(
     grid = (x.shape[2] // model.patch_size, x.shape[3] // model.patch_size)
     start = time.perf_counter()
     with model.lock:
+        with torch.no_grad():
+            out = model.forward_grad(x)  # one plain forward: the default class and the target's value
         if model.labels is not None and target is None:
-            with torch.no_grad():
-                target = int(model.forward_grad(x).logits[0].argmax())
+            target = int(out.logits[0].argmax())
         if model.labels is not None and not 0 <= int(target) < len(model.labels):
             raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {target}")
         region = _box_mask(box, rgb.shape[:2], x.shape[2:], model.device) if model.decoder is not None else None
         score_fn = _CountingScore(model, target, grid, region, progress)
         with torch.no_grad():
-            score = float(score_fn.from_output(model.forward_grad(x), x)[0])
+            score = float(score_fn.from_output(out, x)[0])
         score_fn.expected = _expected_batches(method, n_steps, nt_samples, internal_batch_size, grid)
         raw, delta = _run(method, model, score_fn, x, rgb, grid, n_steps, baseline, nt_samples, nt_stdev, layer,
                           internal_batch_size)  # fmt: skip

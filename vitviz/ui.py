@@ -122,9 +122,12 @@ def _session(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "local"
 
 
-def get_depth(image: str | None, depth_name: str, request: gr.Request | None) -> DepthResult:
-    """The cached depth result of this session's image, or one forward pass of the depth model."""
-    key = (_session(request), depth_name, _digest(image))
+def depth_key(image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
+    return _session(request), depth_name, _digest(image)
+
+
+def get_depth(image: str | None, depth_name: str, key: tuple) -> DepthResult:
+    """The cached depth result for `key` (from depth_key), or one forward pass of the depth model."""
     r = DEPTH_CACHE.get(key)
     if r is None:
         r = estimate_depth(get_depth_model(depth_name), image)
@@ -286,14 +289,14 @@ def depth(image, depth_name, cmap, alpha, layer, head, request: gr.Request, prog
     """Estimate depth and draw the depth view: overlay, 3-D cloud, decoder stages, encoder attention."""
     progress(0.1, desc=f"Depth with {depth_name} (a hub model downloads once)")
     try:
-        r = get_depth(image, depth_name, request)
+        key = depth_key(image, depth_name, request)
+        r = get_depth(image, depth_name, key)
     except ModelUnavailableError as exc:
         return (f"{exc}\n\n{DEPTH_HELP}",) + (None,) * 6 + (gr.skip(), gr.skip(), None, False)
     encoder = r.encoder.model
     layer = min(int(layer), encoder.num_layers - 1)
     head = head if head in head_choices(encoder) else MEAN_OF_HEADS
     original, overlay = views.depth_view(r, cmap, float(alpha))
-    key = (_session(request), depth_name, _digest(image))
     return (
         depth_status(r),
         original,
@@ -320,7 +323,8 @@ def depth_colors(image, depth_name, cmap, alpha, depth_on, request: gr.Request):
     """The depth overlay in another colormap or opacity (from the cache)."""
     if not depth_on:
         return gr.skip()
-    return views.depth_view(get_depth(image, depth_name, request), cmap, float(alpha))[1]
+    r = get_depth(image, depth_name, depth_key(image, depth_name, request))
+    return views.depth_view(r, cmap, float(alpha))[1]
 
 
 @user_errors
@@ -328,7 +332,7 @@ def depth_attention(image, depth_name, layer, head, cmap, depth_on, request: gr.
     """The depth encoder's CLS attention in one layer: one head, the mean, or all heads."""
     if not depth_on:
         return gr.skip()
-    r = get_depth(image, depth_name, request)
+    r = get_depth(image, depth_name, depth_key(image, depth_name, request))
     return views.attention_view(r.encoder, int(layer), _head(head), "cls", cmap, ENCODER_ALPHA)[0]
 
 
