@@ -88,6 +88,47 @@ def test_example_slider_and_patch_click_change_the_overlay(page, tmp_path):
         shot(page, tmp_path, name)
 
 
+def src(page, selector: str) -> str:
+    img = page.locator(f"{selector} img").first
+    return (img.get_attribute("src") or "") if img.count() else ""
+
+
+def wait_for_src_change(page, selector: str, before: str) -> str:
+    page.wait_for_function(
+        "([s, b]) => { const i = document.querySelector(s + ' img'); return i && i.src && i.src !== b; }",
+        arg=[selector, before],
+        timeout=30_000,
+    )
+    return src(page, selector)
+
+
+def test_a_view_is_drawn_when_looked_at_and_follows_the_display_settings(page, tmp_path):
+    """A new image draws the shown view only; another view draws when its tab is selected; the
+    colormap, shared by every view, redraws the shown one at once."""
+    page.get_by_role("tab", name="1 · Tokens").click()
+    tokens_before, dense_before = src(page, "#tokens"), src(page, "#dense")
+    page.locator("#examples img").nth(1).click()  # coffee.jpg
+    page.locator("#status").get_by_text("grid 21×32").wait_for(timeout=60_000)
+    wait_for_src_change(page, "#tokens", tokens_before)
+    page.wait_for_timeout(1500)
+    assert src(page, "#dense") == dense_before  # the Output view is not drawn while nobody looks at it
+    page.get_by_role("tab", name="6 · Output").click()
+    dense = wait_for_src_change(page, "#dense", dense_before)
+    page.locator("#cmap input").click()
+    page.get_by_role("option", name="viridis").click()
+    wait_for_src_change(page, "#dense", dense)
+
+
+def test_clearing_the_upload_is_not_an_error(page, tmp_path):
+    page.get_by_role("tab", name="1 · Tokens").click()
+    page.locator("#upload button[aria-label='Clear']").first.click()
+    page.wait_for_function("() => !document.querySelector('#tokens img')", timeout=30_000)
+    page.wait_for_timeout(1000)
+    assert page.get_by_text("Error").count() == 0
+    page.locator("#examples img").nth(0).click()
+    page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+
+
 def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_path):
     """No tab hides in an overflow menu; offline, the Depth tab explains itself instead of hanging."""
     names = [t.inner_text().strip() for t in page.get_by_role("tab").all() if t.is_visible()]

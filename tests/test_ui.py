@@ -28,11 +28,11 @@ def test_analyze_then_change_layer_and_head(client):
     from gradio_client import handle_file
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
-    out = client.predict(image, api_name="/analyze")
-    preview, status, grid_img, tokens_md, att_img = out[:5]
+    preview, status = client.predict(image, api_name="/analyze")
     assert "21×32" in status and "673 tokens" in status and "CPU" in status
-    assert "672 patch tokens" in tokens_md
     assert read(preview).shape == (427, 640, 3)  # the user's 400x600 image at display size
+    grid_img, tokens_md = client.predict(image, api_name="/tokens")
+    assert "672 patch tokens" in tokens_md
     assert read(grid_img).shape == read(preview).shape
     params = dict(
         image=image,
@@ -44,12 +44,12 @@ def test_analyze_then_change_layer_and_head(client):
         alpha=0.6,
         scale="shared across heads",
     )
-    last, _ = client.predict(layer=11, head="mean of heads", **params, api_name="/attention")
-    first, _ = client.predict(layer=0, head="head 0", **params, api_name="/attention")
+    last, _ = client.predict(layer=11, head=-1, **params, api_name="/attention")
+    first, _ = client.predict(layer=0, head=0, **params, api_name="/attention")
     a, b = read(last), read(first)
     assert a.shape == b.shape
     assert np.abs(a.astype(int) - b.astype(int)).mean() > 3  # a different overlay came back
-    grid, _ = client.predict(layer=5, head="all heads (grid)", **params, api_name="/attention")
+    grid, _ = client.predict(layer=5, head=-2, **params, api_name="/attention")
     assert read(grid).shape[0] > a.shape[0]  # 6 heads + mean tiled
     roll = client.predict(image, "dinov2-small", "model default", "max", 0.5, "inferno", 0.6, api_name="/rollout")
     assert read(roll).shape == a.shape
@@ -57,6 +57,37 @@ def test_analyze_then_change_layer_and_head(client):
     assert read(pos_map).shape[0] == 480
     other = client.predict("dinov2-small", 30, 3, "viridis", api_name="/position_map")
     assert np.abs(read(other).astype(int) - read(pos_map).astype(int)).mean() > 3
+
+
+def test_api_is_typed_and_named(client):
+    """Named outputs, int layers/heads/patches, the real target options, and a photo as the example image."""
+    info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    for name, endpoint in info.items():
+        outputs = [r["label"] for r in endpoint["returns"]]
+        assert all(outputs) and len(set(outputs)) == len(outputs), (name, outputs)
+        for p in endpoint["parameters"]:
+            assert not p["parameter_name"].startswith("param_"), (name, p)
+            if p["parameter_name"] in ("layer", "patch", "row", "col", "n_steps", "noise_samples", "block"):
+                assert p["python_type"]["type"] == "int", (name, p)
+            if p["parameter_name"] == "image":
+                assert "chelsea" in str(p["example_input"]), (name, p)
+    head = {p["parameter_name"]: p for p in info["/attention"]["parameters"]}["head"]
+    assert head["type"]["enum"][:3] == [-1, -2, 0]
+    target = {p["parameter_name"]: p for p in info["/attribute"]["parameters"]}["target"]
+    assert target["type"]["enum"] == ["default", "top-2", "top-3", "top-4", "top-5"]
+
+
+def test_malformed_arguments_name_the_argument(client):
+    from gradio_client import handle_file
+
+    image = handle_file(str(ASSETS / "coffee.jpg"))
+    with pytest.raises(Exception, match="patch must be -1"):
+        client.predict(image, "dinov2-small", "model default", 3, 2, "a patch (click the picture on the left)", 5000,
+                       "inferno", 0.6, "per head", api_name="/attention")  # fmt: skip
+    with pytest.raises(Exception, match="box must be two corners"):
+        client.predict(image, "dinov2-small", "model default", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11,
+                       [["a", "b"], [1, 2]], "inferno", 0.6, api_name="/attribute")  # fmt: skip
+    assert client.predict(None, api_name="/analyze") == (None, "")  # clearing the upload is not an error
 
 
 @pytest.mark.parametrize(
@@ -76,13 +107,13 @@ def test_bad_upload_is_an_error_and_the_app_keeps_serving(client, tmp_path, payl
 
 
 def test_offline_model_change_keeps_the_current_model(tmp_path, monkeypatch):
-    from vitviz import ui
+    from vitviz.app import source
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     start = time.perf_counter()
     with pytest.warns(UserWarning, match="no network"):
-        result = ui.change_model("google/vit-base-patch16-224", "dinov2-small")
+        result = source.change_model("google/vit-base-patch16-224", "dinov2-small")
     assert time.perf_counter() - start < 5.0
     assert result[0] == "dinov2-small" and result[1] == "dinov2-small"
 
@@ -102,8 +133,8 @@ def test_depth_end_to_end(depth_app):
 
     client, folder = depth_app
     image = handle_file(str(ASSETS / "coffee.jpg"))
-    out = client.predict(image, folder, "magma", 1.0, 3, "mean of heads", api_name="/depth")
-    status, original, overlay, cloud, stages, table, att, layer, head, files = out[:10]
+    out = client.predict(image, folder, "magma", 1.0, 3, -1, api_name="/depth")
+    status, original, overlay, cloud, stages, table, att, files = out
     assert "input 518×350" in status and "aspect kept" in status and "CPU" in status
     assert read(overlay).shape[0] == read(original).shape[0] == 427
     assert len(stages) == 8 and "Reassemble 1" in stages[0]["caption"] and "Fusion 4" in stages[7]["caption"]
@@ -115,7 +146,7 @@ def test_depth_end_to_end(depth_app):
     # the same numbers as the Python API gives for the same file
     expected = vitviz.estimate_depth(vitviz.load_depth_model(folder, device="cpu"), ASSETS / "coffee.jpg").depth
     np.testing.assert_allclose(depth, expected, rtol=1e-5, atol=1e-6)
-    layer0 = client.predict(image, folder, 0, "head 1", "magma", api_name="/depth_attention")
+    layer0 = client.predict(image, folder, 0, 1, "magma", api_name="/depth_attention")
     assert np.abs(read(layer0).astype(int) - read(att).astype(int)).mean() > 1
 
 
@@ -124,10 +155,10 @@ def test_depth_offline_says_how_to_enable_it(client):
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
     start = time.perf_counter()
-    out = client.predict(image, vitviz.DEFAULT_DEPTH_MODEL, "magma", 1.0, 11, "mean of heads", api_name="/depth")
+    out = client.predict(image, vitviz.DEFAULT_DEPTH_MODEL, "magma", 1.0, 11, -1, api_name="/depth")
     assert time.perf_counter() - start < 10
     assert "--depth-model PATH" in out[0] and "no network" in out[0]
-    assert out[2] is None and out[9] is None  # no depth picture, no downloads
+    assert out[2] is None and out[7] is None  # no depth picture, no downloads
     assert "tokens" in client.predict(image, api_name="/analyze")[1]  # the rest of the app goes on
 
 

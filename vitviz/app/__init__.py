@@ -1,0 +1,45 @@
+"""The Gradio app: `python app.py [--host H] [--port P] [--share] [--model M] [--device D] [--depth-model M]`.
+
+One module per view (tokens, attention, rollout, positions, heads, output, depth, attributions),
+each holding its layout, handlers and events; `session` holds what they share, `source` the
+image panel, and `layout.build` composes them. Gradio is imported only once the arguments parse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="vitviz: see inside a Vision Transformer")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--share", action="store_true", help="also open a public gradio.live link")
+    parser.add_argument("--model", default="dinov2-small", help="catalogue name, hub id or local folder")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--depth-model", default=None, help="DPT or Depth Anything: hub id or local save_pretrained folder (offline)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    logging.basicConfig(level=logging.INFO)
+    import gradio as gr
+
+    from . import session
+    from .layout import build
+
+    session.DEVICE["name"] = args.device
+    demo = build(args.model, args.depth_model)
+    demo.queue(default_concurrency_limit=4).launch(
+        server_name=args.host,
+        server_port=args.port,
+        share=args.share,
+        theme=gr.themes.Soft(),
+        allowed_paths=[str(session.ASSETS)],
+    )

@@ -1,0 +1,82 @@
+"""2 · Attention: one layer's attention of a query token (CLS or a clicked patch), per head or averaged."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .. import views
+from .session import MEAN_OF_HEADS, get_analysis, head_arg, head_choices, user_errors
+from .source import Context
+
+CLS_QUERY, PATCH_QUERY = "CLS token", "a patch (click the picture on the left)"
+SHARED, PER_HEAD = "shared across heads", "per head"
+
+
+def query_of(mode: str, patch: int | None) -> str | int:
+    return "cls" if mode == CLS_QUERY or patch is None or patch < 0 else int(patch)
+
+
+@user_errors
+def draw(image, model_name, size, layer, head, query_mode, patch, cmap, alpha, scale, request: gr.Request):
+    """(overlay, query picker): the query's attention in one layer, one head, the mean or all heads."""
+    a = get_analysis(image, model_name, size, request)
+    query = query_of(query_mode, patch)
+    gh, gw = a.grid
+    if query != "cls" and not 0 <= query < gh * gw:
+        raise ValueError(f"patch must be -1 (CLS) or in [0, {gh * gw}) for this {gh}×{gw} grid, got {query}")
+    return views.attention_view(a, int(layer), head_arg(head, a.model), query, cmap, float(alpha), scale != PER_HEAD)
+
+
+@user_errors
+def fit_controls(image, model_name, size, layer, head, patch, request: gr.Request):
+    """A new analysis: the layer range and heads of its model, and CLS if the query patch is off its grid."""
+    if not image:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    a = get_analysis(image, model_name, size, request)
+    m, patches = a.model, a.grid[0] * a.grid[1]
+    last, patch_ok = m.num_layers - 1, patch < patches
+    return (
+        gr.Slider(maximum=last, value=layer if layer <= last else last),
+        gr.Dropdown(choices=head_choices(m), value=head if head < m.num_heads else MEAN_OF_HEADS),
+        gr.skip() if patch_ok else -1,
+        gr.skip() if patch_ok else CLS_QUERY,
+    )
+
+
+@user_errors
+def pick_patch(image, model_name, size, evt: gr.SelectData, request: gr.Request):
+    """A click on the picture picks the query patch."""
+    patch = views.patch_at_display(get_analysis(image, model_name, size, request), *evt.index)
+    return (gr.skip(), gr.skip()) if patch is None else (patch, PATCH_QUERY)
+
+
+def build(ctx: Context) -> None:
+    m = ctx.model
+    with gr.Tab("2 · Attention", id="attention") as tab:
+        gr.Markdown(
+            "**What am I looking at?** In self-attention every token takes a weighted average "
+            "of all tokens. Pick a *query* token (the CLS readout token, or click a patch): "
+            "bright patches are the ones it takes most from, in this layer and head."
+        )
+        with gr.Row():
+            last = m.num_layers - 1
+            layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Layer", elem_id="layer")
+            head = gr.Dropdown(head_choices(m), value=MEAN_OF_HEADS, label="Head", elem_id="head")
+            query_mode = gr.Radio([CLS_QUERY, PATCH_QUERY], value=CLS_QUERY, label="Query")
+            patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
+            scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
+        with gr.Row():
+            picker = gr.Image(label="Click a patch to make it the query", interactive=False, elem_id="picker")
+            overlay = gr.Image(
+                label="Attention of the query (one square per patch)", interactive=False, elem_id="attention"
+            )
+    ctx.view(
+        tab,
+        draw,
+        [*ctx.where, layer, head, query_mode, patch, ctx.cmap, ctx.alpha, scale],
+        [overlay, picker],
+        [c.change for c in (layer, head, query_mode, patch, scale)],
+        api_name="attention",
+        prepare=(fit_controls, [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
+    )
+    picker.select(pick_patch, ctx.where, [patch, query_mode], api_visibility="private")

@@ -1,0 +1,137 @@
+"""8 · Attributions: which pixels drive an output (Captum, relevancy), beside attention rollout."""
+
+from __future__ import annotations
+
+import gradio as gr
+import numpy as np
+
+from .. import render, views
+from ..analysis import Analysis
+from ..attribute import BASELINES, METHODS, attribute, targets
+from .session import get_analysis, user_errors
+from .source import Context
+
+METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
+TARGETS = ["default", "top-2", "top-3", "top-4", "top-5"]  # the default is the top class for a classifier
+
+
+def parse_box(points) -> tuple[float, float, float, float] | None:
+    """Two clicked corners [[x, y], [x, y]] in original-image pixels -> (x0, y0, x1, y1); none or one: no box."""
+    if not points or len(points) < 2:
+        return None
+    try:
+        (xa, ya), (xb, yb) = [(float(x), float(y)) for x, y in points[:2]]
+    except (TypeError, ValueError):
+        raise ValueError(f"box must be two corners [[x0, y0], [x1, y1]] in image pixels, got {points!r}") from None
+    return min(xa, xb), min(ya, yb), max(xa, xb), max(ya, yb)
+
+
+def box_picture(a: Analysis, points) -> np.ndarray:
+    base = views.display(a)
+    box = parse_box(points)
+    return base if box is None else render.draw_box(base, box, base.shape[1] / a.image.shape[1])
+
+
+@user_errors
+def setup(image, model_name, size, points, request: gr.Request):
+    """The targets this model offers on this image, the box picker and the Grad-CAM block range."""
+    a = get_analysis(image, model_name, size, request)
+    choices = [(label, value) for (label, _), value in zip(targets(a.model, image), TARGETS, strict=False)]
+    last = a.model.num_layers - 1
+    return gr.Dropdown(choices=choices, value=TARGETS[0]), box_picture(a, points), gr.Slider(maximum=last, value=last)
+
+
+@user_errors
+def pick_corner(image, model_name, size, points, evt: gr.SelectData, request: gr.Request):
+    """Clicks on the picture set the box's corners: the first click starts a box, the second ends it."""
+    a = get_analysis(image, model_name, size, request)
+    if a.model.decoder is None:
+        raise gr.Error("A box only applies to the embedded model's dense head; this model's target is one class.")
+    scale = a.image.shape[1] / views.display(a).shape[1]
+    point = [evt.index[0] * scale, evt.index[1] * scale]
+    points = [point] if not points or len(points) >= 2 else [points[0], point]
+    return points, box_picture(a, points)
+
+
+@user_errors
+def clear_box(image, model_name, size, request: gr.Request):
+    return [], None if not image else box_picture(get_analysis(image, model_name, size, request), [])
+
+
+@user_errors
+def run(image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block, points, cmap, alpha,
+        request: gr.Request, progress=gr.Progress()):  # fmt: skip
+    """Attribute the chosen output with the chosen method; rollout and relevancy beside it."""
+    a = get_analysis(image, model_name, size, request)
+    method = METHOD_BY_LABEL.get(method_label, method_label)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS.values())}, got {method_label!r}")
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    rank = TARGETS.index(target)
+    options = dict(
+        target=None if rank == 0 or a.model.labels is None else targets(a.model, image)[rank][1],
+        box=parse_box(points) if a.model.decoder is not None else None,
+    )
+    progress(0.0, desc=f"{METHODS[method]}: running the model")
+    passes = f"{METHODS[method]}: forward and backward passes"
+    r = attribute(a.model, image, method, n_steps=int(n_steps), baseline=baseline, nt_samples=int(noise_samples),
+                  layer=int(block), progress=lambda f: progress(f, desc=passes), **options)  # fmt: skip
+    rel = r if method == "relevancy" else attribute(a.model, image, "relevancy", **options)
+    shown, roll, rel_img = views.attribution_views(a, r, rel, cmap, float(alpha))
+    lines = [f"**{METHODS[method]}** · **target:** {r.target} = {r.score:.4g} · input "
+             f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px · {r.seconds:.1f} s"]  # fmt: skip
+    if r.delta is not None:
+        total = float(r.raw.sum())
+        lines.append(
+            f"**Convergence delta** (Integrated Gradients): {r.delta:.3g}, that is "
+            f"{abs(r.delta) / max(abs(total), 1e-12):.1%} of the attributions' sum {total:.4g}. "
+            "Near 0 means the attributions add up to f(image) − f(baseline); if it is large, raise the steps."
+        )
+    return shown, roll, rel_img, "\n\n".join(lines)
+
+
+def build(ctx: Context) -> None:
+    last = ctx.model.num_layers - 1
+    with gr.Tab("8 · Attributions", id="attributions", elem_id="attributions-tab") as tab:
+        gr.Markdown(
+            "**What am I looking at?** Attention shows where tokens *look*; an attribution shows "
+            "which pixels *drive an output*. Gradient methods (Captum) ask how the output "
+            "changes when pixels change; occlusion hides one patch at a time; *relevancy* "
+            "(Chefer et al. 2021) weighs each layer's attention by its gradient. Compare the "
+            "three pictures: where attention rollout and the attributions disagree, attention "
+            "was not the whole story. A classifier's target is a class; the embedded model's "
+            "is its dense head's output, over the image or inside a box you draw."
+        )
+        with gr.Row():
+            method = gr.Dropdown(list(METHODS.values()), value=METHODS["integrated_gradients"], label="Method")
+            target = gr.Dropdown([(t, t) for t in TARGETS], value=TARGETS[0], label="Target")
+            baseline = gr.Radio(list(BASELINES), value=BASELINES[0], label="Baseline (absent)")
+        with gr.Row():
+            steps = gr.Slider(4, 128, value=32, step=4, precision=0, label="Integrated Gradients: steps")
+            noise = gr.Slider(0, 16, value=0, step=1, precision=0, label="NoiseTunnel samples (0 = off)")
+            block = gr.Slider(0, last, value=last, step=1, precision=0, label="Grad-CAM: block")
+            button = gr.Button("Compute attribution", variant="primary")
+        with gr.Row():
+            box_img = gr.Image(label="Box for the dense head: click two corners", interactive=False, scale=1)
+            with gr.Column(scale=2):
+                clear = gr.Button("Clear the box (whole image)", size="sm")
+                summary = gr.Markdown(elem_id="attr-summary", label="Summary")
+        with gr.Row():
+            shown = gr.Image(label="Attribution", interactive=False, elem_id="attribution")
+            roll = gr.Image(label="Attention rollout", interactive=False)
+            rel = gr.Image(label="Relevancy (Chefer et al.)", interactive=False)
+        box = gr.JSON([], visible=False, label="Box")  # a component, so that the API can pass a box
+    results = [shown, roll, rel, summary]
+    ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block])
+    # A result belongs to one image: a new analysis clears it and the box.
+    ctx.key.change(lambda: ([], None, None, None, ""), None, [box, *results], api_visibility="private", queue=False)
+    button.click(
+        run,
+        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha],
+        results,
+        api_name="attribute",
+        concurrency_id="heavy",
+    )
+    box_img.select(pick_corner, [*ctx.where, box], [box, box_img], api_visibility="private")
+    clear.click(clear_box, ctx.where, [box, box_img], api_visibility="private")

@@ -1,0 +1,171 @@
+"""7 · Depth: the depth map a DPT decodes from ViT tokens, its reassemble and fusion maps, its encoder."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import gradio as gr
+
+from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, views
+from ..depth import save_depth
+from ..models import hub_reachable
+from .session import MEAN_OF_HEADS, depth_key, get_depth, get_depth_model, head_arg, head_choices, user_errors
+from .source import Context
+
+HELP = (
+    "**Depth needs a DPT model's weights, which this machine cannot download.** Connect to the internet once "
+    "and press *Estimate depth* (the weights are kept for next time), or start the app with "
+    "`python app.py --depth-model PATH`, where PATH is a folder saved with `save_pretrained` (safetensors)."
+)
+ENCODER_ALPHA = 0.6  # the encoder's attention keeps the image visible whatever the depth opacity
+_DOWNLOADS: OrderedDict[tuple, Path] = OrderedDict()
+_DOWNLOADS_LOCK = threading.Lock()
+
+
+def downloads(r: DepthResult, image: str, key: tuple) -> list[str]:
+    """16-bit PNG and .npy of the depth, written once per result; old ones are deleted."""
+    with _DOWNLOADS_LOCK:
+        if key not in _DOWNLOADS:
+            folder = Path(tempfile.mkdtemp(prefix="vitviz-depth-"))
+            save_depth(r.depth, folder, Path(image).stem)
+            _DOWNLOADS[key] = folder
+            while len(_DOWNLOADS) > 32:
+                shutil.rmtree(_DOWNLOADS.popitem(last=False)[1], ignore_errors=True)
+        return [str(f) for f in sorted(_DOWNLOADS[key].iterdir())]
+
+
+def status(r: DepthResult) -> str:
+    m, a = r.model, r.encoder
+    h, w = r.pixel_values.shape[2:]
+    where = "GPU" if m.device.type == "cuda" else "CPU"
+    shape = "square, as DPT's own ViT needs" if m.square else "aspect kept"
+    return (
+        f"**{m.name}** on **{where}** ({str(m.dtype).removeprefix('torch.')}) · input {w}×{h} px ({shape}) · "
+        f"encoder grid {a.grid[0]}×{a.grid[1]} patches of {m.patch_size} px · "
+        f"{a.model.num_layers} layers × {a.model.num_heads} heads"
+    )
+
+
+def encoder_attention(r: DepthResult, layer: int, head: int, cmap: str):
+    encoder = r.encoder.model
+    layer = min(int(layer), encoder.num_layers - 1)
+    return views.attention_view(r.encoder, layer, head_arg(head, encoder), "cls", cmap, ENCODER_ALPHA)[0]
+
+
+@user_errors
+def draw(image, depth_name, cmap, alpha, layer, head, request: gr.Request, progress=gr.Progress(track_tqdm=True)):
+    """Depth over the image, 3-D cloud, decoder stages and table, encoder attention, downloads."""
+    progress(0.1, desc=f"Depth with {depth_name} (a hub model downloads once)")
+    key = depth_key(image, depth_name, request)
+    try:
+        r = get_depth(image, depth_name, key)
+    except ModelUnavailableError as exc:
+        return (f"{exc}\n\n{HELP}",) + (None,) * 7
+    original, overlay = views.depth_view(r, cmap, float(alpha))
+    return (
+        status(r),
+        original,
+        overlay,
+        plots.depth_cloud(r.depth, r.encoder.image),
+        *views.decoder_stage_views(r),
+        encoder_attention(r, layer, head, cmap),
+        downloads(r, image, key),
+    )
+
+
+@user_errors
+def draw_attention(image, depth_name, layer, head, cmap, request: gr.Request):
+    """The depth encoder's CLS attention in one layer: one head, the mean, or all heads."""
+    return encoder_attention(get_depth(image, depth_name, depth_key(image, depth_name, request)), layer, head, cmap)
+
+
+def fit_controls(depth_name, layer, head):
+    """Another depth model: the layer range and heads of its encoder (nothing to fit while it cannot load)."""
+    try:
+        encoder = get_depth_model(depth_name).encoder
+    except (ModelUnavailableError, ValueError, OSError):
+        return gr.skip(), gr.skip()
+    last = encoder.num_layers - 1
+    return (
+        gr.Slider(maximum=last, value=min(layer, last)),
+        gr.Dropdown(choices=head_choices(encoder), value=head if head < encoder.num_heads else MEAN_OF_HEADS),
+    )
+
+
+def build(ctx: Context) -> None:
+    names = list(DEPTH_CATALOGUE)
+    if ctx.depth_model is not None:
+        encoder = get_depth_model(ctx.depth_model).encoder
+        if ctx.depth_model not in names:
+            names.insert(0, ctx.depth_model)
+    with gr.Tab("7 · Depth", id="depth", elem_id="depth-tab") as tab:
+        gr.Markdown(
+            "**What am I looking at?** A *Dense Prediction Transformer* (DPT) decodes ViT tokens "
+            "into a picture-shaped output: here, depth. It takes the tokens of four encoder "
+            "layers, *reassembles* each set into a feature map registered to the image (the "
+            "readout token is folded into every patch token, tokens go back to their patch "
+            "positions, a 1×1 convolution projects them, and they are resampled to a scale *s*), "
+            "then *fuses* (combines) the maps from coarse to fine. The result is **relative "
+            "inverse depth**: bright means near, and the scale is unknown, so compare places "
+            "within one picture, not numbers between pictures."
+        )
+        note = gr.Markdown(
+            HELP if ctx.depth_model is None and not hub_reachable() else "", elem_id="depth-note", label="Depth status"
+        )
+        with gr.Row():
+            model = gr.Dropdown(
+                [(f"{n}: {DEPTH_CATALOGUE.get(n, 'local folder')}", n) for n in names],
+                value=ctx.depth_model or DEFAULT_DEPTH_MODEL,
+                label="Depth model",
+                scale=3,
+            )
+            button = gr.Button("Estimate depth", variant="primary", scale=1)
+        with gr.Row():
+            original = gr.Image(label="Your image (depth input)", interactive=False)
+            overlay = gr.Image(label="Relative inverse depth (bright = near)", interactive=False, elem_id="depth")
+        cloud = gr.Plot(label="3-D view")
+        gr.Markdown(
+            "#### Inside the decoder\nEach map shows its first three principal components as "
+            "colours (same colour = similar features); one square is one cell of the map. "
+            "*Reassemble* maps come from the encoder's tokens at four scales; *fusion* maps "
+            "merge them, coarsest first, each one twice as fine as the last."
+        )
+        stages = gr.Gallery(label="Reassemble 1-4, then fusion 1-4", columns=4, height="auto", object_fit="contain")
+        table = gr.Markdown(label="Decoder maps")
+        gr.Markdown(
+            "#### The depth model's own encoder\nThe CLS (readout) token's attention in the DPT's ViT, as in tab 2."
+        )
+        with gr.Row():
+            enc = encoder if ctx.depth_model is not None else None
+            last = enc.num_layers - 1 if enc else 11
+            layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Encoder layer")
+            head = gr.Dropdown(
+                head_choices(enc) if enc else head_choices(ctx.model)[:2], value=MEAN_OF_HEADS, label="Head"
+            )
+        attention = gr.Image(label="Encoder attention of the CLS token", interactive=False, height=480)
+        files = gr.File(label="Download the depth: .npy (float32) and 16-bit PNG")
+    ctx.view(
+        tab,
+        draw,
+        [ctx.image, model, ctx.cmap, ctx.alpha, layer, head],
+        [note, original, overlay, cloud, stages, table, attention, files],
+        [button.click, model.change],
+        api_name="depth",
+        concurrency_id="heavy",
+        progress="full",
+    )
+    model.change(fit_controls, [model, layer, head], [layer, head], api_visibility="private")
+    gr.on(
+        [layer.change, head.change],
+        draw_attention,
+        [ctx.image, model, layer, head, ctx.cmap],
+        attention,
+        api_name="depth_attention",
+        trigger_mode="always_last",
+        show_progress="minimal",
+        concurrency_id="draw",
+    )

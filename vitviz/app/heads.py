@@ -1,0 +1,34 @@
+"""5 · Heads: every head at a glance (attention distance, entropy), token norms and a PCA of the tokens."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .. import views
+from .session import get_analysis, user_errors
+from .source import Context
+
+
+@user_errors
+def draw(image, model_name, size, cmap, request: gr.Request, progress=gr.Progress()):
+    """(attention distance, entropy, token norms, PCA); the statistics read every weight once per analysis."""
+    a = get_analysis(image, model_name, size, request)
+    progress(0.2, desc="Statistics over every layer's and head's attention (once per image)")
+    return views.heads_views(a, cmap)
+
+
+def build(ctx: Context) -> None:
+    with gr.Tab("5 · Heads", id="heads") as tab:
+        gr.Markdown(
+            "**What am I looking at?** *Mean attention distance*: how far, in pixels, each head "
+            "looks on average; *entropy*: how spread out its attention is. *Token norms* mark "
+            "high-norm 'artifact' tokens (green boxes) that some ViTs use as scratch space. "
+            "*PCA*: the final patch features squeezed to three colours; same colour = similar."
+        )
+        with gr.Row():
+            distance = gr.Plot(label="Attention distance")
+            entropy = gr.Plot(label="Attention entropy")
+        with gr.Row():
+            norms = gr.Image(label="Output token norms (outliers boxed)", interactive=False)
+            pca = gr.Image(label="PCA of patch features as RGB", interactive=False)
+    ctx.view(tab, draw, [*ctx.where, ctx.cmap], [distance, entropy, norms, pca], api_name="heads", progress="full")

@@ -1,0 +1,29 @@
+"""The whole app: the image panel on the left, one tab per view on the right."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from . import attention, attributions, depth, heads, output, positions, rollout, tokens
+from .session import get_depth_model, get_model
+from .source import INTRO, build_source
+
+# One line per view: each module builds its tab and wires its own events.
+VIEWS = [tokens, attention, rollout, positions, heads, output, depth, attributions]
+
+
+def build(default_model: str, depth_model: str | None = None) -> gr.Blocks:
+    """The app. depth_model: a depth model to load now (a local folder works offline)."""
+    model = get_model(default_model)
+    if depth_model is not None:
+        get_depth_model(depth_model)
+    with gr.Blocks(title="vitviz: see inside a Vision Transformer", delete_cache=(1800, 3600)) as demo:
+        gr.Markdown(INTRO)
+        with gr.Row():
+            with gr.Column(scale=1, min_width=300):
+                ctx = build_source(demo, model, depth_model)
+            with gr.Column(scale=3):
+                with gr.Tabs():
+                    for view in VIEWS:
+                        view.build(ctx)
+    return demo

@@ -1,0 +1,44 @@
+"""6 · Output: what the model outputs: top-5 classes for a classifier, the embedded model's dense head."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .. import views
+from .session import get_analysis, get_model, user_errors
+from .source import Context
+
+
+@user_errors
+def draw(image, model_name, size, cmap, alpha, request: gr.Request):
+    """(top-5 {label: probability} or None, dense-head overlay or None)."""
+    top5, dense = views.output_view(get_analysis(image, model_name, size, request), cmap, float(alpha))
+    return top5 or None, dense
+
+
+def fit_outputs(model_name):
+    """Show only what this model has: classes, a dense head, or neither."""
+    m = get_model(model_name)
+    return gr.Label(visible=m.labels is not None), gr.Image(visible=m.decoder is not None)
+
+
+def build(ctx: Context) -> None:
+    with gr.Tab("6 · Output", id="output") as tab:
+        gr.Markdown(
+            "**What am I looking at?** What the model outputs. A classifier reads the CLS token "
+            "and gives its top-5 classes. The embedded model has a small dense head that decodes "
+            "the patch tokens into an 'importance' map over the image."
+        )
+        top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
+        dense = gr.Image(
+            label="Dense head output", interactive=False, elem_id="dense", visible=ctx.model.decoder is not None
+        )
+    outputs = [top5, dense]
+    ctx.view(
+        tab,
+        draw,
+        [*ctx.where, ctx.cmap, ctx.alpha],
+        outputs,
+        api_name="output",
+        prepare=(fit_outputs, [ctx.model_name], outputs),
+    )

@@ -1,0 +1,89 @@
+"""4 · Positions: how similar the learned position embeddings are to each other (ViT paper, Fig. 7)."""
+
+from __future__ import annotations
+
+import gradio as gr
+import numpy as np
+
+from .. import VitModel, plots, views
+from .session import get_model, user_errors
+from .source import Context
+
+_SIMILARITY: dict[str, np.ndarray] = {}
+
+
+def similarity(model: VitModel) -> np.ndarray:
+    """[g,g,g,g] cosine similarities of the position embeddings, computed once per model."""
+    if model.name not in _SIMILARITY:
+        _SIMILARITY[model.name] = model.pos_embed_similarity()
+    return _SIMILARITY[model.name]
+
+
+@user_errors
+def position_map(model_name, row, col, cmap):
+    """One position's similarity map, large; the grid of grids stays as it is."""
+    model = get_model(model_name)
+    g = model.native_grid[0]
+    if not (0 <= int(row) < g and 0 <= int(col) < g):
+        raise ValueError(f"row and col must be in [0, {g}) for {model.name}'s {g}×{g} grid, got ({row}, {col})")
+    return views.pos_embed_map(model, similarity(model), int(row), int(col), cmap)
+
+
+@user_errors
+def draw(model_name, row, col, cmap, request: gr.Request):
+    """The grid of grids and one position's map, large."""
+    return plots.pos_embed_grid(similarity(get_model(model_name))), position_map(model_name, row, col, cmap)
+
+
+@user_errors
+def fit_controls(model_name, row, col):
+    """Another model: sliders over its own grid, centred if the old position is off it."""
+    g = get_model(model_name).native_grid[0]
+    inside = row < g and col < g
+    return (
+        gr.Slider(maximum=g - 1, value=row if inside else g // 2),
+        gr.Slider(maximum=g - 1, value=col if inside else g // 2),
+    )
+
+
+@user_errors
+def pick_position(model_name, evt: gr.SelectData):
+    """A click on the large similarity map picks the position to show."""
+    return views.position_at(get_model(model_name), *evt.index)
+
+
+def build(ctx: Context) -> None:
+    g = ctx.model.native_grid[0]
+    with gr.Tab("4 · Positions", id="positions") as tab:
+        gr.Markdown(
+            "**What am I looking at?** The model learned one vector per patch position. "
+            "Each small square shows how similar one position's vector is to all others "
+            "(cosine, 1 = same). Nearby positions, same rows and same columns come out similar: "
+            "the model learned the 2-D layout by itself. This belongs to the model, not your image."
+        )
+        with gr.Row():
+            row = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position row")
+            col = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position column")
+        with gr.Row():
+            grid = gr.Plot(label="Grid of grids")
+            large = gr.Image(label="Similarity of the chosen position (click to choose)", interactive=False)
+    inputs = [ctx.model_name, row, col, ctx.cmap]
+    ctx.view(
+        tab,
+        draw,
+        inputs,
+        [grid, large],
+        api_name="position_embeddings",
+        prepare=(fit_controls, [ctx.model_name, row, col], [row, col]),
+    )
+    gr.on(
+        [row.change, col.change],
+        position_map,
+        inputs,
+        large,
+        api_name="position_map",
+        trigger_mode="always_last",
+        show_progress="minimal",
+        concurrency_id="draw",
+    )
+    large.select(pick_position, [ctx.model_name], [row, col], api_visibility="private")

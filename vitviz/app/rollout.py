@@ -1,0 +1,46 @@
+"""3 · Rollout: attention followed through every layer to the readout token."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .. import views
+from ..maps import HEAD_FUSIONS
+from .session import get_analysis, user_errors
+from .source import Context
+
+
+@user_errors
+def draw(image, model_name, size, fusion, discard, cmap, alpha, request: gr.Request):
+    """Attention rollout with head fusion and discard ratio."""
+    if fusion not in HEAD_FUSIONS:
+        raise ValueError(f"fusion must be one of {HEAD_FUSIONS}, got {fusion!r}")
+    return views.rollout_view(
+        get_analysis(image, model_name, size, request), fusion, float(discard), cmap, float(alpha)
+    )
+
+
+def build(ctx: Context) -> None:
+    with gr.Tab("3 · Rollout", id="rollout") as tab:
+        gr.Markdown(
+            "**What am I looking at?** Attention *rollout* follows attention through all layers "
+            "at once: it multiplies the layers' attention (plus the skip connection) to estimate "
+            "how much each patch flows into the CLS token at the end. Bright = more. "
+            "A few isolated bright dots are often the model's high-norm 'artifact' tokens "
+            "(tab 5): real, but not the object; a discard ratio or max fusion shows more."
+        )
+        with gr.Row():
+            fusion = gr.Radio(list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by")
+            discard = gr.Slider(0, 0.95, value=0.0, step=0.05, label="Discard the weakest fraction")
+        with gr.Row():
+            original = gr.Image(label="Your image, for comparison", interactive=False)
+            picture = gr.Image(label="Rollout (bilinear)", interactive=False, elem_id="rollout")
+    ctx.mirror_preview(original)
+    ctx.view(
+        tab,
+        draw,
+        [*ctx.where, fusion, discard, ctx.cmap, ctx.alpha],
+        [picture],
+        [fusion.change, discard.change],
+        api_name="rollout",
+    )

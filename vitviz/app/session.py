@@ -1,0 +1,156 @@
+"""What every view shares: the caches, the model getters, the analysis key and the error wrapper.
+
+Views never run a model themselves: they ask `get_analysis` for the cached capture of the
+session's image, which runs one forward pass only when the cache has none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections import OrderedDict
+from functools import wraps
+from pathlib import Path
+
+import gradio as gr
+
+from .. import (
+    DepthModel,
+    DepthResult,
+    ModelUnavailableError,
+    VitModel,
+    analyze,
+    estimate_depth,
+    load_depth_model,
+    load_model,
+    views,
+)
+from ..analysis import Analysis
+from ..cache import AnalysisCache
+
+log = logging.getLogger("vitviz")
+ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
+EXAMPLES = [str(ASSETS / name) for name in ("chelsea.jpg", "coffee.jpg", "astronaut.jpg", "rocket.jpg")]
+DEFAULT_SIZE = "model default"
+SIZES = [DEFAULT_SIZE, "224", "336", "448", "518", "672"]
+MEAN_OF_HEADS, ALL_HEADS = -1, -2  # the head dropdown's values besides head indices
+
+CACHE = AnalysisCache(max_bytes=int(os.environ.get("VITVIZ_CACHE_MB", 2048)) * 2**20)
+DEPTH_CACHE = AnalysisCache(max_bytes=int(os.environ.get("VITVIZ_DEPTH_CACHE_MB", 1024)) * 2**20, per_session=1)
+_MODELS: dict[str, VitModel] = {}
+_DEPTH_MODELS: dict[str, DepthModel] = {}
+_MODELS_LOCK = threading.Lock()
+DEVICE = {"name": "auto"}  # set once by the command line, before the first model loads
+
+
+def user_errors(fn):
+    """Turn the engine's errors into messages in the browser; the server and other sessions go on."""
+
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (ValueError, ModelUnavailableError) as exc:
+            raise gr.Error(str(exc)) from None
+        except gr.Error:
+            raise
+        except Exception as exc:  # keep serving; say what happened
+            log.exception("unexpected error")
+            raise gr.Error(f"vitviz hit an unexpected error: {type(exc).__name__}: {exc}") from None
+
+    return wrapper
+
+
+def get_model(name: str, progress: gr.Progress | None = None) -> VitModel:
+    with _MODELS_LOCK:
+        if name not in _MODELS:
+            if progress is not None:
+                progress(0.05, desc=f"Loading {name} (a hub model downloads once)")
+            _MODELS[name] = load_model(name, device=DEVICE["name"])
+        return _MODELS[name]
+
+
+def get_depth_model(name: str) -> DepthModel:
+    with _MODELS_LOCK:
+        if name not in _DEPTH_MODELS:
+            _DEPTH_MODELS[name] = load_depth_model(name, device=DEVICE["name"])
+        return _DEPTH_MODELS[name]
+
+
+_DIGESTS: OrderedDict[tuple, str] = OrderedDict()
+_DIGESTS_LOCK = threading.Lock()
+
+
+def digest(image: str | None) -> str:
+    """SHA-1 of an uploaded file, read and hashed once per upload (uploads are never rewritten in place)."""
+    if not image:
+        raise ValueError("no image: upload one or click an example")
+    stat = Path(image).stat()
+    key = (image, stat.st_size, stat.st_mtime_ns)
+    with _DIGESTS_LOCK:
+        if key in _DIGESTS:
+            return _DIGESTS[key]
+    value = hashlib.sha1(Path(image).read_bytes()).hexdigest()
+    with _DIGESTS_LOCK:
+        _DIGESTS[key] = value
+        while len(_DIGESTS) > 4096:
+            _DIGESTS.popitem(last=False)
+    return value
+
+
+def session_of(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "local"
+
+
+def analysis_key(image: str | None, model_name: str, size: str) -> str | None:
+    """What identifies an analysis within a session (None without an image): views redraw when it changes."""
+    return None if not image else f"{digest(image)}|{model_name}|{size}"
+
+
+def get_analysis(
+    image: str | None, model_name: str, size: str, request: gr.Request | None, progress: gr.Progress | None = None
+) -> Analysis:
+    """The cached analysis of this session's image, or one forward pass to make it."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+    key = (session_of(request), analysis_key(image, model_name, size))
+    a = CACHE.get(key)
+    if a is None:
+        model = get_model(model_name, progress)
+        if progress is not None:
+            progress(0.3, desc="Running the ViT: one forward pass captures every layer")
+        a = analyze(model, image, longest=None if size == DEFAULT_SIZE else int(size))
+        CACHE.put(key, a)
+    return a
+
+
+def depth_key(image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
+    return session_of(request), depth_name, digest(image)
+
+
+def get_depth(image: str | None, depth_name: str, key: tuple) -> DepthResult:
+    """The cached depth result for `key` (from depth_key), or one forward pass of the depth model."""
+    r = DEPTH_CACHE.get(key)
+    if r is None:
+        r = estimate_depth(get_depth_model(depth_name), image)
+        DEPTH_CACHE.put(key, r)
+    return r
+
+
+def head_choices(model: VitModel) -> list[tuple[str, int]]:
+    return [("mean of heads", MEAN_OF_HEADS), ("all heads (grid)", ALL_HEADS)] + [
+        (f"head {h}", h) for h in range(model.num_heads)
+    ]
+
+
+def head_arg(head: int | None, model: VitModel) -> int | str | None:
+    """The head dropdown's value -> what `views.attention_view` takes (an index, None or ALL_HEADS)."""
+    if head is None or head == MEAN_OF_HEADS:
+        return None
+    if head == ALL_HEADS:
+        return views.ALL_HEADS
+    if not 0 <= int(head) < model.num_heads:
+        raise ValueError(f"head must be -1 (mean), -2 (all) or in [0, {model.num_heads}), got {head}")
+    return int(head)

@@ -1,0 +1,237 @@
+"""The image panel (upload, examples, model, input size, display settings) and the context views draw from.
+
+`/analyze` runs the one forward pass and sets the session's analysis key. Each view is wired by
+`Context.view`: it draws when its tab is shown and its inputs changed, and is otherwise left stale
+until its tab is selected, so an upload draws one view, not all of them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+from gradio_client import handle_file
+
+from .. import CATALOGUE, ModelUnavailableError, VitModel, views
+from ..render import COLORMAPS
+from .session import EXAMPLES, SIZES, analysis_key, get_analysis, get_model, user_errors
+
+INTRO = """# vitviz: see inside a Vision Transformer
+Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, adds a **position
+embedding**, puts a **readout (CLS) token** in front, and passes the tokens through pre-norm layers of
+**multi-head self-attention**. Each tab shows one part of that, on *your* image."""
+EXAMPLE_URL = "https://raw.githubusercontent.com/scikit-image/scikit-image/main/skimage/data/chelsea.png"
+
+
+@dataclass
+class Context:
+    """The components every view reads, and the wiring that draws a view only when it is looked at."""
+
+    demo: gr.Blocks
+    model: VitModel  # the model at start-up, for the controls' initial ranges
+    image: gr.File
+    model_name: gr.Dropdown
+    size: gr.Dropdown
+    cmap: gr.Dropdown
+    alpha: gr.Slider
+    key: gr.State  # the analysis key of the session's image (None: no image)
+    current_model: gr.State  # the loaded model's name; views resize their controls when it changes
+    preview: gr.Image  # the user's image at display size
+    shown: gr.State = field(default_factory=lambda: gr.State("tokens"))  # the id of the selected tab
+    depth_model: str | None = None
+
+    @property
+    def where(self) -> list:
+        """The inputs that name an analysis: image, model and input size."""
+        return [self.image, self.model_name, self.size]
+
+    def mirror_preview(self, image: gr.Image) -> None:
+        """Show the user's image in another place too, copied in the browser (no request)."""
+        self.preview.change(None, self.preview, image, js="(x) => x", api_visibility="private", queue=False)
+
+    def view(
+        self,
+        tab: gr.Tab,
+        draw: Callable,
+        inputs: Sequence,
+        outputs: Sequence,
+        triggers: Sequence = (),
+        api_name: str | None = None,
+        concurrency_id: str = "draw",
+        progress: str = "minimal",
+        prepare: tuple[Callable, Sequence, Sequence] | None = None,
+    ) -> None:
+        """Wire one view. draw(*inputs, request) returns its outputs.
+
+        `triggers` (its own controls' events) redraw it at once, as the endpoint `api_name`. A new analysis or a display
+        setting redraws it if its tab is shown; otherwise selecting the tab draws it. Nothing is
+        drawn twice for the same inputs. prepare: (fn, inputs, outputs) run on a new analysis before
+        the view redraws, to fit its controls (layer range, heads, the query patch) to it.
+        """
+        with tab:  # what the wiring adds belongs to the tab, not between the tabs
+            drawn = gr.State(None)
+            hidden = gr.Button(visible=False)
+        n = len(outputs)
+        inputs, outputs = list(inputs), list(outputs)
+        params = inspect.signature(draw).parameters
+        names = [name for name in params if name not in ("request", "progress")]
+        extra = "progress" in params
+
+        def drawn_now(key, args, request, progress) -> tuple:
+            if not args[0]:  # no image: an empty view, not an error
+                out = (None,) * n
+            else:
+                out = draw(*args, request=request, **({"progress": progress} if extra else {}))
+            return (*(out if isinstance(out, tuple) else (out,)), (key, *args))
+
+        def render(*values):  # key, *inputs, request, progress
+            return drawn_now(values[0], values[1:-2], *values[-2:])
+
+        def refresh(*values):  # shown, key, last, *inputs, request, progress
+            shown, key, last, args = values[0], values[1], values[2], values[3:-2]
+            if shown != tab.id or (key, *args) == last:
+                return (gr.skip(),) * (n + 1)
+            return drawn_now(key, args, *values[-2:])
+
+        def selected(*values):  # key, last, *inputs, request, progress
+            return refresh(tab.id, *values)
+
+        _as_taking(render, ["key", *names])
+        _as_taking(refresh, ["shown", "key", "last", *names])
+        _as_taking(selected, ["key", "last", *names])
+        if triggers or api_name:  # a view without controls gets its endpoint through a button nobody sees
+            gr.on(
+                list(triggers) or [hidden.click],
+                render,
+                [self.key, *inputs],
+                [*outputs, drawn],
+                api_name=api_name,
+                api_visibility="public" if api_name else "private",
+                trigger_mode="always_last",
+                show_progress=progress,
+                concurrency_id=concurrency_id,
+            )
+        refresh_in = [self.shown, self.key, drawn, *inputs]
+        if prepare is not None:  # fit the view's controls to the new analysis first
+            fn, prepare_in, prepare_out = prepare
+            self.key.change(fn, prepare_in, prepare_out, api_visibility="private").then(
+                refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress
+            )
+        gr.on(
+            [self.cmap.change, self.alpha.change]
+            if prepare is not None
+            else [self.key.change, self.cmap.change, self.alpha.change],
+            refresh,
+            refresh_in,
+            [*outputs, drawn],
+            api_visibility="private",
+            trigger_mode="always_last",
+            show_progress=progress,
+            concurrency_id=concurrency_id,
+        )
+        tab.select(lambda: tab.id, None, self.shown, api_visibility="private", queue=False)
+        tab.select(
+            selected,
+            [self.key, drawn, *inputs],
+            [*outputs, drawn],
+            api_visibility="private",
+            show_progress=progress,
+            concurrency_id=concurrency_id,
+        )
+
+
+def _as_taking(fn: Callable, names: list[str]) -> None:
+    """Let Gradio see fn(*values) as taking `names`, then the request and a progress tracker.
+
+    Gradio names API parameters and injects the request from the signature, which *args hides.
+    """
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter(name, kind) for name in names]
+    params.append(inspect.Parameter("request", kind, annotation=gr.Request))
+    params.append(inspect.Parameter("progress", kind, default=gr.Progress()))
+    fn.__signature__ = inspect.Signature(params)
+    fn.__annotations__ = {"request": gr.Request}
+
+
+def status_text(a) -> str:
+    m = a.model
+    h, w = a.pixel_values.shape[2:]
+    where = "GPU (" + str(m.device) + ")" if m.device.type == "cuda" else "CPU"
+    return (
+        f"**{m.name}** on **{where}** · input {w}×{h} px · grid {a.grid[0]}×{a.grid[1]} patches of "
+        f"{m.patch_size} px · {a.attentions.shape[-1]} tokens · {m.num_layers} layers × {m.num_heads} heads"
+    )
+
+
+@user_errors
+def analyze_image(image, model_name, size, request: gr.Request, progress=gr.Progress()):
+    """Analyse an image: one forward pass, cached. Clearing the upload clears the views."""
+    if not image:
+        return None, "", None
+    a = get_analysis(image, model_name, size, request, progress)
+    return views.display(a), status_text(a), analysis_key(image, model_name, size)
+
+
+def change_model(name: str, current: str, progress=gr.Progress(track_tqdm=True)):
+    """Load another model; offline, say so within seconds and keep the current one."""
+    try:
+        get_model(name, progress)
+    except (ModelUnavailableError, ValueError, OSError) as exc:
+        gr.Warning(f"{name} is not available: {exc} Keeping {current}.")
+        return current, current
+    return name, name
+
+
+def pick_example(evt: gr.SelectData) -> str:
+    return EXAMPLES[evt.index]
+
+
+def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> Context:
+    """The left column: the image and its settings. Returns the context the views are built in."""
+    names = list(CATALOGUE)
+    if model.name not in names:
+        names.insert(0, model.name)
+    # A File, not an Image: Gradio would decode an Image upload itself, and vitviz's own
+    # decoder is what names the problem with a bad upload.
+    image = gr.File(value=EXAMPLES[0], type="filepath", label="Image", height=90, elem_id="upload")
+    # The API's example is a photo, not Gradio's generic PDF.
+    image.example_payload = lambda: handle_file(EXAMPLE_URL)
+    image.example_value = lambda: EXAMPLE_URL
+    preview = gr.Image(label="Your image", interactive=False, height=260, show_label=False)
+    gallery = gr.Gallery(
+        [(p, Path(p).stem) for p in EXAMPLES],
+        columns=4,
+        height=120,
+        allow_preview=False,
+        label="Examples: click one",
+        elem_id="examples",
+    )
+    model_name = gr.Dropdown(
+        [(f"{n}: {CATALOGUE.get(n, 'local folder')}", n) for n in names], value=model.name, label="Model"
+    )
+    size = gr.Dropdown(SIZES, value=SIZES[0], label="Input size (longest side, pixels)")
+    with gr.Row():
+        cmap = gr.Dropdown(list(COLORMAPS), value="inferno", label="Colormap", min_width=120, elem_id="cmap")
+        alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="Opacity", min_width=120)
+    status = gr.Markdown(elem_id="status", label="Model and input")
+    ctx = Context(demo, model, image, model_name, size, cmap, alpha, gr.State(None), gr.State(model.name), preview)
+    ctx.depth_model = depth_model
+
+    analyze_out = [preview, status, ctx.key]
+    demo.load(analyze_image, ctx.where, analyze_out, api_visibility="private", concurrency_id="forward")
+    gr.on(
+        [image.change, size.change, ctx.current_model.change],
+        analyze_image,
+        ctx.where,
+        analyze_out,
+        api_name="analyze",
+        concurrency_id="forward",
+    )
+    model_name.change(
+        change_model, [model_name, ctx.current_model], [model_name, ctx.current_model], api_visibility="private"
+    )
+    gallery.select(pick_example, None, image, api_visibility="private")
+    return ctx

@@ -1,0 +1,26 @@
+"""1 · Tokens: the picture cut into patches, and the token sequence the ViT reads."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .. import views
+from .session import get_analysis, user_errors
+from .source import Context
+
+
+@user_errors
+def draw(image, model_name, size, request: gr.Request):
+    """The patch grid with the scan order, and a sentence on the token sequence."""
+    return views.tokens_view(get_analysis(image, model_name, size, request))
+
+
+def build(ctx: Context) -> None:
+    with gr.Tab("1 · Tokens", id="tokens") as tab:
+        gr.Markdown(
+            "**What am I looking at?** The picture cut into the square patches the ViT reads. "
+            "Each patch becomes one token; the numbers show the order of the token sequence."
+        )
+        text = gr.Markdown(label="Token sequence")
+        grid = gr.Image(label="Patches and scan order", interactive=False, height=460, elem_id="tokens")
+    ctx.view(tab, draw, ctx.where, [grid, text], api_name="tokens")
