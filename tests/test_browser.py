@@ -136,3 +136,15 @@ def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_
     page.get_by_role("tab", name="7 · Depth").click()
     page.locator("#depth-note").get_by_text("--depth-model PATH").first.wait_for(timeout=20_000)
     shot(page, tmp_path, "depth-offline.png")
+
+
+def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
+    page.get_by_role("tab", name="8 · Attributions").click()
+    page.locator("#method input").click()
+    page.get_by_role("option", name="Saliency (|gradient|)").click()
+    page.get_by_role("button", name="Compute attribution").click()
+    wait_for_src_change(page, "#attribution", "")
+    assert "Saliency" in page.locator("#attr-summary").inner_text()
+    page.locator("#examples img").nth(3).click()  # rocket.jpg
+    page.wait_for_function("() => !document.querySelector('#attribution img')", timeout=30_000)
+    assert page.locator("#attr-summary").inner_text().strip() == ""

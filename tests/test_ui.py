@@ -176,3 +176,22 @@ def test_attribute_endpoint(client):
     args[9] = [[0, 0], [300, 400]]  # a box: the left half
     summary = client.predict(*args, api_name="/attribute")[3]
     assert "inside the box" in summary and "Convergence delta" not in summary
+
+
+def test_readme_api_example_runs(client):
+    """The README's gradio_client block, as written, against the running app; its answers are checked."""
+    from app_server import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## HTTP API") :]
+    code = section[section.index("```python") + len("```python") : section.index("```", section.index("```python") + 9)]
+    code = code.replace('Client("http://127.0.0.1:7860/")', "Client(URL)").replace(
+        "assets/", str(ROOT / "assets") + "/"
+    )
+    scope = {"URL": client.src}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert "grid 32×32" not in scope["status"] and "tokens" in scope["status"]
+    assert "patch tokens" in scope["sequence"] and "inside the box" in scope["summary"]
+    assert read(scope["overlay"]).shape[0] == read(scope["preview"]).shape[0]  # the same picture, plus a colorbar
+    for name in ("rollout", "similarity", "norms", "pca", "dense", "shown", "relevancy"):
+        assert read(scope[name]).ndim == 3, name

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import views
-from .session import MEAN_OF_HEADS, get_analysis, head_arg, head_choices, user_errors
+from .session import MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
 from .source import Context
 
 CLS_QUERY, PATCH_QUERY = "CLS token", "a patch (click the picture on the left)"
@@ -66,10 +66,8 @@ def build(ctx: Context) -> None:
             patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
             scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
         with gr.Row():
-            picker = gr.Image(label="Click a patch to make it the query", interactive=False, elem_id="picker")
-            overlay = gr.Image(
-                label="Attention of the query (one square per patch)", interactive=False, elem_id="attention"
-            )
+            picker = picture(label="Click a patch to make it the query", elem_id="picker")
+            overlay = picture(label="Attention of the query (one square per patch)", elem_id="attention")
     ctx.view(
         tab,
         draw,

@@ -8,7 +8,7 @@ import numpy as np
 from .. import render, views
 from ..analysis import Analysis
 from ..attribute import BASELINES, METHODS, attribute, targets
-from .session import get_analysis, user_errors
+from .session import get_analysis, picture, user_errors
 from .source import Context
 
 METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
@@ -113,14 +113,14 @@ def build(ctx: Context) -> None:
             block = gr.Slider(0, last, value=last, step=1, precision=0, label="Grad-CAM: block")
             button = gr.Button("Compute attribution", variant="primary")
         with gr.Row():
-            box_img = gr.Image(label="Box for the dense head: click two corners", interactive=False, scale=1)
+            box_img = picture(label="Box for the dense head: click two corners", scale=1)
             with gr.Column(scale=2):
                 clear = gr.Button("Clear the box (whole image)", size="sm")
                 summary = gr.Markdown(elem_id="attr-summary", label="Summary")
         with gr.Row():
-            shown = gr.Image(label="Attribution", interactive=False, elem_id="attribution")
-            roll = gr.Image(label="Attention rollout", interactive=False)
-            rel = gr.Image(label="Relevancy (Chefer et al.)", interactive=False)
+            shown = picture(label="Attribution", elem_id="attribution")
+            roll = picture(label="Attention rollout")
+            rel = picture(label="Relevancy (Chefer et al.)")
         box = gr.JSON([], visible=False, label="Box")  # a component, so that the API can pass a box
     results = [shown, roll, rel, summary]
     ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block])

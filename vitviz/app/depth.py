@@ -13,7 +13,7 @@ import gradio as gr
 from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, views
 from ..depth import save_depth
 from ..models import hub_reachable
-from .session import MEAN_OF_HEADS, depth_key, get_depth, get_depth_model, head_arg, head_choices, user_errors
+from .session import MEAN_OF_HEADS, depth_key, get_depth, get_depth_model, head_arg, head_choices, picture, user_errors
 from .source import Context
 
 HELP = (
@@ -125,8 +125,8 @@ def build(ctx: Context) -> None:
             )
             button = gr.Button("Estimate depth", variant="primary", scale=1)
         with gr.Row():
-            original = gr.Image(label="Your image (depth input)", interactive=False)
-            overlay = gr.Image(label="Relative inverse depth (bright = near)", interactive=False, elem_id="depth")
+            original = picture(label="Your image (depth input)")
+            overlay = picture(label="Relative inverse depth (bright = near)", elem_id="depth")
         cloud = gr.Plot(label="3-D view")
         gr.Markdown(
             "#### Inside the decoder\nEach map shows its first three principal components as "
@@ -146,7 +146,7 @@ def build(ctx: Context) -> None:
             head = gr.Dropdown(
                 head_choices(enc) if enc else head_choices(ctx.model)[:2], value=MEAN_OF_HEADS, label="Head"
             )
-        attention = gr.Image(label="Encoder attention of the CLS token", interactive=False, height=480)
+        attention = picture(label="Encoder attention of the CLS token", height=480)
         files = gr.File(label="Download the depth: .npy (float32) and 16-bit PNG")
     ctx.view(
         tab,

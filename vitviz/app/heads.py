@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import views
-from .session import get_analysis, user_errors
+from .session import get_analysis, picture, user_errors
 from .source import Context
 
 
@@ -29,6 +29,6 @@ def build(ctx: Context) -> None:
             distance = gr.Plot(label="Attention distance")
             entropy = gr.Plot(label="Attention entropy")
         with gr.Row():
-            norms = gr.Image(label="Output token norms (outliers boxed)", interactive=False)
-            pca = gr.Image(label="PCA of patch features as RGB", interactive=False)
+            norms = picture(label="Output token norms (outliers boxed)")
+            pca = picture(label="PCA of patch features as RGB")
     ctx.view(tab, draw, [*ctx.where, ctx.cmap], [distance, entropy, norms, pca], api_name="heads", progress="full")

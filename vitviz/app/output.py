@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import views
-from .session import get_analysis, get_model, user_errors
+from .session import get_analysis, get_model, picture, user_errors
 from .source import Context
 
 
@@ -30,9 +30,7 @@ def build(ctx: Context) -> None:
             "the patch tokens into an 'importance' map over the image."
         )
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
-        dense = gr.Image(
-            label="Dense head output", interactive=False, elem_id="dense", visible=ctx.model.decoder is not None
-        )
+        dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.decoder is not None)
     outputs = [top5, dense]
     ctx.view(
         tab,

@@ -6,7 +6,7 @@ import gradio as gr
 import numpy as np
 
 from .. import VitModel, plots, views
-from .session import get_model, user_errors
+from .session import get_model, picture, user_errors
 from .source import Context
 
 _SIMILARITY: dict[str, np.ndarray] = {}
@@ -66,7 +66,7 @@ def build(ctx: Context) -> None:
             col = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position column")
         with gr.Row():
             grid = gr.Plot(label="Grid of grids")
-            large = gr.Image(label="Similarity of the chosen position (click to choose)", interactive=False)
+            large = picture(label="Similarity of the chosen position (click to choose)")
     inputs = [ctx.model_name, row, col, ctx.cmap]
     ctx.view(
         tab,

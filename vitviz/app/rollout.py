@@ -6,7 +6,7 @@ import gradio as gr
 
 from .. import views
 from ..maps import HEAD_FUSIONS
-from .session import get_analysis, user_errors
+from .session import get_analysis, picture, user_errors
 from .source import Context
 
 
@@ -33,14 +33,14 @@ def build(ctx: Context) -> None:
             fusion = gr.Radio(list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by")
             discard = gr.Slider(0, 0.95, value=0.0, step=0.05, label="Discard the weakest fraction")
         with gr.Row():
-            original = gr.Image(label="Your image, for comparison", interactive=False)
-            picture = gr.Image(label="Rollout (bilinear)", interactive=False, elem_id="rollout")
+            original = picture(label="Your image, for comparison")
+            rollout = picture(label="Rollout (bilinear)", elem_id="rollout")
     ctx.mirror_preview(original)
     ctx.view(
         tab,
         draw,
         [*ctx.where, fusion, discard, ctx.cmap, ctx.alpha],
-        [picture],
+        [rollout],
         [fusion.change, discard.change],
         api_name="rollout",
     )

@@ -17,7 +17,7 @@ from gradio_client import handle_file
 
 from .. import CATALOGUE, ModelUnavailableError, VitModel, views
 from ..render import COLORMAPS
-from .session import EXAMPLES, SIZES, analysis_key, get_analysis, get_model, user_errors
+from .session import EXAMPLES, SIZES, analysis_key, get_analysis, get_model, picture, user_errors
 
 INTRO = """# vitviz: see inside a Vision Transformer
 Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, adds a **position
@@ -200,7 +200,7 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
     # The API's example is a photo, not Gradio's generic PDF.
     image.example_payload = lambda: handle_file(EXAMPLE_URL)
     image.example_value = lambda: EXAMPLE_URL
-    preview = gr.Image(label="Your image", interactive=False, height=260, show_label=False)
+    preview = picture(label="Your image", height=260, show_label=False)
     gallery = gr.Gallery(
         [(p, Path(p).stem) for p in EXAMPLES],
         columns=4,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import views
-from .session import get_analysis, user_errors
+from .session import get_analysis, picture, user_errors
 from .source import Context
 
 
@@ -22,5 +22,5 @@ def build(ctx: Context) -> None:
             "Each patch becomes one token; the numbers show the order of the token sequence."
         )
         text = gr.Markdown(label="Token sequence")
-        grid = gr.Image(label="Patches and scan order", interactive=False, height=460, elem_id="tokens")
+        grid = picture(label="Patches and scan order", height=460, elem_id="tokens")
     ctx.view(tab, draw, ctx.where, [grid, text], api_name="tokens")
