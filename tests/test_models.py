@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -50,9 +51,16 @@ def test_saliency_on_the_analysis_grid(embedded, coffee):
     assert a.saliency() is sal  # computed once
 
 
-def test_conversion_is_cached_as_safetensors(tmp_path, monkeypatch):
+def test_conversion_is_cached_as_safetensors(tmp_path, monkeypatch, coffee, onnx_session):
     monkeypatch.setenv("VITVIZ_CACHE", str(tmp_path))
     net, decoder = embedded.load_embedded()
+    # A fresh conversion (whatever the user's cache holds) computes what the original ONNX file computes.
+    x = prepare_input(coffee, (224, 224), 14, vitviz.models.IMAGENET_MEAN, vitviz.models.IMAGENET_STD)
+    importance, backbone = onnx_session.run(None, {"input_image": x})
+    model = vitviz.wrap(net, "fresh", decoder=decoder)
+    with torch.no_grad():
+        assert np.abs(net(pixel_values=torch.from_numpy(x)).last_hidden_state.numpy() - backbone).max() < 1e-4
+    np.testing.assert_allclose(model.dense_head(coffee, (224, 224)), importance[0, 0], atol=1e-5)
     folder = embedded.cache_dir()
     assert (folder / "model.safetensors").is_file() and (folder / "decoder.safetensors").is_file()
     assert not list(folder.glob("*.bin"))
@@ -94,3 +102,14 @@ def test_unknown_names_and_devices():
         vitviz.load_model("not-a-model")
     with pytest.raises(ValueError, match="unknown device"):
         vitviz.load_model("dinov2-small", device="tpu")
+
+
+def test_a_killed_conversion_leaves_nothing_behind(tmp_path):
+    stale, fresh = tmp_path / ".convert-killed", tmp_path / ".convert-running"
+    for folder in (stale, fresh):
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"half a file")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    assert embedded.remove_stale_conversions(tmp_path) == [stale]
+    assert not stale.exists() and fresh.exists()  # a conversion still running in another process is kept

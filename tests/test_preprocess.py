@@ -123,3 +123,11 @@ def test_prepare_input_normalises_the_whole_image():
     np.testing.assert_allclose(x[0, 1], expected, atol=1e-5)
     with pytest.raises(ValueError, match="multiple of the patch size"):
         prepare_input(img, (61, 90), 10, mean, std)
+
+
+def test_a_real_but_unreadable_image_says_what_it_is(tmp_path):
+    """A float64 TIFF is an image Pillow cannot open: the message names the format and the reason."""
+    path = tmp_path / "float.tiff"
+    assert cv2.imwrite(str(path), np.random.default_rng(0).random((10, 10)))
+    with pytest.raises(ValueError, match=r"float.tiff is a TIFF file that cannot be read: .*10×10 .*float64"):
+        load_image(path)

@@ -256,6 +256,11 @@ def _baseline(kind: str, rgb: np.ndarray, x: torch.Tensor, model: VitModel) -> t
     return torch.from_numpy(prepare_input(img, (h, w), model.patch_size, model.mean, model.std)).to(x.device)
 
 
+def model_passes(method: str, n_steps: int, nt_samples: int, grid: tuple[int, int]) -> int:
+    """How many images one attribution sends through the model: its cost, whatever the batch size."""
+    return _expected_batches(method, n_steps, nt_samples, 1, grid)
+
+
 def _expected_batches(method: str, n_steps: int, nt_samples: int, batch: int, grid: tuple[int, int]) -> int:
     if method == "integrated_gradients":
         return -(-n_steps * max(1, nt_samples) // batch) + 2 * max(1, nt_samples)

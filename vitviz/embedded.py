@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -123,11 +124,22 @@ def _hf_key(name: str) -> str:
     return name
 
 
+def remove_stale_conversions(root: Path, older_than_s: float = 600.0) -> list[Path]:
+    """Delete `.convert-*` folders left by a conversion that was killed (one takes seconds, not minutes)."""
+    removed = []
+    for tmp in root.glob(".convert-*") if root.is_dir() else ():
+        if time.time() - tmp.stat().st_mtime > older_than_s:
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+    return removed
+
+
 def load_embedded() -> tuple[Dinov2Model, FocusDecoder]:
     """The embedded backbone and decoder, converted once and then read from the cache."""
     from safetensors.torch import load_file, save_file
 
     folder = cache_dir()
+    remove_stale_conversions(folder.parent)
     if not (folder / "decoder.safetensors").is_file():
         backbone_sd, decoder_sd = convert_onnx(onnx_path())
         folder.parent.mkdir(parents=True, exist_ok=True)

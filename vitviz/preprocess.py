@@ -84,7 +84,10 @@ def _decode(data: bytes, what: str) -> np.ndarray:
     except Image.DecompressionBombError as exc:
         raise ValueError(f"{what} is too large: {exc}") from None
     except Exception:
-        raise ValueError(f"{what} is not an image (unrecognised file format)") from None
+        kind = _sniff(data)
+        if kind is None:
+            raise ValueError(f"{what} is not an image (unrecognised file format)") from None
+        raise ValueError(f"{what} is a {kind} file that cannot be read: {_why_unreadable(data)}") from None
     _check_pixel_count(width, height)
     if _is_truncated(data, fmt):
         raise ValueError(f"{what} is a truncated {fmt} file: its end is missing")
@@ -94,6 +97,33 @@ def _decode(data: bytes, what: str) -> np.ndarray:
         raise ValueError(f"{what} could not be decoded as {fmt}: the file is damaged")
     arr = _to_rgb8(arr, channel_order="bgr")
     return np.ascontiguousarray(_EXIF_ORIENTATION.get(orientation, lambda a: a)(arr))
+
+
+_MAGIC = {
+    b"\xff\xd8\xff": "JPEG",
+    b"\x89PNG": "PNG",
+    b"GIF8": "GIF",
+    b"BM": "BMP",
+    b"II*\x00": "TIFF",
+    b"MM\x00*": "TIFF",
+    b"RIFF": "WebP",
+}
+
+
+def _sniff(data: bytes) -> str | None:
+    """The image format that the file's first bytes announce, if any."""
+    return next((kind for magic, kind in _MAGIC.items() if data.startswith(magic)), None)
+
+
+def _why_unreadable(data: bytes) -> str:
+    arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    if arr is None:
+        return "it is damaged, or uses a variant that neither Pillow nor OpenCV reads"
+    channels = 1 if arr.ndim == 2 else arr.shape[2]
+    return (
+        f"it holds {arr.shape[1]}×{arr.shape[0]} pixels of {channels} {arr.dtype} sample(s), and vitviz reads "
+        "8- and 16-bit integer images only; save it as an 8-bit PNG or JPEG"
+    )
 
 
 def _exif_orientation(header: Image.Image) -> int:

@@ -22,6 +22,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--depth-model", default=None, help="DPT or Depth Anything: hub id or local save_pretrained folder (offline)"
     )
+    parser.add_argument(
+        "--max-upload-mb",
+        type=float,
+        default=float(os.environ.get("VITVIZ_MAX_UPLOAD_MB", 25)),
+        help="refuse larger uploads (default 25, or $VITVIZ_MAX_UPLOAD_MB)",
+    )
+    parser.add_argument(
+        "--max-queue",
+        type=int,
+        default=int(os.environ.get("VITVIZ_MAX_QUEUE", 64)),
+        help="requests that may wait at once; more are refused with 'queue is full' (default 64)",
+    )
     return parser.parse_args(argv)
 
 
@@ -36,10 +48,13 @@ def main(argv: list[str] | None = None) -> None:
 
     session.DEVICE["name"] = args.device
     demo = build(args.model, args.depth_model)
-    demo.queue(default_concurrency_limit=4).launch(
+    # Concurrency groups: "forward" (new images), "draw" (views from the cache) and "heavy"
+    # (attributions, depth) each have their own slots, so slow work never queues before a new image.
+    demo.queue(default_concurrency_limit=2, max_size=args.max_queue).launch(
         server_name=args.host,
         server_port=args.port,
         share=args.share,
         theme=gr.themes.Soft(),
         allowed_paths=[str(session.ASSETS)],
+        max_file_size=int(args.max_upload_mb * 2**20),
     )

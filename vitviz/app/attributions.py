@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import gradio as gr
 import numpy as np
 
 from .. import render, views
 from ..analysis import Analysis
-from ..attribute import BASELINES, METHODS, attribute, targets
-from .session import get_analysis, picture, user_errors
+from ..attribute import BASELINES, METHODS, attribute, attribution_size, model_passes, targets
+from .session import PRIORITY, get_analysis, get_attribution_model, picture, slots, user_errors
 from .source import Context
 
 METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
+# Images through the model (forward and backward), counted at 224x224, that one request may cost: about
+# 2 minutes on a 2-core CPU. The UI's maximum, 128 steps x 16 NoiseTunnel samples, would take half an hour.
+BUDGET = int(os.environ.get("VITVIZ_ATTRIBUTION_BUDGET", 600))
 TARGETS = ["default", "top-2", "top-3", "top-4", "top-5"]  # the default is the top class for a classifier
 
 
@@ -69,15 +74,30 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
     rank = TARGETS.index(target)
+    h, w = attribution_size(a.model, *a.image.shape[:2])
+    p = a.model.patch_size
+    cost = model_passes(method, int(n_steps), int(noise_samples), (h // p, w // p)) * h * w / 224**2
+    if cost > BUDGET:
+        raise ValueError(
+            f"{METHODS[method]} with {int(n_steps)} steps and {int(noise_samples)} NoiseTunnel samples needs "
+            f"{cost:.0f} passes through the model (at 224×224), over this server's limit of {BUDGET} "
+            "(VITVIZ_ATTRIBUTION_BUDGET): lower the steps or the samples"
+        )
+    model = get_attribution_model(model_name)
     options = dict(
         target=None if rank == 0 or a.model.labels is None else targets(a.model, image)[rank][1],
         box=parse_box(points) if a.model.decoder is not None else None,
     )
     progress(0.0, desc=f"{METHODS[method]}: running the model")
     passes = f"{METHODS[method]}: forward and backward passes"
-    r = attribute(a.model, image, method, n_steps=int(n_steps), baseline=baseline, nt_samples=int(noise_samples),
-                  layer=int(block), progress=lambda f: progress(f, desc=passes), **options)  # fmt: skip
-    rel = r if method == "relevancy" else attribute(a.model, image, "relevancy", **options)
+
+    def report(fraction: float) -> None:
+        progress(fraction, desc=passes)
+        PRIORITY.wait_for_interactive()  # between batches, let other users' new images through
+
+    r = attribute(model, image, method, n_steps=int(n_steps), baseline=baseline, nt_samples=int(noise_samples),
+                  layer=int(block), internal_batch_size=4, progress=report, **options)  # fmt: skip
+    rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
     shown, roll, rel_img = views.attribution_views(a, r, rel, cmap, float(alpha))
     lines = [f"**{METHODS[method]}** · **target:** {r.target} = {r.score:.4g} · input "
              f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px · {r.seconds:.1f} s"]  # fmt: skip
@@ -131,7 +151,7 @@ def build(ctx: Context) -> None:
         [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha],
         results,
         api_name="attribute",
-        concurrency_id="heavy",
+        **slots("heavy"),
     )
     box_img.select(pick_corner, [*ctx.where, box], [box, box_img], api_visibility="private")
     clear.click(clear_box, ctx.where, [box, box_img], api_visibility="private")

@@ -13,7 +13,17 @@ import gradio as gr
 from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, views
 from ..depth import save_depth
 from ..models import hub_reachable
-from .session import MEAN_OF_HEADS, depth_key, get_depth, get_depth_model, head_arg, head_choices, picture, user_errors
+from .session import (
+    MEAN_OF_HEADS,
+    depth_key,
+    get_depth,
+    get_depth_model,
+    head_arg,
+    head_choices,
+    picture,
+    slots,
+    user_errors,
+)
 from .source import Context
 
 HELP = (
@@ -155,7 +165,7 @@ def build(ctx: Context) -> None:
         [note, original, overlay, cloud, stages, table, attention, files],
         [button.click, model.change],
         api_name="depth",
-        concurrency_id="heavy",
+        **slots("heavy"),
         progress="full",
     )
     model.change(fit_controls, [model, layer, head], [layer, head], api_visibility="private")
@@ -167,5 +177,5 @@ def build(ctx: Context) -> None:
         api_name="depth_attention",
         trigger_mode="always_last",
         show_progress="minimal",
-        concurrency_id="draw",
+        **slots("draw"),
     )

@@ -6,7 +6,7 @@ import gradio as gr
 import numpy as np
 
 from .. import VitModel, plots, views
-from .session import get_model, picture, user_errors
+from .session import get_model, picture, slots, user_errors
 from .source import Context
 
 _SIMILARITY: dict[str, np.ndarray] = {}
@@ -84,6 +84,6 @@ def build(ctx: Context) -> None:
         api_name="position_map",
         trigger_mode="always_last",
         show_progress="minimal",
-        concurrency_id="draw",
+        **slots("draw"),
     )
     large.select(pick_position, [ctx.model_name], [row, col], api_visibility="private")

@@ -6,11 +6,14 @@ session's image, which runs one forward pass only when the cache has none.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import os
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import replace
 from functools import wraps
 from pathlib import Path
 
@@ -72,6 +75,46 @@ def get_model(name: str, progress: gr.Progress | None = None) -> VitModel:
         return _MODELS[name]
 
 
+class Priority:
+    """Analyses of new images go first: a long attribution pauses between its batches while one runs."""
+
+    def __init__(self) -> None:
+        self._running = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def interactive(self):
+        with self._changed:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._running -= 1
+                self._changed.notify_all()
+
+    def wait_for_interactive(self, timeout: float = 60.0) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._running == 0, timeout)
+
+
+PRIORITY = Priority()
+_ATTRIBUTION_MODELS: dict[str, VitModel] = {}
+
+
+def get_attribution_model(name: str) -> VitModel:
+    """A copy of the model for attributions, with its own lock: a minutes-long attribution never holds the
+    lock that other users' analyses wait for (and its hooks never touch their forward passes)."""
+    model = get_model(name)
+    with _MODELS_LOCK:
+        if name not in _ATTRIBUTION_MODELS:
+            decoder = None if model.decoder is None else copy.deepcopy(model.decoder)
+            _ATTRIBUTION_MODELS[name] = replace(
+                model, net=copy.deepcopy(model.net), decoder=decoder, lock=threading.Lock()
+            )
+        return _ATTRIBUTION_MODELS[name]
+
+
 def get_depth_model(name: str) -> DepthModel:
     with _MODELS_LOCK:
         if name not in _DEPTH_MODELS:
@@ -121,7 +164,8 @@ def get_analysis(
         model = get_model(model_name, progress)
         if progress is not None:
             progress(0.3, desc="Running the ViT: one forward pass captures every layer")
-        a = analyze(model, image, longest=None if size == DEFAULT_SIZE else int(size))
+        with PRIORITY.interactive():
+            a = analyze(model, image, longest=None if size == DEFAULT_SIZE else int(size))
         CACHE.put(key, a)
     return a
 
@@ -159,3 +203,13 @@ def head_arg(head: int | None, model: VitModel) -> int | str | None:
 def picture(label: str, **kwargs) -> gr.Image:
     """An output image. JPEG: it encodes in 2 ms where WebP, Gradio's default, takes 40 to 60 ms."""
     return gr.Image(label=label, interactive=False, format="jpeg", **kwargs)
+
+
+# Each kind of work has its own concurrency slots: a new image's forward pass never waits behind
+# minutes of attributions or depth, and cheap redraws never wait behind either.
+SLOTS = {"forward": 2, "draw": 4, "heavy": 1}
+
+
+def slots(kind: str) -> dict:
+    """The event-listener arguments that put an event in one group of concurrency slots."""
+    return {"concurrency_id": kind, "concurrency_limit": SLOTS[kind]}

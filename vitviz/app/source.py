@@ -17,7 +17,7 @@ from gradio_client import handle_file
 
 from .. import CATALOGUE, ModelUnavailableError, VitModel, views
 from ..render import COLORMAPS
-from .session import EXAMPLES, SIZES, analysis_key, get_analysis, get_model, picture, user_errors
+from .session import EXAMPLES, SIZES, analysis_key, get_analysis, get_model, picture, slots, user_errors
 
 INTRO = """# vitviz: see inside a Vision Transformer
 Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, adds a **position
@@ -112,7 +112,7 @@ class Context:
                 api_visibility="public" if api_name else "private",
                 trigger_mode="always_last",
                 show_progress=progress,
-                concurrency_id=concurrency_id,
+                **slots(concurrency_id),
             )
         refresh_in = [self.shown, self.key, drawn, *inputs]
         if prepare is not None:  # fit the view's controls to the new analysis first
@@ -130,7 +130,7 @@ class Context:
             api_visibility="private",
             trigger_mode="always_last",
             show_progress=progress,
-            concurrency_id=concurrency_id,
+            **slots(concurrency_id),
         )
         tab.select(lambda: tab.id, None, self.shown, api_visibility="private", queue=False)
         tab.select(
@@ -139,7 +139,7 @@ class Context:
             [*outputs, drawn],
             api_visibility="private",
             show_progress=progress,
-            concurrency_id=concurrency_id,
+            **slots(concurrency_id),
         )
 
 
@@ -221,14 +221,14 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
     ctx.depth_model = depth_model
 
     analyze_out = [preview, status, ctx.key]
-    demo.load(analyze_image, ctx.where, analyze_out, api_visibility="private", concurrency_id="forward")
+    demo.load(analyze_image, ctx.where, analyze_out, api_visibility="private", **slots("forward"))
     gr.on(
         [image.change, size.change, ctx.current_model.change],
         analyze_image,
         ctx.where,
         analyze_out,
         api_name="analyze",
-        concurrency_id="forward",
+        **slots("forward"),
     )
     model_name.change(
         change_model, [model_name, ctx.current_model], [model_name, ctx.current_model], api_visibility="private"
