@@ -195,3 +195,22 @@ def test_readme_api_example_runs(client):
     assert read(scope["overlay"]).shape[0] == read(scope["preview"]).shape[0]  # the same picture, plus a colorbar
     for name in ("rollout", "similarity", "norms", "pca", "dense", "shown", "relevancy"):
         assert read(scope[name]).ndim == 3, name
+
+
+def test_limits_refuse_heavy_requests_with_a_message(client, tmp_path):
+    """The UI's maximum Integrated Gradients would hold a CPU for half an hour: it is refused at once, and so
+    is an upload over the size limit; the app goes on serving."""
+    from gradio_client import handle_file
+
+    image = handle_file(str(ASSETS / "coffee.jpg"))
+    start = time.perf_counter()
+    args = [image, "dinov2-small", "model default", "Integrated Gradients", "default", "blurred", 128, 16, 11, [],
+            "inferno", 0.6]  # fmt: skip
+    with pytest.raises(Exception, match="over this server's limit .*lower the steps or the samples"):
+        client.predict(*args, api_name="/attribute")
+    assert time.perf_counter() - start < 10
+    big = tmp_path / "big.jpg"
+    big.write_bytes((ASSETS / "coffee.jpg").read_bytes() + bytes(26 * 2**20))
+    with pytest.raises(Exception, match="(?i)size|large"):
+        client.predict(handle_file(str(big)), api_name="/analyze")
+    assert "tokens" in client.predict(image, api_name="/analyze")[1]

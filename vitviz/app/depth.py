@@ -165,7 +165,7 @@ def build(ctx: Context) -> None:
         [note, original, overlay, cloud, stages, table, attention, files],
         [button.click, model.change],
         api_name="depth",
-        **slots("heavy"),
+        concurrency_id="heavy",
         progress="full",
     )
     model.change(fit_controls, [model, layer, head], [layer, head], api_visibility="private")
@@ -177,5 +177,5 @@ def build(ctx: Context) -> None:
         api_name="depth_attention",
         trigger_mode="always_last",
         show_progress="minimal",
-        **slots("draw"),
+        **slots("heavy"),  # it computes the depth first if there is none yet
     )
