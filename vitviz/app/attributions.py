@@ -124,7 +124,9 @@ def build(ctx: Context) -> None:
             "is its dense head's output, over the image or inside a box you draw."
         )
         with gr.Row():
-            method = gr.Dropdown(list(METHODS.values()), value=METHODS["integrated_gradients"], label="Method")
+            method = gr.Dropdown(
+                list(METHODS.values()), value=METHODS["integrated_gradients"], label="Method", elem_id="method"
+            )
             target = gr.Dropdown([(t, t) for t in TARGETS], value=TARGETS[0], label="Target")
             baseline = gr.Radio(list(BASELINES), value=BASELINES[0], label="Baseline (absent)")
         with gr.Row():
