@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import replace
@@ -167,7 +168,16 @@ def get_analysis(
         with PRIORITY.interactive():
             a = analyze(model, image, longest=None if size == DEFAULT_SIZE else int(size))
         CACHE.put(key, a)
+        threading.Thread(target=_warm, args=(a,), daemon=True).start()
     return a
+
+
+def _warm(a: Analysis, delay_s: float = 0.3) -> None:
+    """After the shown view is drawn, fill what the other views read first: the mean-fused heads (rollout)
+    and the dense head (output), so that switching tabs finds them ready."""
+    time.sleep(delay_s)
+    a.fused("mean")
+    a.saliency()
 
 
 def depth_key(image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
