@@ -1,56 +1,23 @@
-"""Start the real app (`python app.py`) on a free loopback port, for API and browser tests."""
+"""Start the real app on a free loopback port, for API and browser tests; its output goes to .pytest_cache."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+
+from vitviz.loadtest import running_app as app_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def running_app(args: list[str] = (), timeout: float = 120.0):
-    port = free_port()
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
-    log = open(ROOT / ".pytest_cache" / f"app-{port}.log", "w") if (ROOT / ".pytest_cache").is_dir() else None
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "app.py"), "--port", str(port), "--device", "cpu", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=log or subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/"
+    """Yields the app's URL."""
+    cache = ROOT / ".pytest_cache"
+    log = open(cache / "app.log", "a") if cache.is_dir() else None  # noqa: SIM115 (closed below)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"app.py exited with {proc.returncode}")
-            try:
-                urllib.request.urlopen(url, timeout=2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("app.py did not start in time") from None
-                time.sleep(0.5)
-        yield url
+        with app_process(list(args), timeout, log) as (url, _):
+            yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         if log:
             log.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import PREFIX_COUNT, random_image, reference_outputs
+from conftest import ASSETS, PREFIX_COUNT, random_image, reference_outputs
 
 import vitviz
 from vitviz import maps
@@ -142,9 +142,26 @@ def test_token_norms_and_pca_against_transformers(analysis):
 
 def test_high_norm_tokens_flags_an_outlier():
     norms = np.full((6, 7), 10.0) + np.random.default_rng(0).normal(0, 0.5, (6, 7))
-    norms[2, 3] = 60.0
+    norms[2, 3], norms[4, 1] = 60.0, 35.0
     flagged = maps.high_norm_tokens(norms)
-    assert flagged[2, 3] and flagged.sum() == 1
+    assert flagged[2, 3] and flagged[4, 1] and flagged.sum() == 2
+
+
+def test_a_smooth_tail_is_no_artifact():
+    """A mostly uniform sky with a brighter skyline band (1.2x the median) flags nothing, and neither
+    does a continuum that crosses 2x the median without a gap."""
+    norms = np.full((32, 32), 50.0) + np.random.default_rng(0).normal(0, 0.5, (32, 32))
+    norms[20:23] = 60.0  # 5 % of the tokens, 1.2x the median
+    assert not maps.high_norm_tokens(norms).any()
+    ramp = np.linspace(10.0, 30.0, 42).reshape(6, 7)  # up to 2.3x the median, no gap
+    assert not maps.high_norm_tokens(ramp).any()
+
+
+def test_the_embedded_small_dinov2_has_no_artifact_tokens(embedded):
+    for name in ("chelsea.jpg", "coffee.jpg", "astronaut.jpg", "rocket.jpg"):
+        norms = vitviz.analyze(embedded, vitviz.load_image(ASSETS / name)).token_norms()
+        assert norms.max() < 1.5 * np.median(norms), name
+        assert not maps.high_norm_tokens(norms).any(), name
 
 
 def test_classifier_top_classes_are_softmax_of_logits(family):

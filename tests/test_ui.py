@@ -51,8 +51,9 @@ def test_analyze_then_change_layer_and_head(client):
     assert np.abs(a.astype(int) - b.astype(int)).mean() > 3  # a different overlay came back
     grid, _ = client.predict(layer=5, head=-2, **params, api_name="/attention")
     assert read(grid).shape[0] > a.shape[0]  # 6 heads + mean tiled
-    roll = client.predict(image, "dinov2-small", "model default", "max", 0.5, "inferno", 0.6, api_name="/rollout")
+    roll, note = client.predict(image, "dinov2-small", "model default", "max", 0.5, "inferno", 0.6, api_name="/rollout")
     assert read(roll).shape == a.shape
+    assert "brightest patch" in note and "the 99th percentile" in note and "dense head scores" in note
     grid_fig, pos_map = client.predict("dinov2-small", 3, 30, "viridis", api_name="/position_embeddings")
     assert read(pos_map).shape[0] == 480
     other = client.predict("dinov2-small", 30, 3, "viridis", api_name="/position_map")
@@ -169,7 +170,7 @@ def test_attribute_endpoint(client):
     where = [image, "dinov2-small", "model default"]
     args = where + ["Integrated Gradients", "default", "blurred", 8, 0, 11, [], "inferno", 0.6]
     shown, roll, rel, summary = client.predict(*args, api_name="/attribute")
-    assert "dense head's output summed over the whole image" in summary and "Convergence delta" in summary
+    assert "dense head's mean output over the whole image" in summary and "Convergence delta" in summary
     assert read(shown).shape == read(roll).shape == read(rel).shape
     assert np.abs(read(shown).astype(int) - read(roll).astype(int)).mean() > 1
     args[3] = "Saliency (|gradient|)"
@@ -193,6 +194,7 @@ def test_readme_api_example_runs(client):
     assert "grid 32×32" not in scope["status"] and "tokens" in scope["status"]
     assert "patch tokens" in scope["sequence"] and "inside the box" in scope["summary"]
     assert read(scope["overlay"]).shape[0] == read(scope["preview"]).shape[0]  # the same picture, plus a colorbar
+    assert "No token stands apart" in scope["norms_note"]  # a small DINOv2 has no artifact tokens
     for name in ("rollout", "similarity", "norms", "pca", "dense", "shown", "relevancy"):
         assert read(scope[name]).ndim == 3, name
 

@@ -2,7 +2,7 @@
 
 Captum does the gradient and perturbation methods (one uniform call per method); the
 transformer relevancy of Chefer et al. (2021) is computed here from attention gradients.
-The target is one scalar per image: a class logit, the embedded model's dense head summed
+The target is one scalar per image: a class logit, the embedded model's dense head averaged
 (over the image or a box), or, for encoders without a head, the readout token's norm.
 """
 
@@ -83,7 +83,7 @@ def describe(model: VitModel, target: int | None, box: Box | None) -> str:
         return f"the logit of class {target}: {model.labels[target]}"
     if model.decoder is not None:
         inside = "inside the box" if box else "over the whole image"
-        return f"the dense head's output summed {inside}"
+        return f"the dense head's mean output {inside}"
     return "the norm of the final readout (CLS) token (this encoder has no output head)"
 
 
@@ -217,7 +217,11 @@ class _CountingScore:
             return out.logits[:, self.target]
         if m.decoder is not None:
             dense = m.dense_output(out.hidden_states[-1], self.grid, tuple(x.shape[2:]))[:, 0]
-            return (dense * self.region).sum((1, 2)) if self.region is not None else dense.sum((1, 2))
+            # The mean, not the sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
+            # targets. Summed over ~50,000 pixels, its gradient term dwarfed the identity (values up to 1e18).
+            if self.region is None:
+                return dense.mean((1, 2))
+            return (dense * self.region).sum((1, 2)) / self.region.sum()
         return m.base.layernorm(out.hidden_states[-1][:, 0]).norm(dim=-1)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from . import Analysis, VitModel, analyze, load_image, load_model
+from . import Analysis, VitModel, analyze, load_model
 
 
 def median_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -55,38 +55,22 @@ def main(argv: list[str] | None = None) -> None:
 
 def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
     """Upload-to-view and first-draw-of-a-view times through gradio_client against a running app."""
-    import socket
-    import subprocess
-    import sys
     import tempfile
-    import urllib.request
     from pathlib import Path
 
-    import cv2
     from gradio_client import Client, handle_file
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    code = f"from vitviz.app import main; main(['--port', '{port}', '--model', '{model_name}'])"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(url, timeout=2).close()
-                break
-            except OSError:
-                time.sleep(0.5)
+    from .loadtest import photos, running_app
+
+    with running_app(["--model", model_name]) as (url, _):
         client = Client(url, verbose=False)
-        folder = Path(tempfile.mkdtemp(prefix="vitviz-bench-"))
         where = dict(model_name=model_name, size="448")
-        upload, firsts = [], {}
-        photo = load_image(Path(__file__).resolve().parent.parent / "assets" / "astronaut.jpg")
-        for i in range(repeats + 1):  # each round a new photo (another crop): nothing is cached
-            path = folder / f"image{i}.jpg"
-            cv2.imwrite(str(path), cv2.cvtColor(photo[i * 8 : i * 8 + 448, i * 8 : i * 8 + 448], cv2.COLOR_RGB2BGR))
-            image = handle_file(str(path))
+        trivial, upload, firsts = [], [], {}
+        for path in photos(repeats + 1, Path(tempfile.mkdtemp(prefix="vitviz-bench-"))):
+            image = handle_file(str(path))  # each round a new photo: nothing is cached
+            start = time.perf_counter()
+            client.predict("dinov2-small", 3, 3, "inferno", api_name="/position_map")
+            trivial.append((time.perf_counter() - start) * 1000)
             start = time.perf_counter()
             client.predict(image, **where, api_name="/analyze")
             client.predict(image, **where, api_name="/tokens")
@@ -100,18 +84,16 @@ def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
                 start = time.perf_counter()
                 client.predict(image, model_name, "448", *args, api_name=name)
                 firsts.setdefault(name, []).append((time.perf_counter() - start) * 1000)
-        up = float(np.median(upload[1:]))  # the first round warms the server up
-        print(f"\napp through gradio_client, new 448x448 images, median of {repeats}")
-        print(
-            f"  upload -> tokens view drawn   {up:8.1f} ms   {up / forward_ms:.2f}x the bare forward (target <= 1.5x)"
-        )
-        for name, times in firsts.items():
-            ms = float(np.median(times[1:]))
-            note = "statistics over all L x H x N x N weights" if name == "/heads" else "target <= 300 ms"
-            print(f"  first draw of {name:<14}{ms:8.1f} ms   ({note})")
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    up, trip = float(np.median(upload[1:])), float(np.median(trivial[1:]))  # round 1 warms the server up
+    print(f"\napp through gradio_client, new 448 px photos, median of {repeats}")
+    print(f"  one round trip, trivial view   {trip:8.1f} ms   (gradio_client polls every 50 ms)")
+    print(f"  upload -> tokens view drawn   {up:8.1f} ms   {up / forward_ms:.2f}x the bare forward (target <= 1.5x)")
+    net = up - 2 * trip
+    print(f"  same, less 2 round trips      {net:8.1f} ms   {net / forward_ms:.2f}x the bare forward")
+    for name, times in firsts.items():
+        ms = float(np.median(times[1:]))
+        note = "statistics over all L x H x N x N weights" if name == "/heads" else "target <= 300 ms"
+        print(f"  first draw of {name:<14}{ms:8.1f} ms   ({note})")
 
 
 def bench_views(a: Analysis) -> None:

@@ -33,19 +33,22 @@ class AnalysisCache:
                 self._items.move_to_end(key)
             return a
 
-    def put(self, key: tuple, analysis: Sized) -> None:
+    def put(self, key: tuple, analysis: Sized) -> int:
+        """Keep `analysis` under `key`; returns how many older entries were evicted for it."""
         with self._lock:
             self._items[key] = analysis
             self._items.move_to_end(key)
-            self._evict(key[0])
+            return self._evict(key[0])
 
-    def _evict(self, session: Hashable) -> None:
+    def _evict(self, session: Hashable) -> int:
+        before = len(self._items)
         mine = [k for k in self._items if k[0] == session]
         for k in mine[: max(0, len(mine) - self.per_session)]:
             del self._items[k]
         # Lazily filled caches (fused heads, views) grow entries, so sizes are read now.
         while len(self._items) > 1 and self.nbytes > self.max_bytes:
             self._items.popitem(last=False)
+        return before - len(self._items)
 
     @property
     def nbytes(self) -> int:

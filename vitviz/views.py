@@ -85,12 +85,14 @@ def attention_view(
     return (render.with_colorbar(sheet, cmap, lo, hi) if shared_scale else sheet), picker
 
 
-def rollout_view(a: Analysis, fusion: str, discard: float, cmap: str = "inferno", alpha: float = 0.6) -> np.ndarray:
-    """The rollout over the image, bilinear, with a colorbar."""
+def rollout_view(
+    a: Analysis, fusion: str, discard: float, cmap: str = "inferno", alpha: float = 0.6
+) -> tuple[np.ndarray, str]:
+    """(the rollout over the image, bilinear, with a colorbar; what its brightest patch is)."""
     values = a.rollout(fusion, discard)
     lo, hi = float(values.min()), float(values.max())
     img = render.overlay(display(a), values, cmap, alpha, lo, hi, nearest=False)
-    return render.with_colorbar(img, cmap, lo, hi)
+    return render.with_colorbar(img, cmap, lo, hi), rollout_note(a, values)
 
 
 def patch_at_display(a: Analysis, x: float, y: float) -> int | None:
@@ -117,17 +119,45 @@ def pos_embed_map(model: VitModel, sim: np.ndarray, row: int, col: int, cmap: st
 
 
 def heads_views(a: Analysis, cmap: str = "inferno"):
-    """(attention distance figure, entropy figure, token-norm image, PCA image)."""
+    """(attention distance figure, entropy figure, token-norm image, PCA image, a sentence on the norms)."""
     base = display(a)
     norms = a.token_norms()
-    outliers = render.mark_boxes(render.overlay(base, norms, cmap, 0.65, nearest=True), a.grid, high_norm_tokens(norms))
+    flagged = high_norm_tokens(norms)
+    outliers = render.mark_boxes(render.overlay(base, norms, cmap, 0.65, nearest=True), a.grid, flagged)
     pca = render.upsample_rgb(a.pca_rgb(), base.shape[:2])
+    largest = float(norms.max() / np.median(norms))
+    if flagged.any():
+        note = (f"**{int(flagged.sum())} token(s) stand apart** (at least 2× the median norm, boxed green): "
+                "this model's high-norm 'artifact' tokens (Darcet et al. 2023), used as scratch space.")  # fmt: skip
+    else:
+        note = "**No token stands apart**: this model shows no high-norm 'artifact' tokens on this image."
     return (
         plots.attention_distance(a.mean_attention_distance, a.model.patch_size),
         plots.layer_head_heatmap(a.attention_entropy, "Attention entropy (low = focused, high = spread out)", "nats"),
         render.with_colorbar(outliers, cmap, float(norms.min()), float(norms.max())),
         np.concatenate([base, np.full((base.shape[0], 8, 3), 255, np.uint8), pca], axis=1),
+        f"The largest output-token norm is {largest:.2f}× the median. {note}",
     )
+
+
+def rollout_note(a: Analysis, values: np.ndarray) -> str:
+    """What the rollout's brightest patch is, in numbers: its share, how far it stands out, its norm."""
+    gh, gw = a.grid
+    best = int(values.argmax())
+    row, col = divmod(best, gw)
+    share = float(values.flat[best] / values.sum())
+    tail = float(values.flat[best] / max(np.percentile(values, 99), 1e-12))
+    norms = a.token_norms()
+    norm = float(norms.flat[best] / np.median(norms))
+    kind = "an artifact token" if high_norm_tokens(norms).flat[best] else "no artifact token (its norm is ordinary)"
+    text = (f"The brightest patch, row {row} column {col} (patch {best}), holds {share:.1%} of the readout's patch "
+            f"mass, {tail:.1f}× the 99th percentile. Its output norm is {norm:.2f}× the median: {kind}.")  # fmt: skip
+    sal = a.saliency()
+    if sal is not None:
+        h, w = sal.shape
+        score = float(sal[row * h // gh : (row + 1) * h // gh, col * w // gw : (col + 1) * w // gw].mean())
+        text += f" The dense head scores that patch {score:.2f} ({'object' if score >= 0.5 else 'background'})."
+    return text
 
 
 def output_view(a: Analysis, cmap: str = "inferno", alpha: float = 0.6) -> tuple[dict[str, float], np.ndarray | None]:

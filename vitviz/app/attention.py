@@ -6,7 +6,7 @@ import gradio as gr
 
 from .. import views
 from .session import MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
-from .source import Context
+from .source import Context, view_tab
 
 CLS_QUERY, PATCH_QUERY = "CLS token", "a patch (click the picture on the left)"
 SHARED, PER_HEAD = "shared across heads", "per head"
@@ -52,12 +52,15 @@ def pick_patch(image, model_name, size, evt: gr.SelectData, request: gr.Request)
 
 def build(ctx: Context) -> None:
     m = ctx.model
-    with gr.Tab("2 · Attention", id="attention") as tab:
-        gr.Markdown(
-            "**What am I looking at?** In self-attention every token takes a weighted average "
+    with view_tab(
+        "2 · Attention",
+        (
+            "In self-attention every token takes a weighted average "
             "of all tokens. Pick a *query* token (the CLS readout token, or click a patch): "
             "bright patches are the ones it takes most from, in this layer and head."
-        )
+        ),
+        id="attention",
+    ) as tab:
         with gr.Row():
             last = m.num_layers - 1
             layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Layer", elem_id="layer")

@@ -11,7 +11,7 @@ from .. import render, views
 from ..analysis import Analysis
 from ..attribute import BASELINES, METHODS, attribute, attribution_size, model_passes, targets
 from .session import PRIORITY, get_analysis, get_attribution_model, picture, slots, user_errors
-from .source import Context
+from .source import Context, view_tab
 
 METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
 # Images through the model (forward and backward), counted at 224x224, that one request may cost: about
@@ -113,16 +113,20 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
 
 def build(ctx: Context) -> None:
     last = ctx.model.num_layers - 1
-    with gr.Tab("8 · Attributions", id="attributions", elem_id="attributions-tab") as tab:
-        gr.Markdown(
-            "**What am I looking at?** Attention shows where tokens *look*; an attribution shows "
+    with view_tab(
+        "8 · Attributions",
+        (
+            "Attention shows where tokens *look*; an attribution shows "
             "which pixels *drive an output*. Gradient methods (Captum) ask how the output "
             "changes when pixels change; occlusion hides one patch at a time; *relevancy* "
             "(Chefer et al. 2021) weighs each layer's attention by its gradient. Compare the "
             "three pictures: where attention rollout and the attributions disagree, attention "
             "was not the whole story. A classifier's target is a class; the embedded model's "
             "is its dense head's output, over the image or inside a box you draw."
-        )
+        ),
+        id="attributions",
+        elem_id="attributions-tab",
+    ) as tab:
         with gr.Row():
             method = gr.Dropdown(
                 list(METHODS.values()), value=METHODS["integrated_gradients"], label="Method", elem_id="method"

@@ -24,7 +24,7 @@ from .session import (
     slots,
     user_errors,
 )
-from .source import Context
+from .source import Context, view_tab
 
 HELP = (
     "**Depth needs a DPT model's weights, which this machine cannot download.** Connect to the internet once "
@@ -112,9 +112,10 @@ def build(ctx: Context) -> None:
         encoder = get_depth_model(ctx.depth_model).encoder
         if ctx.depth_model not in names:
             names.insert(0, ctx.depth_model)
-    with gr.Tab("7 · Depth", id="depth", elem_id="depth-tab") as tab:
-        gr.Markdown(
-            "**What am I looking at?** A *Dense Prediction Transformer* (DPT) decodes ViT tokens "
+    with view_tab(
+        "7 · Depth",
+        (
+            "A *Dense Prediction Transformer* (DPT) decodes ViT tokens "
             "into a picture-shaped output: here, depth. It takes the tokens of four encoder "
             "layers, *reassembles* each set into a feature map registered to the image (the "
             "readout token is folded into every patch token, tokens go back to their patch "
@@ -122,7 +123,10 @@ def build(ctx: Context) -> None:
             "then *fuses* (combines) the maps from coarse to fine. The result is **relative "
             "inverse depth**: bright means near, and the scale is unknown, so compare places "
             "within one picture, not numbers between pictures."
-        )
+        ),
+        id="depth",
+        elem_id="depth-tab",
+    ) as tab:
         note = gr.Markdown(
             HELP if ctx.depth_model is None and not hub_reachable() else "", elem_id="depth-note", label="Depth status"
         )

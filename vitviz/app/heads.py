@@ -6,7 +6,7 @@ import gradio as gr
 
 from .. import views
 from .session import get_analysis, picture, user_errors
-from .source import Context
+from .source import Context, view_tab
 
 
 @user_errors
@@ -18,17 +18,28 @@ def draw(image, model_name, size, cmap, request: gr.Request, progress=gr.Progres
 
 
 def build(ctx: Context) -> None:
-    with gr.Tab("5 · Heads", id="heads") as tab:
-        gr.Markdown(
-            "**What am I looking at?** *Mean attention distance*: how far, in pixels, each head "
-            "looks on average; *entropy*: how spread out its attention is. *Token norms* mark "
-            "high-norm 'artifact' tokens (green boxes) that some ViTs use as scratch space. "
+    with view_tab(
+        "5 · Heads",
+        (
+            "*Mean attention distance*: how far, in pixels, each head "
+            "looks on average; *entropy*: how spread out its attention is. *Token norms*: some ViTs "
+            "keep a few tokens with norms far above the rest as scratch space (green boxes, if any). "
             "*PCA*: the final patch features squeezed to three colours; same colour = similar."
-        )
+        ),
+        id="heads",
+    ) as tab:
         with gr.Row():
             distance = gr.Plot(label="Attention distance")
             entropy = gr.Plot(label="Attention entropy")
         with gr.Row():
             norms = picture(label="Output token norms (outliers boxed)")
             pca = picture(label="PCA of patch features as RGB")
-    ctx.view(tab, draw, [*ctx.where, ctx.cmap], [distance, entropy, norms, pca], api_name="heads", progress="full")
+        norms_note = gr.Markdown(label="Token norms")
+    ctx.view(
+        tab,
+        draw,
+        [*ctx.where, ctx.cmap],
+        [distance, entropy, norms, pca, norms_note],
+        api_name="heads",
+        progress="full",
+    )

@@ -6,7 +6,7 @@ import gradio as gr
 
 from .. import views
 from .session import get_analysis, get_model, picture, user_errors
-from .source import Context
+from .source import Context, view_tab
 
 
 @user_errors
@@ -23,12 +23,15 @@ def fit_outputs(model_name):
 
 
 def build(ctx: Context) -> None:
-    with gr.Tab("6 · Output", id="output") as tab:
-        gr.Markdown(
-            "**What am I looking at?** What the model outputs. A classifier reads the CLS token "
+    with view_tab(
+        "6 · Output",
+        (
+            "What the model outputs. A classifier reads the CLS token "
             "and gives its top-5 classes. The embedded model has a small dense head that decodes "
             "the patch tokens into an 'importance' map over the image."
-        )
+        ),
+        id="output",
+    ) as tab:
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
         dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.decoder is not None)
     outputs = [top5, dense]

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import VitModel, plots, views
 from .session import get_model, picture, slots, user_errors
-from .source import Context
+from .source import Context, view_tab
 
 _SIMILARITY: dict[str, np.ndarray] = {}
 
@@ -54,13 +54,16 @@ def pick_position(model_name, evt: gr.SelectData):
 
 def build(ctx: Context) -> None:
     g = ctx.model.native_grid[0]
-    with gr.Tab("4 · Positions", id="positions") as tab:
-        gr.Markdown(
-            "**What am I looking at?** The model learned one vector per patch position. "
+    with view_tab(
+        "4 · Positions",
+        (
+            "The model learned one vector per patch position. "
             "Each small square shows how similar one position's vector is to all others "
             "(cosine, 1 = same). Nearby positions, same rows and same columns come out similar: "
             "the model learned the 2-D layout by itself. This belongs to the model, not your image."
-        )
+        ),
+        id="positions",
+    ) as tab:
         with gr.Row():
             row = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position row")
             col = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position column")

@@ -7,7 +7,7 @@ import gradio as gr
 from .. import views
 from ..maps import HEAD_FUSIONS
 from .session import get_analysis, picture, user_errors
-from .source import Context
+from .source import Context, view_tab
 
 
 @user_errors
@@ -21,26 +21,30 @@ def draw(image, model_name, size, fusion, discard, cmap, alpha, request: gr.Requ
 
 
 def build(ctx: Context) -> None:
-    with gr.Tab("3 · Rollout", id="rollout") as tab:
-        gr.Markdown(
-            "**What am I looking at?** Attention *rollout* follows attention through all layers "
+    with view_tab(
+        "3 · Rollout",
+        (
+            "Attention *rollout* follows attention through all layers "
             "at once: it multiplies the layers' attention (plus the skip connection) to estimate "
             "how much each patch flows into the CLS token at the end. Bright = more. "
-            "A few isolated bright dots are often the model's high-norm 'artifact' tokens "
-            "(tab 5): real, but not the object; a discard ratio or max fusion shows more."
-        )
+            "The sentence under the pictures says what the brightest patch is on this image; "
+            "a discard ratio or max fusion shows more than the few brightest patches."
+        ),
+        id="rollout",
+    ) as tab:
         with gr.Row():
             fusion = gr.Radio(list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by")
             discard = gr.Slider(0, 0.95, value=0.0, step=0.05, label="Discard the weakest fraction")
         with gr.Row():
             original = picture(label="Your image, for comparison")
             rollout = picture(label="Rollout (bilinear)", elem_id="rollout")
+        note = gr.Markdown(label="Brightest patch", elem_id="rollout-note")
     ctx.mirror_preview(original)
     ctx.view(
         tab,
         draw,
         [*ctx.where, fusion, discard, ctx.cmap, ctx.alpha],
-        [rollout],
+        [rollout, note],
         [fusion.change, discard.change],
         api_name="rollout",
     )

@@ -8,7 +8,8 @@ until its tab is selected, so an upload draws one view, not all of them.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,6 +142,14 @@ class Context:
             show_progress=progress,
             **slots(concurrency_id),
         )
+
+
+@contextmanager
+def view_tab(label: str, explanation: str, **kwargs) -> Iterator[gr.Tab]:
+    """A view's tab, opening with its "What am I looking at?" explanation."""
+    with gr.Tab(label, **kwargs) as tab:
+        gr.Markdown(f"**What am I looking at?** {explanation}")
+        yield tab
 
 
 def _as_taking(fn: Callable, names: list[str]) -> None:

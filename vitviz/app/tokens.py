@@ -6,7 +6,7 @@ import gradio as gr
 
 from .. import views
 from .session import get_analysis, picture, user_errors
-from .source import Context
+from .source import Context, view_tab
 
 
 @user_errors
@@ -16,11 +16,14 @@ def draw(image, model_name, size, request: gr.Request):
 
 
 def build(ctx: Context) -> None:
-    with gr.Tab("1 · Tokens", id="tokens") as tab:
-        gr.Markdown(
-            "**What am I looking at?** The picture cut into the square patches the ViT reads. "
+    with view_tab(
+        "1 · Tokens",
+        (
+            "The picture cut into the square patches the ViT reads. "
             "Each patch becomes one token; the numbers show the order of the token sequence."
-        )
+        ),
+        id="tokens",
+    ) as tab:
         text = gr.Markdown(label="Token sequence")
         grid = picture(label="Patches and scan order", height=460, elem_id="tokens")
     ctx.view(tab, draw, ctx.where, [grid, text], api_name="tokens")
