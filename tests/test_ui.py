@@ -216,3 +216,38 @@ def test_limits_refuse_heavy_requests_with_a_message(client, tmp_path):
     with pytest.raises(Exception, match="(?i)size|large"):
         client.predict(handle_file(str(big)), api_name="/analyze")
     assert "tokens" in client.predict(image, api_name="/analyze")[1]
+
+
+def test_stop_ends_a_long_attribution_at_its_next_batch():
+    """Stop (or the page closing) ends an Integrated Gradients run within seconds, not after its minutes."""
+    import threading
+
+    import gradio as gr
+
+    from vitviz.app import attributions
+
+    class Request:
+        session_hash = "stop-test"
+
+    outcome, fractions = {}, []
+
+    def long_run():
+        start = time.perf_counter()
+        try:
+            attributions.run(str(ASSETS / "coffee.jpg"), "dinov2-small", "224", "Integrated Gradients", "default",
+                             "blurred", 128, 0, 11, [], "inferno", 0.6, request=Request(),
+                             progress=lambda f, **k: fractions.append(f))  # fmt: skip
+        except gr.Error as exc:
+            outcome["error"] = str(exc)
+        outcome["seconds"] = time.perf_counter() - start
+
+    worker = threading.Thread(target=long_run)
+    worker.start()
+    deadline = time.perf_counter() + 60
+    while not any(f > 0 for f in fractions) and time.perf_counter() < deadline:  # the batches have begun
+        time.sleep(0.1)
+    stopped_at = time.perf_counter()
+    attributions.stop(Request())
+    worker.join(60)
+    assert "stopped at" in outcome["error"]
+    assert time.perf_counter() - stopped_at < 10  # 128 steps take about a minute here

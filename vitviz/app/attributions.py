@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import gradio as gr
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from .. import render, views
 from ..analysis import Analysis
 from ..attribute import BASELINES, METHODS, attribute, attribution_size, model_passes, targets
-from .session import PRIORITY, get_analysis, get_attribution_model, picture, slots, user_errors
+from .session import PRIORITY, get_analysis, get_attribution_model, picture, session_of, slots, user_errors
 from .source import Context, view_tab
 
 METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
@@ -90,8 +91,11 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
     )
     progress(0.0, desc=f"{METHODS[method]}: running the model")
     passes = f"{METHODS[method]}: forward and backward passes"
+    stopped = _STOPPED[session_of(request)] = threading.Event()  # this run's; Stop sets the latest one
 
     def report(fraction: float) -> None:
+        if stopped.is_set():  # Stop pressed, or the page closed: end at this batch, not minutes later
+            raise ValueError(f"{METHODS[method]} stopped at {fraction:.0%}")
         progress(fraction, desc=passes)
         PRIORITY.wait_for_interactive()  # between batches, let other users' new images through
 
@@ -109,6 +113,15 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
             "Near 0 means the attributions add up to f(image) − f(baseline); if it is large, raise the steps."
         )
     return shown, roll, rel_img, "\n\n".join(lines)
+
+
+_STOPPED: dict[str, threading.Event] = {}
+
+
+def stop(request: gr.Request) -> None:
+    """Stop this session's attribution at its next batch (the Stop button, or the page closed)."""
+    if session_of(request) in _STOPPED:
+        _STOPPED[session_of(request)].set()
 
 
 def build(ctx: Context) -> None:
@@ -137,7 +150,9 @@ def build(ctx: Context) -> None:
             steps = gr.Slider(4, 128, value=32, step=4, precision=0, label="Integrated Gradients: steps")
             noise = gr.Slider(0, 16, value=0, step=1, precision=0, label="NoiseTunnel samples (0 = off)")
             block = gr.Slider(0, last, value=last, step=1, precision=0, label="Grad-CAM: block")
-            button = gr.Button("Compute attribution", variant="primary")
+            with gr.Column(min_width=140):
+                button = gr.Button("Compute attribution", variant="primary")
+                halt = gr.Button("Stop", variant="stop", size="sm")
         with gr.Row():
             box_img = picture(label="Box for the dense head: click two corners", scale=1)
             with gr.Column(scale=2):
@@ -152,12 +167,14 @@ def build(ctx: Context) -> None:
     ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block])
     # A result belongs to one image: a new analysis clears it and the box.
     ctx.key.change(lambda: ([], None, None, None, ""), None, [box, *results], api_visibility="private", queue=False)
-    button.click(
+    running = button.click(
         run,
         [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha],
         results,
         api_name="attribute",
         **slots("heavy"),
     )
+    halt.click(stop, None, None, cancels=[running], api_visibility="private", queue=False)
+    ctx.demo.unload(stop)
     box_img.select(pick_corner, [*ctx.where, box], [box, box_img], api_visibility="private")
     clear.click(clear_box, ctx.where, [box, box_img], api_visibility="private")
