@@ -194,3 +194,29 @@ def test_bad_map_arguments_raise_clear_errors(call, message):
     a = vitviz.analyze(tiny_vit(), random_image(32, 32))
     with pytest.raises(ValueError, match=message):
         call(a)
+
+
+def test_colour_scales():
+    """robust clips at the 99th percentile and says which values it clipped; log survives zeros."""
+    values = np.arange(1000, dtype=np.float32).reshape(10, 100)
+    values[0, 0] = 1e6  # a heavy tail: one value 1000x the rest
+    shown, lo, hi, clipped = maps.colour_scale(values, "robust")
+    assert hi == pytest.approx(np.percentile(values, 99)) and lo == 1.0  # values[0,0] replaced the 0
+    assert clipped.sum() == 10 and clipped[0, 0] and clipped[9, 99] and not clipped[9, 89]
+    assert maps.colour_scale(values, "min-max")[1:3] == (1.0, 1e6) and not maps.colour_scale(values, "min-max")[3].any()
+    zeros = np.zeros((4, 4), np.float32)
+    zeros[1, 1] = 0.5
+    logged, lo, hi, _ = maps.colour_scale(zeros, "log")
+    assert np.isfinite(logged).all() and hi == pytest.approx(np.log10(0.5)) and lo == pytest.approx(np.log10(0.5e-6))
+    with pytest.raises(ValueError, match="unknown colour scale"):
+        maps.colour_scale(values, "linear")
+
+
+def test_the_default_rollout_is_not_mostly_black(embedded):
+    """On the robust scale, at most half of each bundled photo's rollout sits in the colormap's bottom 10 %
+    (under min-max, all of it did). The rocket, mostly sky, is the exception: see the README."""
+    for name in ("chelsea.jpg", "coffee.jpg", "astronaut.jpg"):
+        r = vitviz.analyze(embedded, vitviz.load_image(ASSETS / name)).rollout()
+        shown, lo, hi, _ = maps.colour_scale(r, "robust")
+        assert np.mean((shown - lo) / (hi - lo) < 0.1) <= 0.5, name
+        assert np.mean((r - r.min()) / (r.max() - r.min()) < 0.1) > 0.9, name  # what min-max showed

@@ -42,7 +42,7 @@ def test_analyze_then_change_layer_and_head(client):
         patch=-1,
         cmap="inferno",
         alpha=0.6,
-        scale="shared across heads",
+        grid_scale="shared across heads",
     )
     last, _ = client.predict(layer=11, head=-1, **params, api_name="/attention")
     first, _ = client.predict(layer=0, head=0, **params, api_name="/attention")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -33,6 +34,7 @@ class Analysis:
     logits: np.ndarray | None = field(repr=False)
     _fused: dict = field(default_factory=dict, repr=False)
     _thresholds: dict = field(default_factory=dict, repr=False)
+    _sorting: set = field(default_factory=set, repr=False)
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -90,11 +92,23 @@ class Analysis:
         thresholds = None
         percent = round(discard_ratio * 100)
         if 0 < discard_ratio < 1 and abs(percent - discard_ratio * 100) < 1e-9:
-            # A slider moves in whole percents: one sort per layer serves all of them.
-            if head_fusion not in self._thresholds:
-                self._thresholds[head_fusion] = maps.discard_thresholds(fused, [i / 100 for i in range(100)])
-            thresholds = self._thresholds[head_fusion][:, percent]
+            # A slider moves in whole percents: one sort per layer (~0.6 s at 448) serves all of them. It
+            # runs in the background; until it is done each ratio selects its own threshold (~0.1 s).
+            if head_fusion in self._thresholds:
+                thresholds = self._thresholds[head_fusion][:, percent]
+            elif head_fusion not in self._sorting:
+                self._sorting.add(head_fusion)
+                threading.Thread(target=self._sort_thresholds, args=(head_fusion,), daemon=True).start()
         return maps.rollout(fused, discard_ratio, thresholds)[self.n_prefix :].reshape(self.grid)
+
+    def _sort_thresholds(self, head_fusion: str) -> None:
+        table = maps.discard_thresholds(self.fused(head_fusion), [i / 100 for i in range(100)])
+        self._thresholds[head_fusion] = table
+
+    def warm(self) -> None:
+        """Compute now what other views read first: the mean-fused heads and the dense head."""
+        self.fused("mean")
+        self.saliency()
 
     @cached_property
     def mean_attention_distance(self) -> np.ndarray:

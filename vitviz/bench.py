@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         a = bench_size(model, longest, args.repeats)
         forward = a.forward_ms
     bench_views(a)
+    bench_interactions(model)
     if args.app:
         bench_app(args.model, args.repeats, forward)
 
@@ -94,6 +95,32 @@ def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
         ms = float(np.median(times[1:]))
         note = "statistics over all L x H x N x N weights" if name == "/heads" else "target <= 300 ms"
         print(f"  first draw of {name:<14}{ms:8.1f} ms   ({note})")
+
+
+def bench_interactions(model: VitModel, count: int = 60) -> None:
+    """p95 of a mixed sequence of slider moves on a fresh 448 analysis, first touches of every control
+    included: layers, heads (and the all-heads grid), queries, fusions and discard ratios. Server time
+    of the views the app draws (target <= 30 ms)."""
+    from . import views
+
+    rng = np.random.default_rng(0)
+    a = analyze(model, rng.integers(0, 256, (448, 448, 3), dtype=np.uint8), longest=448)
+    a.warm()  # as the app does once the shown view is drawn
+    patches, times = a.grid[0] * a.grid[1], []
+    for _ in range(count):
+        if rng.random() < 0.5:
+            head = [None, views.ALL_HEADS, int(rng.integers(model.num_heads))][int(rng.integers(3))]
+            query = "cls" if rng.random() < 0.5 else int(rng.integers(patches))
+            case = (views.attention_view, a, int(rng.integers(model.num_layers)), head, query)
+        else:
+            fusion = ("mean", "max", "min")[int(rng.integers(3))]
+            case = (views.rollout_view, a, fusion, float(rng.choice([0.0, 0.1, 0.3, 0.5, 0.7, 0.9])))
+        start = time.perf_counter()
+        case[0](*case[1:])
+        times.append((time.perf_counter() - start) * 1000)
+    p50, p95, top = np.percentile(times, [50, 95, 100])
+    print(f"\n{count} mixed interactions on a fresh 448x448 analysis, first touches included (target p95 <= 30 ms)")
+    print(f"  p50 {p50:6.1f} ms   p95 {p95:6.1f} ms ({p95 / 30:.2f}x of target)   max {top:6.1f} ms")
 
 
 def bench_views(a: Analysis) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 HEAD_FUSIONS = ("mean", "max", "min")
+COLOUR_SCALES = ("robust", "min-max", "log")  # robust: clipped at the 99th percentile
 
 
 def attention_map(attn: np.ndarray, grid: tuple[int, int], n_prefix: int, head: int | None, query: int) -> np.ndarray:
@@ -152,3 +153,26 @@ def pca_rgb(tokens: np.ndarray, grid: tuple[int, int], n_prefix: int) -> np.ndar
     if rgb.shape[1] < 3:
         rgb = np.pad(rgb, ((0, 0), (0, 3 - rgb.shape[1])))
     return rgb.astype(np.float32).reshape(*grid, 3)
+
+
+def colour_scale(values: np.ndarray, scale: str = "robust") -> tuple[np.ndarray, float, float, np.ndarray]:
+    """How to colour a map: (values to colour, low, high, bool mask of the values above `high`).
+
+    values: any shape. "robust" clips at the 99th percentile, since attention and rollout have
+    heavy tails (a maximum 7 to 20x the 99th percentile leaves the rest near black under min-max);
+    the clipped values are returned so that a picture can mark them. "min-max" spans the data.
+    "log" colours log10(values), zeros lifted to a millionth of the maximum.
+    """
+    if scale not in COLOUR_SCALES:
+        raise ValueError(f"unknown colour scale {scale!r}: use one of {COLOUR_SCALES}")
+    values = np.asarray(values, dtype=np.float32)
+    lo, hi = float(values.min()), float(values.max())
+    if scale == "log":
+        floor = max(hi * 1e-6, np.finfo(np.float32).tiny) if hi > 0 else 1e-12
+        logged = np.log10(np.maximum(values, floor))
+        return logged, float(logged.min()), float(logged.max()), np.zeros(values.shape, bool)
+    if scale == "robust":
+        clip = float(np.percentile(values, 99))
+        if clip > lo:
+            return values, lo, clip, values > clip
+    return values, lo, hi, np.zeros(values.shape, bool)

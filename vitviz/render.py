@@ -62,24 +62,38 @@ def overlay(
     return cv2.addWeighted(heat, alpha, image, 1.0 - alpha, 0.0)
 
 
-def colorbar(height: int, cmap: str, vmin: float, vmax: float, width: int = 90) -> np.ndarray:
-    """A vertical colour scale [height,width,3] with its top, middle and bottom values."""
-    ramp = np.linspace(1, 0, height, dtype=np.float32)[:, None].repeat(16, axis=1)
+def colorbar(height: int, cmap: str, vmin: float, vmax: float, width: int = 110, scale: str = "") -> np.ndarray:
+    """A vertical colour scale [height,width,3]: its top, middle and bottom values and, under it, the
+    scale's name (at the bottom: the app's image buttons cover the top corner). scale "log": the bar
+    is in log10 units and the ticks say the values themselves."""
+    foot = 26 if scale else 0
+    bar_h = height - foot
+    ramp = np.linspace(1, 0, bar_h, dtype=np.float32)[:, None].repeat(16, axis=1)
     bar = np.full((height, width, 3), 255, np.uint8)
-    bar[:, 4:20] = colorize(ramp, cmap, 0, 1)
+    bar[:bar_h, 4:20] = colorize(ramp, cmap, 0, 1)
+    if scale:
+        cv2.putText(bar, scale, (2, height - 8), FONT, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
     for frac in (0.0, 0.5, 1.0):
-        y = int(np.clip((1 - frac) * (height - 1), 12, height - 8))
-        text = _fmt(vmin + frac * (vmax - vmin))
-        cv2.putText(bar, text, (24, y + 6), FONT, 0.55, (0, 0, 0), 1, cv2.LINE_AA)
+        y = int(np.clip((1 - frac) * (bar_h - 1), 12, bar_h - 8))
+        v = vmin + frac * (vmax - vmin)
+        cv2.putText(bar, _fmt(10**v if scale == "log" else v), (24, y + 6), FONT, 0.55, (0, 0, 0), 1, cv2.LINE_AA)
     return bar
 
 
 def _fmt(v: float) -> str:
-    return f"{v:.3f}" if abs(v) < 10 else f"{v:.0f}"
+    """Compact numbers for a colorbar: 0.031, 42, 2.7e6 (never 2723656)."""
+    if v != 0 and not 1e-3 <= abs(v) < 1e4:
+        mantissa, exponent = f"{v:.1e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{v:.3f}" if abs(v) < 10 else f"{v:.4g}"
 
 
-def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float) -> np.ndarray:
-    return np.concatenate([image, colorbar(image.shape[0], cmap, vmin, vmax)], axis=1)
+SCALE_NAMES = {"robust": "clip p99", "min-max": "min-max", "log": "log"}
+
+
+def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
+    bar = colorbar(image.shape[0], cmap, vmin, vmax, scale=SCALE_NAMES.get(scale, scale))
+    return np.concatenate([image, bar], axis=1)
 
 
 def patch_box(grid: tuple[int, int], size: tuple[int, int], index: int) -> tuple[int, int, int, int]:

@@ -13,7 +13,7 @@ from . import plots, render
 from .analysis import Analysis
 from .attribute import Attribution
 from .depth import DepthResult
-from .maps import high_norm_tokens
+from .maps import colour_scale, high_norm_tokens
 from .models import VitModel
 
 ALL_HEADS = "all"
@@ -47,6 +47,36 @@ def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
     return render.draw_grid(display(a), a.grid), text
 
 
+CLIPPED = (0, 255, 255)  # outline of the patches above a robust scale's clip: nothing is hidden
+
+
+def scaled_overlay(
+    base: np.ndarray,
+    values: np.ndarray,
+    cmap: str,
+    alpha: float,
+    scale: str,
+    nearest: bool,
+    grid: tuple[int, int] | None = None,
+    limits: tuple[float, float] | None = None,
+    colorbar: bool = True,
+    flagged: np.ndarray | None = None,
+) -> np.ndarray:
+    """`values` over `base` on a colour scale, with a colorbar that names it; on a patch map (`grid`),
+    the patches above the clip are outlined (and `flagged` ones in green). limits: (low, high) shared
+    with other pictures."""
+    shown, lo, hi, clipped = colour_scale(values, scale)
+    if limits is not None:
+        lo, hi = limits
+        clipped = shown > hi
+    img = render.overlay(base, shown, cmap, alpha, lo, hi, nearest=nearest)
+    if grid is not None and clipped.any():
+        img = render.mark_boxes(img, grid, clipped, CLIPPED)
+    if grid is not None and flagged is not None:
+        img = render.mark_boxes(img, grid, flagged)
+    return render.with_colorbar(img, cmap, lo, hi, scale) if colorbar else img
+
+
 def attention_view(
     a: Analysis,
     layer: int,
@@ -55,6 +85,7 @@ def attention_view(
     cmap: str = "inferno",
     alpha: float = 0.6,
     shared_scale: bool = True,
+    scale: str = "robust",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(overlay, query picker). head: an index, None for the mean of heads, or ALL_HEADS.
 
@@ -63,36 +94,26 @@ def attention_view(
     """
     base = display(a)
     picker = base if query == "cls" else render.mark_patch(base, a.grid, int(query))
+    mark = (lambda img: img) if query == "cls" else (lambda img: render.mark_patch(img, a.grid, int(query)))
     if head != ALL_HEADS:
         values = a.attention_map(layer, head, query)
-        lo, hi = float(values.min()), float(values.max())
-        img = render.overlay(base, values, cmap, alpha, lo, hi, nearest=True)
-        if query != "cls":
-            img = render.mark_patch(img, a.grid, int(query))
-        return render.with_colorbar(img, cmap, lo, hi), picker
+        return scaled_overlay(mark(base), values, cmap, alpha, scale, True, a.grid), picker
     maps = np.concatenate([a.head_maps(layer, query), a.attention_map(layer, None, query)[None]])
     labels = [f"head {h}" for h in range(len(maps) - 1)] + ["mean of heads"]
-    small = render.fit(base, 300)
-    lo, hi = float(maps.min()), float(maps.max())
-    tiles = []
-    for m in maps:
-        t_lo, t_hi = (lo, hi) if shared_scale else (float(m.min()), float(m.max()))
-        t = render.overlay(small, m, cmap, alpha, t_lo, t_hi, nearest=True)
-        if query != "cls":
-            t = render.mark_patch(t, a.grid, int(query))
-        tiles.append(t if shared_scale else render.with_colorbar(t, cmap, t_lo, t_hi))
+    small = mark(render.fit(base, 300))
+    _, lo, hi, _ = colour_scale(maps, scale)
+    limits = (lo, hi) if shared_scale else None
+    tiles = [scaled_overlay(small, m, cmap, alpha, scale, True, a.grid, limits, not shared_scale) for m in maps]
     sheet = render.tile(tiles, labels, cols=4 if len(tiles) > 9 else 3 + (len(tiles) > 6))
-    return (render.with_colorbar(sheet, cmap, lo, hi) if shared_scale else sheet), picker
+    return (render.with_colorbar(sheet, cmap, lo, hi, scale) if shared_scale else sheet), picker
 
 
 def rollout_view(
-    a: Analysis, fusion: str, discard: float, cmap: str = "inferno", alpha: float = 0.6
+    a: Analysis, fusion: str, discard: float, cmap: str = "inferno", alpha: float = 0.6, scale: str = "robust"
 ) -> tuple[np.ndarray, str]:
     """(the rollout over the image, bilinear, with a colorbar; what its brightest patch is)."""
     values = a.rollout(fusion, discard)
-    lo, hi = float(values.min()), float(values.max())
-    img = render.overlay(display(a), values, cmap, alpha, lo, hi, nearest=False)
-    return render.with_colorbar(img, cmap, lo, hi), rollout_note(a, values)
+    return scaled_overlay(display(a), values, cmap, alpha, scale, False, a.grid), rollout_note(a, values)
 
 
 def patch_at_display(a: Analysis, x: float, y: float) -> int | None:
@@ -118,12 +139,12 @@ def pos_embed_map(model: VitModel, sim: np.ndarray, row: int, col: int, cmap: st
     return render.with_colorbar(img, cmap, -1.0, 1.0)
 
 
-def heads_views(a: Analysis, cmap: str = "inferno"):
+def heads_views(a: Analysis, cmap: str = "inferno", scale: str = "robust"):
     """(attention distance figure, entropy figure, token-norm image, PCA image, a sentence on the norms)."""
     base = display(a)
     norms = a.token_norms()
     flagged = high_norm_tokens(norms)
-    outliers = render.mark_boxes(render.overlay(base, norms, cmap, 0.65, nearest=True), a.grid, flagged)
+    outliers = scaled_overlay(base, norms, cmap, 0.65, scale, True, a.grid, flagged=flagged)
     pca = render.upsample_rgb(a.pca_rgb(), base.shape[:2])
     largest = float(norms.max() / np.median(norms))
     if flagged.any():
@@ -134,7 +155,7 @@ def heads_views(a: Analysis, cmap: str = "inferno"):
     return (
         plots.attention_distance(a.mean_attention_distance, a.model.patch_size),
         plots.layer_head_heatmap(a.attention_entropy, "Attention entropy (low = focused, high = spread out)", "nats"),
-        render.with_colorbar(outliers, cmap, float(norms.min()), float(norms.max())),
+        outliers,
         np.concatenate([base, np.full((base.shape[0], 8, 3), 255, np.uint8), pca], axis=1),
         f"The largest output-token norm is {largest:.2f}× the median. {note}",
     )
@@ -160,14 +181,15 @@ def rollout_note(a: Analysis, values: np.ndarray) -> str:
     return text
 
 
-def output_view(a: Analysis, cmap: str = "inferno", alpha: float = 0.6) -> tuple[dict[str, float], np.ndarray | None]:
+def output_view(
+    a: Analysis, cmap: str = "inferno", alpha: float = 0.6, scale: str = "robust"
+) -> tuple[dict[str, float], np.ndarray | None]:
     """(top-5 {label: probability}, dense-head overlay or None)."""
     top = dict(a.top_classes(5))
     sal = a.saliency()
     if sal is None:
         return top, None
-    img = render.overlay(display(a), sal, cmap, alpha, 0.0, 1.0, nearest=False)
-    return top, render.with_colorbar(img, cmap, 0.0, 1.0)
+    return top, scaled_overlay(display(a), sal, cmap, alpha, scale, False)
 
 
 def depth_view(r: DepthResult, cmap: str = "magma", alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

@@ -17,14 +17,18 @@ def query_of(mode: str, patch: int | None) -> str | int:
 
 
 @user_errors
-def draw(image, model_name, size, layer, head, query_mode, patch, cmap, alpha, scale, request: gr.Request):
+def draw(
+    image, model_name, size, layer, head, query_mode, patch, cmap, alpha, grid_scale, colour_scale, request: gr.Request
+):
     """(overlay, query picker): the query's attention in one layer, one head, the mean or all heads."""
     a = get_analysis(image, model_name, size, request)
     query = query_of(query_mode, patch)
     gh, gw = a.grid
     if query != "cls" and not 0 <= query < gh * gw:
         raise ValueError(f"patch must be -1 (CLS) or in [0, {gh * gw}) for this {gh}×{gw} grid, got {query}")
-    return views.attention_view(a, int(layer), head_arg(head, a.model), query, cmap, float(alpha), scale != PER_HEAD)
+    return views.attention_view(
+        a, int(layer), head_arg(head, a.model), query, cmap, float(alpha), grid_scale != PER_HEAD, colour_scale
+    )
 
 
 @user_errors
@@ -67,16 +71,16 @@ def build(ctx: Context) -> None:
             head = gr.Dropdown(head_choices(m), value=MEAN_OF_HEADS, label="Head", elem_id="head")
             query_mode = gr.Radio([CLS_QUERY, PATCH_QUERY], value=CLS_QUERY, label="Query")
             patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
-            scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
+            grid_scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
         with gr.Row():
             picker = picture(label="Click a patch to make it the query", elem_id="picker")
             overlay = picture(label="Attention of the query (one square per patch)", elem_id="attention")
     ctx.view(
         tab,
         draw,
-        [*ctx.where, layer, head, query_mode, patch, ctx.cmap, ctx.alpha, scale],
+        [*ctx.where, layer, head, query_mode, patch, ctx.cmap, ctx.alpha, grid_scale, ctx.scale],
         [overlay, picker],
-        [c.change for c in (layer, head, query_mode, patch, scale)],
+        [c.change for c in (layer, head, query_mode, patch, grid_scale)],
         api_name="attention",
         prepare=(fit_controls, [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
     )

@@ -10,11 +10,11 @@ from .source import Context, view_tab
 
 
 @user_errors
-def draw(image, model_name, size, cmap, request: gr.Request, progress=gr.Progress()):
+def draw(image, model_name, size, cmap, colour_scale, request: gr.Request, progress=gr.Progress()):
     """(attention distance, entropy, token norms, PCA); the statistics read every weight once per analysis."""
     a = get_analysis(image, model_name, size, request)
     progress(0.2, desc="Statistics over every layer's and head's attention (once per image)")
-    return views.heads_views(a, cmap)
+    return views.heads_views(a, cmap, colour_scale)
 
 
 def build(ctx: Context) -> None:
@@ -38,7 +38,7 @@ def build(ctx: Context) -> None:
     ctx.view(
         tab,
         draw,
-        [*ctx.where, ctx.cmap],
+        [*ctx.where, ctx.cmap, ctx.scale],
         [distance, entropy, norms, pca, norms_note],
         api_name="heads",
         progress="full",

@@ -10,9 +10,9 @@ from .source import Context, view_tab
 
 
 @user_errors
-def draw(image, model_name, size, cmap, alpha, request: gr.Request):
+def draw(image, model_name, size, cmap, alpha, colour_scale, request: gr.Request):
     """(top-5 {label: probability} or None, dense-head overlay or None)."""
-    top5, dense = views.output_view(get_analysis(image, model_name, size, request), cmap, float(alpha))
+    top5, dense = views.output_view(get_analysis(image, model_name, size, request), cmap, float(alpha), colour_scale)
     return top5 or None, dense
 
 
@@ -38,7 +38,7 @@ def build(ctx: Context) -> None:
     ctx.view(
         tab,
         draw,
-        [*ctx.where, ctx.cmap, ctx.alpha],
+        [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale],
         outputs,
         api_name="output",
         prepare=(fit_outputs, [ctx.model_name], outputs),

@@ -11,12 +11,12 @@ from .source import Context, view_tab
 
 
 @user_errors
-def draw(image, model_name, size, fusion, discard, cmap, alpha, request: gr.Request):
+def draw(image, model_name, size, fusion, discard, cmap, alpha, colour_scale, request: gr.Request):
     """Attention rollout with head fusion and discard ratio."""
     if fusion not in HEAD_FUSIONS:
         raise ValueError(f"fusion must be one of {HEAD_FUSIONS}, got {fusion!r}")
     return views.rollout_view(
-        get_analysis(image, model_name, size, request), fusion, float(discard), cmap, float(alpha)
+        get_analysis(image, model_name, size, request), fusion, float(discard), cmap, float(alpha), colour_scale
     )
 
 
@@ -43,7 +43,7 @@ def build(ctx: Context) -> None:
     ctx.view(
         tab,
         draw,
-        [*ctx.where, fusion, discard, ctx.cmap, ctx.alpha],
+        [*ctx.where, fusion, discard, ctx.cmap, ctx.alpha, ctx.scale],
         [rollout, note],
         [fusion.change, discard.change],
         api_name="rollout",

@@ -178,8 +178,7 @@ def _warm(a: Analysis, delay_s: float = 0.3) -> None:
     """After the shown view is drawn, fill what the other views read first: the mean-fused heads (rollout)
     and the dense head (output), so that switching tabs finds them ready."""
     time.sleep(delay_s)
-    a.fused("mean")
-    a.saliency()
+    a.warm()
 
 
 _EVICTED = threading.Event()

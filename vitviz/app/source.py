@@ -38,6 +38,7 @@ class Context:
     size: gr.Dropdown
     cmap: gr.Dropdown
     alpha: gr.Slider
+    scale: gr.Radio  # the colour scale of every map: robust (clip at p99), min-max or log
     key: gr.State  # the analysis key of the session's image (None: no image)
     current_model: gr.State  # the loaded model's name; views resize their controls when it changes
     preview: gr.Image  # the user's image at display size
@@ -122,9 +123,7 @@ class Context:
                 refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress
             )
         gr.on(
-            [self.cmap.change, self.alpha.change]
-            if prepare is not None
-            else [self.key.change, self.cmap.change, self.alpha.change],
+            [c.change for c in (self.cmap, self.alpha, self.scale)] + ([] if prepare else [self.key.change]),
             refresh,
             refresh_in,
             [*outputs, drawn],
@@ -225,8 +224,16 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
     with gr.Row():
         cmap = gr.Dropdown(list(COLORMAPS), value="inferno", label="Colormap", min_width=120, elem_id="cmap")
         alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="Opacity", min_width=120)
+    scale = gr.Radio(
+        [("robust (clip at the 99th percentile)", "robust"), ("min–max", "min-max"), ("log", "log")],
+        value="robust",
+        label="Colour scale of every map",
+        elem_id="colour-scale",
+    )
     status = gr.Markdown(elem_id="status", label="Model and input")
-    ctx = Context(demo, model, image, model_name, size, cmap, alpha, gr.State(None), gr.State(model.name), preview)
+    ctx = Context(
+        demo, model, image, model_name, size, cmap, alpha, scale, gr.State(None), gr.State(model.name), preview
+    )
     ctx.depth_model = depth_model
 
     analyze_out = [preview, status, ctx.key]
