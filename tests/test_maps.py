@@ -44,12 +44,43 @@ def test_prefix_tokens_and_grid_from_pixels(analysis):
     assert a.attentions.shape[-1] == a.n_prefix + a.grid[0] * a.grid[1]
 
 
+# Attentions are kept as float16: relative rounding error 2**-11, and 2**-24 at the smallest values.
+F16 = dict(rtol=2**-11, atol=2**-24)
+
+
+def test_attention_map_keys_on_all_distinct_values():
+    """Made-up attention whose every weight differs (row-normalised arange): a key shifted by one, prefix
+    keys kept, or the last patch dropped all change the map by far more than float error."""
+    layers, heads, prefix, grid = 2, 3, 2, (3, 4)
+    n = prefix + grid[0] * grid[1]
+    attn = np.arange(layers * heads * n * n, dtype=np.float32).reshape(layers, heads, n, n) + 1
+    attn /= attn.sum(-1, keepdims=True)
+    for head, query in [(1, 0), (None, prefix + 5), (2, n - 1)]:
+        rows = attn[1, :, query, prefix:] if head is None else attn[1, head, query, prefix:][None]
+        expected = np.array([[rows[:, r * grid[1] + c].mean() for c in range(grid[1])] for r in range(grid[0])])
+        got = maps.attention_map(attn[1], grid, prefix, head, query)
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+        full = attn[1, :, query] if head is None else attn[1, head, query][None]
+        shifted = full[:, prefix - 1 : prefix - 1 + 12].mean(0).reshape(grid)  # an off-by-one slice
+        assert np.abs(got - shifted).max() > 100 * 1e-6 * got.max()  # 100x the tolerance above
+
+
+def test_embedded_attention_rows_match_transformers_to_float16(embedded, coffee):
+    """Real, far-from-uniform rows of the embedded model: a one-key shift would show at this tolerance."""
+    a = vitviz.analyze(embedded, coffee, longest=224)
+    ref = torch.cat(reference_outputs(embedded, a.pixel_values).attentions).numpy()
+    row = ref[11, 2, 0, 1:]
+    assert row.max() > 20 * np.median(row)  # not uniform
+    np.testing.assert_allclose(a.attention_map(11, 2, "cls"), row.reshape(a.grid), **F16)
+    np.testing.assert_allclose(a.attention_map(5, None, 40), ref[5, :, 41, 1:].mean(0).reshape(a.grid), **F16)
+
+
 def test_captured_attentions_match_transformers(analysis):
     _, a = analysis
     ref = reference_outputs(a.model, a.pixel_values)
     expected = torch.cat(ref.attentions).numpy()
-    np.testing.assert_allclose(a.attentions.astype(np.float32), expected, atol=2e-3)
-    np.testing.assert_allclose(a.attentions.astype(np.float32).sum(-1), 1.0, atol=5e-3)
+    np.testing.assert_allclose(a.attentions.astype(np.float32), expected, **F16)
+    np.testing.assert_allclose(a.attentions.astype(np.float32).sum(-1), 1.0, atol=2**-11)  # rounding, summed
     assert a.attentions.shape[:2] == (a.model.num_layers, a.model.num_heads)
 
 
@@ -58,10 +89,10 @@ def test_attention_map_is_a_row_of_the_attention_matrix(analysis):
     ref = torch.cat(reference_outputs(a.model, a.pixel_values).attentions).numpy()
     p, grid = a.n_prefix, a.grid
     patch = grid[0] * grid[1] - 2
-    np.testing.assert_allclose(a.attention_map(1, 2, "cls"), ref[1, 2, 0, p:].reshape(grid), atol=2e-3)
+    np.testing.assert_allclose(a.attention_map(1, 2, "cls"), ref[1, 2, 0, p:].reshape(grid), **F16)
     mean_of_heads = ref[2, :, p + patch, p:].mean(0).reshape(grid)
-    np.testing.assert_allclose(a.attention_map(2, None, patch), mean_of_heads, atol=2e-3)
-    np.testing.assert_allclose(a.head_maps(0, patch)[3], ref[0, 3, p + patch, p:].reshape(grid), atol=2e-3)
+    np.testing.assert_allclose(a.attention_map(2, None, patch), mean_of_heads, **F16)
+    np.testing.assert_allclose(a.head_maps(0, patch)[3], ref[0, 3, p + patch, p:].reshape(grid), **F16)
 
 
 @pytest.mark.parametrize("fusion", ["mean", "max", "min"])

@@ -36,13 +36,17 @@ def test_png_jpeg_and_path_decode_to_rgb(tmp_path):
     assert decoded[..., 0].min() > 240 and decoded[..., 2].max() < 15  # RGB, not BGR
 
 
-def test_exif_orientation_is_applied():
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_is_applied(orientation):
+    """Every EXIF orientation lands as Pillow's own exif_transpose puts it."""
+    from PIL import ImageOps
+
     arr = random_image(20, 30)
     exif = Image.Exif()
-    exif[0x0112] = 6  # "rotate 90 CW to display"
-    decoded = load_image(encode(arr, "PNG", exif=exif))
-    assert decoded.shape == (30, 20, 3)
-    assert np.array_equal(decoded, np.rot90(arr, -1))
+    exif[0x0112] = orientation
+    data = encode(arr, "PNG", exif=exif)
+    expected = np.asarray(ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB"))
+    assert np.array_equal(load_image(data), expected)
 
 
 def test_grayscale_rgba_palette_and_16bit_become_rgb():
@@ -119,8 +123,9 @@ def test_prepare_input_normalises_the_whole_image():
     mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
     x = prepare_input(img, (60, 90), 10, mean, std)
     assert x.shape == (1, 3, 60, 90) and x.dtype == np.float32
-    expected = (img[..., 1] / 255.0 - 0.4) / 0.25
-    np.testing.assert_allclose(x[0, 1], expected, atol=1e-5)
+    for c in range(3):  # each channel with its own mean and std: an RGB/BGR swap fails here
+        expected = (img[..., c] / 255.0 - mean[c]) / std[c]
+        np.testing.assert_allclose(x[0, c], expected, atol=1e-5)
     with pytest.raises(ValueError, match="multiple of the patch size"):
         prepare_input(img, (61, 90), 10, mean, std)
 

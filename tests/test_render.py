@@ -31,3 +31,21 @@ def test_colorize_uses_the_given_scale():
     values = np.array([[0.0, 0.5, 1.0]], np.float32)
     gray = render.colorize(values, "gray", 0.0, 2.0)
     assert list(gray[0, :, 0]) == [0, 64, 128]
+
+
+def test_a_maximum_lands_where_it_is_on_both_paths_and_non_square_images():
+    """A map's maximum off-centre (row 1, column 4 of a 3x5 grid) shows at that patch's pixels, for the
+    nearest (patch) and the smooth (bilinear) overlays: no flip, no transpose, no shift."""
+    image = np.zeros((120, 250, 3), np.uint8)
+    values = np.zeros((3, 5), np.float32)
+    values[1, 4] = 1.0
+    for nearest in (True, False):
+        out = render.overlay(image, values, "gray", alpha=1.0, nearest=nearest)[..., 0]
+        y, x = np.unravel_index(np.argmax(out), out.shape)
+        assert 40 <= y < 80 and 200 <= x < 250, (nearest, y, x)
+        assert out[:40].max() < out[y, x] and out[:, :150].max() < out[y, x]
+
+
+def test_colorbar_numbers_are_compact():
+    assert render._fmt(2723656.0) == "2.7e6" and render._fmt(3.8e21) == "3.8e21"
+    assert render._fmt(0.0312) == "0.031" and render._fmt(42.0) == "42" and render._fmt(2.4e-4) == "2.4e-4"

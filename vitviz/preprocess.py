@@ -28,7 +28,7 @@ _EXIF_ORIENTATION = {
     4: lambda a: a[::-1],
     5: lambda a: np.swapaxes(a, 0, 1),
     6: lambda a: np.rot90(a, -1),
-    7: lambda a: np.rot90(a, 1)[::-1],
+    7: lambda a: np.swapaxes(a[::-1, ::-1], 0, 1),  # transverse
     8: lambda a: np.rot90(a, 1),
 }
 
