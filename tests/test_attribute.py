@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import FAMILIES, random_image
+from conftest import FAMILIES, random_image, tiny_vit
 
 import vitviz
 from vitviz.attribute import METHODS, attribute
@@ -151,3 +151,28 @@ def test_relevancy_keeps_the_identity_on_the_dense_head(embedded, coffee):
     identity = r.raw.size  # each patch's row of I contributes 1 to the readout rows
     assert 0.5 < identity / r.raw.sum() <= 1.0
     assert r.raw.max() / r.raw.min() > 1.001  # and the gradient term still draws structure
+
+
+@pytest.mark.parametrize("baseline", ["blurred", "black", "mean colour"])
+def test_integrated_gradients_starts_from_the_baseline_it_names(baseline):
+    """sum(attributions) - delta = f(x) - f(baseline), with the baseline built here independently: an
+    ignored, mirrored or wrong baseline changes f(baseline) and fails."""
+    import cv2
+
+    model = tiny_vit()
+    rgb = random_image(40, 56, seed=3)
+    r = attribute(model, rgb, "integrated_gradients", target=2, baseline=baseline, n_steps=8)
+    h, w = 32, 32  # the tiny classifier's native input
+    if baseline == "black":
+        absent = prepare_input(np.zeros((h, w, 3), np.uint8), (h, w), 8, model.mean, model.std)
+    elif baseline == "mean colour":
+        absent = np.zeros((1, 3, h, w), np.float32)  # the normalisation's mean is 0
+    else:
+        small = cv2.resize(rgb, (w, h), interpolation=cv2.INTER_AREA)
+        absent = prepare_input(cv2.GaussianBlur(small, (0, 0), sigmaX=w / 16), (h, w), 8, model.mean, model.std)
+    x = prepare_input(rgb, (h, w), 8, model.mean, model.std)
+
+    def f(pixels: np.ndarray) -> float:
+        return float(model.forward(torch.from_numpy(pixels)).logits[0, 2])
+
+    assert float(r.raw.sum()) - r.delta == pytest.approx(f(x) - f(absent), rel=1e-4, abs=1e-6)
