@@ -148,3 +148,40 @@ def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
     page.locator("#examples img").nth(3).click()  # rocket.jpg
     page.wait_for_function("() => !document.querySelector('#attribution img')", timeout=30_000)
     assert page.locator("#attr-summary").inner_text().strip() == ""
+
+
+OVERLAPS = """() => {
+  const shown = e => e.offsetParent && e.getBoundingClientRect().width > 0;
+  const labels = [...document.querySelectorAll('[data-testid="block-label"]')].filter(shown);
+  const pictures = [...document.querySelectorAll('img')].filter(shown).filter(i => i.naturalWidth > 100);
+  const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  const out = [];
+  for (const l of labels) for (const p of pictures) {
+    if (hit(l.getBoundingClientRect(), p.getBoundingClientRect())) out.push(l.innerText + ' on ' + p.src.slice(-40));
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width, height", [(1024, 768), (390, 844), (1400, 1000)])
+def test_projector_and_phone_show_every_tab_and_no_label_on_a_picture(page, tmp_path, width, height):
+    """At a 1024x768 projector every tab is in the bar (none behind '...') and nothing scrolls sideways; on a
+    phone the upload, the examples and the main picture are there. No label box covers any picture."""
+    small = page.context.browser.new_page(viewport={"width": width, "height": height})
+    try:
+        small.goto(page.url)
+        small.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        assert small.locator("#upload").is_visible() and small.locator("#examples img").first.is_visible()
+        assert small.evaluate("() => document.documentElement.scrollWidth") <= width
+        tabs = [t.inner_text().strip() for t in small.get_by_role("tab").all() if t.is_visible()]
+        if width >= 1024:
+            assert len(tabs) == 8, tabs
+        for name in ["1 · Tokens", "2 · Attention", "3 · Rollout"] if width >= 1024 else ["2 · Attention"]:
+            small.get_by_role("tab", name=name).click()
+            small.wait_for_timeout(2000)
+            small.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # lazy images load
+            small.wait_for_timeout(500)
+            assert small.evaluate(OVERLAPS) == [], name
+        shot(small, tmp_path, f"attention-{width}x{height}.png")
+    finally:
+        small.close()

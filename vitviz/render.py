@@ -62,21 +62,21 @@ def overlay(
     return cv2.addWeighted(heat, alpha, image, 1.0 - alpha, 0.0)
 
 
-def colorbar(height: int, cmap: str, vmin: float, vmax: float, width: int = 110, scale: str = "") -> np.ndarray:
+def colorbar(height: int, cmap: str, vmin: float, vmax: float, width: int = 150, scale: str = "") -> np.ndarray:
     """A vertical colour scale [height,width,3]: its top, middle and bottom values and, under it, the
     scale's name (at the bottom: the app's image buttons cover the top corner). scale "log": the bar
     is in log10 units and the ticks say the values themselves."""
-    foot = 26 if scale else 0
+    foot = 34 if scale else 0
     bar_h = height - foot
     ramp = np.linspace(1, 0, bar_h, dtype=np.float32)[:, None].repeat(16, axis=1)
     bar = np.full((height, width, 3), 255, np.uint8)
     bar[:bar_h, 4:20] = colorize(ramp, cmap, 0, 1)
     if scale:
-        cv2.putText(bar, scale, (2, height - 8), FONT, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
+        cv2.putText(bar, scale, (2, height - 10), FONT, 0.75, (0, 0, 0), 2, cv2.LINE_AA)
     for frac in (0.0, 0.5, 1.0):
-        y = int(np.clip((1 - frac) * (bar_h - 1), 12, bar_h - 8))
+        y = int(np.clip((1 - frac) * (bar_h - 1), 16, bar_h - 12))
         v = vmin + frac * (vmax - vmin)
-        cv2.putText(bar, _fmt(10**v if scale == "log" else v), (24, y + 6), FONT, 0.55, (0, 0, 0), 1, cv2.LINE_AA)
+        cv2.putText(bar, _fmt(10**v if scale == "log" else v), (24, y + 9), FONT, 0.85, (0, 0, 0), 2, cv2.LINE_AA)
     return bar
 
 

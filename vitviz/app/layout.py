@@ -22,7 +22,9 @@ def build(default_model: str, depth_model: str | None = None) -> gr.Blocks:
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 ctx = build_source(demo, model, depth_model)
-            with gr.Column(scale=3):
+            # Below ~1100 px (a 1024x768 projector) the views wrap under the image panel at full width,
+            # so that every tab shows and the pictures are large.
+            with gr.Column(scale=3, min_width=760):
                 with gr.Tabs():
                     for view in VIEWS:
                         view.build(ctx)

@@ -208,13 +208,15 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
     # The API's example is a photo, not Gradio's generic PDF.
     image.example_payload = lambda: handle_file(EXAMPLE_URL)
     image.example_value = lambda: EXAMPLE_URL
-    preview = picture(label="Your image", height=260, show_label=False)
+    preview = picture(label="Your image", height=260)
+    gr.Markdown("**Examples: click one**", elem_classes=["caption"])
     gallery = gr.Gallery(
         [(p, Path(p).stem) for p in EXAMPLES],
         columns=4,
         height=120,
         allow_preview=False,
         label="Examples: click one",
+        show_label=False,
         elem_id="examples",
     )
     model_name = gr.Dropdown(
