@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import cv2
@@ -44,12 +45,18 @@ def test_analyze_then_change_layer_and_head(client):
         alpha=0.6,
         grid_scale="shared across heads",
     )
-    last, _ = client.predict(layer=11, head=-1, **params, api_name="/attention")
-    first, _ = client.predict(layer=0, head=0, **params, api_name="/attention")
+    last, _, _ = client.predict(layer=11, head=-1, **params, api_name="/attention")
+    first, _, layer0 = client.predict(layer=0, head=0, **params, api_name="/attention")
     a, b = read(last), read(first)
     assert a.shape == b.shape
     assert np.abs(a.astype(int) - b.astype(int)).mean() > 3  # a different overlay came back
-    grid, _ = client.predict(layer=5, head=-2, **params, api_name="/attention")
+    # The sentence under the map gives the model's own numbers for the layer, not a textbook claim.
+    share, entropy, uniform = re.search(r"hold \*\*([\d.]+)%.*entropy ([\d.]+) nats against ([\d.]+)", layer0).groups()
+    a0 = vitviz.analyze(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg")
+    assert float(entropy) == pytest.approx(a0.attention_entropy[0].mean(), abs=0.01)
+    assert float(uniform) == pytest.approx(np.log(673), abs=0.01)
+    assert float(share) == pytest.approx(100 * a0.attentions[0, 0, 0, :1].astype(float).sum(), abs=0.06)
+    grid, _, _ = client.predict(layer=5, head=-2, **params, api_name="/attention")
     assert read(grid).shape[0] > a.shape[0]  # 6 heads + mean tiled
     roll, note = client.predict(image, "dinov2-small", "model default", "max", 0.5, "inferno", 0.6, api_name="/rollout")
     assert read(roll).shape == a.shape

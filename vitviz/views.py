@@ -108,6 +108,22 @@ def attention_view(
     return (render.with_colorbar(sheet, cmap, lo, hi, scale) if shared_scale else sheet), picker
 
 
+def attention_note(a: Analysis, layer: int, head: int | str | None, query: str | int) -> str:
+    """What the map leaves out (the prefix tokens' share of the row) and how spread out this layer is,
+    from this model's own numbers on this image."""
+    q = a.query_index(query)
+    rows = a.attentions[layer, :, q].astype(np.float32)  # [H,N]
+    if isinstance(head, int):
+        rows = rows[head : head + 1]
+    names = ", ".join(a.model.prefix_tokens)
+    share = float(rows[:, : a.n_prefix].sum(-1).mean())
+    entropy, uniform = float(a.attention_entropy[layer].mean()), float(np.log(a.attentions.shape[-1]))
+    distance = float(a.mean_attention_distance[layer].mean())
+    return (f"The map shows the patches only: the prefix token(s) ({names}) hold **{share:.1%}** of this row. "
+            f"Layer {layer}'s heads look {distance:.0f} px away on average, with entropy {entropy:.2f} nats "
+            f"against {uniform:.2f} for perfectly uniform attention ({entropy / uniform:.0%}).")  # fmt: skip
+
+
 def rollout_view(
     a: Analysis, fusion: str, discard: float, cmap: str = "inferno", alpha: float = 0.6, scale: str = "robust"
 ) -> tuple[np.ndarray, str]:

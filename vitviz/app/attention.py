@@ -20,15 +20,16 @@ def query_of(mode: str, patch: int | None) -> str | int:
 def draw(
     image, model_name, size, layer, head, query_mode, patch, cmap, alpha, grid_scale, colour_scale, request: gr.Request
 ):
-    """(overlay, query picker): the query's attention in one layer, one head, the mean or all heads."""
+    """(overlay, query picker, the layer in numbers): the query's attention in one layer, one head, the
+    mean or all heads."""
     a = get_analysis(image, model_name, size, request)
     query = query_of(query_mode, patch)
     gh, gw = a.grid
     if query != "cls" and not 0 <= query < gh * gw:
         raise ValueError(f"patch must be -1 (CLS) or in [0, {gh * gw}) for this {gh}×{gw} grid, got {query}")
-    return views.attention_view(
-        a, int(layer), head_arg(head, a.model), query, cmap, float(alpha), grid_scale != PER_HEAD, colour_scale
-    )
+    shared, which = grid_scale != PER_HEAD, head_arg(head, a.model)
+    overlay, picker = views.attention_view(a, int(layer), which, query, cmap, float(alpha), shared, colour_scale)
+    return overlay, picker, views.attention_note(a, int(layer), which, query)
 
 
 @user_errors
@@ -61,7 +62,8 @@ def build(ctx: Context) -> None:
         (
             "In self-attention every token takes a weighted average "
             "of all tokens. Pick a *query* token (the CLS readout token, or click a patch): "
-            "bright patches are the ones it takes most from, in this layer and head."
+            "bright patches are the ones it takes most from, in this layer and head. The sentence "
+            "under the pictures gives this model's own numbers for the layer."
         ),
         id="attention",
     ) as tab:
@@ -75,11 +77,12 @@ def build(ctx: Context) -> None:
         with gr.Row():
             picker = picture(label="Click a patch to make it the query", elem_id="picker")
             overlay = picture(label="Attention of the query (one square per patch)", elem_id="attention")
+        note = gr.Markdown(label="This layer in numbers", elem_id="attention-note")
     ctx.view(
         tab,
         draw,
         [*ctx.where, layer, head, query_mode, patch, ctx.cmap, ctx.alpha, grid_scale, ctx.scale],
-        [overlay, picker],
+        [overlay, picker, note],
         [c.change for c in (layer, head, query_mode, patch, grid_scale)],
         api_name="attention",
         prepare=(fit_controls, [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),

@@ -32,7 +32,7 @@ def build(ctx: Context) -> None:
             distance = gr.Plot(label="Attention distance")
             entropy = gr.Plot(label="Attention entropy")
         with gr.Row():
-            norms = picture(label="Output token norms (outliers boxed)")
+            norms = picture(label="Output token norms (outliers boxed)", elem_id="norms")
             pca = picture(label="PCA of patch features as RGB")
         norms_note = gr.Markdown(label="Token norms")
     ctx.view(
