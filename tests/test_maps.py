@@ -251,3 +251,10 @@ def test_the_default_rollout_is_not_mostly_black(embedded):
         shown, lo, hi, _ = maps.colour_scale(r, "robust")
         assert np.mean((shown - lo) / (hi - lo) < 0.1) <= 0.5, name
         assert np.mean((r - r.min()) / (r.max() - r.min()) < 0.1) > 0.9, name  # what min-max showed
+
+
+def test_one_layers_statistics_equal_the_whole_models(embedded, coffee):
+    a = vitviz.analyze(embedded, coffee, longest=224)
+    distance, entropy = a.layer_statistics(4)
+    np.testing.assert_allclose(distance, a.mean_attention_distance[4], rtol=1e-5)
+    np.testing.assert_allclose(entropy, a.attention_entropy[4], rtol=1e-5)

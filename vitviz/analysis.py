@@ -35,6 +35,7 @@ class Analysis:
     _fused: dict = field(default_factory=dict, repr=False)
     _thresholds: dict = field(default_factory=dict, repr=False)
     _sorting: set = field(default_factory=set, repr=False)
+    _layer_stats: dict = field(default_factory=dict, repr=False)
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -109,6 +110,18 @@ class Analysis:
         """Compute now what other views read first: the mean-fused heads and the dense head."""
         self.fused("mean")
         self.saliency()
+
+    def layer_statistics(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """([H] mean attention distance in pixels, [H] entropy in nats) of one layer: 1/L of the cost of
+        the whole-model statistics, and read from them once they exist."""
+        if "mean_attention_distance" in self.__dict__ and "attention_entropy" in self.__dict__:
+            return self.mean_attention_distance[layer], self.attention_entropy[layer]
+        if layer not in self._layer_stats:
+            one = self.attentions[layer : layer + 1]
+            p = self.model.patch_size
+            distance = maps.mean_attention_distance(one, self.grid, p, self.n_prefix)[0]
+            self._layer_stats[layer] = distance, maps.attention_entropy(one)[0]
+        return self._layer_stats[layer]
 
     @cached_property
     def mean_attention_distance(self) -> np.ndarray:

@@ -117,8 +117,9 @@ def attention_note(a: Analysis, layer: int, head: int | str | None, query: str |
         rows = rows[head : head + 1]
     names = ", ".join(a.model.prefix_tokens)
     share = float(rows[:, : a.n_prefix].sum(-1).mean())
-    entropy, uniform = float(a.attention_entropy[layer].mean()), float(np.log(a.attentions.shape[-1]))
-    distance = float(a.mean_attention_distance[layer].mean())
+    distances, entropies = a.layer_statistics(layer)
+    entropy, uniform = float(entropies.mean()), float(np.log(a.attentions.shape[-1]))
+    distance = float(distances.mean())
     return (f"The map shows the patches only: the prefix token(s) ({names}) hold **{share:.1%}** of this row. "
             f"Layer {layer}'s heads look {distance:.0f} px away on average, with entropy {entropy:.2f} nats "
             f"against {uniform:.2f} for perfectly uniform attention ({entropy / uniform:.0%}).")  # fmt: skip
