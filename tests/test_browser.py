@@ -137,6 +137,9 @@ def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_
     assert [n.split(" · ")[0] for n in names] == [str(i) for i in range(1, len(names) + 1)] and len(names) >= 7
     page.get_by_role("tab", name="7 · Depth").click()
     page.locator("#depth-note").get_by_text("--depth-model PATH").first.wait_for(timeout=20_000)
+    page.wait_for_timeout(2000)  # the tab's own attempt at depth has answered
+    assert page.get_by_text("--depth-model PATH").count() == 1  # one notice
+    assert not page.locator("#depth-results").is_visible()  # and no empty panels under it
     shot(page, tmp_path, "depth-offline.png")
 
 

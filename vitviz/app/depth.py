@@ -74,7 +74,8 @@ def draw(image, depth_name, cmap, alpha, layer, head, request: gr.Request, progr
     try:
         r = get_depth(image, depth_name, key)
     except ModelUnavailableError as exc:
-        return (f"{exc}\n\n{HELP}",) + (None,) * 7
+        return (f"**Depth is not available here:** {exc} (`python app.py --depth-model PATH`, PATH a folder "
+                "saved with `save_pretrained`, safetensors)",) + (None,) * 7  # fmt: skip
     original, overlay = views.depth_view(r, cmap, float(alpha))
     return (
         status(r),
@@ -127,9 +128,8 @@ def build(ctx: Context) -> None:
         id="depth",
         elem_id="depth-tab",
     ) as tab:
-        note = gr.Markdown(
-            HELP if ctx.depth_model is None and not hub_reachable() else "", elem_id="depth-note", label="Depth status"
-        )
+        offline = ctx.depth_model is None and not hub_reachable()
+        note = gr.Markdown(HELP if offline else "", elem_id="depth-note", label="Depth status")
         with gr.Row():
             model = gr.Dropdown(
                 [(f"{n}: {DEPTH_CATALOGUE.get(n, 'local folder')}", n) for n in names],
@@ -138,30 +138,32 @@ def build(ctx: Context) -> None:
                 scale=3,
             )
             button = gr.Button("Estimate depth", variant="primary", scale=1)
-        with gr.Row():
-            original = picture(label="Your image (depth input)")
-            overlay = picture(label="Relative inverse depth (bright = near)", elem_id="depth")
-        cloud = gr.Plot(label="3-D view")
-        gr.Markdown(
-            "#### Inside the decoder\nEach map shows its first three principal components as "
-            "colours (same colour = similar features); one square is one cell of the map. "
-            "*Reassemble* maps come from the encoder's tokens at four scales; *fusion* maps "
-            "merge them, coarsest first, each one twice as fine as the last."
-        )
-        stages = gr.Gallery(label="Reassemble 1-4, then fusion 1-4", columns=4, height="auto", object_fit="contain")
-        table = gr.Markdown(label="Decoder maps")
-        gr.Markdown(
-            "#### The depth model's own encoder\nThe CLS (readout) token's attention in the DPT's ViT, as in tab 2."
-        )
-        with gr.Row():
-            enc = encoder if ctx.depth_model is not None else None
-            last = enc.num_layers - 1 if enc else 11
-            layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Encoder layer")
-            head = gr.Dropdown(
-                head_choices(enc) if enc else head_choices(ctx.model)[:2], value=MEAN_OF_HEADS, label="Head"
+        # Offline with no depth model, the notice stands alone: no empty panels under it.
+        with gr.Column(visible=not offline, elem_id="depth-results"):
+            with gr.Row():
+                original = picture(label="Your image (depth input)")
+                overlay = picture(label="Relative inverse depth (bright = near)", elem_id="depth")
+            cloud = gr.Plot(label="3-D view")
+            gr.Markdown(
+                "#### Inside the decoder\nEach map shows its first three principal components as "
+                "colours (same colour = similar features); one square is one cell of the map. "
+                "*Reassemble* maps come from the encoder's tokens at four scales; *fusion* maps "
+                "merge them, coarsest first, each one twice as fine as the last."
             )
-        attention = picture(label="Encoder attention of the CLS token", height=480)
-        files = gr.File(label="Download the depth: .npy (float32) and 16-bit PNG")
+            stages = gr.Gallery(label="Reassemble 1-4, then fusion 1-4", columns=4, height="auto", object_fit="contain")
+            table = gr.Markdown(label="Decoder maps")
+            gr.Markdown(
+                "#### The depth model's own encoder\nThe CLS (readout) token's attention in the DPT's ViT, as in tab 2."
+            )
+            with gr.Row():
+                enc = encoder if ctx.depth_model is not None else None
+                last = enc.num_layers - 1 if enc else 11
+                layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Encoder layer")
+                head = gr.Dropdown(
+                    head_choices(enc) if enc else head_choices(ctx.model)[:2], value=MEAN_OF_HEADS, label="Head"
+                )
+            attention = picture(label="Encoder attention of the CLS token", height=480)
+            files = gr.File(label="Download the depth: .npy (float32) and 16-bit PNG")
     ctx.view(
         tab,
         draw,
