@@ -176,3 +176,13 @@ def test_integrated_gradients_starts_from_the_baseline_it_names(baseline):
         return float(model.forward(torch.from_numpy(pixels)).logits[0, 2])
 
     assert float(r.raw.sum()) - r.delta == pytest.approx(f(x) - f(absent), rel=1e-4, abs=1e-6)
+
+
+def test_the_rollout_beside_an_attribution_reads_the_attributions_input(embedded, coffee):
+    """Like for like: the embedded dense head's 224x224 input, not the 448 analysis."""
+    from vitviz.attribute import input_analysis
+
+    same = input_analysis(embedded, coffee)
+    assert same.pixel_values.shape == (1, 3, 224, 224) and same.grid == (16, 16)
+    r = attribute(embedded, coffee, "saliency")
+    assert r.grid == same.grid

@@ -49,3 +49,10 @@ def test_a_maximum_lands_where_it_is_on_both_paths_and_non_square_images():
 def test_colorbar_numbers_are_compact():
     assert render._fmt(2723656.0) == "2.7e6" and render._fmt(3.8e21) == "3.8e21"
     assert render._fmt(0.0312) == "0.031" and render._fmt(42.0) == "42" and render._fmt(2.4e-4) == "2.4e-4"
+
+
+def test_the_diverging_colormap_is_centred_at_zero():
+    values = np.array([[-2.0, 0.0, 2.0]], np.float32)
+    rgb = render.colorize(values, "diverging", -2.0, 2.0)[0].astype(int)
+    assert rgb[0, 2] > rgb[0, 0] and rgb[2, 0] > rgb[2, 2]  # negative blue, positive red
+    assert (rgb[1] > 240).all()  # zero is white

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .analysis import Analysis, capture
 from .models import VitModel
 from .preprocess import ImageInput, input_size, load_image, prepare_input
 
@@ -223,6 +224,17 @@ class _CountingScore:
                 return dense.mean((1, 2))
             return (dense * self.region).sum((1, 2)) / self.region.sum()
         return m.base.layernorm(out.hidden_states[-1][:, 0]).norm(dim=-1)
+
+
+def input_analysis(model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:
+    """An analysis of the very input that attributions use, so that the rollout shown beside an attribution
+    reads the same tokens (the embedded dense head's 224x224, not the app's 448 analysis)."""
+    rgb = load_image(image)
+    x = _input(model, rgb, longest)
+    return capture(model, rgb, x, model.forward(torch.from_numpy(x)))
+
+
+SIGNED = ("integrated_gradients", "input_x_gradient", "occlusion")  # can push the target down as well as up
 
 
 def _input(model: VitModel, rgb: np.ndarray, longest: int | None) -> np.ndarray:

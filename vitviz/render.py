@@ -16,6 +16,7 @@ COLORMAPS = {
     "turbo": cv2.COLORMAP_TURBO,
     "jet": cv2.COLORMAP_JET,
     "gray": None,
+    "diverging": None,  # blue (negative), white (0), red (positive): for signed maps, centred at 0
 }
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 DISPLAY_SIDE = 640  # the longest side images are drawn at: enough for a projector, cheap to send
@@ -37,6 +38,11 @@ def colorize(values: np.ndarray, cmap: str = "inferno", vmin: float | None = Non
     hi = float(values.max()) if vmax is None else vmax
     scaled = np.clip((values - lo) / max(hi - lo, 1e-12), 0, 1)
     gray = (scaled * 255).round().astype(np.uint8)
+    if cmap == "diverging":
+        t = scaled[..., None] * 2 - 1  # -1 .. 1
+        blue, white, red = np.array([33, 102, 172.0]), np.array([247, 247, 247.0]), np.array([178, 24, 43.0])
+        rgb = np.where(t < 0, white + (blue - white) * -t, white + (red - white) * t)
+        return rgb.round().astype(np.uint8)
     if COLORMAPS[cmap] is None:
         return np.repeat(gray[..., None], 3, axis=2)
     return cv2.applyColorMap(gray, COLORMAPS[cmap])[..., ::-1].copy()

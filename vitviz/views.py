@@ -11,7 +11,7 @@ import numpy as np
 
 from . import plots, render
 from .analysis import Analysis
-from .attribute import Attribution
+from .attribute import SIGNED, Attribution
 from .depth import DepthResult
 from .maps import colour_scale, high_norm_tokens
 from .models import VitModel
@@ -232,27 +232,34 @@ def decoder_stage_views(r: DepthResult, side: int = 240) -> tuple[list[tuple[np.
 
 
 def attribution_views(
-    a: Analysis, r: Attribution, rel: Attribution | None, cmap: str = "inferno", alpha: float = 0.6
+    a: Analysis,
+    r: Attribution,
+    rel: Attribution | None,
+    cmap: str = "inferno",
+    alpha: float = 0.6,
+    rollout: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(the attribution, attention rollout, relevancy) over the image, side by side with colorbars.
 
-    Pixel-level maps (IG, saliency, input x gradient) are shown as magnitudes clipped at their
-    99.5th percentile, as Captum's own visualisation does, since a few pixels dominate otherwise.
+    Signed maps (IG, input x gradient, occlusion) use a diverging colormap centred at 0: red pushes the
+    target up, blue down. Their scale is clipped at the 99.5th percentile of the magnitudes, as Captum's
+    own visualisation does, since a few pixels dominate otherwise. rollout: [gh,gw] computed on the
+    attribution's own input (see `attribute.input_analysis`); the analysis' own by default.
     """
     base = display(a)
 
-    def draw(values: np.ndarray, pixel_level: bool) -> np.ndarray:
+    def draw(values: np.ndarray, signed: bool) -> np.ndarray:
         if max(values.shape) > max(base.shape[:2]):
             values = render.fit(values, max(base.shape[:2]))  # area-averaged, not aliased
-        if pixel_level:
-            values = np.abs(values)
-            lo, hi = 0.0, float(np.percentile(values, 99.5)) or float(values.max())
-        else:
-            lo, hi = float(values.min()), float(values.max())
+        if signed:
+            limit = float(np.percentile(np.abs(values), 99.5)) or float(np.abs(values).max()) or 1.0
+            img = render.overlay(base, values, "diverging", alpha, -limit, limit, nearest=False)
+            return render.with_colorbar(img, "diverging", -limit, limit, "signed")
+        lo, hi = float(values.min()), float(values.max())
         return render.with_colorbar(render.overlay(base, values, cmap, alpha, lo, hi, nearest=False), cmap, lo, hi)
 
     return (
-        draw(r.map, r.raw.ndim == 4),
-        draw(a.rollout("mean", 0.0), False),
+        draw(r.map, r.method in SIGNED),
+        draw(a.rollout("mean", 0.0) if rollout is None else rollout, False),
         None if rel is None else draw(rel.map, False),
     )

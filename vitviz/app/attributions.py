@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import render, views
 from ..analysis import Analysis
-from ..attribute import BASELINES, METHODS, attribute, attribution_size, model_passes, targets
+from ..attribute import BASELINES, METHODS, attribute, attribution_size, input_analysis, model_passes, targets
 from .session import PRIORITY, get_analysis, get_attribution_model, picture, session_of, slots, user_errors
 from .source import Context, view_tab
 
@@ -102,9 +102,11 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
     r = attribute(model, image, method, n_steps=int(n_steps), baseline=baseline, nt_samples=int(noise_samples),
                   layer=int(block), internal_batch_size=4, progress=report, **options)  # fmt: skip
     rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
-    shown, roll, rel_img = views.attribution_views(a, r, rel, cmap, float(alpha))
-    lines = [f"**{METHODS[method]}** · **target:** {r.target} = {r.score:.4g} · input "
-             f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px · {r.seconds:.1f} s"]  # fmt: skip
+    same = input_analysis(model, image).rollout("mean", 0.0)  # rollout on the attribution's own input
+    shown, roll, rel_img = views.attribution_views(a, r, rel, cmap, float(alpha), same)
+    size = f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px"
+    lines = [f"**{METHODS[method]}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
+             f"rollout and relevancy beside it · {r.seconds:.1f} s"]  # fmt: skip
     if r.delta is not None:
         total = float(r.raw.sum())
         lines.append(
