@@ -238,13 +238,15 @@ def attribution_views(
     cmap: str = "inferno",
     alpha: float = 0.6,
     rollout: np.ndarray | None = None,
+    scale: str = "robust",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(the attribution, attention rollout, relevancy) over the image, side by side with colorbars.
 
     Signed maps (IG, input x gradient, occlusion) use a diverging colormap centred at 0: red pushes the
     target up, blue down. Their scale is clipped at the 99.5th percentile of the magnitudes, as Captum's
-    own visualisation does, since a few pixels dominate otherwise. rollout: [gh,gw] computed on the
-    attribution's own input (see `attribute.input_analysis`); the analysis' own by default.
+    own visualisation does, since a few pixels dominate otherwise. Unsigned maps use the colour `scale`.
+    rollout: [gh,gw] computed on the attribution's own input (see `attribute.input_analysis`); the
+    analysis' own by default.
     """
     base = display(a)
 
@@ -255,8 +257,7 @@ def attribution_views(
             limit = float(np.percentile(np.abs(values), 99.5)) or float(np.abs(values).max()) or 1.0
             img = render.overlay(base, values, "diverging", alpha, -limit, limit, nearest=False)
             return render.with_colorbar(img, "diverging", -limit, limit, "signed")
-        lo, hi = float(values.min()), float(values.max())
-        return render.with_colorbar(render.overlay(base, values, cmap, alpha, lo, hi, nearest=False), cmap, lo, hi)
+        return scaled_overlay(base, values, cmap, alpha, scale, False)
 
     return (
         draw(r.map, r.method in SIGNED),
