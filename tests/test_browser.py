@@ -190,3 +190,13 @@ def test_projector_and_phone_show_every_tab_and_no_label_on_a_picture(page, tmp_
         shot(small, tmp_path, f"attention-{width}x{height}.png")
     finally:
         small.close()
+
+
+def test_large_text_grows_what_the_back_row_reads(page, tmp_path):
+    tab = page.get_by_role("tab", name="1 · Tokens")  # one line of text: its box grows with the text
+    before = tab.bounding_box()["height"]
+    page.locator("#large-text input").check()
+    page.wait_for_function("() => document.body.classList.contains('vitviz-large')", timeout=10_000)
+    assert tab.bounding_box()["height"] > 1.15 * before
+    page.locator("#large-text input").uncheck()
+    page.wait_for_function("() => !document.body.classList.contains('vitviz-large')", timeout=10_000)

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from . import session
     from .layout import build
+    from .source import CSS
 
     session.DEVICE["name"] = args.device
     demo = build(args.model, args.depth_model)
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         server_port=args.port,
         share=args.share,
         theme=gr.themes.Soft(),
+        css=CSS,
         allowed_paths=[str(session.ASSETS)],
         max_file_size=int(args.max_upload_mb * 2**20),
     )

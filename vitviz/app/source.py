@@ -24,6 +24,9 @@ INTRO = """# vitviz: see inside a Vision Transformer
 Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, adds a **position
 embedding**, puts a **readout (CLS) token** in front, and passes the tokens through pre-norm layers of
 **multi-head self-attention**. Each tab shows one part of that, on *your* image."""
+# Larger text for the back row of a classroom: every text grows by a quarter (see CSS in the launch).
+CSS = "body.vitviz-large .gradio-container { zoom: 1.25; }"
+LARGE_TEXT_JS = "(on) => { document.body.classList.toggle('vitviz-large', on); }"
 EXAMPLE_URL = "https://raw.githubusercontent.com/scikit-image/scikit-image/main/skimage/data/chelsea.png"
 
 
@@ -232,6 +235,8 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
         label="Colour scale of every map",
         elem_id="colour-scale",
     )
+    large = gr.Checkbox(False, label="Large text, for a projector", elem_id="large-text")
+    large.change(None, large, None, js=LARGE_TEXT_JS, api_visibility="private", queue=False)
     status = gr.Markdown(elem_id="status", label="Model and input")
     ctx = Context(
         demo, model, image, model_name, size, cmap, alpha, scale, gr.State(None), gr.State(model.name), preview
