@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from app_server import running_app
 
+from vitviz.app.layout import VIEWS
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -81,11 +83,11 @@ def test_example_slider_and_patch_click_change_the_overlay(page, tmp_path):
     assert patch // 32 == 9 and patch % 32 == 16  # row 30 %, column 50 % of a 32x32 grid
     assert after_click != start
     shot(page, tmp_path, "attention.png")
-    for name, tab in [("rollout.png", "3 · Rollout"), ("position.png", "4 · Positions"),
-                      ("heads.png", "5 · Heads"), ("output.png", "6 · Output")]:  # fmt: skip
+    for name, tab in [("rollout.png", "4 · Rollout"), ("position.png", "5 · Positions"),
+                      ("heads.png", "6 · Heads"), ("output.png", "7 · Output")]:  # fmt: skip
         page.get_by_role("tab", name=tab).click()
         page.wait_for_timeout(1500)
-        if tab == "5 · Heads":  # its statistics take a moment: shoot the result, not the progress bars
+        if tab == "6 · Heads":  # its statistics take a moment: shoot the result, not the progress bars
             page.locator("#norms img").first.wait_for(timeout=60_000)
         shot(page, tmp_path, name)
 
@@ -114,7 +116,7 @@ def test_a_view_is_drawn_when_looked_at_and_follows_the_display_settings(page, t
     wait_for_src_change(page, "#tokens", tokens_before)
     page.wait_for_timeout(1500)
     assert src(page, "#dense") == dense_before  # the Output view is not drawn while nobody looks at it
-    page.get_by_role("tab", name="6 · Output").click()
+    page.get_by_role("tab", name="7 · Output").click()
     dense = wait_for_src_change(page, "#dense", dense_before)
     page.locator("#cmap input").click()
     page.get_by_role("option", name="viridis").click()
@@ -135,7 +137,7 @@ def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_
     """No tab hides in an overflow menu; offline, the Depth tab explains itself instead of hanging."""
     names = [t.inner_text().strip() for t in page.get_by_role("tab").all() if t.is_visible()]
     assert [n.split(" · ")[0] for n in names] == [str(i) for i in range(1, len(names) + 1)] and len(names) >= 7
-    page.get_by_role("tab", name="7 · Depth").click()
+    page.get_by_role("tab", name="8 · Depth").click()
     page.locator("#depth-note").get_by_text("--depth-model PATH").first.wait_for(timeout=20_000)
     page.wait_for_timeout(2000)  # the tab's own attempt at depth has answered
     assert page.get_by_text("--depth-model PATH").count() == 1  # one notice
@@ -144,7 +146,7 @@ def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_
 
 
 def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
-    page.get_by_role("tab", name="8 · Attributions").click()
+    page.get_by_role("tab", name="9 · Attributions").click()
     page.locator("#method input").click()
     page.get_by_role("option", name="Saliency (|gradient|)").click()
     page.get_by_role("button", name="Compute attribution").click()
@@ -180,16 +182,47 @@ def test_projector_and_phone_show_every_tab_and_no_label_on_a_picture(page, tmp_
         assert small.evaluate("() => document.documentElement.scrollWidth") <= width
         tabs = [t.inner_text().strip() for t in small.get_by_role("tab").all() if t.is_visible()]
         if width >= 1024:
-            assert len(tabs) == 8, tabs
-        for name in ["1 · Tokens", "2 · Attention", "3 · Rollout"] if width >= 1024 else ["2 · Attention"]:
+            assert len(tabs) == len(VIEWS), tabs
+        names = ["1 · Tokens", "2 · Attention", "4 · Rollout", INSIDE] if width >= 1024 else ["2 · Attention", INSIDE]
+        for name in names:
             small.get_by_role("tab", name=name).click()
             small.wait_for_timeout(2000)
             small.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # lazy images load
             small.wait_for_timeout(500)
             assert small.evaluate(OVERLAPS) == [], name
-        shot(small, tmp_path, f"attention-{width}x{height}.png")
+            if name == "2 · Attention":
+                shot(small, tmp_path, f"attention-{width}x{height}.png")
+        small.locator("#inside-values img").first.wait_for(timeout=30_000)
+        small.locator("#inside-strips .js-plotly-plot").first.wait_for(timeout=30_000)
+        shot(small, tmp_path, f"inside-{width}x{height}.png")
     finally:
         small.close()
+
+
+INSIDE = "3 · Inside a head"
+STEPS = ("#inside-scores", "#inside-weights", "#inside-values")
+
+
+def test_inside_a_head_follows_a_clicked_patch_and_another_head(page, tmp_path):
+    """Clicking a patch makes it the query, and another head recomputes: the scores, the weights and the
+    weight × value maps all change, and the text names the new query and head."""
+    page.get_by_role("tab", name=INSIDE).click()
+    for s in STEPS:
+        page.locator(f"{s} img").first.wait_for(timeout=30_000)
+    page.locator("#inside-note").get_by_text("The query is").wait_for(timeout=30_000)
+    assert "The query is CLS" in page.locator("#inside-note").inner_text()
+    before = [src(page, s) for s in STEPS]
+    weights = page.locator("#inside-weights img").first
+    weights.click(position={"x": 5, "y": 5})  # the top-left patch (a colorbar is on the right)
+    page.wait_for_function("() => document.querySelector('#inside-patch input').value === '0'", timeout=30_000)
+    clicked = [wait_for_src_change(page, s, b) for s, b in zip(STEPS, before, strict=True)]
+    page.locator("#inside-note").get_by_text("The query is patch 0 (row 0, col 0)").wait_for(timeout=30_000)
+    page.locator("#inside-head input").click()
+    page.get_by_role("option", name="head 3").click()
+    for s, b in zip(STEPS, clicked, strict=True):
+        wait_for_src_change(page, s, b)
+    page.locator("#inside-note").get_by_text("Head 3 maps each token").wait_for(timeout=30_000)
+    shot(page, tmp_path, "inside.png")
 
 
 def test_large_text_grows_what_the_back_row_reads(page, tmp_path):

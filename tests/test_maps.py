@@ -258,3 +258,23 @@ def test_one_layers_statistics_equal_the_whole_models(embedded, coffee):
     distance, entropy = a.layer_statistics(4)
     np.testing.assert_allclose(distance, a.mean_attention_distance[4], rtol=1e-5)
     np.testing.assert_allclose(entropy, a.attention_entropy[4], rtol=1e-5)
+
+
+def test_softmax_effective_keys_and_top_share():
+    scores = np.array([[1000.0, 1000.0, -1000.0, 0.0]], np.float32)  # would overflow a plain exp
+    w = maps.softmax(scores)[0]
+    np.testing.assert_allclose(w, [0.5, 0.5, 0, 0], atol=1e-7)
+    assert maps.effective_keys(w) == pytest.approx(2.0)  # two equal keys: exp(ln 2)
+    assert maps.effective_keys(np.full(50, 1 / 50)) == pytest.approx(50.0)
+    assert maps.top_share(np.array([0.5, 0.3, 0.2] + [0.0] * 97), 0.01) == pytest.approx(0.5)  # 1 % of 100 = 1
+    assert maps.top_share(np.array([0.5, 0.3, 0.2] + [0.0] * 97), 0.02) == pytest.approx(0.8)
+
+
+def test_value_norms_project_every_value_through_its_heads_slice():
+    rng = np.random.default_rng(0)
+    heads, dh, d, n = 3, 4, 12, 7
+    v, wo = rng.normal(size=(n, heads * dh)), rng.normal(size=(d, heads * dh))
+    got = maps.value_norms(v, wo, heads)
+    for h in range(heads):
+        part = slice(h * dh, (h + 1) * dh)
+        np.testing.assert_allclose(got[h], np.linalg.norm(v[:, part] @ wo[:, part].T, axis=1), rtol=1e-5)

@@ -56,3 +56,12 @@ def test_the_diverging_colormap_is_centred_at_zero():
     rgb = render.colorize(values, "diverging", -2.0, 2.0)[0].astype(int)
     assert rgb[0, 2] > rgb[0, 0] and rgb[2, 0] > rgb[2, 2]  # negative blue, positive red
     assert (rgb[1] > 240).all()  # zero is white
+
+
+def test_a_colorbar_below_runs_low_to_high_under_the_picture():
+    image = np.zeros((50, 200, 3), np.uint8)
+    out = render.with_colorbar_below(image, "gray", 0.0, 1.0, "robust")
+    assert out.shape[1] == 200 and out.shape[0] > 50 + 60
+    np.testing.assert_array_equal(out[:50], image)  # the picture itself is untouched
+    ramp = out[50 + 15, 6:194, 0].astype(int)
+    assert ramp[0] < 10 and ramp[-1] > 245 and (np.diff(ramp) >= 0).all()  # dark (low) on the left

@@ -67,6 +67,34 @@ def test_analyze_then_change_layer_and_head(client):
     assert np.abs(read(other).astype(int) - read(pos_map).astype(int)).mean() > 3
 
 
+def test_inside_a_head_says_this_heads_own_numbers(client):
+    """The steps' numbers are the engine's for this layer, head and query; weight × value differs from weight."""
+    from gradio_client import handle_file
+
+    image = handle_file(str(ASSETS / "coffee.jpg"))
+    where = dict(image=image, model_name="dinov2-small", size="model default")
+    display = dict(cmap="inferno", alpha=0.6, colour_scale="robust")
+    query = dict(query_mode="a patch (click the picture on the left)", patch=100)
+    scores, weights, values, strips, bars, note = client.predict(
+        **where, layer=6, head=3, **query, **display, api_name="/inside_head"
+    )
+    d = vitviz.analyze(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg").inside_head(6, 3, 100)
+    largest, top, keys = re.search(
+        r"largest weight is \*\*([\d.]+)\*\*.*hold \*\*(\d+)%.*is \*\*([\d.]+)\*\* of", note
+    ).groups()
+    assert float(largest) == pytest.approx(d.weights.max(), abs=6e-4)
+    assert float(top) == pytest.approx(100 * d.top_share, abs=0.6)
+    assert float(keys) == pytest.approx(d.effective_keys, abs=0.06)
+    assert "patch 100 (row 3, col 4)" in note and "$d = 64$" in note
+    assert len({read(x).tobytes() for x in (scores, weights, values)}) == 3
+    other = client.predict(**where, layer=6, head=4, **query, **display, api_name="/inside_head")
+    assert np.abs(read(other[1]).astype(int) - read(weights).astype(int)).mean() > 1
+    params = dict(**where, layer=6, head=3, **query, cmap="inferno", alpha=0.6, grid_scale="shared across heads")
+    weight = client.predict(**params, measure="weight", api_name="/attention")[0]
+    value = client.predict(**params, measure="weight × value norm", api_name="/attention")[0]
+    assert np.abs(read(weight).astype(int) - read(value).astype(int)).mean() > 1
+
+
 def test_api_is_typed_and_named(client):
     """Named outputs, int layers/heads/patches, the real target options, and a photo as the example image."""
     info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
@@ -91,7 +119,10 @@ def test_malformed_arguments_name_the_argument(client):
     image = handle_file(str(ASSETS / "coffee.jpg"))
     with pytest.raises(Exception, match="patch must be -1"):
         client.predict(image, "dinov2-small", "model default", 3, 2, "a patch (click the picture on the left)", 5000,
-                       "inferno", 0.6, "per head", api_name="/attention")  # fmt: skip
+                       "weight", "inferno", 0.6, "per head", api_name="/attention")  # fmt: skip
+    with pytest.raises(Exception, match="-1 is not in the list of choices"):  # one head, not the mean
+        client.predict(image, "dinov2-small", "model default", 3, -1, "CLS token", -1, "inferno", 0.6, "robust",
+                       api_name="/inside_head")  # fmt: skip
     with pytest.raises(Exception, match="box must be two corners"):
         client.predict(image, "dinov2-small", "model default", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11,
                        [["a", "b"], [1, 2]], "inferno", 0.6, api_name="/attribute")  # fmt: skip

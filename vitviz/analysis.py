@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from . import maps
+from . import inside, maps
 from .models import VitModel
 from .preprocess import ImageInput, input_size, load_image, prepare_input
 
@@ -21,6 +21,8 @@ class Analysis:
     image: the decoded RGB uint8 [H,W,3] original. pixel_values: the exact model input
     [1,3,h,w] float32. attentions: [L,H,N,N] float16, N = n_prefix + gh*gw.
     hidden_states: [L+1,N,D] float16 (embeddings, then each layer's output).
+    update_norms: [L,2,N] float32 norms of each layer's attention and MLP updates, kept by the forward
+    (None where the forward did not, e.g. a depth model's encoder).
     tokens: [N,D] float32, the final tokens after the last LayerNorm.
     logits: [C] float32 for classifiers, else None.
     """
@@ -32,10 +34,13 @@ class Analysis:
     hidden_states: np.ndarray = field(repr=False)
     tokens: np.ndarray = field(repr=False)
     logits: np.ndarray | None = field(repr=False)
+    update_norms: np.ndarray | None = field(default=None, repr=False)
     _fused: dict = field(default_factory=dict, repr=False)
     _thresholds: dict = field(default_factory=dict, repr=False)
     _sorting: set = field(default_factory=set, repr=False)
     _layer_stats: dict = field(default_factory=dict, repr=False)
+    _projections: inside.LayerProjections | None = field(default=None, repr=False)
+    _updates: dict = field(default_factory=dict, repr=False)
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -52,7 +57,9 @@ class Analysis:
         """Memory held by this analysis, lazily filled caches included."""
         arrays = (self.image, self.pixel_values, self.attentions, self.hidden_states, self.tokens)
         fused = sum(t.numel() * t.element_size() for t in self._fused.values())
-        return sum(a.nbytes for a in arrays) + fused
+        projections = self._projections.nbytes if self._projections is not None else 0
+        kept = 0 if self.update_norms is None else self.update_norms.nbytes
+        return sum(a.nbytes for a in arrays) + fused + projections + kept
 
     def query_index(self, query: str | int) -> int:
         """'cls' or a patch index (row-major over the grid) -> token index."""
@@ -80,6 +87,43 @@ class Analysis:
         self._check_layer_head(layer, None)
         q = self.query_index(query)
         return self.attentions[layer, :, q, self.n_prefix :].astype(np.float32).reshape(-1, *self.grid)
+
+    def projections(self, layer: int) -> inside.LayerProjections:
+        """Queries, keys and values of `layer`, recomputed from its cached input tokens. Only the last
+        layer asked for is kept: keeping every layer's would multiply the memory of an analysis."""
+        self._check_layer_head(layer, None)
+        p = self._projections
+        if p is None or p.layer != layer:
+            p = self._projections = inside.project(self.model, self.hidden_states[layer], layer)
+        return p
+
+    def inside_head(self, layer: int, head: int, query: str | int = "cls") -> inside.HeadInside:
+        """Head `head` of `layer` for `query` ('cls' or a row-major patch index), step by step: q, k, v,
+        scores, weights, contributions, output (see `inside.HeadInside`)."""
+        self._check_layer_head(layer, head)
+        if head is None:
+            raise ValueError("head must be a head index: inside a head looks at one head")
+        return inside.inside_head(self.projections(layer), int(head), self.query_index(query))
+
+    def layer_updates(self, layer: int) -> inside.LayerUpdates:
+        """Per-token norms [N] of the residual stream entering `layer`, its attention update and its MLP
+        update (after LayerScale where the family has it)."""
+        self._check_layer_head(layer, None)
+        if self.update_norms is not None:
+            residual = np.linalg.norm(self.hidden_states[layer].astype(np.float32), axis=-1)
+            return inside.LayerUpdates(residual, *self.update_norms[layer])
+        if layer not in self._updates:
+            self._updates[layer] = inside.layer_updates(self.model, self.hidden_states[layer], layer)
+        return self._updates[layer]
+
+    def contribution_map(self, layer: int, head: int | None = None, query: str | int = "cls") -> np.ndarray:
+        """[gh,gw] weight × value norm ||α_j W_O,h v_j|| of `query` over the patches (head=None: mean of
+        heads): attention is not only a weight (Kobayashi et al. 2020)."""
+        self._check_layer_head(layer, head)
+        q = self.query_index(query)
+        values = self.attentions[layer, :, q].astype(np.float32) * self.projections(layer).value_norms
+        rows = values if head is None else values[head : head + 1]
+        return rows[:, self.n_prefix :].mean(axis=0).reshape(self.grid)
 
     def fused(self, head_fusion: str = "mean") -> torch.Tensor:
         """[L,N,N] float32 head-fused attention, computed once per fusion and kept."""
@@ -190,6 +234,7 @@ def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out) -> 
         hidden_states=_stack_half(out.hidden_states),
         tokens=tokens,
         logits=None if logits is None else logits[0].float().cpu().numpy(),
+        update_norms=out.get("update_norms"),
     )
 
 

@@ -13,6 +13,7 @@ view's statistics over all the attention are the exception).
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from collections.abc import Callable
 
@@ -129,12 +130,15 @@ def bench_views(a: Analysis) -> None:
 
     views.rollout_view(a, "max", 0.5)  # first use of a fusion sorts its thresholds once
     last, mid = a.model.num_layers - 1, a.grid[0] * a.grid[1] // 2
+    layers, heads = itertools.cycle(range(last + 1)), itertools.cycle(range(a.model.num_heads))
     cases = {
         "attention, one head": lambda: views.attention_view(a, last, 2, "cls"),
         "attention, clicked patch": lambda: views.attention_view(a, 3, None, mid),
         "attention, all heads grid": lambda: views.attention_view(a, 5, views.ALL_HEADS, mid),
         "rollout, mean": lambda: views.rollout_view(a, "mean", 0.0),
         "rollout, max, discard 0.5": lambda: views.rollout_view(a, "max", 0.5),
+        "inside a head, new layer": lambda: views.inside_views(a, next(layers), 1, mid),
+        "inside a head, other head": lambda: views.inside_views(a, last, next(heads), mid),
     }
     print(f"\napp views on the cached {a.pixel_values.shape[3]}x{a.pixel_values.shape[2]} analysis (target <= 50 ms)")
     for name, fn in cases.items():

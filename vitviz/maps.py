@@ -176,3 +176,43 @@ def colour_scale(values: np.ndarray, scale: str = "robust") -> tuple[np.ndarray,
         if clip > lo:
             return values, lo, clip, values > clip
     return values, lo, hi, np.zeros(values.shape, bool)
+
+
+def scaled_scores(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
+    """q [dh], k [N,dh] -> [N] the scaled dot products q·k_j · scale, with scale = 1/sqrt(dh)."""
+    return (k.astype(np.float32) @ q.astype(np.float32)) * np.float32(scale)
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    """[..., N] -> [..., N] float32 rows that sum to 1 (shifted by the row maximum, so exp never overflows)."""
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def effective_keys(weights: np.ndarray) -> float:
+    """[N] attention weights -> exp(entropy): how many keys a row spreads over (1 to N)."""
+    w = weights[weights > 0].astype(np.float64)
+    return float(np.exp(-(w * np.log(w)).sum()))
+
+
+def top_share(weights: np.ndarray, fraction: float = 0.01) -> float:
+    """[N] weights -> the share held by the largest ceil(fraction·N) of them."""
+    k = max(1, int(np.ceil(fraction * len(weights))))
+    return float(np.sort(weights)[-k:].sum())
+
+
+def value_norms(v: np.ndarray, wo: np.ndarray, heads: int) -> np.ndarray:
+    """||W_o,h v_hj||: what one unit of attention to token j carries out of head h (Kobayashi et al. 2020).
+
+    v: [N,H*dh] the values of all heads side by side; wo: [D,H*dh] the output projection's weight,
+    whose columns h*dh:(h+1)*dh are head h's slice. Returns [H,N]. Times the weight α_hj it is
+    ||α_hj W_o,h v_hj||, the norm of token j's contribution to the attention output (bias left out).
+    """
+    n, width = v.shape
+    dh = width // heads
+    vh = v.reshape(n, heads, dh).transpose(1, 0, 2)  # [H,N,dh]
+    wh = wo.reshape(wo.shape[0], heads, dh).transpose(1, 0, 2)  # [H,D,dh]
+    # ||W v||² = vᵀ (WᵀW) v: a dh×dh Gram matrix per head instead of projecting every value to D.
+    gram = np.matmul(wh.transpose(0, 2, 1), wh)  # [H,dh,dh]
+    squared = np.einsum("hnd,hnd->hn", np.matmul(vh, gram), vh)
+    return np.sqrt(np.maximum(squared, 0)).astype(np.float32)

@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,27 @@ CATALOGUE: dict[str, str] = {
     "facebook/dinov2-small": "DINOv2 ViT-S/14 from the hub",
     "facebook/dinov2-with-registers-small": "DINOv2 ViT-S/14 with 4 register tokens",
 }
+
+
+@dataclass(frozen=True)
+class LayerParts:
+    """One pre-norm transformer layer as the texts write it:
+    y = x + scale1(attention(norm1(x))), then out = y + scale2(mlp(norm2(y))).
+
+    attention has q_proj, k_proj, v_proj, o_proj (heads side by side, head_dim wide each).
+    scale1/scale2 are DINOv2's LayerScale, or identities where the family has none.
+    """
+
+    norm1: nn.Module
+    attention: nn.Module
+    scale1: nn.Module
+    norm2: nn.Module
+    mlp: nn.Module
+    scale2: nn.Module
+
+    @property
+    def layer_scale(self) -> bool:
+        return not isinstance(self.scale1, nn.Identity)
 
 
 class ModelUnavailableError(RuntimeError):
@@ -91,16 +113,33 @@ class VitModel:
         return maps.pos_embed_similarity(self.position_embeddings(), self.native_grid)
 
     def forward(self, pixel_values: torch.Tensor, **kwargs):
-        """One eager forward returning attentions and hidden states of every layer."""
+        """One eager forward returning attentions and hidden states of every layer, and in
+        `update_norms` [L,2,N] float32 the norms of each layer's attention and MLP updates to the first
+        image's tokens (after LayerScale): the forward computes them anyway, so keeping them is free."""
         extra = {"interpolate_pos_encoding": True} if self.fixed_size else {}
-        with self.lock, torch.inference_mode():
-            return self.net(
-                pixel_values=pixel_values.to(self.device),
-                output_attentions=True,
-                output_hidden_states=True,
-                **extra,
-                **kwargs,
-            )
+        updates: list[list[torch.Tensor]] = [[] for _ in range(self.num_layers)]
+        hooks = []
+        with self.lock:  # the hooks sit on shared modules: no other forward may run while they are on
+            if hasattr(self.blocks[0].attention, "q_proj"):
+                for i in range(self.num_layers):
+                    parts = self.layer_parts(i)
+                    for module, scale in ((parts.attention, parts.scale1), (parts.mlp, parts.scale2)):
+                        hooks.append(module.register_forward_hook(partial(_record_norm, updates[i], scale)))
+            try:
+                with torch.inference_mode():
+                    out = self.net(
+                        pixel_values=pixel_values.to(self.device),
+                        output_attentions=True,
+                        output_hidden_states=True,
+                        **extra,
+                        **kwargs,
+                    )
+            finally:
+                for h in hooks:
+                    h.remove()
+        if hooks:
+            out["update_norms"] = torch.stack([torch.stack(u) for u in updates]).cpu().numpy()
+        return out
 
     def final_norm(self, hidden: torch.Tensor) -> torch.Tensor:
         """The encoder's final LayerNorm, applied to the last layer's tokens."""
@@ -113,6 +152,15 @@ class VitModel:
         base = self.base
         # transformers 5 keeps ViT's blocks at `.layers`; DeiT and DINOv2 still at `.encoder.layer`.
         return base.layers if hasattr(base, "layers") else base.encoder.layer
+
+    def layer_parts(self, layer: int) -> LayerParts:
+        """The modules of block `layer`, named the same for every family."""
+        b = self.blocks[layer]
+        if not hasattr(b.attention, "q_proj"):  # DPT's own ViT keeps transformers 4's module layout
+            raise ValueError(f"{self.name}: its layers are not in the q_proj/k_proj/v_proj/o_proj layout")
+        if hasattr(b, "norm1"):  # DINOv2 (with registers): LayerScale after both sub-layers
+            return LayerParts(b.norm1, b.attention, b.layer_scale1, b.norm2, b.mlp, b.layer_scale2)
+        return LayerParts(b.layernorm_before, b.attention, nn.Identity(), b.layernorm_after, b.mlp, nn.Identity())
 
     def forward_grad(self, pixel_values: torch.Tensor, output_attentions: bool = False):
         """A forward that keeps the autograd graph, for attributions. The caller holds `lock`."""
@@ -151,6 +199,12 @@ class VitModel:
         if self.decoder is not None:
             self.decoder.to(self.device)
         return self
+
+
+def _record_norm(into: list, scale: nn.Module, _module: nn.Module, _args, out) -> None:
+    """Forward hook: the norm of each token's update, [N] float32, for the batch's first image."""
+    update = out[0] if isinstance(out, tuple) else out
+    into.append(torch.linalg.vector_norm(scale(update[0]).float(), dim=-1))
 
 
 def resolve_device(device: str = "auto") -> torch.device:

@@ -124,3 +124,53 @@ def depth_cloud(depth: np.ndarray, rgb: np.ndarray, max_side: int = 160) -> go.F
         height=520,
     )
     return fig
+
+
+def vector_strips(groups: list[tuple[str, list[np.ndarray], list[str]]], title: str) -> go.Figure:
+    """Vectors as coloured strips, one per row (blue negative, white 0, red positive), in groups stacked
+    top to bottom that each get their own colour scale: e.g. ("q, k", [q, k_1, ...], labels), ("v", ...).
+    Each vector is [d]. Built in one go (no make_subplots): it is redrawn on every click."""
+    total, gap, top, data, layout = sum(len(rows) for _, rows, _ in groups), 0.08, 1.0, [], {}
+    for i, (name, rows, labels) in enumerate(groups):
+        z = np.stack(rows)
+        limit = float(np.abs(z).max()) or 1.0
+        share = (1 - gap * (len(groups) - 1)) * len(rows) / total
+        axis = "" if i == 0 else str(i + 1)
+        data.append(dict(type="heatmap", z=z, y=labels, xaxis="x", yaxis=f"y{axis}", colorscale="RdBu_r",
+                         zmin=-limit, zmax=limit, hovertemplate="%{y}<br>component %{x}: %{z:.3f}<extra></extra>",
+                         colorbar=dict(title=dict(text=name), thickness=12, len=share, y=top - share / 2)))  # fmt: skip
+        layout[f"yaxis{axis}"] = dict(domain=[max(0.0, top - share), min(1.0, top)], autorange="reversed")
+        top -= share + gap
+    layout["xaxis"] = dict(title=dict(text="component (0 … d−1)"), anchor=f"y{len(groups) if len(groups) > 1 else ''}")
+    return go.Figure(data=data, layout=dict(title=dict(text=title), margin=dict(l=10, r=10, t=50, b=10),
+                                            height=140 + 34 * total, font=dict(size=15), **layout))  # fmt: skip
+
+
+def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[float, float]], layer: int):
+    """Two bar charts: each head's share of the attention output for one query (the chosen head
+    highlighted), and the sizes of the residual stream and the layer's two updates, for the query
+    and averaged over all tokens. shares: [H]; updates: {name: (query's norm, mean norm)}."""
+    names = list(updates)
+    colours = ["#d62728" if h == head else "#7f7f7f" for h in range(len(shares))]
+    data = [dict(type="bar", x=[f"h{h}" for h in range(len(shares))], y=shares, marker=dict(color=colours),
+                 showlegend=False, hovertemplate="%{x}: %{y:.1%}<extra></extra>", xaxis="x", yaxis="y")]  # fmt: skip
+    for i, who in enumerate(("this token", "mean over tokens")):
+        data.append(dict(type="bar", x=names, y=[updates[n][i] for n in names], name=who, xaxis="x2", yaxis="y2",
+                         hovertemplate="%{x}: %{y:.2f}<extra>" + who + "</extra>"))  # fmt: skip
+    titles = [("Each head's share", 0.2), (f"Layer {layer}: sizes ‖·‖", 0.77)]
+    layout = dict(
+        xaxis=dict(domain=[0, 0.4], tickangle=0),
+        yaxis=dict(tickformat=".0%"),
+        xaxis2=dict(domain=[0.52, 1], tickangle=0),
+        yaxis2=dict(anchor="x2"),
+        annotations=[
+            dict(text=t, x=x, y=1.02, xref="paper", yref="paper", showarrow=False, yanchor="bottom", xanchor="center")
+            for t, x in titles
+        ],  # fmt: skip
+        barmode="group",
+        legend=dict(orientation="h", y=-0.2),
+        margin=dict(l=10, r=10, t=90, b=10),  # room for the Plot's own label above the titles
+        height=420,
+        font=dict(size=15),
+    )
+    return go.Figure(data=data, layout=layout)

@@ -102,6 +102,25 @@ def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale:
     return np.concatenate([image, bar], axis=1)
 
 
+def with_colorbar_below(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
+    """`image` over a horizontal colour scale as wide as it: low, middle and high values, then the
+    scale's name. For pictures shown small, side by side: its text keeps the picture's own scale."""
+    width = image.shape[1]
+    bar = np.full((92 if scale else 60, width, 3), 255, np.uint8)
+    bar[6:24, 6 : width - 6] = colorize(np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), cmap, 0, 1)
+    for frac, align in ((0.0, 0), (0.5, 0.5), (1.0, 1)):
+        v = vmin + frac * (vmax - vmin)
+        text = _fmt(10**v if scale == "log" else v)
+        (w, _), _ = cv2.getTextSize(text, FONT, 0.8, 2)
+        x = int(np.clip(6 + align * (width - 12) - align * w, 2, width - w - 2))
+        cv2.putText(bar, text, (x, 52), FONT, 0.8, (0, 0, 0), 2, cv2.LINE_AA)
+    if scale:
+        name = SCALE_NAMES.get(scale, scale)
+        (w, _), _ = cv2.getTextSize(name, FONT, 0.75, 2)
+        cv2.putText(bar, name, ((width - w) // 2, 84), FONT, 0.75, (0, 0, 0), 2, cv2.LINE_AA)
+    return np.concatenate([image, bar], axis=0)
+
+
 def patch_box(grid: tuple[int, int], size: tuple[int, int], index: int) -> tuple[int, int, int, int]:
     """Pixel box (x0, y0, x1, y1) of patch `index` (row-major) on an image of `size` (h, w)."""
     (gh, gw), (h, w) = grid, size

@@ -17,6 +17,7 @@ from .maps import colour_scale, high_norm_tokens
 from .models import VitModel
 
 ALL_HEADS = "all"
+WEIGHT, WEIGHT_VALUE = "weight", "weight × value norm"  # what an attention map shows: α_j or ||α_j W_O,h v_j||
 
 
 _DISPLAY: weakref.WeakKeyDictionary[Analysis, np.ndarray] = weakref.WeakKeyDictionary()
@@ -59,12 +60,12 @@ def scaled_overlay(
     nearest: bool,
     grid: tuple[int, int] | None = None,
     limits: tuple[float, float] | None = None,
-    colorbar: bool = True,
+    colorbar: str | None = "right",
     flagged: np.ndarray | None = None,
 ) -> np.ndarray:
     """`values` over `base` on a colour scale, with a colorbar that names it; on a patch map (`grid`),
     the patches above the clip are outlined (and `flagged` ones in green). limits: (low, high) shared
-    with other pictures."""
+    with other pictures. colorbar: "right", "below" (pictures shown small, side by side) or None."""
     shown, lo, hi, clipped = colour_scale(values, scale)
     if limits is not None:
         lo, hi = limits
@@ -74,7 +75,9 @@ def scaled_overlay(
         img = render.mark_boxes(img, grid, clipped, CLIPPED)
     if grid is not None and flagged is not None:
         img = render.mark_boxes(img, grid, flagged)
-    return render.with_colorbar(img, cmap, lo, hi, scale) if colorbar else img
+    if colorbar is None:
+        return img
+    return (render.with_colorbar if colorbar == "right" else render.with_colorbar_below)(img, cmap, lo, hi, scale)
 
 
 def attention_view(
@@ -86,24 +89,32 @@ def attention_view(
     alpha: float = 0.6,
     shared_scale: bool = True,
     scale: str = "robust",
+    measure: str = WEIGHT,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(overlay, query picker). head: an index, None for the mean of heads, or ALL_HEADS.
 
     The overlay is the map upsampled nearest-neighbour (one flat square per patch), with a
     colorbar. ALL_HEADS tiles every head plus their mean; shared_scale puts them on one scale.
+    measure: WEIGHT (the attention weights) or WEIGHT_VALUE (what each key contributes through the
+    head's values and its slice of the output projection, Kobayashi et al. 2020).
     """
+    if measure not in (WEIGHT, WEIGHT_VALUE):
+        raise ValueError(f"measure must be {WEIGHT!r} or {WEIGHT_VALUE!r}, got {measure!r}")
+    one = a.attention_map if measure == WEIGHT else a.contribution_map
     base = display(a)
     picker = base if query == "cls" else render.mark_patch(base, a.grid, int(query))
     mark = (lambda img: img) if query == "cls" else (lambda img: render.mark_patch(img, a.grid, int(query)))
     if head != ALL_HEADS:
-        values = a.attention_map(layer, head, query)
-        return scaled_overlay(mark(base), values, cmap, alpha, scale, True, a.grid), picker
-    maps = np.concatenate([a.head_maps(layer, query), a.attention_map(layer, None, query)[None]])
+        return scaled_overlay(mark(base), one(layer, head, query), cmap, alpha, scale, True, a.grid), picker
+    maps = np.stack([one(layer, h, query) for h in range(a.model.num_heads)] + [one(layer, None, query)])
     labels = [f"head {h}" for h in range(len(maps) - 1)] + ["mean of heads"]
     small = mark(render.fit(base, 300))
     _, lo, hi, _ = colour_scale(maps, scale)
     limits = (lo, hi) if shared_scale else None
-    tiles = [scaled_overlay(small, m, cmap, alpha, scale, True, a.grid, limits, not shared_scale) for m in maps]
+    tiles = [
+        scaled_overlay(small, m, cmap, alpha, scale, True, a.grid, limits, None if shared_scale else "right")
+        for m in maps
+    ]
     sheet = render.tile(tiles, labels, cols=4 if len(tiles) > 9 else 3 + (len(tiles) > 6))
     return (render.with_colorbar(sheet, cmap, lo, hi, scale) if shared_scale else sheet), picker
 
@@ -264,3 +275,104 @@ def attribution_views(
         draw(a.rollout("mean", 0.0) if rollout is None else rollout, False),
         None if rel is None else draw(rel.map, False),
     )
+
+
+def token_name(a: Analysis, index: int) -> str:
+    """A token index as a reader says it: 'CLS', 'register 2' or 'patch 37 (row 1, col 5)'."""
+    if index < a.n_prefix:
+        return a.model.prefix_tokens[index]
+    row, col = divmod(index - a.n_prefix, a.grid[1])
+    return f"patch {index - a.n_prefix} (row {row}, col {col})"
+
+
+INSIDE_SIDE = 400  # the longest side of each of the three maps of "inside a head"
+
+
+def inside_views(
+    a: Analysis,
+    layer: int,
+    head: int,
+    query: str | int,
+    cmap: str = "inferno",
+    alpha: float = 0.6,
+    scale: str = "robust",
+):
+    """One head's attention for one query, step by step: (scores, weights, weight × value norm) over
+    the patches, a figure of q and a few keys and values, a figure of the heads' shares and the
+    layer's updates, and the text that walks through the steps with this image's numbers."""
+    d = a.inside_head(layer, head, query)
+    u = a.layer_updates(layer)
+    # Three maps side by side are shown a third as wide: drawn small, their colorbars' numbers stay legible.
+    small = render.fit(display(a), INSIDE_SIDE)
+    base = small if query == "cls" else render.mark_patch(small, a.grid, int(query))
+    n = a.n_prefix
+    limit = float(np.abs(d.scores[n:]).max()) or 1.0
+    scores = render.overlay(base, d.scores[n:].reshape(a.grid), "diverging", alpha, -limit, limit)
+    scores = render.with_colorbar_below(scores, "diverging", -limit, limit, "score, 0 = white")
+
+    def drawn(values: np.ndarray) -> np.ndarray:
+        return scaled_overlay(base, values[n:].reshape(a.grid), cmap, alpha, scale, True, a.grid, colorbar="below")
+
+    weights, values = drawn(d.weights), drawn(d.contributions)
+    top = [int(j) for j in np.argsort(-d.weights)[:3]]
+    keys = [0, *(j for j in top if j != 0)][:4]
+    short = [token_name(a, j).split(" (")[0] for j in keys]
+    query_name = token_name(a, d.query).split(" (")[0]
+    strips = plots.vector_strips(
+        [
+            ("q, k", [d.q, *(d.k[j] for j in keys)], [f"q · {query_name}", *(f"k · {t}" for t in short)]),
+            ("v", [d.v[j] for j in keys], [f"v · {t}" for t in short]),
+        ],
+        f"q, k, v of head {head} (d = {d.head_width})",
+    )
+    updates = {
+        "residual<br>‖x‖": (float(u.residual[d.query]), float(u.residual.mean())),
+        "attention<br>update": (float(u.attention[d.query]), float(u.attention.mean())),
+        "MLP<br>update": (float(u.mlp[d.query]), float(u.mlp.mean())),
+    }
+    bars = plots.head_and_layer_bars(d.head_shares, head, updates, layer)
+    return scores, weights, values, strips, bars, inside_note(a, d, u)
+
+
+def inside_note(a: Analysis, d, u) -> str:
+    """The five steps in the lecture's terms, each with this head's numbers on this image."""
+    m, n, h, width = a.model, a.attentions.shape[-1], d.head, d.head_width
+    big, most, best = int(np.argmax(d.weights)), int(np.argmax(d.contributions)), int(np.argmax(d.head_shares))
+    patches = d.scores[a.n_prefix :]
+    prefix = " · ".join(
+        f"{t}: score {d.scores[i]:.2f}, weight {d.weights[i]:.2g}" for i, t in enumerate(m.prefix_tokens)
+    )
+    same = (
+        "the key with the largest weight"
+        if most == big
+        else f"not the key with the largest weight ({token_name(a, big)})"
+    )
+    scaled = (
+        " Both updates pass through DINOv2's learned *LayerScale* first." if m.layer_parts(d.layer).layer_scale else ""
+    )
+    q = d.query
+    steps = [
+        r"$$\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right)V$$",
+        f"**1 · Queries, keys, values.** Layer {d.layer} is a *pre-norm* layer: it first applies LayerNorm to "
+        f"every token, $u = \\mathrm{{LN}}(x)$. Head {h} maps each token with its own slice of the projections: "
+        f"$q = u W^Q_{h}$, $k = u W^K_{h}$, $v = u W^V_{h}$, each $d = {width}$ numbers wide "
+        f"({m.num_heads} heads × {width} = {m.num_heads * width}). The query is **{token_name(a, q)}**.",
+        f"**2 · Scores.** $s_j = q \\cdot k_j / \\sqrt{{d}}$ for each of the {n} keys; $\\sqrt{{d}} = "
+        f"{np.sqrt(width):.3g}$ is the softmax's temperature. Over the patches they run from {patches.min():.2f} "
+        f"to {patches.max():.2f} (left picture: red above 0, blue below). Prefix tokens, not pictured: {prefix}.",
+        f"**3 · Softmax.** $\\alpha_j = e^{{s_j}} / \\sum_k e^{{s_k}}$ (middle picture: the Attention view's map). "
+        f"The largest weight is **{d.weights[big]:.3f}**, on {token_name(a, big)}; the top 1 % of keys hold "
+        f"**{d.top_share:.0%}** of the weight; the effective number of keys, $e^{{\\text{{entropy}}}}$, is "
+        f"**{d.effective_keys:.1f}** of {n}.",
+        f"**4 · Values.** Each key passes on $\\alpha_j v_j$. Its size after this head's slice of the output "
+        f"projection, $\\lVert \\alpha_j W^O_{h} v_j \\rVert$ (right picture), is what the key really contributes: "
+        f"attention is not only a weight (Kobayashi et al. 2020). The largest contribution comes from "
+        f"{token_name(a, most)}, {same}.",
+        f"**5 · Output.** The head's output is $z = \\sum_j \\alpha_j v_j$ ({width} numbers, norm "
+        f"{np.linalg.norm(d.output):.2f}). The heads' outputs are put side by side and projected by $W^O$: head {h} "
+        f"gives **{d.head_shares[h]:.0%}** of the heads' summed contributions (the most: head {best}). The layer "
+        f"adds this to the residual stream, $y = x + \\mathrm{{Attn}}(\\mathrm{{LN}}(x))$, then adds "
+        f"$\\mathrm{{MLP}}(\\mathrm{{LN}}(y))$.{scaled} For this token $\\lVert x \\rVert = {u.residual[q]:.1f}$, "
+        f"the attention update is {u.attention[q]:.1f} and the MLP update {u.mlp[q]:.1f}.",
+    ]
+    return "\n\n".join(steps)

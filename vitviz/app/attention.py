@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gradio as gr
 
 from .. import views
+from ..models import VitModel
 from .session import MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
@@ -18,7 +21,19 @@ def query_of(mode: str, patch: int | None) -> str | int:
 
 @user_errors
 def draw(
-    image, model_name, size, layer, head, query_mode, patch, cmap, alpha, grid_scale, colour_scale, request: gr.Request
+    image,
+    model_name,
+    size,
+    layer,
+    head,
+    query_mode,
+    patch,
+    measure,
+    cmap,
+    alpha,
+    grid_scale,
+    colour_scale,
+    request: gr.Request,
 ):
     """(overlay, query picker, the layer in numbers): the query's attention in one layer, one head, the
     mean or all heads."""
@@ -28,24 +43,34 @@ def draw(
     if query != "cls" and not 0 <= query < gh * gw:
         raise ValueError(f"patch must be -1 (CLS) or in [0, {gh * gw}) for this {gh}×{gw} grid, got {query}")
     shared, which = grid_scale != PER_HEAD, head_arg(head, a.model)
-    overlay, picker = views.attention_view(a, int(layer), which, query, cmap, float(alpha), shared, colour_scale)
+    overlay, picker = views.attention_view(
+        a, int(layer), which, query, cmap, float(alpha), shared, colour_scale, measure
+    )
     return overlay, picker, views.attention_note(a, int(layer), which, query)
 
 
-@user_errors
-def fit_controls(image, model_name, size, layer, head, patch, request: gr.Request):
-    """A new analysis: the layer range and heads of its model, and CLS if the query patch is off its grid."""
-    if not image:
-        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    a = get_analysis(image, model_name, size, request)
-    m, patches = a.model, a.grid[0] * a.grid[1]
-    last, patch_ok = m.num_layers - 1, patch < patches
-    return (
-        gr.Slider(maximum=last, value=layer if layer <= last else last),
-        gr.Dropdown(choices=head_choices(m), value=head if head < m.num_heads else MEAN_OF_HEADS),
-        gr.skip() if patch_ok else -1,
-        gr.skip() if patch_ok else CLS_QUERY,
-    )
+def controls_fitter(choices: Callable[[VitModel], list], fallback: int) -> Callable:
+    """The `prepare` step of a view with a layer, a head and a query patch, for heads from `choices`."""
+
+    @user_errors
+    def fit_controls(image, model_name, size, layer, head, patch, request: gr.Request):
+        """A new analysis: the layer range and heads of its model, and CLS if the query patch is off its grid."""
+        if not image:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        a = get_analysis(image, model_name, size, request)
+        m, patches = a.model, a.grid[0] * a.grid[1]
+        last, patch_ok = m.num_layers - 1, patch < patches
+        return (
+            gr.Slider(maximum=last, value=layer if layer <= last else last),
+            gr.Dropdown(choices=choices(m), value=head if head < m.num_heads else fallback),
+            gr.skip() if patch_ok else -1,
+            gr.skip() if patch_ok else CLS_QUERY,
+        )
+
+    return fit_controls
+
+
+fit_controls = controls_fitter(head_choices, MEAN_OF_HEADS)
 
 
 @user_errors
@@ -74,6 +99,12 @@ def build(ctx: Context) -> None:
             query_mode = gr.Radio([CLS_QUERY, PATCH_QUERY], value=CLS_QUERY, label="Query")
             patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
             grid_scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
+            measure = gr.Radio(
+                [views.WEIGHT, views.WEIGHT_VALUE],
+                value=views.WEIGHT,
+                label="Show",
+                info="weight × value norm: ‖α·W_O v‖, what each key really passes on (tab 3)",
+            )
         with gr.Row():
             picker = picture(label="Click a patch to make it the query", elem_id="picker")
             overlay = picture(label="Attention of the query (one square per patch)", elem_id="attention")
@@ -81,9 +112,9 @@ def build(ctx: Context) -> None:
     ctx.view(
         tab,
         draw,
-        [*ctx.where, layer, head, query_mode, patch, ctx.cmap, ctx.alpha, grid_scale, ctx.scale],
+        [*ctx.where, layer, head, query_mode, patch, measure, ctx.cmap, ctx.alpha, grid_scale, ctx.scale],
         [overlay, picker, note],
-        [c.change for c in (layer, head, query_mode, patch, grid_scale)],
+        [c.change for c in (layer, head, query_mode, patch, measure, grid_scale)],
         api_name="attention",
         prepare=(fit_controls, [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
     )

@@ -1,4 +1,4 @@
-"""8 · Attributions: which pixels drive an output (Captum, relevancy), beside attention rollout."""
+"""9 · Attributions: which pixels drive an output (Captum, relevancy), beside attention rollout."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def stop(request: gr.Request) -> None:
 def build(ctx: Context) -> None:
     last = ctx.model.num_layers - 1
     with view_tab(
-        "8 · Attributions",
+        "9 · Attributions",
         (
             "Attention shows where tokens *look*; an attribution shows "
             "which pixels *drive an output*. Gradient methods (Captum) ask how the output "

@@ -1,4 +1,4 @@
-"""7 · Depth: the depth map a DPT decodes from ViT tokens, its reassemble and fusion maps, its encoder."""
+"""8 · Depth: the depth map a DPT decodes from ViT tokens, its reassemble and fusion maps, its encoder."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def build(ctx: Context) -> None:
         if ctx.depth_model not in names:
             names.insert(0, ctx.depth_model)
     with view_tab(
-        "7 · Depth",
+        "8 · Depth",
         (
             "A *Dense Prediction Transformer* (DPT) decodes ViT tokens "
             "into a picture-shaped output: here, depth. It takes the tokens of four encoder "

@@ -1,4 +1,4 @@
-"""5 · Heads: every head at a glance (attention distance, entropy), token norms and a PCA of the tokens."""
+"""6 · Heads: every head at a glance (attention distance, entropy), token norms and a PCA of the tokens."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def draw(image, model_name, size, cmap, colour_scale, request: gr.Request, progr
 
 def build(ctx: Context) -> None:
     with view_tab(
-        "5 · Heads",
+        "6 · Heads",
         (
             "*Mean attention distance*: how far, in pixels, each head "
             "looks on average; *entropy*: how spread out its attention is. *Token norms*: some ViTs "

@@ -1,4 +1,4 @@
-"""6 · Output: what the model outputs: top-5 classes for a classifier, the embedded model's dense head."""
+"""7 · Output: what the model outputs: top-5 classes for a classifier, the embedded model's dense head."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def fit_outputs(model_name):
 
 def build(ctx: Context) -> None:
     with view_tab(
-        "6 · Output",
+        "7 · Output",
         (
             "What the model outputs. A classifier reads the CLS token "
             "and gives its top-5 classes. The embedded model has a small dense head that decodes "

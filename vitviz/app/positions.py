@@ -1,4 +1,4 @@
-"""4 · Positions: how similar the learned position embeddings are to each other (ViT paper, Fig. 7)."""
+"""5 · Positions: how similar the learned position embeddings are to each other (ViT paper, Fig. 7)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def pick_position(model_name, evt: gr.SelectData):
 def build(ctx: Context) -> None:
     g = ctx.model.native_grid[0]
     with view_tab(
-        "4 · Positions",
+        "5 · Positions",
         (
             "The model learned one vector per patch position. "
             "Each small square shows how similar one position's vector is to all others "

@@ -1,4 +1,4 @@
-"""3 · Rollout: attention followed through every layer to the readout token."""
+"""4 · Rollout: attention followed through every layer to the readout token."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def draw(image, model_name, size, fusion, discard, cmap, alpha, colour_scale, re
 
 def build(ctx: Context) -> None:
     with view_tab(
-        "3 · Rollout",
+        "4 · Rollout",
         (
             "Attention *rollout* follows attention through all layers "
             "at once: it multiplies the layers' attention (plus the skip connection) to estimate "

@@ -1,0 +1,65 @@
+"""3 · Inside a head: one head's self-attention for one query, computed step by step on the user's image."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .. import views
+from ..models import VitModel
+from .attention import CLS_QUERY, PATCH_QUERY, controls_fitter, pick_patch, query_of
+from .session import get_analysis, picture, user_errors
+from .source import Context, view_tab
+
+LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
+
+
+def single_heads(model: VitModel) -> list[tuple[str, int]]:
+    return [(f"head {h}", h) for h in range(model.num_heads)]
+
+
+@user_errors
+def draw(image, model_name, size, layer, head, query_mode, patch, cmap, alpha, colour_scale, request: gr.Request):
+    """(scores, weights, weight × value norm, q/k/v strips, heads and layer bars, the steps in words)."""
+    a = get_analysis(image, model_name, size, request)
+    head = int(head)
+    if not 0 <= head < a.model.num_heads:
+        raise ValueError(f"head must be in [0, {a.model.num_heads}) here (one head, not the mean), got {head}")
+    return views.inside_views(a, int(layer), head, query_of(query_mode, patch), cmap, float(alpha), colour_scale)
+
+
+def build(ctx: Context) -> None:
+    m = ctx.model
+    with view_tab(
+        "3 · Inside a head",
+        (
+            "How one head computes its attention, step by step, on your image: each token is normalised "
+            "(LayerNorm), then turned into a *query*, a *key* and a *value*; the query's scaled dot product "
+            "with every key gives a *score*; softmax turns the scores into *weights*; the head's output is "
+            "the weighted sum of the values. Click any picture to choose the query patch."
+        ),
+        id="inside",
+    ) as tab:
+        with gr.Row():
+            layer = gr.Slider(0, m.num_layers - 1, value=0, step=1, precision=0, label="Layer", elem_id="inside-layer")
+            head = gr.Dropdown(single_heads(m), value=0, label="Head", elem_id="inside-head")
+            query_mode = gr.Radio([CLS_QUERY, PATCH_QUERY], value=CLS_QUERY, label="Query")
+            patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="inside-patch")
+        with gr.Row():
+            scores = picture(label="2 · Scores q·k/√d (red > 0 > blue)", elem_id="inside-scores")
+            weights = picture(label="3 · Weights α = softmax(scores)", elem_id="inside-weights")
+            values = picture(label="4 · Weight × value norm ‖α W_O v‖", elem_id="inside-values")
+        note = gr.Markdown(label="The steps in numbers", latex_delimiters=LATEX, elem_id="inside-note")
+        with gr.Row():
+            strips = gr.Plot(label="1 · The query, and keys and values of some tokens", elem_id="inside-strips")
+            bars = gr.Plot(label="5 · How the heads and the layer's updates add up", elem_id="inside-bars")
+    ctx.view(
+        tab,
+        draw,
+        [*ctx.where, layer, head, query_mode, patch, ctx.cmap, ctx.alpha, ctx.scale],
+        [scores, weights, values, strips, bars, note],
+        [c.change for c in (layer, head, query_mode, patch)],
+        api_name="inside_head",
+        prepare=(controls_fitter(single_heads, 0), [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
+    )
+    for shown in (scores, weights, values):
+        shown.select(pick_patch, ctx.where, [patch, query_mode], api_visibility="private")
