@@ -6,16 +6,15 @@ import os
 import shutil
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 from app_server import running_app
+from conftest import ASSETS
 
 from vitviz.app.layout import VIEWS
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+from vitviz.loadtest import CHROMIUM, fake_camera, start_live_stream
+from vitviz.loadtest import CHROMIUM_ARGS as ARGS
 
 
 @pytest.fixture(scope="module")
@@ -233,3 +232,33 @@ def test_large_text_grows_what_the_back_row_reads(page, tmp_path):
     assert tab.bounding_box()["height"] > 1.15 * before
     page.locator("#large-text input").uncheck()
     page.wait_for_function("() => !document.body.classList.contains('vitviz-large')", timeout=10_000)
+
+
+def test_live_camera_draws_changing_overlays_and_freeze_feeds_every_view(page, tmp_path):
+    """A fake camera plays the bundled photos: the live overlays arrive and change from frame to frame, and
+    "freeze" makes the current 640x480 frame the image of the other views."""
+    import vitviz
+
+    photos = [vitviz.load_image(ASSETS / f"{n}.jpg") for n in ("chelsea", "astronaut", "coffee", "rocket")]
+    camera = fake_camera(tmp_path / "camera.y4m", photos)
+    browser = page.context.browser.browser_type.launch(executable_path=CHROMIUM, args=ARGS + camera)
+    try:
+        live = browser.new_context(viewport={"width": 1400, "height": 1000}, permissions=["camera"]).new_page()
+        live.goto(page.url)
+        live.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        start_live_stream(live)
+        frames = [wait_for_src_change(live, "#live-attention", "")]
+        for _ in range(5):  # new frames keep coming, and they show what the camera sees
+            frames.append(wait_for_src_change(live, "#live-attention", frames[-1]))
+        pictures = [cv2.imdecode(np.frombuffer(live.request.get(f).body(), np.uint8), cv2.IMREAD_COLOR) for f in frames]
+        assert max(np.abs(a.astype(int) - b.astype(int)).mean() for a in pictures for b in pictures) > 10
+        assert src(live, "#live-rollout") and src(live, "#live-dense")
+        assert "224×224 input, 16×16 patches" in live.locator("#live-info").inner_text()
+        shot(live, tmp_path, "live.png")
+        live.locator("#freeze").click()
+        live.locator("#status").get_by_text("grid 24×32").wait_for(timeout=60_000)  # the 640x480 frame
+        tokens = src(live, "#tokens")
+        live.get_by_role("tab", name="1 · Tokens").click()
+        wait_for_src_change(live, "#tokens", tokens)
+    finally:
+        browser.close()

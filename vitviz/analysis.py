@@ -221,6 +221,26 @@ def analyze(model: VitModel, image: ImageInput, longest: int | None = None) -> A
     return capture(model, rgb, pixel_values, model.forward(torch.from_numpy(pixel_values)))
 
 
+LIVE_SIDE = 224  # a camera frame's input side: the embedded dense head's training size, 16x16 patches of 14
+
+
+def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
+    """A camera frame, for the live view: one forward at a square input, the model's native one for
+    classifiers and LIVE_SIDE for the others. The embedded dense head reads the same forward's tokens,
+    since it was trained on exactly this input (the whole frame resized to 224x224)."""
+    rgb = load_image(frame)
+    p = model.patch_size
+    side = model.native_grid[0] * p if model.fixed_size else LIVE_SIDE // p * p
+    pixel_values = prepare_input(rgb, (side, side), p, model.mean, model.std)
+    out = model.forward(torch.from_numpy(pixel_values))
+    a = capture(model, rgb, pixel_values, out)
+    if model.decoder is not None:
+        with model.lock, torch.inference_mode():
+            dense = model.dense_output(out.hidden_states[-1], a.grid, (side, side))
+        a.__dict__["_saliency"] = dense[0, 0].float().cpu().numpy()  # fills the cached property
+    return a
+
+
 def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out) -> Analysis:
     """Keep what one forward `out` (with attentions and hidden states) says about `model`'s tokens."""
     with torch.inference_mode():

@@ -51,8 +51,10 @@ def main(argv: list[str] | None = None) -> None:
         forward = a.forward_ms
     bench_views(a)
     bench_interactions(model)
+    bench_live(model)
     if args.app:
         bench_app(args.model, args.repeats, forward)
+        bench_live_app(args.model)
 
 
 def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
@@ -96,6 +98,73 @@ def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
         ms = float(np.median(times[1:]))
         note = "statistics over all L x H x N x N weights" if name == "/heads" else "target <= 300 ms"
         print(f"  first draw of {name:<14}{ms:8.1f} ms   ({note})")
+
+
+def bench_live(model: VitModel, frames: int = 20) -> None:
+    """Server time of one live camera frame: a 640x480 frame analysed at the square live input, with the
+    CLS attention, the rollout and the dense head drawn (target >= 5 frames a second on this CPU)."""
+    from . import views
+    from .analysis import analyze_frame
+
+    rng = np.random.default_rng(1)
+    shots = [rng.integers(0, 256, (480, 640, 3), dtype=np.uint8) for _ in range(4)]
+    views.live_views(analyze_frame(model, shots[0]), model.num_layers - 1, None)
+    times = []
+    for i in range(frames):
+        start = time.perf_counter()
+        views.live_views(analyze_frame(model, shots[i % 4]), model.num_layers - 1, None)
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1000)
+    ms = float(np.median(times))
+    print(f"\nlive camera, one 640x480 frame: analysed and three overlays drawn, median of {frames}")
+    print(f"  per frame                     {ms:8.1f} ms   {1000 / ms:.1f} frames/s (target >= 5)")
+
+
+def bench_live_app(model_name: str, rounds: int = 15) -> None:
+    """A cheap request's latency through gradio_client, idle and while a browser streams its (fake) camera
+    to the Live view: one user's stream must not stall the others. Needs Chromium and playwright."""
+    import tempfile
+    from pathlib import Path
+
+    from gradio_client import Client
+
+    from .loadtest import CHROMIUM, CHROMIUM_ARGS, fake_camera, running_app, start_live_stream
+
+    if not Path(CHROMIUM).exists():
+        print(f"\nlive stream and other users: skipped ({CHROMIUM} is missing)")
+        return
+    from playwright.sync_api import sync_playwright
+
+    rng = np.random.default_rng(2)
+    shots = [rng.integers(0, 256, (480, 640, 3), dtype=np.uint8) for _ in range(4)]
+    camera = fake_camera(Path(tempfile.mkdtemp(prefix="vitviz-bench-")) / "camera.y4m", shots)
+
+    def cheap(client: Client) -> float:
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            client.predict(model_name, 3, 3, "inferno", api_name="/position_map")
+            times.append((time.perf_counter() - start) * 1000)
+        return float(np.median(times))
+
+    with running_app(["--model", model_name]) as (url, _), sync_playwright() as pw:
+        client = Client(url, verbose=False)
+        cheap(client)  # warm up
+        idle = cheap(client)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + camera)
+        page = browser.new_context(permissions=["camera"]).new_page()
+        page.goto(url)
+        page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        start_live_stream(page)
+        page.locator("#live-attention img").first.wait_for(timeout=60_000)
+        streaming = cheap(client)
+        info = page.locator("#live-info").inner_text().strip()
+        browser.close()
+    print("\nanother user's cheap request (/position_map) through gradio_client, median of", rounds)
+    print(f"  idle                          {idle:8.1f} ms")
+    print(f"  while a camera streams        {streaming:8.1f} ms   {streaming / idle:.2f}x idle")
+    print(f"  the stream's last frame: {info}")
 
 
 def bench_interactions(model: VitModel, count: int = 60) -> None:

@@ -65,6 +65,33 @@ def running_app(args: list[str] = (), timeout: float = 180.0, log=None) -> Itera
             proc.kill()
 
 
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def fake_camera(path: Path, images: list[np.ndarray], size: tuple[int, int] = (640, 480), repeat: int = 5) -> list:
+    """Write a fake camera's video (each RGB image held for `repeat` frames at 10 fps, YUV 4:2:0 .y4m, what
+    Chromium plays) and return the Chromium arguments that make it the camera."""
+    w, h = size
+    with open(path, "wb") as f:
+        f.write(f"YUV4MPEG2 W{w} H{h} F10:1 Ip A1:1 C420jpeg\n".encode())
+        for image in images:
+            yuv = cv2.cvtColor(cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA), cv2.COLOR_RGB2YUV_I420)
+            f.write((b"FRAME\n" + yuv.tobytes()) * repeat)
+    return ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-video-capture={path}"]  # fmt: skip
+
+
+def start_live_stream(page) -> None:
+    """On an open app page: the Live tab, the camera, and its stream started."""
+    page.get_by_role("tab", name="10 · Live").click()
+    page.locator("#live-camera").get_by_text("Click to Access Webcam").click()
+    page.locator("#live-camera button[aria-label='capture photo']").click()
+
+
 def photos(count: int, folder: Path, side: int = 448, prefix: str = "photo") -> list[Path]:
     """`count` different JPEG photos (crops of the bundled examples at shifting offsets), side x side at most."""
     sources = [load_image(p) for p in sorted(ASSETS.glob("*.jpg"))]

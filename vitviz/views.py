@@ -376,3 +376,36 @@ def inside_note(a: Analysis, d, u) -> str:
         f"the attention update is {u.attention[q]:.1f} and the MLP update {u.mlp[q]:.1f}.",
     ]
     return "\n\n".join(steps)
+
+
+LIVE_LAYERS = ("attention", "rollout", "dense head")  # what the live view can draw on each frame
+LIVE_DISPLAY = 360  # a frame's longest side on screen: three pictures per frame, several frames a second
+
+
+def live_views(
+    a: Analysis,
+    layer: int,
+    head: int | None,
+    shown: tuple[str, ...] = LIVE_LAYERS,
+    cmap: str = "inferno",
+    alpha: float = 0.6,
+    scale: str = "robust",
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """(CLS attention of `layer` and `head` (None: mean of heads), rollout, dense head) over a camera
+    frame, each None unless named in `shown`; small, since a new frame comes several times a second."""
+    unknown = set(shown) - set(LIVE_LAYERS)
+    if unknown:
+        raise ValueError(f"the live view draws {LIVE_LAYERS}, not {sorted(unknown)}")
+    base = render.fit(a.image, LIVE_DISPLAY)
+    sal = a.saliency()
+
+    def draw(name: str, values, nearest: bool):
+        if name not in shown or values is None:
+            return None
+        return scaled_overlay(base, values, cmap, alpha, scale, nearest, a.grid if nearest else None)
+
+    return (
+        draw("attention", a.attention_map(layer, head, "cls") if "attention" in shown else None, True),
+        draw("rollout", a.rollout("mean") if "rollout" in shown else None, False),
+        draw("dense head", sal, False),
+    )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import attention, attributions, depth, heads, inside, output, positions, rollout, tokens
+from . import attention, attributions, depth, heads, inside, live, output, positions, rollout, tokens
 from .session import get_depth_model, get_model
 from .source import INTRO, build_source
 
 # One line per view: each module builds its tab and wires its own events.
-VIEWS = [tokens, attention, inside, rollout, positions, heads, output, depth, attributions]
+VIEWS = [tokens, attention, inside, rollout, positions, heads, output, depth, attributions, live]
 
 
 def build(default_model: str, depth_model: str | None = None) -> gr.Blocks:

@@ -1,0 +1,102 @@
+"""10 · Live: the browser's camera, analysed frame by frame; "freeze" makes a frame the image of every view."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import cv2
+import gradio as gr
+import numpy as np
+
+from .. import views
+from ..analysis import analyze_frame
+from .session import MEAN_OF_HEADS, get_model, head_choices, picture, user_errors
+from .source import Context, view_tab
+
+STREAM_EVERY_S = 0.1  # how often the browser sends a frame; a busy server keeps only the newest one
+# On a CPU a stream could take every core: at most 5 frames a second per stream leaves the other users a
+# share. A GPU keeps up with the camera.
+CPU_FRAME_INTERVAL_S = 0.2
+STREAM_LIMIT_S = 300  # one stream's share of the server, then the camera stops (press record again)
+LIVE_SLOTS = 2  # streams served at once; more wait in the queue, and never hold a slot of the other views
+_FROZEN = Path(tempfile.mkdtemp(prefix="vitviz-frozen-"))
+_FROZEN_KEEP = 64  # frozen frames kept on disk, newest first: each one is an upload the views may read
+_freeze_lock = threading.Lock()
+
+
+@user_errors
+def frame(camera, model_name, layer, head, shown, cmap, alpha, colour_scale, started):
+    """One camera frame: (attention, rollout, dense head, the frame for "freeze", server time, when this
+    frame started). A frame that comes too soon after the last one on a CPU is dropped."""
+    if camera is None:
+        return None, None, None, None, "", None
+    start = time.perf_counter()
+    model = get_model(model_name)
+    if model.device.type == "cpu" and started is not None and start - started < CPU_FRAME_INTERVAL_S:
+        return (gr.skip(),) * 6
+    a = analyze_frame(model, camera)
+    which = None if head in (None, MEAN_OF_HEADS) else int(head)
+    layer = min(int(layer), a.model.num_layers - 1)
+    pictures = views.live_views(a, layer, which, tuple(shown), cmap, float(alpha), colour_scale)
+    ms = (time.perf_counter() - start) * 1000
+    h, w = a.pixel_values.shape[2:]
+    text = f"{w}×{h} input, {a.grid[0]}×{a.grid[1]} patches · {ms:.0f} ms on the server for this frame"
+    return *pictures, camera, text, start
+
+
+@user_errors
+def freeze(last: np.ndarray | None) -> str:
+    """The last analysed frame as an upload: every view opens on it."""
+    if last is None:
+        raise ValueError("no frame yet: start the camera first (the record button under it)")
+    with _freeze_lock:
+        path = _FROZEN / f"frame-{time.time_ns()}.png"
+        cv2.imwrite(str(path), cv2.cvtColor(np.asarray(last, np.uint8), cv2.COLOR_RGB2BGR))
+        for old in sorted(_FROZEN.glob("frame-*.png"))[:-_FROZEN_KEEP]:
+            old.unlink(missing_ok=True)
+    return str(path)
+
+
+def build(ctx: Context) -> None:
+    m = ctx.model
+    with view_tab(
+        "10 · Live",
+        (
+            "Point the camera at something and watch the attention move. Each frame is resized to the "
+            "model's square input (224×224 for the embedded model) and analysed on its own; when the "
+            "server is busy, older frames are dropped, never queued. *Freeze* turns the current frame "
+            "into the image of every other view."
+        ),
+        id="live",
+    ) as tab:
+        with gr.Row():
+            camera = gr.Image(
+                sources=["webcam"], streaming=True, type="numpy", label="Camera", elem_id="live-camera", height=300
+            )
+            with gr.Column():
+                layer = gr.Slider(0, m.num_layers - 1, value=m.num_layers - 1, step=1, precision=0, label="Layer")
+                head = gr.Dropdown([c for c in head_choices(m) if c[1] != -2], value=MEAN_OF_HEADS, label="Head")
+                shown = gr.CheckboxGroup(list(views.LIVE_LAYERS), value=list(views.LIVE_LAYERS), label="Draw")
+                freeze_button = gr.Button("Freeze: analyse this frame in every view", elem_id="freeze")
+                info = gr.Markdown(elem_id="live-info")
+        with gr.Row():
+            attention = picture(label="CLS attention (layer, head above)", elem_id="live-attention")
+            rollout = picture(label="Rollout", elem_id="live-rollout")
+            dense = picture(label="Dense head", elem_id="live-dense")
+        last, started = gr.State(None), gr.State(None)
+    camera.stream(
+        frame,
+        [camera, ctx.model_name, layer, head, shown, ctx.cmap, ctx.alpha, ctx.scale, started],
+        [attention, rollout, dense, last, info, started],
+        stream_every=STREAM_EVERY_S,
+        time_limit=STREAM_LIMIT_S,
+        concurrency_limit=LIVE_SLOTS,
+        concurrency_id="live",
+        show_progress="hidden",
+        api_visibility="private",
+    )
+    freeze_button.click(freeze, last, ctx.image, api_visibility="private")
+    tab.select(lambda: "live", None, ctx.shown, api_visibility="private", queue=False)
