@@ -262,3 +262,40 @@ def test_live_camera_draws_changing_overlays_and_freeze_feeds_every_view(page, t
         wait_for_src_change(live, "#tokens", tokens)
     finally:
         browser.close()
+
+
+def lesson_picture(page) -> bytes:
+    return page.request.get(src(page, "#lesson-picture")).body()
+
+
+def test_the_lesson_walks_every_step_and_a_link_opens_one(page, tmp_path):
+    """Next goes through all the steps, each with its own picture; ?step=3 opens step 3 directly."""
+    from vitviz.lesson import STEPS
+
+    page.get_by_role("tab", name="11 · Lesson").click()
+    page.locator("#lesson-title").get_by_text(f"Step 1 of {len(STEPS)}").wait_for(timeout=60_000)
+    page.locator("#lesson-picture img").first.wait_for(timeout=30_000)
+    pictures = [lesson_picture(page)]
+    for step in range(2, len(STEPS) + 1):
+        before = src(page, "#lesson-picture")
+        page.locator("#lesson-next").click()
+        page.locator("#lesson-title").get_by_text(f"Step {step} of {len(STEPS)}").wait_for(timeout=60_000)
+        wait_for_src_change(page, "#lesson-picture", before)
+        pictures.append(lesson_picture(page))
+        assert pictures[-1] != pictures[-2], step
+        assert len(page.locator("#lesson-text").inner_text()) > 200
+        if step == 3:
+            shot(page, tmp_path, "lesson.png")
+    linked = page.context.browser.new_page(viewport={"width": 1024, "height": 768})
+    try:
+        linked.goto(page.url.split("?")[0] + "?step=3")
+        linked.locator("#lesson-title").get_by_text(f"Step 3 of {len(STEPS)}").wait_for(timeout=60_000)
+        assert linked.locator("#lesson-picture img").first.is_visible()
+        assert "most local head" in linked.locator("#lesson-text").inner_text()
+        linked.wait_for_function(  # the step is on screen, its picture whole, without scrolling
+            """() => document.getElementById('lesson-title').getBoundingClientRect().top < 300 &&
+                     document.querySelector('#lesson-picture img').getBoundingClientRect().bottom <= innerHeight"""
+        )
+        linked.screenshot(path=str(tmp_path / "lesson-1024x768.png"))  # what the projector shows: no scrolling
+    finally:
+        linked.close()

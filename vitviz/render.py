@@ -136,7 +136,10 @@ def patch_at(grid: tuple[int, int], size: tuple[int, int], x: float, y: float) -
     return int(y * gh / h) * gw + int(x * gw / w)
 
 
-def mark_patch(image: np.ndarray, grid: tuple[int, int], index: int, color=(0, 255, 255)) -> np.ndarray:
+QUERY = (255, 0, 255)  # the picked query patch: magenta, apart from the cyan outlines of clipped patches
+
+
+def mark_patch(image: np.ndarray, grid: tuple[int, int], index: int, color=QUERY) -> np.ndarray:
     """Outline patch `index` on a copy of `image`: the picked query."""
     out = image.copy()
     x0, y0, x1, y1 = patch_box(grid, out.shape[:2], index)
@@ -206,3 +209,26 @@ def draw_box(image: np.ndarray, box: tuple[float, ...], scale: float, color=(0, 
     x0, y0, x1, y1 = (round(v * scale) for v in box)
     cv2.rectangle(out, (x0, y0), (x1, y1), color, 3)
     return out
+
+
+def layer_head_grid(values: np.ndarray, cmap: str = "viridis", cell: int = 44) -> np.ndarray:
+    """A layer x head table [L,H] as coloured cells, layers down and heads across, each cell with its
+    value, the layer and head numbers at the sides, and a colorbar."""
+    layers, heads = values.shape
+    left, top = 96, 34
+    img = np.full((top + layers * cell, left + heads * cell * 2, 3), 255, np.uint8)
+    cells = cv2.resize(colorize(values.astype(np.float32), cmap), (heads * cell * 2, layers * cell),
+                       interpolation=cv2.INTER_NEAREST)  # fmt: skip
+    img[top:, left:] = cells
+    lo, hi = float(values.min()), float(values.max())
+    for h in range(heads):
+        cv2.putText(img, f"head {h}", (left + h * cell * 2 + 10, 24), FONT, 0.6, (0, 0, 0), 1, cv2.LINE_AA)
+    for i in range(layers):
+        y = top + i * cell + cell // 2 + 8
+        cv2.putText(img, f"layer {i}", (6, y), FONT, 0.6, (0, 0, 0), 1, cv2.LINE_AA)
+        for h in range(heads):
+            dark = (values[i, h] - lo) / max(hi - lo, 1e-12) > 0.6  # light cells get black text
+            colour = (0, 0, 0) if dark else (255, 255, 255)
+            text = f"{values[i, h]:.0f}"
+            cv2.putText(img, text, (left + h * cell * 2 + 22, y), FONT, 0.6, colour, 1, cv2.LINE_AA)
+    return with_colorbar(img, cmap, lo, hi)

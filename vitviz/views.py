@@ -62,10 +62,12 @@ def scaled_overlay(
     limits: tuple[float, float] | None = None,
     colorbar: str | None = "right",
     flagged: np.ndarray | None = None,
+    query: int | None = None,
 ) -> np.ndarray:
     """`values` over `base` on a colour scale, with a colorbar that names it; on a patch map (`grid`),
     the patches above the clip are outlined (and `flagged` ones in green). limits: (low, high) shared
-    with other pictures. colorbar: "right", "below" (pictures shown small, side by side) or None."""
+    with other pictures. colorbar: "right", "below" (pictures shown small, side by side) or None.
+    query: a patch to outline on top of everything, the query of an attention map."""
     shown, lo, hi, clipped = colour_scale(values, scale)
     if limits is not None:
         lo, hi = limits
@@ -75,6 +77,8 @@ def scaled_overlay(
         img = render.mark_boxes(img, grid, clipped, CLIPPED)
     if grid is not None and flagged is not None:
         img = render.mark_boxes(img, grid, flagged)
+    if grid is not None and query is not None:
+        img = render.mark_patch(img, grid, query)
     if colorbar is None:
         return img
     return (render.with_colorbar if colorbar == "right" else render.with_colorbar_below)(img, cmap, lo, hi, scale)
@@ -102,13 +106,14 @@ def attention_view(
         raise ValueError(f"measure must be {WEIGHT!r} or {WEIGHT_VALUE!r}, got {measure!r}")
     one = a.attention_map if measure == WEIGHT else a.contribution_map
     base = display(a)
-    picker = base if query == "cls" else render.mark_patch(base, a.grid, int(query))
-    mark = (lambda img: img) if query == "cls" else (lambda img: render.mark_patch(img, a.grid, int(query)))
+    marked = None if query == "cls" else int(query)
+    picker = base if marked is None else render.mark_patch(base, a.grid, marked)
     if head != ALL_HEADS:
-        return scaled_overlay(mark(base), one(layer, head, query), cmap, alpha, scale, True, a.grid), picker
+        values = one(layer, head, query)
+        return scaled_overlay(base, values, cmap, alpha, scale, True, a.grid, query=marked), picker
     maps = np.stack([one(layer, h, query) for h in range(a.model.num_heads)] + [one(layer, None, query)])
     labels = [f"head {h}" for h in range(len(maps) - 1)] + ["mean of heads"]
-    small = mark(render.fit(base, 300))
+    small = render.fit(base, 300)
     _, lo, hi, _ = colour_scale(maps, scale)
     limits = (lo, hi) if shared_scale else None
     tiles = [
@@ -303,15 +308,17 @@ def inside_views(
     d = a.inside_head(layer, head, query)
     u = a.layer_updates(layer)
     # Three maps side by side are shown a third as wide: drawn small, their colorbars' numbers stay legible.
-    small = render.fit(display(a), INSIDE_SIDE)
-    base = small if query == "cls" else render.mark_patch(small, a.grid, int(query))
+    base = render.fit(display(a), INSIDE_SIDE)
+    marked = None if query == "cls" else int(query)
     n = a.n_prefix
     limit = float(np.abs(d.scores[n:]).max()) or 1.0
     scores = render.overlay(base, d.scores[n:].reshape(a.grid), "diverging", alpha, -limit, limit)
+    scores = scores if marked is None else render.mark_patch(scores, a.grid, marked)
     scores = render.with_colorbar_below(scores, "diverging", -limit, limit, "score, 0 = white")
 
     def drawn(values: np.ndarray) -> np.ndarray:
-        return scaled_overlay(base, values[n:].reshape(a.grid), cmap, alpha, scale, True, a.grid, colorbar="below")
+        grid = values[n:].reshape(a.grid)
+        return scaled_overlay(base, grid, cmap, alpha, scale, True, a.grid, colorbar="below", query=marked)
 
     weights, values = drawn(d.weights), drawn(d.contributions)
     top = [int(j) for j in np.argsort(-d.weights)[:3]]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import attention, attributions, depth, heads, inside, live, output, positions, rollout, tokens
+from . import attention, attributions, depth, heads, inside, lesson, live, output, positions, rollout, tokens
 from .session import get_depth_model, get_model
 from .source import INTRO, build_source
 
 # One line per view: each module builds its tab and wires its own events.
-VIEWS = [tokens, attention, inside, rollout, positions, heads, output, depth, attributions, live]
+VIEWS = [tokens, attention, inside, rollout, positions, heads, output, depth, attributions, live, lesson]
 
 
 def build(default_model: str, depth_model: str | None = None) -> gr.Blocks:
@@ -25,7 +25,7 @@ def build(default_model: str, depth_model: str | None = None) -> gr.Blocks:
             # Below ~1100 px (a 1024x768 projector) the views wrap under the image panel at full width,
             # so that every tab shows and the pictures are large.
             with gr.Column(scale=3, min_width=760):
-                with gr.Tabs(overflow_behavior="wrap"):  # every tab stays in sight, none behind "..."
+                with gr.Tabs(overflow_behavior="wrap") as ctx.tabs:  # every tab in sight, none behind "..."
                     for view in VIEWS:
                         view.build(ctx)
     return demo

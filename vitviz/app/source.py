@@ -46,6 +46,7 @@ class Context:
     current_model: gr.State  # the loaded model's name; views resize their controls when it changes
     preview: gr.Image  # the user's image at display size
     shown: gr.State = field(default_factory=lambda: gr.State("tokens"))  # the id of the selected tab
+    tabs: gr.Tabs | None = None  # the views' tab bar, for views that select a tab (a lesson's deep link)
     depth_model: str | None = None
 
     @property

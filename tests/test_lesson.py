@@ -1,0 +1,59 @@
+"""The guided lesson: every step is drawn on the analysis it is given, and says this analysis' numbers."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from conftest import ASSETS, FAMILIES, random_image
+
+import vitviz
+from vitviz import lesson
+
+
+@pytest.fixture(scope="module")
+def chelsea(embedded):
+    return vitviz.analyze(embedded, ASSETS / "chelsea.jpg")
+
+
+def test_every_step_has_a_picture_that_differs_from_the_last(chelsea):
+    previous = None
+    for step in range(1, len(lesson.STEPS) + 1):
+        title, picture, text = lesson.lesson_step(chelsea, step)
+        assert title and picture.dtype == np.uint8 and picture.ndim == 3 and min(picture.shape[:2]) > 100
+        assert 3 <= text.count(". ") + 1 <= 8, (step, text)  # a few sentences, not a page
+        assert previous is None or previous.shape != picture.shape or np.abs(previous - picture.astype(int)).mean() > 1
+        previous = picture.astype(int)
+
+
+def test_the_steps_numbers_are_this_analysis_own(chelsea):
+    d = chelsea.mean_attention_distance
+    text = lesson.lesson_step(chelsea, 1)[2]
+    assert "21 × 32 = 672 patches" in text and "673 tokens" in text
+    layer, head = np.unravel_index(np.argmin(d), d.shape)
+    text = lesson.lesson_step(chelsea, 3)[2]
+    assert f"layer {layer}, head {head}" in text
+    assert re.search(r"look (\d+) px away", text).group(1) == f"{d[layer, head]:.0f}"
+    text = lesson.lesson_step(chelsea, 4)[2]
+    found = re.search(r"layer (\d+), head (\d+)\*\*: (\d+) px", text)
+    deep = d.shape[0] * 2 // 3
+    layer, head = int(found.group(1)), int(found.group(2))
+    assert layer >= deep and d[layer, head] == d[deep:].max() and found.group(3) == f"{d[deep:].max():.0f}"
+    text = lesson.lesson_step(chelsea, 7)[2]
+    cls = chelsea.inside_head(chelsea.model.num_layers - 1, 0, "cls")
+    assert f"largest weight is {cls.weights.max():.3f}" in text
+
+
+def test_a_classifier_without_a_dense_head_gets_every_step_too():
+    model = FAMILIES["deit"]()
+    a = vitviz.analyze(model, random_image(32, 32))
+    pictures = [lesson.lesson_step(a, s)[1] for s in range(1, len(lesson.STEPS) + 1)]
+    assert all(p.dtype == np.uint8 for p in pictures)
+    assert "PCA" in lesson.lesson_step(a, 8)[2]
+
+
+@pytest.mark.parametrize("step", [0, 9, -1])
+def test_a_step_out_of_range_says_which_are_allowed(chelsea, step):
+    with pytest.raises(ValueError, match=r"step must be in \[1, 8\]"):
+        lesson.lesson_step(chelsea, step)

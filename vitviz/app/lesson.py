@@ -1,0 +1,74 @@
+"""11 · Lesson: the ViT step by step on the current image, with Back and Next; `?step=N` opens step N."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .. import lesson
+from .session import get_analysis, picture, user_errors
+from .source import Context, view_tab
+
+LAST = len(lesson.STEPS)
+# A deep link lands on the lesson itself, not on the image panel above it (on a projector, a screen higher).
+SCROLL_TO_LESSON = """() => { if (!new URLSearchParams(location.search).has('step')) return;
+  let tries = 0;
+  const wait = setInterval(() => {  // once the step's picture is in, the page has its full height
+    const img = document.querySelector('#lesson-picture img');
+    if ((img && img.complete) || ++tries > 60) {
+      clearInterval(wait);
+      document.getElementById('lesson-title')?.scrollIntoView({block: 'start'});
+    }
+  }, 250); }"""
+
+
+@user_errors
+def draw(image, model_name, size, step, cmap, alpha, colour_scale, request: gr.Request):
+    """(the step's title, its picture, its sentences)."""
+    a = get_analysis(image, model_name, size, request)
+    title, shown, text = lesson.lesson_step(a, int(step), cmap, float(alpha), colour_scale)
+    return f"### Step {int(step)} of {LAST} · {title}", shown, text
+
+
+def open_link(request: gr.Request):
+    """A link with ?step=N opens the lesson at step N: a teacher can put one step on a slide."""
+    asked = request.query_params.get("step") if request is not None else None
+    if asked is None:
+        return gr.skip(), gr.skip(), gr.skip()
+    if not asked.isdigit() or not 1 <= int(asked) <= LAST:
+        gr.Warning(f"?step= must be a number from 1 to {LAST}, got {asked!r}: the lesson starts at step 1.")
+        asked = "1"
+    return int(asked), gr.Tabs(selected="lesson"), "lesson"
+
+
+def build(ctx: Context) -> None:
+    with view_tab(
+        "11 · Lesson",
+        (
+            f"A path through the ViT in {LAST} steps, on your image, in the order of the chapter: tokens, "
+            "position embeddings, attention, layers, the readout token, dense decoding. Every picture and "
+            "number is computed on the image on the left. To show one step on a slide, link to it with "
+            "`?step=N` after the app's address."
+        ),
+        id="lesson",
+    ) as tab:
+        title = gr.Markdown(elem_id="lesson-title")
+        with gr.Row():
+            back = gr.Button("◀ Back", elem_id="lesson-back", min_width=100)
+            step = gr.Slider(1, LAST, value=1, step=1, precision=0, label="Step", elem_id="lesson-step")
+            forward = gr.Button("Next ▶", elem_id="lesson-next", variant="primary", min_width=100)
+        with gr.Row():
+            shown = picture(label="This step on your image", scale=3, elem_id="lesson-picture")
+            with gr.Column(scale=2, min_width=280):
+                text = gr.Markdown(elem_id="lesson-text")
+    ctx.view(
+        tab,
+        draw,
+        [*ctx.where, step, ctx.cmap, ctx.alpha, ctx.scale],
+        [title, shown, text],
+        [step.change],
+        api_name="lesson",
+    )
+    back.click(lambda s: max(1, int(s) - 1), step, step, api_visibility="private", queue=False)
+    forward.click(lambda s: min(LAST, int(s) + 1), step, step, api_visibility="private", queue=False)
+    ctx.demo.load(open_link, None, [step, ctx.tabs, ctx.shown], api_visibility="private", queue=False)
+    ctx.demo.load(None, None, None, js=SCROLL_TO_LESSON, api_visibility="private", queue=False)

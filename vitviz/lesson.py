@@ -1,0 +1,169 @@
+"""A guided lesson through the ViT on one image, in the order of the chapter (tokens, position embeddings,
+attention, layers, readout, dense decoding). Each step is one picture computed on this image and a few
+sentences in the reference texts' terms, whose numbers are this analysis' own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from . import render, views
+from .analysis import Analysis
+
+Step = tuple[str, np.ndarray, str]  # (title, picture, text)
+
+
+def _centre(a: Analysis) -> int:
+    gh, gw = a.grid
+    return (gh // 2) * gw + gw // 2
+
+
+def _where(a: Analysis, patch: int) -> str:
+    return f"patch {patch} (row {patch // a.grid[1]}, column {patch % a.grid[1]})"
+
+
+def tokens(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+    m, (gh, gw) = a.model, a.grid
+    h, w = a.pixel_values.shape[2:]
+    prefix = ", ".join(m.prefix_tokens)
+    text = (
+        f"The ViT never sees pixels one by one. It cuts the image, resized to {w}×{h}, into **{gh} × {gw} = "
+        f"{gh * gw} patches** of {m.patch_size}×{m.patch_size} pixels, and a linear map turns each patch into "
+        f"a vector: a **patch token**. In front of them go {m.n_prefix} learned prefix token(s) ({prefix}); the "
+        f"first, CLS, is the **readout token** whose output summarises the image. So the transformer reads a "
+        f"sequence of **{a.attentions.shape[-1]} tokens**, numbered in scan order as in the picture."
+    )
+    return "Patches become tokens", views.tokens_view(a)[0], text
+
+
+def positions(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+    m = a.model
+    g = m.native_grid
+    sim = m.pos_embed_similarity()
+    r, c = g[0] // 2, g[1] // 2
+    near = float(sim[r, c, r, c + 1])
+    far = float(sim[r, c, 0, 0])
+    text = (
+        "A set of tokens has no order: attention would give the same answer if the patches were shuffled. "
+        f"So each patch token gets a learned **position embedding** added to it. The picture shows how similar "
+        f"the embedding of the centre position (row {r}, column {c} of the {g[0]}×{g[1]} grid the model was "
+        f"trained on) is to every other one: cosine {near:.2f} with its right-hand neighbour, {far:.2f} with "
+        "the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches "
+        "belong together."
+    )
+    return "Position embeddings", views.pos_embed_map(m, sim, r, c, "viridis"), text
+
+
+def _head_picture(a: Analysis, layer: int, head: int, cmap: str, alpha: float, scale: str) -> np.ndarray:
+    return views.attention_view(a, layer, head, _centre(a), cmap, alpha, True, scale)[0]
+
+
+def local_head(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+    d = a.mean_attention_distance
+    layer, head = np.unravel_index(int(np.argmin(d)), d.shape)
+    first = float(d[0].mean())
+    text = (
+        f"Each layer runs **multi-head self-attention**: every token (the *query*) takes a weighted average of "
+        f"all tokens' *values*, with weights from its *query–key* dot products. Heads differ in how far they "
+        f"look. On this image the most local head is **layer {layer}, head {head}**: its queries look "
+        f"{d[layer, head]:.0f} px away on average (one patch is {a.model.patch_size} px). The picture is its "
+        f"attention from the centre patch, {_where(a, _centre(a))}, marked: the bright squares sit around it. "
+        f"Layer 0's heads look {first:.0f} px away on average."
+    )
+    return "A local head", _head_picture(a, int(layer), int(head), cmap, alpha, scale), text
+
+
+def global_head(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+    d = a.mean_attention_distance
+    deep = d.shape[0] * 2 // 3
+    layer, head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
+    layer, head = deep + int(layer), int(head)
+    text = (
+        f"Deeper layers mix information across the whole image. In the last third of the network the "
+        f"farthest-looking head is **layer {layer}, head {head}**: {d[layer, head]:.0f} px on average, against "
+        f"{d.min():.0f} px for the most local head. Same query as before, the centre patch: now bright squares "
+        "can be anywhere the image has related content. This is what a CNN needs many layers to do."
+    )
+    return "A global head", _head_picture(a, layer, head, cmap, alpha, scale), text
+
+
+def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+    d = a.mean_attention_distance
+    means = d.mean(axis=1)
+    text = (
+        f"The table is the ViT paper's Figure 7 (right) on your image: the **mean attention distance** of every "
+        f"head in every layer, in pixels. Averaged over heads it goes from {means[0]:.0f} px in layer 0 to "
+        f"{means[-1]:.0f} px in layer {len(means) - 1}, with the widest spread of heads in layer "
+        f"{int(np.argmax(d.max(1) - d.min(1)))}: some heads stay local while others look far, in the same layer. "
+        "Each layer is a *pre-norm* layer: LayerNorm, attention, add; LayerNorm, MLP, add."
+    )
+    return "Attention distance over depth", render.layer_head_grid(d, "viridis"), text
+
+
+def readout(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+    picture, note = views.rollout_view(a, "mean", 0.0, cmap, alpha, scale)
+    share = float(a.attentions[-1, :, 0, : a.n_prefix].astype(np.float32).sum(-1).mean())
+    text = (
+        "The CLS **readout token** gathers the image for the output. *Attention rollout* follows attention "
+        "through all layers (adding the residual path) to estimate how much of each patch reaches CLS at the "
+        f"end; the picture is the rollout. In the last layer, CLS keeps {share:.0%} of its attention on the "
+        f"prefix tokens and spreads the rest over the patches. {note}"
+    )
+    return "The readout token and rollout", picture, text
+
+
+def inside(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+    layer, head = a.model.num_layers - 1, 0
+    scores, weights, *_ = views.inside_views(a, layer, head, "cls", cmap, alpha, scale)
+    d = a.inside_head(layer, head, "cls")
+    text = (
+        f"How one head makes its weights, for the CLS query in layer {layer}, head {head}: the *scores* "
+        f"q·k_j/√d (left, d = {d.head_width}) become *weights* by a softmax (right): positive, summing to 1, "
+        f"and exponential in the score. The largest weight is {d.weights.max():.3f}, the top 1 % of keys "
+        f"hold {d.top_share:.0%}, and the weights spread over about {d.effective_keys:.0f} of {len(d.weights)} "
+        "keys. The head's output is the weighted sum of the values. Tab 3 walks through every step."
+    )
+    return "Inside a head", np.concatenate([scores, weights], axis=1), text
+
+
+def dense(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+    top, picture = views.output_view(a, cmap, alpha, scale)
+    common = (
+        "Dense prediction needs a value per pixel, not one per image. A *Dense Prediction Transformer* (DPT) "
+        "*reassembles* the tokens of several layers into image-like maps at several scales and *fuses* them "
+        "from coarse to fine into, for example, a depth map (tab 8)."
+    )
+    if picture is not None:
+        sal = a.saliency()
+        text = (
+            f"{common} This model carries a small dense head of that kind on its final patch tokens: the "
+            f"picture is its importance map, {float((sal >= 0.5).mean()):.0%} of the pixels above 0.5."
+        )
+        return "Dense decoding", picture, text
+    best = next(iter(top), "")
+    text = (
+        f"{common} This model is a classifier (its top class here: {best}), so the picture is the next best "
+        "thing: its final patch tokens squeezed to three colours (PCA). Patches of one colour have similar "
+        "tokens, which is what a dense decoder builds on."
+    )
+    return "Dense decoding", render.upsample_rgb(a.pca_rgb(), views.display(a).shape[:2]), text
+
+
+STEPS: list[Callable[[Analysis, str, float, str], Step]] = [
+    tokens,
+    positions,
+    local_head,
+    global_head,
+    distance_over_depth,
+    readout,
+    inside,
+    dense,
+]
+
+
+def lesson_step(a: Analysis, step: int, cmap: str = "inferno", alpha: float = 0.6, scale: str = "robust") -> Step:
+    """Step `step` (1 to len(STEPS)) of the lesson on this analysis: (title, picture, text)."""
+    if not 1 <= step <= len(STEPS):
+        raise ValueError(f"step must be in [1, {len(STEPS)}], got {step}")
+    return STEPS[step - 1](a, cmap, alpha, scale)
