@@ -11,7 +11,7 @@ import transformers as tf
 
 import vitviz
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = vitviz.ASSETS  # the package's own copy: present in a checkout, an sdist and a wheel
 TINY = dict(
     hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64, image_size=32, patch_size=8
 )

@@ -2,52 +2,66 @@
 
 import vitviz
 model = vitviz.load_model()          # embedded offline DINOv2 ViT-S/14
-a = vitviz.analyze(model, "cat.jpg")
+a = vitviz.analyze(model, vitviz.example("chelsea"))
 a.attention_map(layer=11, head=None, query="cls")   # [gh,gw]
 a.rollout(head_fusion="mean", discard_ratio=0.0)    # [gh,gw]
+a.show("attention", layer=3)                        # a PIL image, shown inline in a notebook
 
 dm = vitviz.load_depth_model("Intel/dpt-hybrid-midas")   # or a local folder
-r = vitviz.estimate_depth(dm, "cat.jpg")            # r.depth [H,W], r.stages, r.encoder
-r = vitviz.attribute(model, "cat.jpg", method="integrated_gradients")   # r.map [H,W], r.delta
+r = vitviz.estimate_depth(dm, "photo.jpg")          # r.depth [H,W], r.stages, r.encoder
+r = vitviz.attribute(model, "photo.jpg", method="integrated_gradients")   # r.map [H,W], r.delta
+
+The names below are imported on first use, so that `vitviz --help` answers without loading torch.
 """
 
-from .analysis import Analysis, analyze
-from .attribute import METHODS, Attribution, attribute
-from .depth import DecoderStage, DepthResult, estimate_depth
-from .models import (
-    CATALOGUE,
-    DEFAULT_DEPTH_MODEL,
-    DEFAULT_MODEL,
-    DEPTH_CATALOGUE,
-    DepthModel,
-    ModelUnavailableError,
-    VitModel,
-    load_depth_model,
-    load_model,
-    wrap,
-    wrap_depth,
-)
-from .preprocess import load_image
+from __future__ import annotations
 
-__all__ = [
-    "CATALOGUE",
-    "METHODS",
-    "Attribution",
-    "attribute",
-    "DEFAULT_DEPTH_MODEL",
-    "DEFAULT_MODEL",
-    "DEPTH_CATALOGUE",
-    "Analysis",
-    "DecoderStage",
-    "DepthModel",
-    "DepthResult",
-    "ModelUnavailableError",
-    "VitModel",
-    "analyze",
-    "estimate_depth",
-    "load_depth_model",
-    "load_image",
-    "load_model",
-    "wrap",
-    "wrap_depth",
-]
+import importlib
+from pathlib import Path
+
+__version__ = "0.2.0"
+
+_WHERE = {
+    "Analysis": "analysis",
+    "analyze": "analysis",
+    "METHODS": "attributions",
+    "Attribution": "attributions",
+    "attribute": "attributions",
+    "DecoderStage": "depth",
+    "DepthResult": "depth",
+    "estimate_depth": "depth",
+    "CATALOGUE": "models",
+    "DEFAULT_DEPTH_MODEL": "models",
+    "DEFAULT_MODEL": "models",
+    "DEPTH_CATALOGUE": "models",
+    "DepthModel": "models",
+    "ModelUnavailableError": "models",
+    "VitModel": "models",
+    "load_depth_model": "models",
+    "load_model": "models",
+    "wrap": "models",
+    "wrap_depth": "models",
+    "load_image": "preprocess",
+}
+__all__ = sorted([*_WHERE, "EXAMPLES", "example", "__version__"])
+ASSETS = Path(__file__).resolve().parent / "assets"  # package data: the example photos travel in the wheel
+EXAMPLES = ("chelsea", "coffee", "astronaut", "rocket")
+
+
+def example(name: str = "chelsea") -> Path:
+    """The path of a bundled example photo (see assets/README.md for their sources and licences)."""
+    if name not in EXAMPLES:
+        raise ValueError(f"unknown example {name!r}: use one of {EXAMPLES}")
+    return ASSETS / f"{name}.jpg"
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'vitviz' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

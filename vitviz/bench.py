@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--app", action="store_true", help="also time the running app through gradio_client")
+    parser.add_argument("--stats", action="store_true", help="also time `vitviz stats` and its peak memory")
     args = parser.parse_args(argv)
 
     model = load_model(args.model, device=args.device)
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.app:
         bench_app(args.model, args.repeats, forward)
         bench_live_app(args.model)
+    if args.stats:
+        bench_stats(model)
 
 
 def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
@@ -165,6 +168,53 @@ def bench_live_app(model_name: str, rounds: int = 15) -> None:
     print(f"  idle                          {idle:8.1f} ms")
     print(f"  while a camera streams        {streaming:8.1f} ms   {streaming / idle:.2f}x idle")
     print(f"  the stream's last frame: {info}")
+
+
+def bench_stats(model: VitModel, counts: tuple[int, ...] = (16, 64), batch: int = 4) -> None:
+    """`vitviz stats`: time per image against a plain loop over `analyze` (plus the two statistics), and the
+    peak RSS of the command on 16 and on 64 photos of one size: it must not grow with the number of images."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import cv2
+
+    from . import stats
+    from .loadtest import photos
+
+    folder = Path(tempfile.mkdtemp(prefix="vitviz-stats-"))
+    files = photos(max(counts), folder)
+    for f in files:  # one input size, so that batches fill
+        cv2.imwrite(str(f), cv2.resize(cv2.imread(str(f)), (448, 336), interpolation=cv2.INTER_AREA))
+    few = files[: min(counts)]
+    stats.over_images(model, few[:2], batch=batch, progress_bar=False)  # warm up
+
+    def loop() -> None:
+        for f in few:
+            a = analyze(model, f)
+            a.mean_attention_distance, a.attention_entropy  # noqa: B018 (computed on first read)
+
+    looped = median_ms(loop, 3, model.device) / len(few)
+    batched = median_ms(lambda: stats.over_images(model, few, batch=batch, progress_bar=False), 3, model.device) / len(
+        few
+    )
+    print(f"\nvitviz stats on {len(few)} photos of 448x336, batches of {batch}")
+    print(f"  a loop over analyze           {looped:8.1f} ms per image")
+    print(
+        f"  vitviz stats                  {batched:8.1f} ms per image   {batched / looped:.2f}x the loop (target <= 1)"
+    )
+    for count in counts:
+        sub = folder / f"first{count}"
+        sub.mkdir()
+        for f in files[:count]:
+            (sub / f.name).symlink_to(f)
+        cmd = [sys.executable, "-m", "vitviz", "stats", str(sub), "--out", str(folder / f"out{count}"),
+               "--batch", str(batch), "--device", str(model.device.type)]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        print(f"  peak RSS, {count:3d} images          {usage.ru_maxrss / 2**20:8.2f} GiB   (exit {status >> 8})")
 
 
 def bench_interactions(model: VitModel, count: int = 60) -> None:

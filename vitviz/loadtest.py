@@ -26,10 +26,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from . import ASSETS
 from .memory import rss_bytes
 from .preprocess import load_image
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 GIB = 2**30
 
 

@@ -92,28 +92,32 @@ def patch_centers(grid: tuple[int, int], patch: int) -> np.ndarray:
     return (np.stack([ys.ravel(), xs.ravel()], axis=1) + 0.5) * patch
 
 
-def mean_attention_distance(attn: np.ndarray, grid: tuple[int, int], patch: int, n_prefix: int) -> np.ndarray:
+def mean_attention_distance(
+    attn: np.ndarray | torch.Tensor, grid: tuple[int, int], patch: int, n_prefix: int
+) -> np.ndarray:
     """[L,H,N,N] -> [L,H] mean attention distance in input pixels (ViT paper, App. D.7).
 
     For each patch query, the pixel distance to every patch key weighted by the attention
-    (re-normalised over the patch keys), averaged over the queries.
+    (re-normalised over the patch keys), averaged over the queries. attn: NumPy, or a torch tensor on
+    any device (a batch's weights as a forward hook sees them, [B,H,N,N]).
     """
+    attn = torch.as_tensor(attn)
     c = patch_centers(grid, patch)
-    dist = torch.from_numpy(np.sqrt(((c[:, None] - c[None]) ** 2).sum(-1)).astype(np.float32))
+    dist = torch.from_numpy(np.sqrt(((c[:, None] - c[None]) ** 2).sum(-1)).astype(np.float32)).to(attn.device)
     out = np.empty(attn.shape[:2], np.float32)
     for layer in range(attn.shape[0]):
-        a = torch.from_numpy(attn[layer, :, n_prefix:, n_prefix:]).float()
-        a = a / a.sum(-1, keepdim=True)
-        out[layer] = (a * dist).sum(-1).mean(-1).numpy()
+        a = attn[layer, :, n_prefix:, n_prefix:].float()
+        out[layer] = ((a * dist).sum(-1) / a.sum(-1)).mean(-1).cpu().numpy()
     return out
 
 
-def attention_entropy(attn: np.ndarray) -> np.ndarray:
+def attention_entropy(attn: np.ndarray | torch.Tensor) -> np.ndarray:
     """[L,H,N,N] -> [L,H] mean entropy of the attention rows, in nats (0 = one-hot)."""
+    attn = torch.as_tensor(attn)
     out = np.empty(attn.shape[:2], np.float32)
     for layer in range(attn.shape[0]):
-        a = torch.from_numpy(attn[layer]).float()
-        out[layer] = -(a * torch.log(a.clamp_min(1e-12))).sum(-1).mean(-1).numpy()
+        a = attn[layer].float()
+        out[layer] = -(a * torch.log(a.clamp_min(1e-12))).sum(-1).mean(-1).cpu().numpy()
     return out
 
 

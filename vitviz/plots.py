@@ -174,3 +174,26 @@ def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[
         font=dict(size=15),
     )
     return go.Figure(data=data, layout=layout)
+
+
+def distance_with_spread(mean: np.ndarray, std: np.ndarray, title: str) -> go.Figure:
+    """Mean attention distance of every head against depth, with its spread over images as error bars.
+    mean, std: [L,H] in pixels."""
+    layers, heads = mean.shape
+    fig = go.Figure()
+    for h in range(heads):
+        fig.add_scatter(
+            x=np.arange(layers) + (h - (heads - 1) / 2) * 0.06,  # heads side by side within a layer
+            y=mean[:, h],
+            error_y=dict(type="data", array=std[:, h], thickness=1),
+            mode="markers",
+            name=f"head {h}",
+            hovertemplate=f"layer %{{x:.0f}}, head {h}<br>%{{y:.0f}} px<extra></extra>",
+        )
+    fig.update_layout(
+        title=title,
+        xaxis=dict(title="layer (depth)", dtick=1),
+        yaxis=dict(title="mean attention distance (pixels)", rangemode="tozero"),
+        height=520,
+    )
+    return fig

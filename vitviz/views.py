@@ -11,7 +11,7 @@ import numpy as np
 
 from . import plots, render
 from .analysis import Analysis
-from .attribute import SIGNED, Attribution
+from .attributions import SIGNED, Attribution
 from .depth import DepthResult
 from .maps import colour_scale, high_norm_tokens
 from .models import VitModel
@@ -111,17 +111,33 @@ def attention_view(
     if head != ALL_HEADS:
         values = one(layer, head, query)
         return scaled_overlay(base, values, cmap, alpha, scale, True, a.grid, query=marked), picker
-    maps = np.stack([one(layer, h, query) for h in range(a.model.num_heads)] + [one(layer, None, query)])
-    labels = [f"head {h}" for h in range(len(maps) - 1)] + ["mean of heads"]
-    small = render.fit(base, 300)
+    heads = list(range(a.model.num_heads))
+    return attention_sheet(a, layer, heads, query, cmap, alpha, shared_scale, scale, measure), picker
+
+
+def attention_sheet(
+    a: Analysis,
+    layer: int,
+    heads: list[int],
+    query: str | int = "cls",
+    cmap: str = "inferno",
+    alpha: float = 0.6,
+    shared_scale: bool = True,
+    scale: str = "robust",
+    measure: str = WEIGHT,
+) -> np.ndarray:
+    """`heads` of one layer and the mean of all heads, tiled, with the query marked; shared_scale puts
+    them on one colour scale with one colorbar, else each tile has its own."""
+    one = a.attention_map if measure == WEIGHT else a.contribution_map
+    marked = None if query == "cls" else int(query)
+    maps = np.stack([one(layer, h, query) for h in heads] + [one(layer, None, query)])
+    labels = [f"head {h}" for h in heads] + ["mean of heads"]
+    small = render.fit(display(a), 300)
     _, lo, hi, _ = colour_scale(maps, scale)
-    limits = (lo, hi) if shared_scale else None
-    tiles = [
-        scaled_overlay(small, m, cmap, alpha, scale, True, a.grid, limits, None if shared_scale else "right")
-        for m in maps
-    ]
+    limits, bars = ((lo, hi), None) if shared_scale else (None, "right")
+    tiles = [scaled_overlay(small, m, cmap, alpha, scale, True, a.grid, limits, bars, query=marked) for m in maps]
     sheet = render.tile(tiles, labels, cols=4 if len(tiles) > 9 else 3 + (len(tiles) > 6))
-    return (render.with_colorbar(sheet, cmap, lo, hi, scale) if shared_scale else sheet), picker
+    return render.with_colorbar(sheet, cmap, lo, hi, scale) if shared_scale else sheet
 
 
 def attention_note(a: Analysis, layer: int, head: int | str | None, query: str | int) -> str:
@@ -261,7 +277,7 @@ def attribution_views(
     Signed maps (IG, input x gradient, occlusion) use a diverging colormap centred at 0: red pushes the
     target up, blue down. Their scale is clipped at the 99.5th percentile of the magnitudes, as Captum's
     own visualisation does, since a few pixels dominate otherwise. Unsigned maps use the colour `scale`.
-    rollout: [gh,gw] computed on the attribution's own input (see `attribute.input_analysis`); the
+    rollout: [gh,gw] computed on the attribution's own input (see `attributions.input_analysis`); the
     analysis' own by default.
     """
     base = display(a)
@@ -416,3 +432,47 @@ def live_views(
         draw("rollout", a.rollout("mean") if "rollout" in shown else None, False),
         draw("dense head", sal, False),
     )
+
+
+SHOWN = ("tokens", "attention", "rollout", "inside", "pca", "dense", "distance", "entropy")
+
+
+def show(a: Analysis, view: str = "attention", **options):
+    """One view of `a` for a notebook: a PIL image (or a Plotly figure for "distance" and "entropy"),
+    which Jupyter shows inline. The same drawings as the app's.
+
+    "tokens"; "attention" (layer=last, head=None for the mean or "all", query="cls", cmap, alpha, scale);
+    "rollout" (fusion="mean", discard=0.0, cmap, alpha, scale); "inside" (layer, head=0, query="cls"):
+    scores, weights and weight × value side by side; "pca"; "dense" (the embedded dense head);
+    "distance" and "entropy": per layer and head.
+    """
+    from PIL import Image
+
+    if view not in SHOWN:
+        raise ValueError(f"unknown view {view!r}: use one of {SHOWN}")
+    last = a.model.num_layers - 1
+    look = {k: options.pop(k) for k in ("cmap", "alpha", "scale") if k in options}
+    if view == "tokens":
+        picture = tokens_view(a)[0]
+    elif view == "attention":
+        head = options.pop("head", None)
+        head = ALL_HEADS if head == "all" else head
+        picture = attention_view(a, options.pop("layer", last), head, options.pop("query", "cls"), **look)[0]
+    elif view == "rollout":
+        picture = rollout_view(a, options.pop("fusion", "mean"), options.pop("discard", 0.0), **look)[0]
+    elif view == "inside":
+        layer, head, query = options.pop("layer", last), options.pop("head", 0), options.pop("query", "cls")
+        picture = np.concatenate(inside_views(a, layer, head, query, **look)[:3], axis=1)
+    elif view == "pca":
+        picture = render.upsample_rgb(a.pca_rgb(), display(a).shape[:2])
+    elif view == "dense":
+        picture = output_view(a, **look)[1]
+        if picture is None:
+            raise ValueError(f"{a.model.name} has no dense head: only the embedded model has one")
+    elif view == "distance":
+        return plots.attention_distance(a.mean_attention_distance, a.model.patch_size)
+    else:
+        return plots.layer_head_heatmap(a.attention_entropy, "Attention entropy per head", "nats")
+    if options:
+        raise ValueError(f"{view!r} does not take {sorted(options)}")
+    return Image.fromarray(picture)

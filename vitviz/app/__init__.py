@@ -12,8 +12,8 @@ import logging
 import os
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="vitviz: see inside a Vision Transformer")
+def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description="vitviz: see inside a Vision Transformer")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--share", action="store_true", help="also open a public gradio.live link")
@@ -37,8 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    args = parse_args(argv, prog)
     from .. import memory
 
     memory.tune_malloc()  # before any worker thread starts
@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO)
     import gradio as gr
 
+    from .. import ASSETS
     from . import session
     from .layout import build
     from .source import CSS
@@ -60,6 +61,6 @@ def main(argv: list[str] | None = None) -> None:
         share=args.share,
         theme=gr.themes.Soft(),
         css=CSS,
-        allowed_paths=[str(session.ASSETS)],
+        allowed_paths=[str(ASSETS)],
         max_file_size=int(args.max_upload_mb * 2**20),
     )

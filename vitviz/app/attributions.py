@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import render, views
 from ..analysis import Analysis
-from ..attribute import BASELINES, METHODS, attribute, attribution_size, input_analysis, model_passes, targets
+from ..attributions import BASELINES, METHODS, attribute, attribution_size, input_analysis, model_passes, targets
 from .session import PRIORITY, get_analysis, get_attribution_model, picture, session_of, slots, user_errors
 from .source import Context, view_tab
 

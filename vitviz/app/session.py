@@ -20,6 +20,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from .. import EXAMPLES as EXAMPLE_NAMES
 from .. import (
     DepthModel,
     DepthResult,
@@ -27,6 +28,7 @@ from .. import (
     VitModel,
     analyze,
     estimate_depth,
+    example,
     load_depth_model,
     load_model,
     memory,
@@ -36,8 +38,7 @@ from ..analysis import Analysis
 from ..cache import AnalysisCache
 
 log = logging.getLogger("vitviz")
-ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
-EXAMPLES = [str(ASSETS / name) for name in ("chelsea.jpg", "coffee.jpg", "astronaut.jpg", "rocket.jpg")]
+EXAMPLES = [str(example(name)) for name in EXAMPLE_NAMES]
 DEFAULT_SIZE = "model default"
 SIZES = [DEFAULT_SIZE, "224", "336", "448", "518", "672"]
 MEAN_OF_HEADS, ALL_HEADS = -1, -2  # the head dropdown's values besides head indices

@@ -8,7 +8,7 @@ import torch
 from conftest import FAMILIES, random_image, tiny_vit
 
 import vitviz
-from vitviz.attribute import METHODS, attribute
+from vitviz.attributions import METHODS, attribute
 from vitviz.preprocess import prepare_input
 
 
@@ -180,7 +180,7 @@ def test_integrated_gradients_starts_from_the_baseline_it_names(baseline):
 
 def test_the_rollout_beside_an_attribution_reads_the_attributions_input(embedded, coffee):
     """Like for like: the embedded dense head's 224x224 input, not the 448 analysis."""
-    from vitviz.attribute import input_analysis
+    from vitviz.attributions import input_analysis
 
     same = input_analysis(embedded, coffee)
     assert same.pixel_values.shape == (1, 3, 224, 224) and same.grid == (16, 16)

@@ -1,0 +1,123 @@
+"""vitviz as a package: the wheel and the sdist carry what they must, and a wheel installed into a fresh
+venv outside the repository serves the app and runs the CLI."""
+
+from __future__ import annotations
+
+import os
+import site
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import vitviz
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], check=True, capture_output=True)
+    return out
+
+
+def test_the_wheel_and_sdist_carry_the_examples_licence_and_tests(built):
+    wheel = zipfile.ZipFile(next(built.glob("*.whl")))
+    names = set(wheel.namelist())
+    version = vitviz.__version__
+    for photo in ("chelsea", "coffee", "astronaut", "rocket"):
+        assert f"vitviz/assets/{photo}.jpg" in names
+    assert "vitviz/assets/README.md" in names and f"vitviz-{version}.dist-info/licenses/LICENSE" in names
+    assert "vitviz/app/live.py" in names and "vitviz/app/lesson.py" in names
+    assert "vitviz = vitviz.cli:main" in wheel.read(f"vitviz-{version}.dist-info/entry_points.txt").decode()
+    sdist = set(tarfile.open(next(built.glob("*.tar.gz"))).getnames())
+    for needed in ("app.py", "LICENSE", "requirements.txt", "tests/conftest.py", "tests/app_server.py",
+                   "vitviz/assets/chelsea.jpg"):  # fmt: skip
+        assert f"vitviz-{version}/{needed}" in sdist, needed
+
+
+def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path):
+    """The venv gets only the wheel; its dependencies come from this environment through a .pth file
+    (nothing is downloaded). Everything runs from a folder outside the repository."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    target = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (Path(target) / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    wheel = next(built.glob("*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+                   check=True, capture_output=True)  # fmt: skip
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    where = subprocess.run([python, "-c", "import vitviz; print(vitviz.__file__, vitviz.example())"], cwd=away,
+                           env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert str(venv) in where and str(ROOT) not in where
+    run = subprocess.run([venv / "bin" / "vitviz", "analyze", where.split()[1], "--out", "maps", "--layers", "11"],
+                         cwd=away, env=env, capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert (away / "maps" / "chelsea" / "attention_layer11.png").exists()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([venv / "bin" / "vitviz", "serve", "--port", str(port), "--device", "cpu"], cwd=away,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, "vitviz serve exited"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as page:
+                    assert page.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "vitviz serve did not answer in 120 s"
+                time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_the_readmes_python_blocks_run_as_written(tmp_path):
+    """Both Python blocks of the README's "Python API", pasted; the depth block gets a tiny DPT folder."""
+    import numpy as np
+    from conftest import tiny_dpt
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Python API") : readme.index("## Models")]
+    blocks = [b.split("```")[0] for b in section.split("```python")[1:]]
+    assert len(blocks) == 2
+    tiny_dpt().save_pretrained(tmp_path / "dpt")
+    scope: dict = {}
+    exec(compile(blocks[0], "README.md", "exec"), scope)
+    exec(
+        compile(blocks[1].replace('"Intel/dpt-hybrid-midas"', repr(str(tmp_path / "dpt"))), "README.md", "exec"), scope
+    )
+    a, d, r, depth = scope["a"], scope["d"], scope["r"], scope["depth"]
+    np.testing.assert_allclose(d.weights, a.attentions[6, 3, 0].astype(np.float32), atol=2e-3)
+    assert r.map.shape == scope["vitviz"].load_image(scope["vitviz"].example("coffee")).shape[:2]
+    assert depth.depth.shape == a.image.shape[:2]
+    assert depth.show("stages").size[0] > 0 and a.show("inside", layer=6, head=3).size[0] > 0
+
+
+def test_the_quickstart_notebook_runs_top_to_bottom(monkeypatch):
+    """docs/quickstart.ipynb with nbclient, offline, in a fresh kernel: any cell error fails the test."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(ROOT / "docs" / "quickstart.ipynb", as_version=4)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the kernel imports this checkout's vitviz
+    nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "docs")}}
+    ).execute()
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5  # the pictures are there, inline

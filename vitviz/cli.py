@@ -1,0 +1,192 @@
+"""The `vitviz` command (also `python -m vitviz`): serve the app, export an image's maps, or measure
+attention distance and entropy over a dataset. Heavy modules are imported inside the commands, so that
+`vitviz --help` answers at once.
+
+Exit codes: 0 done; 1 done, but some inputs were skipped (each named on stderr with the reason);
+2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import sys
+from pathlib import Path
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:  # the app keeps its own options (python app.py takes the same)
+        from .app import main as serve
+
+        serve(argv[1:], prog="vitviz serve")
+        return 0
+    args = parser().parse_args(argv)
+    return args.run(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    top = argparse.ArgumentParser(prog="vitviz", description="See inside a Vision Transformer.", epilog=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    top.add_argument("--version", action="version", version=f"vitviz {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats}")
+    sub.add_parser("serve", help="start the web app (vitviz serve --help lists its options)")
+
+    analyze = sub.add_parser("analyze", help="write an image's maps as PNG files, its arrays and a summary")
+    analyze.add_argument("images", nargs="+", type=Path, help="image files")
+    analyze.add_argument("--out", type=Path, required=True, help="folder; each image gets OUT/<name>/")
+    _model_options(analyze)
+    analyze.add_argument("--layers", default="all", help="layers for the attention sheets: all, or e.g. 0,5,11")
+    analyze.add_argument("--heads", default="all", help="heads tiled in each sheet: all, or e.g. 0,3")
+    analyze.set_defaults(run=run_analyze)
+
+    stats = sub.add_parser("stats", help="mean attention distance and entropy per layer and head over many images")
+    stats.add_argument("inputs", nargs="*", help="folders, image files or glob patterns (quote them)")
+    stats.add_argument("--out", type=Path, required=True, help="folder for stats.csv, stats.html and stats.png")
+    _model_options(stats)
+    stats.add_argument("--batch", type=int, default=4, help="images per forward pass (same input size; default 4)")
+    stats.add_argument("--shard", default="0/1", help="i/n: take every n-th file from the i-th (0-based)")
+    stats.add_argument("--merge", nargs="+", type=Path, help="merge the stats.csv of shards instead")
+    stats.set_defaults(run=run_stats)
+    return top
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="dinov2-small", help="catalogue name, hub id or local folder")
+    p.add_argument("--size", type=int, default=None, help="input's longest side in pixels (default: the model's)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+
+
+def _indices(text: str, count: int, what: str) -> list[int]:
+    """'all' or '0,5,11' -> indices in [0, count)."""
+    if text == "all":
+        return list(range(count))
+    try:
+        chosen = [int(t) for t in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"vitviz: --{what} must be 'all' or numbers like 0,5,11, got {text!r}") from None
+    bad = [i for i in chosen if not 0 <= i < count]
+    if bad:
+        raise SystemExit(f"vitviz: --{what} {bad} out of range: this model has {count} {what} (0 to {count - 1})")
+    return chosen
+
+
+def _skip(path: Path | str, exc: Exception) -> None:
+    print(f"vitviz: skipped {path}: {exc}", file=sys.stderr)
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    """Per image, in OUT/<name>/: tokens.png, attention_layerNN.png (the chosen heads and their mean,
+    CLS query), rollout.png, pca.png, dense.png (models with a dense head), arrays.npz, summary.json."""
+    import cv2
+    import numpy as np
+
+    from . import analyze, load_model, views
+
+    model = load_model(args.model, device=args.device)
+    layers = _indices(args.layers, model.num_layers, "layers")
+    heads = _indices(args.heads, model.num_heads, "heads")
+    skipped = 0
+    used: set[str] = set()
+    for path in args.images:
+        try:
+            a = analyze(model, path, longest=args.size)
+        except (OSError, ValueError) as exc:
+            _skip(path, exc)
+            skipped += 1
+            continue
+        name = path.stem
+        while name in used:  # two photo.jpg from different folders
+            name += "-2"
+        used.add(name)
+        out = args.out / name
+        out.mkdir(parents=True, exist_ok=True)
+        pictures = {"tokens.png": views.tokens_view(a)[0], "rollout.png": views.rollout_view(a, "mean", 0.0)[0]}
+        for layer in layers:
+            pictures[f"attention_layer{layer:02d}.png"] = views.attention_sheet(a, layer, heads)
+        pictures["pca.png"] = np.asarray(views.show(a, "pca"))
+        if a.saliency() is not None:
+            pictures["dense.png"] = views.output_view(a)[1]
+        for file, picture in pictures.items():
+            cv2.imwrite(str(out / file), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
+        np.savez_compressed(
+            out / "arrays.npz",
+            attentions=a.attentions[layers],
+            layers=np.array(layers),
+            rollout=a.rollout("mean"),
+            grid=np.array(a.grid),
+            pixel_values=a.pixel_values,
+        )
+        (out / "summary.json").write_text(json.dumps(summary(a, sorted(pictures)), indent=2))
+        print(f"{path} -> {out}/ ({len(pictures)} pictures)")
+    return 1 if skipped else 0
+
+
+def summary(a, files: list[str]) -> dict:
+    """What summary.json holds: the model, its input, the token layout, the top classes and the per-head
+    statistics ([layer][head])."""
+    m = a.model
+    h, w = a.pixel_values.shape[2:]
+    return {
+        "model": m.name,
+        "input_size": [int(w), int(h)],
+        "patch_size": m.patch_size,
+        "grid": list(a.grid),
+        "prefix_tokens": list(m.prefix_tokens),
+        "tokens": int(a.attentions.shape[-1]),
+        "top_classes": [[label, round(p, 6)] for label, p in a.top_classes(5)],
+        "mean_attention_distance_px": a.mean_attention_distance.astype(float).round(3).tolist(),
+        "attention_entropy_nats": a.attention_entropy.astype(float).round(4).tolist(),
+        "files": files,
+    }
+
+
+def image_files(inputs: list[str]) -> list[Path]:
+    """Folders (their image files), files and glob patterns -> sorted, without duplicates."""
+    found: set[Path] = set()
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            found.update(f for f in p.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+        elif p.exists():
+            found.add(p)
+        else:
+            matches = glob.glob(item, recursive=True)
+            if not matches:
+                raise SystemExit(f"vitviz: {item}: no such file, folder or matching pattern")
+            found.update(Path(f) for f in matches if Path(f).is_file())
+    return sorted(found)
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from . import stats
+
+    if args.merge:
+        table = stats.merge([stats.read_csv(p) for p in args.merge])
+        skipped = 0
+    else:
+        if not args.inputs:
+            raise SystemExit("vitviz: stats needs images (folders, files or patterns), or --merge CSV...")
+        try:
+            index, count = (int(t) for t in args.shard.split("/"))
+            assert 0 <= index < count
+        except (ValueError, AssertionError):
+            raise SystemExit(f"vitviz: --shard must be i/n with 0 <= i < n, got {args.shard!r}") from None
+        files = image_files(args.inputs)[index::count]
+        from . import load_model
+
+        model = load_model(args.model, device=args.device)
+        table, skipped = stats.over_images(model, files, args.size, args.batch, on_skip=_skip)
+    stats.write(table, args.out)
+    print(stats.summary_table(table))
+    print(f"wrote {args.out}/stats.csv, stats.html and stats.png")
+    return 1 if skipped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
