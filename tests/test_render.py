@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from vitviz import render
@@ -65,3 +66,28 @@ def test_a_colorbar_below_runs_low_to_high_under_the_picture():
     np.testing.assert_array_equal(out[:50], image)  # the picture itself is untouched
     ramp = out[50 + 15, 6:194, 0].astype(int)
     assert ramp[0] < 10 and ramp[-1] > 245 and (np.diff(ramp) >= 0).all()  # dark (low) on the left
+
+
+def test_scan_margins_keep_the_picture_whole_and_the_strip_shows_the_sequence():
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (120, 160, 3), dtype=np.uint8)
+    grid = (3, 4)
+    sheet = render.scan_margins(image, grid)
+    np.testing.assert_array_equal(sheet[30:, 64:], render.draw_grid(image, grid))  # no number on a patch
+    strip = render.token_strip(image, grid, [("CLS", True), ("register 1", False)], 640)
+    cell = 66  # 8 cells of at most 66 px: CLS, reg1, p0..p3, "...", p11
+    x0 = 4 + 2 * (cell + 6)  # the third cell: patch 0
+    p0 = strip[24 + 4 : 24 + cell - 20, x0 + 4 : x0 + cell - 4].reshape(-1, 3).mean(0)
+    expected = cv2.resize(image[:40, :40], (cell, cell), interpolation=cv2.INTER_AREA)[4:-20, 4:-4].reshape(-1, 3)
+    np.testing.assert_allclose(p0, expected.mean(0), atol=2)
+
+    def red_text(strip: np.ndarray) -> int:  # the "no pos" line under the cells
+        return int((np.abs(strip[24 + cell + 26 :].astype(int) - (150, 0, 0)).sum(-1) < 60).sum())
+
+    assert red_text(strip) > 0 and red_text(render.token_strip(image, grid, [("CLS", True)], 640)) == 0
+
+
+def test_which_prefix_tokens_get_a_position_embedding(family):
+    name, model = family
+    expected = {"vit": (True,), "deit": (True, True), "dinov2_registers": (True, False, False, False, False)}
+    assert model.prefix_with_position == expected[name]

@@ -101,6 +101,14 @@ class VitModel:
     def num_heads(self) -> int:
         return self.net.config.num_attention_heads
 
+    @property
+    def prefix_with_position(self) -> tuple[bool, ...]:
+        """For each prefix token, whether a learned position embedding is added to it: CLS (and DeiT's
+        distillation token) have one in the table; DINOv2's registers have none."""
+        table = self.base.embeddings.position_embeddings.shape[1]
+        with_pos = table - self.native_grid[0] * self.native_grid[1]
+        return tuple(i < with_pos for i in range(self.n_prefix))
+
     def position_embeddings(self) -> np.ndarray:
         """Learned patch position embeddings [g0*g0, D] at the native grid, prefix dropped."""
         pos = self.base.embeddings.position_embeddings.detach().float().cpu().numpy()[0]

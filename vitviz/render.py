@@ -148,8 +148,8 @@ def mark_patch(image: np.ndarray, grid: tuple[int, int], index: int, color=QUERY
     return out
 
 
-def draw_grid(image: np.ndarray, grid: tuple[int, int], numbers: bool = True) -> np.ndarray:
-    """Patch grid lines on `image`, with the scan order: each patch's token index."""
+def draw_grid(image: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+    """Patch grid lines on a copy of `image`."""
     out = image.copy()
     (gh, gw), (h, w) = grid, out.shape[:2]
     for r in range(1, gh):
@@ -158,19 +158,6 @@ def draw_grid(image: np.ndarray, grid: tuple[int, int], numbers: bool = True) ->
     for c in range(1, gw):
         x = round(c * w / gw)
         cv2.line(out, (x, 0), (x, h - 1), (255, 255, 255), 1, cv2.LINE_AA)
-    if numbers:
-        cell = min(h / gh, w / gw)
-        scale = float(np.clip(cell / 45, 0.22, 0.5))
-        # Label every patch when there is room; otherwise the first row, the first column
-        # and the last patch, which is enough to read the row-major order.
-        every = cell >= 34
-        for i in range(gh * gw):
-            r, c = divmod(i, gw)
-            if every or r == 0 or c == 0 or i == gh * gw - 1:
-                x0, y0, _, _ = patch_box(grid, (h, w), i)
-                org = (x0 + 2, y0 + int(11 * scale / 0.38))
-                cv2.putText(out, str(i), org, FONT, scale, (0, 0, 0), 3, cv2.LINE_AA)
-                cv2.putText(out, str(i), org, FONT, scale, (255, 255, 255), 1, cv2.LINE_AA)
     return out
 
 
@@ -178,12 +165,12 @@ def tile(images: list[np.ndarray], labels: list[str], cols: int, pad: int = 6) -
     """Lay equal-size RGB images out in a grid with a caption above each."""
     h, w = images[0].shape[:2]
     rows = -(-len(images) // cols)
-    cap = 20
+    cap = 32  # captions big enough to read when the sheet is shown a third smaller
     sheet = np.full((rows * (h + cap + pad), cols * (w + pad) - pad, 3), 255, np.uint8)
     for i, (img, label) in enumerate(zip(images, labels, strict=True)):
         r, c = divmod(i, cols)
         y, x = r * (h + cap + pad), c * (w + pad)
-        cv2.putText(sheet, label, (x + 2, y + 15), FONT, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
+        cv2.putText(sheet, label, (x + 2, y + 24), FONT, 0.8, (0, 0, 0), 2, cv2.LINE_AA)
         sheet[y + cap : y + cap + h, x : x + w] = img
     return sheet
 
@@ -232,3 +219,61 @@ def layer_head_grid(values: np.ndarray, cmap: str = "viridis", cell: int = 44) -
             text = f"{values[i, h]:.0f}"
             cv2.putText(img, text, (left + h * cell * 2 + 22, y), FONT, 0.6, colour, 1, cv2.LINE_AA)
     return with_colorbar(img, cmap, lo, hi)
+
+
+def scan_margins(image: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+    """Grid lines on `image`, and the scan order in margins outside it, where no number covers a patch:
+    each row's first token index on the left, the column numbers on top."""
+    gh, gw = grid
+    lined = draw_grid(image, grid)
+    h, w = lined.shape[:2]
+    left, top = 64, 30
+    out = np.full((h + top, w + left, 3), 255, np.uint8)
+    out[top:, left:] = lined
+    step = max(1, int(np.ceil(26 / (w / gw))))  # column labels at least 26 px apart
+    for c in range(0, gw, step):
+        x = left + round((c + 0.5) * w / gw)
+        (tw, _), _ = cv2.getTextSize(str(c), FONT, 0.55, 1)
+        cv2.putText(out, str(c), (x - tw // 2, top - 9), FONT, 0.55, (0, 0, 0), 1, cv2.LINE_AA)
+    rstep = max(1, int(np.ceil(22 / (h / gh))))
+    for r in range(0, gh, rstep):
+        y = top + round((r + 0.5) * h / gh) + 7
+        cv2.putText(out, str(r * gw), (4, y), FONT, 0.55, (0, 0, 0), 1, cv2.LINE_AA)
+    return out
+
+
+def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str, bool]], width: int) -> np.ndarray:
+    """The token sequence as the transformer reads it, `width` wide: the prefix tokens, then the first
+    patches, "...", the last patch, each with its sequence position above and "+ pos" below where a
+    learned position embedding is added. prefix: [(name, has a position embedding)]."""
+    gh, gw = grid
+    patches = gh * gw
+    shown = [("prefix", i) for i in range(len(prefix))]
+    room = max(2, min(9, width // 74) - len(shown) - 2)
+    shown += [("patch", i) for i in range(min(room, patches))] + [("dots", -1), ("patch", patches - 1)]
+    cell = min(66, (width - 8) // len(shown) - 6)
+    out = np.full((cell + 78, width, 3), 255, np.uint8)
+    title = "the token sequence: #position in it, and the position embedding added"
+    cv2.putText(out, title, (4, 16), FONT, 0.5, (60, 60, 60), 1, cv2.LINE_AA)
+    for k, (kind, i) in enumerate(shown):
+        x, y = 4 + k * (cell + 6), 24
+        if kind == "dots":
+            cv2.putText(out, "...", (x + cell // 4, y + cell // 2 + 6), FONT, 0.8, (0, 0, 0), 2, cv2.LINE_AA)
+            continue
+        position = i if kind == "prefix" else len(prefix) + i
+        if kind == "prefix":
+            out[y : y + cell, x : x + cell] = (255, 170, 60)
+            label, has_pos = prefix[i][0].replace("register ", "reg"), prefix[i][1]
+        else:
+            x0, y0, x1, y1 = patch_box(grid, image.shape[:2], i)
+            out[y : y + cell, x : x + cell] = cv2.resize(
+                image[y0:y1, x0:x1], (cell, cell), interpolation=cv2.INTER_AREA
+            )
+            label, has_pos = f"p{i}", True
+        cv2.rectangle(out, (x, y), (x + cell - 1, y + cell - 1), (0, 0, 0), 1)
+        cv2.putText(out, label, (x + 3, y + cell - 6), FONT, 0.5, (0, 0, 0), 3, cv2.LINE_AA)
+        cv2.putText(out, label, (x + 3, y + cell - 6), FONT, 0.5, (255, 255, 255), 1, cv2.LINE_AA)
+        cv2.putText(out, f"#{position}", (x + 3, y + cell + 20), FONT, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
+        cv2.putText(out, "+ pos" if has_pos else "no pos", (x + 3, y + cell + 44), FONT, 0.5,
+                    (0, 110, 0) if has_pos else (150, 0, 0), 1, cv2.LINE_AA)  # fmt: skip
+    return out

@@ -40,12 +40,17 @@ def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
         f"**{gh} × {gw} = {gh * gw} patch tokens** of {m.patch_size}×{m.patch_size} pixels "
         f"(the model sees the image at {w}×{h}), **plus {m.n_prefix} prefix token"
         f"{'s' if m.n_prefix > 1 else ''}: {prefix}** → {a.attentions.shape[-1]} tokens in all. "
-        "Patches are numbered in scan order, left to right, top to bottom. "
+        f"Patches are numbered p0, p1, … in scan order, left to right and top to bottom (left margin: the first "
+        f"patch of each row; top: the column). In the sequence the prefix tokens come first, so patch p*i* sits "
+        f"at position #*i*+{m.n_prefix} (the strip under the picture). "
         "The CLS token is the *readout token*: a learned vector put in front of the patches, "
         "whose output summarises the image. Each patch token also gets a learned "
-        "*position embedding*, so the model knows where the patch came from."
+        "*position embedding* added (+ pos), so the model knows where the patch came from."
     )
-    return render.draw_grid(display(a), a.grid), text
+    grid = render.scan_margins(display(a), a.grid)
+    named = list(zip(m.prefix_tokens, m.prefix_with_position, strict=True))
+    strip = render.token_strip(display(a), a.grid, named, grid.shape[1])
+    return np.concatenate([grid, strip]), text
 
 
 CLIPPED = (0, 255, 255)  # outline of the patches above a robust scale's clip: nothing is hidden
