@@ -20,10 +20,11 @@ def build(ctx: Context) -> None:
         "1 · Tokens",
         (
             "The picture cut into the square patches the ViT reads. "
-            "Each patch becomes one token; the numbers show the order of the token sequence."
+            "Each patch becomes one token. The margins give the scan order; the strip under the picture is the "
+            "token sequence the transformer reads, prefix tokens first."
         ),
         id="tokens",
     ) as tab:
         text = gr.Markdown(label="Token sequence")
-        grid = picture(label="Patches and scan order", height=460, elem_id="tokens")
+        grid = picture(label="Patches and scan order", height=640, elem_id="tokens")
     ctx.view(tab, draw, ctx.where, [grid, text], api_name="tokens")
