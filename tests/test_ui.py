@@ -289,3 +289,22 @@ def test_stop_ends_a_long_attribution_at_its_next_batch():
     worker.join(60)
     assert "stopped at" in outcome["error"]
     assert time.perf_counter() - stopped_at < 10  # 128 steps take about a minute here
+
+
+def test_maps_land_where_they_are_through_the_endpoints(client):
+    """Opaque, min-max: the brightest square of /attention (nearest) and the brightest spot of /rollout
+    (bilinear) sit on the patch where the engine's map has its maximum."""
+    from gradio_client import handle_file
+
+    image = handle_file(str(ASSETS / "astronaut.jpg"))
+    a = vitviz.analyze(vitviz.load_model(device="cpu"), ASSETS / "astronaut.jpg")
+    where = dict(image=image, model_name="dinov2-small", size="model default", cmap="gray", alpha=1.0)
+    query = dict(layer=11, head=2, query_mode="CLS token", patch=-1, measure="weight", grid_scale="shared across heads")
+    overlay = client.predict(**where, **query, colour_scale="min-max", api_name="/attention")[0]
+    roll = client.predict(**where, fusion="mean", discard=0.0, colour_scale="min-max", api_name="/rollout")[0]
+    gh, gw = a.grid
+    for shown, values in ((overlay, a.attention_map(11, 2)), (roll, a.rollout("mean"))):
+        picture = read(shown)[..., 0].astype(float)
+        picture = picture[:, : round(picture.shape[0] * gw / gh)]  # the map, without its colorbar
+        cells = cv2.resize(picture, (gw, gh), interpolation=cv2.INTER_AREA)
+        assert np.unravel_index(cells.argmax(), cells.shape) == np.unravel_index(values.argmax(), values.shape)
