@@ -57,3 +57,15 @@ def test_a_classifier_without_a_dense_head_gets_every_step_too():
 def test_a_step_out_of_range_says_which_are_allowed(chelsea, step):
     with pytest.raises(ValueError, match=r"step must be in \[1, 8\]"):
         lesson.lesson_step(chelsea, step)
+
+
+def test_with_a_depth_model_the_last_step_shows_its_depth_map(chelsea, tmp_path):
+    from conftest import tiny_dpt
+
+    tiny_dpt().save_pretrained(tmp_path)
+    depth = vitviz.estimate_depth(vitviz.load_depth_model(str(tmp_path), device="cpu"), ASSETS / "chelsea.jpg")
+    title, picture, text = lesson.lesson_step(chelsea, 8, depth=depth)
+    np.testing.assert_array_equal(picture, vitviz.views.depth_view(depth, "magma")[1])
+    reassembled = [s for s in depth.stages if s.kind == "reassemble"]
+    assert len(reassembled) == 4 and f"{reassembled[0].shape[1]}×{reassembled[0].shape[2]}" in text
+    assert "bright = near" in text and not np.array_equal(lesson.lesson_step(chelsea, 8)[1], picture)

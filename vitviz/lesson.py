@@ -10,6 +10,7 @@ import numpy as np
 
 from . import render, views
 from .analysis import Analysis
+from .depth import DepthResult
 
 Step = tuple[str, np.ndarray, str]  # (title, picture, text)
 
@@ -23,7 +24,7 @@ def _where(a: Analysis, patch: int) -> str:
     return f"patch {patch} (row {patch // a.grid[1]}, column {patch % a.grid[1]})"
 
 
-def tokens(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     m, (gh, gw) = a.model, a.grid
     h, w = a.pixel_values.shape[2:]
     prefix = ", ".join(m.prefix_tokens)
@@ -37,7 +38,7 @@ def tokens(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
     return "Patches become tokens", views.tokens_view(a)[0], text
 
 
-def positions(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+def positions(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     m = a.model
     g = m.native_grid
     sim = m.pos_embed_similarity()
@@ -59,7 +60,7 @@ def _head_picture(a: Analysis, layer: int, head: int, cmap: str, alpha: float, s
     return views.attention_view(a, layer, head, _centre(a), cmap, alpha, True, scale)[0]
 
 
-def local_head(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+def local_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     d = a.mean_attention_distance
     layer, head = np.unravel_index(int(np.argmin(d)), d.shape)
     first = float(d[0].mean())
@@ -74,7 +75,7 @@ def local_head(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
     return "A local head", _head_picture(a, int(layer), int(head), cmap, alpha, scale), text
 
 
-def global_head(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+def global_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     d = a.mean_attention_distance
     deep = d.shape[0] * 2 // 3
     layer, head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
@@ -88,7 +89,7 @@ def global_head(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
     return "A global head", _head_picture(a, layer, head, cmap, alpha, scale), text
 
 
-def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     d = a.mean_attention_distance
     means = d.mean(axis=1)
     text = (
@@ -101,7 +102,7 @@ def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str) -> Ste
     return "Attention distance over depth", render.layer_head_grid(d, "viridis"), text
 
 
-def readout(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     picture, note = views.rollout_view(a, "mean", 0.0, cmap, alpha, scale)
     share = float(a.attentions[-1, :, 0, : a.n_prefix].astype(np.float32).sum(-1).mean())
     text = (
@@ -113,7 +114,7 @@ def readout(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
     return "The readout token and rollout", picture, text
 
 
-def inside(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
+def inside(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     layer, head = a.model.num_layers - 1, 0
     scores, weights, *_ = views.inside_views(a, layer, head, "cls", cmap, alpha, scale)
     d = a.inside_head(layer, head, "cls")
@@ -127,13 +128,22 @@ def inside(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
     return "Inside a head", np.concatenate([scores, weights], axis=1), text
 
 
-def dense(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
-    top, picture = views.output_view(a, cmap, alpha, scale)
+def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     common = (
         "Dense prediction needs a value per pixel, not one per image. A *Dense Prediction Transformer* (DPT) "
         "*reassembles* the tokens of several layers into image-like maps at several scales and *fuses* them "
         "from coarse to fine into, for example, a depth map (tab 8)."
     )
+    if depth is not None:
+        stages = [s for s in depth.stages if s.kind == "reassemble"]
+        sizes = ", ".join(f"{s.shape[1]}×{s.shape[2]}" for s in stages)
+        text = (
+            f"{common} Here {depth.model.name} did it on this image: its reassemble stages made maps of "
+            f"{sizes} cells from its ViT's tokens, and the fusion stages brought them to the depth map in the "
+            "picture (bright = near; relative depth, unknown scale)."
+        )
+        return "Dense decoding", views.depth_view(depth, "magma")[1], text
+    top, picture = views.output_view(a, cmap, alpha, scale)
     if picture is not None:
         sal = a.saliency()
         text = (
@@ -150,7 +160,7 @@ def dense(a: Analysis, cmap: str, alpha: float, scale: str) -> Step:
     return "Dense decoding", render.upsample_rgb(a.pca_rgb(), views.display(a).shape[:2]), text
 
 
-STEPS: list[Callable[[Analysis, str, float, str], Step]] = [
+STEPS: list[Callable[..., Step]] = [
     tokens,
     positions,
     local_head,
@@ -162,8 +172,16 @@ STEPS: list[Callable[[Analysis, str, float, str], Step]] = [
 ]
 
 
-def lesson_step(a: Analysis, step: int, cmap: str = "inferno", alpha: float = 0.6, scale: str = "robust") -> Step:
-    """Step `step` (1 to len(STEPS)) of the lesson on this analysis: (title, picture, text)."""
+def lesson_step(
+    a: Analysis,
+    step: int,
+    cmap: str = "inferno",
+    alpha: float = 0.6,
+    scale: str = "robust",
+    depth: DepthResult | None = None,
+) -> Step:
+    """Step `step` (1 to len(STEPS)) of the lesson on this analysis: (title, picture, text). depth: a depth
+    model's result on the same image, which the dense-decoding step shows when there is one."""
     if not 1 <= step <= len(STEPS):
         raise ValueError(f"step must be in [1, {len(STEPS)}], got {step}")
-    return STEPS[step - 1](a, cmap, alpha, scale)
+    return STEPS[step - 1](a, cmap, alpha, scale, depth)

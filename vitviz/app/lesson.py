@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import lesson
-from .session import get_analysis, picture, user_errors
+from .session import depth_key, get_analysis, get_depth, picture, user_errors
 from .source import Context, view_tab
 
 LAST = len(lesson.STEPS)
@@ -21,14 +21,6 @@ SCROLL_TO_LESSON = """() => { if (!new URLSearchParams(location.search).has('ste
   }, 250); }"""
 
 
-@user_errors
-def draw(image, model_name, size, step, cmap, alpha, colour_scale, request: gr.Request):
-    """(the step's title, its picture, its sentences)."""
-    a = get_analysis(image, model_name, size, request)
-    title, shown, text = lesson.lesson_step(a, int(step), cmap, float(alpha), colour_scale)
-    return f"### Step {int(step)} of {LAST} · {title}", shown, text
-
-
 def open_link(request: gr.Request):
     """A link with ?step=N opens the lesson at step N: a teacher can put one step on a slide."""
     asked = request.query_params.get("step") if request is not None else None
@@ -41,6 +33,17 @@ def open_link(request: gr.Request):
 
 
 def build(ctx: Context) -> None:
+    @user_errors
+    def draw(image, model_name, size, step, cmap, alpha, colour_scale, request: gr.Request):
+        """(the step's title, its picture, its sentences). The last step shows the depth model's map when
+        the app was started with one (--depth-model)."""
+        a = get_analysis(image, model_name, size, request)
+        depth = None
+        if int(step) == LAST and ctx.depth_model is not None:
+            depth = get_depth(image, ctx.depth_model, depth_key(image, ctx.depth_model, request))
+        title, shown, text = lesson.lesson_step(a, int(step), cmap, float(alpha), colour_scale, depth)
+        return f"### Step {int(step)} of {LAST} · {title}", shown, text
+
     with view_tab(
         "11 · Lesson",
         (
