@@ -274,7 +274,112 @@ def test_value_norms_project_every_value_through_its_heads_slice():
     rng = np.random.default_rng(0)
     heads, dh, d, n = 3, 4, 12, 7
     v, wo = rng.normal(size=(n, heads * dh)), rng.normal(size=(d, heads * dh))
-    got = maps.value_norms(v, wo, heads)
-    for h in range(heads):
-        part = slice(h * dh, (h + 1) * dh)
-        np.testing.assert_allclose(got[h], np.linalg.norm(v[:, part] @ wo[:, part].T, axis=1), rtol=1e-5)
+    for scale in (1.0, 1e-3):  # norms above and below 1
+        got = maps.value_norms(v * scale, wo, heads)
+        assert got.dtype == np.float32
+        for h in range(heads):
+            part = slice(h * dh, (h + 1) * dh)
+            expected = np.linalg.norm(v[:, part] * scale @ wo[:, part].T, axis=1)
+            np.testing.assert_allclose(got[h], expected, rtol=1e-5)
+
+
+def test_softmax_rows_of_any_scale_and_a_single_row():
+    """Each row on its own: a row of huge scores must not zero out a row of small ones (a shared shift
+    would), and a 1-D row works as it does for one head's query."""
+    scores = np.array([[2000.0, 1999.0, 1990.0], [-3.0, 0.0, 1.0]], np.float32)
+    got = maps.softmax(scores)
+    for row, expected in zip(got, scores.astype(np.float64), strict=True):
+        e = np.exp(expected - expected.max())
+        np.testing.assert_allclose(row, e / e.sum(), rtol=1e-6)
+    assert got.dtype == np.float32 and got.shape == scores.shape
+    np.testing.assert_allclose(maps.softmax(scores[1]), got[1], rtol=1e-7)
+
+
+def test_scaled_scores_divide_by_the_square_root_of_the_width():
+    rng = np.random.default_rng(1)
+    q, k = rng.normal(size=16), rng.normal(size=(5, 16))
+    np.testing.assert_allclose(maps.scaled_scores(q, k, 16**-0.5), k @ q / 4, rtol=1e-5)
+
+
+def test_top_share_rounds_the_number_of_keys_up():
+    w = np.array([0.4, 0.3, 0.2, 0.1] + [0.0] * 96)
+    assert maps.top_share(w, 0.015) == pytest.approx(0.7)  # ceil(1.5) = 2 keys
+    assert maps.top_share(w, 0.001) == pytest.approx(0.4)  # at least one key
+
+
+def test_high_norm_tokens_at_their_boundaries():
+    """Exactly ratio x the median counts; exactly gap x the largest other norm counts; a mask is bool."""
+    base = np.ones(16)
+    exact = base.copy()
+    exact[3] = 2.0  # the median is 1: exactly 2x
+    assert maps.high_norm_tokens(exact).tolist() == (np.arange(16) == 3).tolist()
+    touching = base.copy()
+    touching[[3, 4]] = [2.5, 2.0]  # 2.0 is the smallest flagged, 1.25 x 1.6 would be 2.0 ...
+    touching[5] = 1.6  # ... with 1.6 the largest unflagged: it stands apart exactly at the gap
+    assert maps.high_norm_tokens(touching).sum() == 2
+    close = touching.copy()
+    close[5] = 1.61  # now 2.0 < 1.25 x 1.61: a smooth tail, nothing flagged
+    none = maps.high_norm_tokens(close)
+    assert none.dtype == bool and not none.any() and maps.high_norm_tokens(exact).dtype == bool
+    small = np.full(16, 0.01)
+    small[2] = 0.05  # gap must multiply, not divide, the largest unflagged norm
+    assert maps.high_norm_tokens(small).sum() == 1
+    assert not maps.high_norm_tokens(np.full(16, 3.0)).any()  # everything "high" is nothing special
+
+
+def test_pca_rgb_channels_span_the_unit_range_with_fixed_signs():
+    rng = np.random.default_rng(3)
+    tokens = rng.normal(size=(1 + 12, 8))
+    rgb = maps.pca_rgb(tokens, (3, 4), 1)
+    assert rgb.dtype == np.float32 and rgb.shape == (3, 4, 3)
+    np.testing.assert_allclose(rgb.reshape(-1, 3).min(0), 0, atol=1e-6)
+    np.testing.assert_allclose(rgb.reshape(-1, 3).max(0), 1, atol=1e-6)
+    # the loadings' signs are fixed, so negated tokens give the negated components: every colour inverted
+    np.testing.assert_allclose(maps.pca_rgb(-tokens, (3, 4), 1), 1 - rgb, atol=1e-6)
+    two = maps.pca_rgb(rng.normal(size=(1 + 2, 8)), (1, 2), 1)  # two patches: two components, blue is 0
+    assert two.shape == (1, 2, 3) and (two[..., 2] == 0).all() and two[..., :2].max() == 1
+
+
+def test_colour_scale_edge_cases():
+    shown, lo, hi, clipped = maps.colour_scale(np.zeros((4, 4)), "log")  # all zeros: no log of 0
+    assert np.isfinite(shown).all() and clipped.dtype == bool and not clipped.any()
+    flat = np.full((4, 4), 0.5)
+    shown, lo, hi, clipped = maps.colour_scale(flat, "robust")  # no tail to clip: min-max, nothing marked
+    assert (lo, hi) == (0.5, 0.5) and not clipped.any() and shown.dtype == np.float32
+    ints = maps.colour_scale(np.arange(16).reshape(4, 4), "min-max")[0]
+    assert ints.dtype == np.float32
+
+
+def test_entropy_sums_each_row_over_its_keys():
+    """Entropy per query row, averaged per head. (Summing over queries instead gives the same mean on a
+    square matrix: that mutant is equivalent.)"""
+    attn = np.array([[[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]]]], np.float32)  # [1,1,3,3]
+    rows = [0.0, np.log(2), np.log(3)]
+    np.testing.assert_allclose(maps.attention_entropy(attn), [[np.mean(rows)]], rtol=1e-6)
+    two_heads = np.concatenate([attn, np.full_like(attn, 1 / 3)], axis=1)  # [1,2,3,3]: one value per head
+    np.testing.assert_allclose(maps.attention_entropy(two_heads), [[np.mean(rows), np.log(3)]], rtol=1e-6)
+
+
+def test_patch_centres_are_in_input_pixels():
+    c = maps.patch_centers((2, 3), 14)
+    np.testing.assert_array_equal(c[0], [7, 7])  # the first patch's centre
+    np.testing.assert_array_equal(c[-1], [21, 35])  # row 1, column 2
+
+
+def test_discard_thresholds_are_the_kth_smallest_weights():
+    fused = torch.rand(3, 6, 6, generator=torch.Generator().manual_seed(4))
+    flat = fused.reshape(3, -1).numpy()
+    ratios = [0.0, 0.3, 0.5, 0.9]
+    table = maps.discard_thresholds(fused, ratios).numpy()
+    for j, r in enumerate(ratios):
+        k = max(1, int(36 * r))
+        np.testing.assert_allclose(table[:, j], np.sort(flat, axis=1)[:, k - 1])
+    np.testing.assert_allclose(maps.discard_thresholds(fused, [0.5]).numpy()[:, 0], table[:, 2])
+    with pytest.raises(ValueError):
+        maps.rollout(fused, 1.0)  # discarding everything is refused
+
+
+def test_robust_scale_marks_only_values_above_the_clip():
+    values = np.array([0.0] * 50 + [1.0] * 50)  # the 99th percentile is 1: nothing lies above it
+    shown, lo, hi, clipped = maps.colour_scale(values, "robust")
+    assert hi == 1.0 and not clipped.any()
