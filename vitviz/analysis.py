@@ -217,6 +217,12 @@ def analyze(model: VitModel, image: ImageInput, longest: int | None = None) -> A
     which case their position embeddings are interpolated.
     """
     rgb = load_image(image)
+    pixel_values = model_input(model, rgb, longest)
+    return capture(model, rgb, pixel_values, model.forward(torch.from_numpy(pixel_values)))
+
+
+def model_input(model: VitModel, rgb: np.ndarray, longest: int | None = None) -> np.ndarray:
+    """[1,3,h,w] float32: the input `analyze` gives RGB uint8 `rgb` (see `analyze` for `longest`)."""
     if longest is None and model.fixed_size:
         size = (model.native_grid[0] * model.patch_size, model.native_grid[1] * model.patch_size)
     else:
@@ -224,8 +230,7 @@ def analyze(model: VitModel, image: ImageInput, longest: int | None = None) -> A
         if not model.patch_size <= longest <= 2048:
             raise ValueError(f"input size must be between {model.patch_size} and 2048 pixels, got {longest}")
         size = input_size(*rgb.shape[:2], model.patch_size, longest)
-    pixel_values = prepare_input(rgb, size, model.patch_size, model.mean, model.std)
-    return capture(model, rgb, pixel_values, model.forward(torch.from_numpy(pixel_values)))
+    return prepare_input(rgb, size, model.patch_size, model.mean, model.std)
 
 
 LIVE_SIDE = 224  # a camera frame's input side: the embedded dense head's training size, 16x16 patches of 14

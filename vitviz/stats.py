@@ -17,8 +17,9 @@ import numpy as np
 import torch
 
 from . import maps, plots, render
+from .analysis import model_input
 from .models import VitModel
-from .preprocess import input_size, load_image, prepare_input
+from .preprocess import load_image
 
 COLUMNS = ["layer", "head", "images", "distance_mean_px", "distance_std_px", "entropy_mean_nats", "entropy_std_nats"]
 
@@ -57,7 +58,7 @@ def over_images(
     with tqdm(total=len(files), unit="image", desc="attention statistics", disable=not progress_bar) as progress:
         for path in files:
             try:
-                pixels = _model_input(model, load_image(path), longest)
+                pixels = model_input(model, load_image(path), longest)
             except (OSError, ValueError) as exc:
                 on_skip(path, exc)
                 skipped += 1
@@ -78,16 +79,6 @@ def over_images(
     values = np.stack(per_image)  # [images,2,L,H]
     mean, std = values.mean(0), values.std(0)
     return Table(model.name, len(values), mean[0], std[0], mean[1], std[1]), skipped
-
-
-def _model_input(model: VitModel, rgb: np.ndarray, longest: int | None) -> np.ndarray:
-    """[1,3,h,w]: the input `analyze` would give this image."""
-    p = model.patch_size
-    if longest is None and model.fixed_size:
-        size = (model.native_grid[0] * p, model.native_grid[1] * p)
-    else:
-        size = input_size(*rgb.shape[:2], p, longest or model.default_longest)
-    return prepare_input(rgb, size, p, model.mean, model.std)
 
 
 def batch_statistics(model: VitModel, pixel_values: np.ndarray) -> list[np.ndarray]:

@@ -425,18 +425,17 @@ def live_views(
     if unknown:
         raise ValueError(f"the live view draws {LIVE_LAYERS}, not {sorted(unknown)}")
     base = render.fit(a.image, LIVE_DISPLAY)
-    sal = a.saliency()
-
-    def draw(name: str, values, nearest: bool):
-        if name not in shown or values is None:
-            return None
-        return scaled_overlay(base, values, cmap, alpha, scale, nearest, a.grid if nearest else None)
-
-    return (
-        draw("attention", a.attention_map(layer, head, "cls") if "attention" in shown else None, True),
-        draw("rollout", a.rollout("mean") if "rollout" in shown else None, False),
-        draw("dense head", sal, False),
-    )
+    maps = {  # name -> (how to compute it, one flat square per patch); only what is shown is computed
+        "attention": (lambda: a.attention_map(layer, head, "cls"), True),
+        "rollout": (lambda: a.rollout("mean"), False),
+        "dense head": (a.saliency, False),
+    }
+    pictures = []
+    for name, (values, nearest) in maps.items():
+        v = values() if name in shown else None
+        grid = a.grid if nearest else None
+        pictures.append(None if v is None else scaled_overlay(base, v, cmap, alpha, scale, nearest, grid))
+    return tuple(pictures)
 
 
 SHOWN = ("tokens", "attention", "rollout", "inside", "pca", "dense", "distance", "entropy")
