@@ -383,3 +383,32 @@ def test_robust_scale_marks_only_values_above_the_clip():
     values = np.array([0.0] * 50 + [1.0] * 50)  # the 99th percentile is 1: nothing lies above it
     shown, lo, hi, clipped = maps.colour_scale(values, "robust")
     assert hi == 1.0 and not clipped.any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_discard_thresholds_count_exactly_what_a_sort_finds(dtype):
+    """The counting select against a full sort: many weights per 20-bit bin (a heavy tail near 0, as in
+    attention), ties, negative numbers and -0.0, in float16 (one count) and float32 (two passes)."""
+    g = torch.Generator().manual_seed(7)
+    heavy = torch.rand(2, 300, 300, generator=g) ** 8  # most weights crowd into a few bins
+    ties = torch.randint(0, 5, (2, 40, 40), generator=g).float() / 4
+    signed = torch.randn(2, 50, 50, generator=g)
+    signed[0, 0, :7] = -0.0
+    ratios = [i / 100 for i in range(100)] + [0.137, 0.999]
+    for weights in (heavy, ties, signed):
+        weights = weights.to(dtype)
+        flat = weights.reshape(2, -1).double().sort(dim=1).values
+        expected = flat[:, [max(1, int(flat.shape[1] * r)) - 1 for r in ratios]]
+        got = maps.discard_thresholds(weights, ratios)
+        assert got.dtype == (dtype if dtype != torch.float64 else torch.float32)
+        np.testing.assert_array_equal(got.double().numpy(), expected.numpy())
+
+
+def test_max_and_min_fusions_keep_the_captured_float16(analysis):
+    _, a = analysis
+    for how, reduce in (("max", np.max), ("min", np.min)):
+        fused = maps.fuse_heads(a.attentions, how)
+        assert fused.dtype == torch.float16  # a maximum of float16 weights is one of them
+        np.testing.assert_array_equal(fused.numpy(), reduce(a.attentions, axis=1))
+        as_float32 = maps.rollout(fused.float(), 0.5)
+        np.testing.assert_array_equal(maps.rollout(fused, 0.5), as_float32)

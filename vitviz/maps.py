@@ -24,13 +24,14 @@ def attention_map(attn: np.ndarray, grid: tuple[int, int], n_prefix: int, head: 
 
 
 def fuse_heads(attn: np.ndarray | torch.Tensor, how: str = "mean") -> torch.Tensor:
-    """[L,H,N,N] -> [L,N,N] float32: the heads of each layer fused by mean, max or min."""
+    """[L,H,N,N] -> [L,N,N]: the heads of each layer fused by mean (float32), max or min (the input's
+    dtype: a maximum of float16 weights is one of them, exactly, at half the memory of float32)."""
     if how not in HEAD_FUSIONS:
         raise ValueError(f"unknown head fusion {how!r}: use one of {HEAD_FUSIONS}")
     a = torch.as_tensor(attn)
     # One layer at a time: converting all of [L,H,N,N] to float32 at once allocates ~300 MB at 448 px.
-    fuse = {"mean": lambda x: x.float().mean(dim=0), "max": lambda x: x.amax(dim=0).float()}
-    fuse["min"] = lambda x: x.amin(dim=0).float()
+    fuse = {"mean": lambda x: x.float().mean(dim=0), "max": lambda x: x.amax(dim=0)}
+    fuse["min"] = lambda x: x.amin(dim=0)
     return torch.stack([fuse[how](layer) for layer in a])
 
 
@@ -59,9 +60,10 @@ def rollout(
     for layer in range(fused.shape[0] - 1, -1, -1):
         a = fused[layer]
         if discard_ratio > 0.0:
-            keep = a > thresholds[layer]
-            keep[:, 0] = True
-            a = a * keep
+            kept = torch.nn.functional.threshold(a, float(thresholds[layer]), 0.0)  # a if a > t, else 0
+            kept[:, 0] = a[:, 0]
+            a = kept
+        a = a.float()
         # v·Â = (v / rowsum) · (A + I): A + I is never materialised.
         scaled = row / (a.sum(dim=1) + 1.0)
         row = scaled @ a + scaled
@@ -71,13 +73,38 @@ def rollout(
 def discard_thresholds(fused: torch.Tensor, ratios: list[float]) -> torch.Tensor:
     """[L,N,N] -> [L,R]: per layer, the value below which a fraction `ratio` of weights lie.
 
-    It is the k-th smallest weight, k = int(N² · ratio): weights at or below it are dropped.
+    It is the k-th smallest weight, k = max(1, int(N² · ratio)): weights at or below it are dropped.
+    Exact, by counting rather than sorting (~10 ms per layer at 448 px for every ratio at once, where a
+    sort took 60): a float's bits, read as an integer with the magnitude bits flipped for negative
+    numbers, order as the floats do. float16 weights have 65,536 bit patterns, so one count of them gives
+    every threshold. float32 weights are counted by their top 20 bits (2^-11 of an octave per bin); then
+    only the weights in the bins that hold a k-th smallest are sorted. Returns the input's dtype.
     """
-    flat = fused.flatten(1)
-    ks = [max(1, int(flat.shape[1] * r)) for r in ratios]
-    if len(ks) == 1:
-        return flat.kthvalue(ks[0], dim=1).values[:, None]
-    return flat.sort(dim=1).values[:, [k - 1 for k in ks]]
+    flat = fused.reshape(fused.shape[0], -1)
+    if flat.dtype not in (torch.float16, torch.float32):
+        flat = flat.float()
+    bits = 16 if flat.dtype == torch.float16 else 32
+    top = min(bits, 20)
+    ks = torch.tensor([max(1, int(flat.shape[1] * r)) for r in ratios])
+    out = torch.empty(flat.shape[0], len(ks), dtype=flat.dtype)
+    for i, values in enumerate(flat):
+        raw = values.view(torch.int16 if bits == 16 else torch.int32).int()
+        key = raw ^ ((raw >> (bits - 1)) & (2 ** (bits - 1) - 1))  # sign-magnitude -> ordered integers
+        bins = (key >> (bits - top)) + 2 ** (top - 1)
+        counts = torch.bincount(bins, minlength=2**top)
+        below = counts.cumsum(0)
+        where = torch.searchsorted(below, ks)  # the bin that holds the k-th smallest
+        below = below[where] - counts[where]  # weights in lower bins
+        if top == bits:  # the bin is the value
+            key = where - 2 ** (top - 1)
+            out[i] = (key ^ ((key >> (bits - 1)) & (2 ** (bits - 1) - 1))).to(torch.int16).view(flat.dtype)
+            continue
+        needed = torch.zeros(2**top, dtype=torch.bool)
+        needed[where] = True
+        chosen = values[needed[bins]].sort().values  # the needed bins' weights, in order
+        earlier = (counts * needed).cumsum(0)[where] - counts[where]  # of them, in lower needed bins
+        out[i] = chosen[earlier + ks - below - 1]
+    return out
 
 
 def pos_embed_similarity(pos: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
