@@ -15,6 +15,7 @@ from conftest import ASSETS
 from vitviz.app.layout import VIEWS
 from vitviz.loadtest import CHROMIUM, fake_camera, start_live_stream
 from vitviz.loadtest import CHROMIUM_ARGS as ARGS
+from vitviz.views import SHEET_TILE
 
 
 @pytest.fixture(scope="module")
@@ -222,6 +223,41 @@ def test_inside_a_head_follows_a_clicked_patch_and_another_head(page, tmp_path):
         wait_for_src_change(page, s, b)
     page.locator("#inside-note").get_by_text("Head 3 maps each token").wait_for(timeout=30_000)
     shot(page, tmp_path, "inside.png")
+
+
+TILE_WIDTH = """(tile) => {  // the shown width of one all-heads tile: the sheet's shown scale times a tile's pixels
+  const i = document.querySelector('#attention img');
+  return i.getBoundingClientRect().width / i.naturalWidth * tile;
+}"""
+
+
+@pytest.mark.parametrize("width, height", [(1400, 1000), (1024, 768)])
+def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, height):
+    """All heads: the sheet takes a line of its own, so each head's tile is at least 200 px wide at 1400
+    and on a 1024x768 projector; one head puts the picker and the overlay side by side again."""
+    view = page.context.browser.new_page(viewport={"width": width, "height": height})
+    try:
+        view.goto(page.url)
+        view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        view.get_by_role("tab", name="2 · Attention").click()
+        view.locator("#attention img").first.wait_for(timeout=30_000)
+        one = overlay_src(view)
+        side_by_side = view.locator("#attention img").first.bounding_box()["width"]
+        view.locator("#head input").click()
+        view.get_by_role("option", name="all heads (grid)").click()
+        wait_for_new_overlay(view, one)
+        view.wait_for_timeout(500)
+        assert view.evaluate(TILE_WIDTH, SHEET_TILE) >= 200
+        view.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
+        shot(view, tmp_path, f"all-heads-{width}x{height}.png")
+        assert view.evaluate("() => document.documentElement.scrollWidth") <= width
+        view.locator("#head input").click()
+        view.get_by_role("option", name="head 2").click()
+        view.wait_for_function("() => !document.querySelector('#attention-pictures.all-heads')", timeout=10_000)
+        view.wait_for_timeout(500)
+        assert view.locator("#attention img").first.bounding_box()["width"] <= side_by_side * 1.05
+    finally:
+        view.close()
 
 
 def test_large_text_grows_what_the_back_row_reads(page, tmp_path):

@@ -120,7 +120,12 @@ def test_malformed_arguments_name_the_argument(client):
     with pytest.raises(Exception, match="patch must be -1"):
         client.predict(image, "dinov2-small", "model default", 3, 2, "a patch (click the picture on the left)", 5000,
                        "weight", "inferno", 0.6, "per head", api_name="/attention")  # fmt: skip
-    with pytest.raises(Exception, match="-1 is not in the list of choices"):  # one head, not the mean
+    with pytest.raises(Exception, match="layer: Value 99 is greater than maximum value 11"):  # Gradio's check
+        client.predict(image, "dinov2-small", "model default", 99, 2, "CLS token", -1, "weight", "inferno", 0.6,
+                       "per head", api_name="/attention")  # fmt: skip
+    with pytest.raises(Exception, match="discard: Value -0.5 is less than minimum value 0"):
+        client.predict(image, "dinov2-small", "model default", "mean", -0.5, "inferno", 0.6, api_name="/rollout")
+    with pytest.raises(Exception, match="head: Value: -1 is not in the list of choices"):  # one head, not the mean
         client.predict(image, "dinov2-small", "model default", 3, -1, "CLS token", -1, "inferno", 0.6, "robust",
                        api_name="/inside_head")  # fmt: skip
     with pytest.raises(Exception, match="box must be two corners"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -144,33 +145,34 @@ class Analysis:
             self._thresholds[head_fusion] = maps.discard_thresholds(self.fused(head_fusion), ratios)
         return self._thresholds[head_fusion]
 
-    def warm(self) -> None:
-        """Compute now what other views read first: the mean-fused heads, their discard thresholds (the
-        only ones that take more than a slider move's time to count) and the dense head."""
-        self.percent_thresholds("mean")
-        self.saliency()
+    def warm(self, pause: Callable[[], None] = lambda: None) -> None:
+        """Compute now what other views read first: the mean-fused heads and their discard thresholds
+        (rollout), the dense head (output) and each layer's statistics (the attention view's numbers, and
+        together the heads view). `pause` runs between the steps, each under ~60 ms at 448 px: the app
+        waits there while a new image is analysed."""
+        steps = [lambda: self.percent_thresholds("mean"), self.saliency]
+        steps += [lambda layer=layer: self.layer_statistics(layer) for layer in range(len(self.attentions))]
+        for step in steps:
+            pause()
+            step()
 
     def layer_statistics(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
-        """([H] mean attention distance in pixels, [H] entropy in nats) of one layer: 1/L of the cost of
-        the whole-model statistics, and read from them once they exist."""
-        if "mean_attention_distance" in self.__dict__ and "attention_entropy" in self.__dict__:
-            return self.mean_attention_distance[layer], self.attention_entropy[layer]
+        """([H] mean attention distance in pixels, [H] entropy in nats) of one layer, computed once."""
         if layer not in self._layer_stats:
             one = self.attentions[layer : layer + 1]
-            p = self.model.patch_size
-            distance = maps.mean_attention_distance(one, self.grid, p, self.n_prefix)[0]
+            distance = maps.mean_attention_distance(one, self.grid, self.model.patch_size, self.n_prefix)[0]
             self._layer_stats[layer] = distance, maps.attention_entropy(one)[0]
         return self._layer_stats[layer]
 
-    @cached_property
+    @property
     def mean_attention_distance(self) -> np.ndarray:
         """[L,H] mean attention distance in input pixels."""
-        return maps.mean_attention_distance(self.attentions, self.grid, self.model.patch_size, self.n_prefix)
+        return np.stack([self.layer_statistics(layer)[0] for layer in range(len(self.attentions))])
 
-    @cached_property
+    @property
     def attention_entropy(self) -> np.ndarray:
         """[L,H] mean attention-row entropy in nats."""
-        return maps.attention_entropy(self.attentions)
+        return np.stack([self.layer_statistics(layer)[1] for layer in range(len(self.attentions))])
 
     def token_norms(self) -> np.ndarray:
         """[gh,gw] norms of the last layer's output tokens (before the final LayerNorm)."""

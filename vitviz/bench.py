@@ -219,19 +219,24 @@ def bench_stats(model: VitModel, counts: tuple[int, ...] = (16, 64), batch: int 
 
 def bench_interactions(model: VitModel, count: int = 60) -> None:
     """p95 of a mixed sequence of slider moves on a fresh 448 analysis, first touches of every control
-    included: layers, heads (and the all-heads grid), queries, fusions and discard ratios. Server time
-    of the views the app draws (target <= 30 ms)."""
+    included: layers, heads (and the all-heads grid), queries, fusions and discard ratios. Server time of
+    what the app's handlers draw, pictures and numbers (target <= 30 ms)."""
     from . import views
 
     rng = np.random.default_rng(0)
     a = analyze(model, rng.integers(0, 256, (448, 448, 3), dtype=np.uint8), longest=448)
     a.warm()  # as the app does once the shown view is drawn
     patches, times = a.grid[0] * a.grid[1], []
+
+    def attention(layer: int, head, query) -> None:
+        views.attention_view(a, layer, head, query)
+        views.attention_note(a, layer, head, query)
+
     for _ in range(count):
         if rng.random() < 0.5:
             head = [None, views.ALL_HEADS, int(rng.integers(model.num_heads))][int(rng.integers(3))]
             query = "cls" if rng.random() < 0.5 else int(rng.integers(patches))
-            case = (views.attention_view, a, int(rng.integers(model.num_layers)), head, query)
+            case = (attention, int(rng.integers(model.num_layers)), head, query)
         else:
             fusion = ("mean", "max", "min")[int(rng.integers(3))]
             case = (views.rollout_view, a, fusion, float(rng.choice([0.0, 0.1, 0.3, 0.5, 0.7, 0.9])))

@@ -196,8 +196,10 @@ def main(argv: list[str] | None = None) -> None:
             t.start()
         for t in threads:
             t.join()
+        done = rss_bytes(pid) / GIB
+        time.sleep(15)
         print(f"4 Integrated Gradients at once (32 steps): done in {max(times):.0f} s, server RSS "
-              f"{rss_bytes(pid) / GIB:.2f} GiB")  # fmt: skip
+              f"{done:.2f} GiB at their end, {rss_bytes(pid) / GIB:.2f} GiB 15 s later")  # fmt: skip
 
         fresh = photos(10, folder, prefix="fresh")
         solo = float(np.median(analyses_ms(url, fresh[:5])))

@@ -28,7 +28,7 @@ def _libc():
 _LIBC = _libc()
 
 
-def tune_malloc(mmap_threshold: int = 1 << 20, arenas: int = 2) -> bool:
+def tune_malloc(mmap_threshold: int = 32 << 20, arenas: int = 2) -> bool:
     """Large blocks (>= mmap_threshold bytes) go to mmap and back to the system when freed; few arenas.
     Call once, early, before worker threads start. Returns whether glibc took the settings."""
     if _LIBC is None:

@@ -17,6 +17,7 @@ from .maps import colour_scale, high_norm_tokens
 from .models import VitModel
 
 ALL_HEADS = "all"
+SHEET_TILE = 300  # the longest side of one tile of the all-heads sheet, in pixels
 WEIGHT, WEIGHT_VALUE = "weight", "weight × value norm"  # what an attention map shows: α_j or ||α_j W_O,h v_j||
 
 
@@ -137,12 +138,13 @@ def attention_sheet(
     marked = None if query == "cls" else int(query)
     maps = np.stack([one(layer, h, query) for h in heads] + [one(layer, None, query)])
     labels = [f"head {h}" for h in heads] + ["mean of heads"]
-    small = render.fit(display(a), 300)
+    small = render.fit(display(a), SHEET_TILE)
     _, lo, hi, _ = colour_scale(maps, scale)
     limits, bars = ((lo, hi), None) if shared_scale else (None, "right")
     tiles = [scaled_overlay(small, m, cmap, alpha, scale, True, a.grid, limits, bars, query=marked) for m in maps]
     sheet = render.tile(tiles, labels, cols=4 if len(tiles) > 9 else 3 + (len(tiles) > 6))
-    return render.with_colorbar(sheet, cmap, lo, hi, scale) if shared_scale else sheet
+    # one colour scale under the sheet, not beside it: the tiles keep the width (>= 200 px shown at 1400)
+    return render.with_colorbar_below(sheet, cmap, lo, hi, scale) if shared_scale else sheet
 
 
 def attention_note(a: Analysis, layer: int, head: int | str | None, query: str | int) -> str:

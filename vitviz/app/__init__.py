@@ -48,8 +48,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
 
     from .. import ASSETS
     from . import session
-    from .layout import build
-    from .source import CSS
+    from .layout import CSS, build
 
     session.DEVICE["name"] = args.device
     demo = build(args.model, args.depth_model)

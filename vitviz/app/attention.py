@@ -8,11 +8,22 @@ import gradio as gr
 
 from .. import views
 from ..models import VitModel
-from .session import MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
+from .session import ALL_HEADS, MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
 CLS_QUERY, PATCH_QUERY = "CLS token", "a patch (click the picture on the left)"
 SHARED, PER_HEAD = "shared across heads", "per head"
+
+
+ALL_HEADS_LAYOUT = f"""(head) => {{
+  document.getElementById('attention-pictures')?.classList.toggle('all-heads', head === {ALL_HEADS});
+  return [];
+}}"""
+# The picker on its own line at 40 %, the all-heads sheet under it at the full width (Gradio's columns set
+# their flex inline, hence !important).
+CSS = """#attention-pictures.all-heads { flex-wrap: wrap; }
+#attention-pictures.all-heads > div:first-child { flex: 0 0 40% !important; }
+#attention-pictures.all-heads > div:last-child { flex: 1 0 100% !important; }"""
 
 
 def query_of(mode: str, patch: int | None) -> str | int:
@@ -105,9 +116,12 @@ def build(ctx: Context) -> None:
                 label="Show",
                 info="weight × value norm: ‖α·W_O v‖, what each key really passes on (tab 3)",
             )
-        with gr.Row():
+        with gr.Row(elem_id="attention-pictures"):
             picker = picture(label="Click a patch to make it the query", elem_id="picker")
             overlay = picture(label="Attention of the query (one square per patch)", elem_id="attention")
+        # All heads: the sheet gets a line of its own at the full width (tiles >= 200 px at 1400 and on a
+        # projector), under a smaller picker. In the browser only: the API's outputs stay as they are.
+        head.change(None, head, None, js=ALL_HEADS_LAYOUT)
         note = gr.Markdown(label="This layer in numbers", elem_id="attention-note")
     ctx.view(
         tab,

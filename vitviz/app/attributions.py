@@ -11,7 +11,7 @@ import numpy as np
 from .. import render, views
 from ..analysis import Analysis
 from ..attributions import BASELINES, METHODS, attribute, attribution_size, input_analysis, model_passes, targets
-from .session import PRIORITY, get_analysis, get_attribution_model, picture, session_of, slots, user_errors
+from .session import FREED, PRIORITY, get_analysis, get_attribution_model, picture, session_of, slots, user_errors
 from .source import Context, view_tab
 
 METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
@@ -99,9 +99,12 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
         progress(fraction, desc=passes)
         PRIORITY.wait_for_interactive()  # between batches, let other users' new images through
 
-    r = attribute(model, image, method, n_steps=int(n_steps), baseline=baseline, nt_samples=int(noise_samples),
-                  layer=int(block), internal_batch_size=4, progress=report, **options)  # fmt: skip
-    rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
+    try:
+        r = attribute(model, image, method, n_steps=int(n_steps), baseline=baseline, nt_samples=int(noise_samples),
+                      layer=int(block), internal_batch_size=4, progress=report, **options)  # fmt: skip
+        rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
+    finally:
+        FREED.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
     same = input_analysis(model, image).rollout("mean", 0.0)  # rollout on the attribution's own input
     shown, roll, rel_img = views.attribution_views(a, r, rel, cmap, float(alpha), same)
     size = f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px"

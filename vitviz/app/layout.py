@@ -5,11 +5,13 @@ from __future__ import annotations
 import gradio as gr
 
 from . import attention, attributions, depth, heads, inside, lesson, live, output, positions, rollout, tokens
-from .session import get_depth_model, get_model
+from .session import get_depth_model, get_model, name_refusals
+from .source import CSS as SOURCE_CSS
 from .source import INTRO, build_source
 
 # One line per view: each module builds its tab and wires its own events.
 VIEWS = [tokens, attention, inside, rollout, positions, heads, output, depth, attributions, live, lesson]
+CSS = "\n".join([SOURCE_CSS, *(getattr(view, "CSS", "") for view in VIEWS)])  # a view may bring its own
 
 
 def build(default_model: str, depth_model: str | None = None) -> gr.Blocks:
@@ -28,4 +30,5 @@ def build(default_model: str, depth_model: str | None = None) -> gr.Blocks:
                 with gr.Tabs(overflow_behavior="wrap") as ctx.tabs:  # every tab in sight, none behind "..."
                     for view in VIEWS:
                         view.build(ctx)
+    name_refusals(demo)
     return demo

@@ -69,6 +69,27 @@ def user_errors(fn):
     return wrapper
 
 
+def name_refusals(demo: gr.Blocks) -> None:
+    """Gradio refuses some arguments itself, before any handler runs, without saying which: "Value 99 is
+    greater than maximum value 11", "Value: -1 is not in the list of choices". Prefix each input's refusals
+    with the API parameter it feeds ("layer: Value 99 is greater ..."). Call once, after every event is wired."""
+    for fn in demo.fns.values():
+        for component, name in zip(fn.inputs, fn.input_parameter_names or (), strict=False):  # None: unnamed
+            if name and "preprocess" not in vars(component):
+                component.preprocess = _naming(component.preprocess, name)
+
+
+def _naming(preprocess, name: str):
+    @wraps(preprocess)
+    def named(payload):
+        try:
+            return preprocess(payload)
+        except gr.Error as exc:
+            raise gr.Error(f"{name}: {exc.message}") from None
+
+    return named
+
+
 def get_model(name: str, progress: gr.Progress | None = None) -> VitModel:
     with _MODELS_LOCK:
         if name not in _MODELS:
@@ -170,28 +191,28 @@ def get_analysis(
         with PRIORITY.interactive():
             a = analyze(model, image, longest=None if size == DEFAULT_SIZE else int(size))
         if CACHE.put(key, a):
-            _EVICTED.set()
+            FREED.set()
         threading.Thread(target=_warm, args=(a,), daemon=True).start()
     return a
 
 
 def _warm(a: Analysis, delay_s: float = 0.3) -> None:
-    """After the shown view is drawn, fill what the other views read first: the mean-fused heads (rollout)
-    and the dense head (output), so that switching tabs finds them ready."""
+    """After the shown view is drawn, fill what the other views read first (see `Analysis.warm`), so that
+    switching tabs or moving a slider finds it ready. It steps aside while a new image is analysed."""
     time.sleep(delay_s)
-    a.warm()
+    a.warm(pause=PRIORITY.wait_for_interactive)
 
 
-_EVICTED = threading.Event()
+FREED = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon
 
 
 def _janitor(period_s: float = 10.0) -> None:
-    """At most once per period after an eviction, free what evicted results left (see `memory.trim`).
+    """At most once per period after FREED is set, give back what was freed (see `memory.trim`).
     A full collection takes 0.2 to 0.4 s with Gradio loaded: once per eviction would slow every new image."""
     while True:
-        _EVICTED.wait()
+        FREED.wait()
         time.sleep(period_s)
-        _EVICTED.clear()
+        FREED.clear()
         memory.trim()
 
 
@@ -208,7 +229,7 @@ def get_depth(image: str | None, depth_name: str, key: tuple) -> DepthResult:
     if r is None:
         r = estimate_depth(get_depth_model(depth_name), image)
         if DEPTH_CACHE.put(key, r):
-            _EVICTED.set()
+            FREED.set()
     return r
 
 
