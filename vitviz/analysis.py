@@ -146,11 +146,11 @@ class Analysis:
         return self._thresholds[head_fusion]
 
     def warm(self, pause: Callable[[], None] = lambda: None) -> None:
-        """Compute now what other views read first: the mean-fused heads and their discard thresholds
-        (rollout), the dense head (output) and each layer's statistics (the attention view's numbers, and
-        together the heads view). `pause` runs between the steps, each under ~60 ms at 448 px: the app
-        waits there while a new image is analysed."""
-        steps = [lambda: self.percent_thresholds("mean"), self.saliency]
+        """Compute now what other views read first: the dense head (the output view, and the rollout's
+        note), the mean-fused heads and their discard thresholds (rollout) and each layer's statistics (the
+        attention view's numbers, and together the heads view). `pause` runs between the steps, each under
+        ~100 ms at 448 px: the app waits there while a new image is analysed or a view redrawn."""
+        steps = [self.saliency, lambda: self.percent_thresholds("mean")]
         steps += [lambda layer=layer: self.layer_statistics(layer) for layer in range(len(self.attentions))]
         for step in steps:
             pause()

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -61,46 +62,86 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
-    """Upload-to-view and first-draw-of-a-view times through gradio_client against a running app."""
+    """Upload-to-view, first-draw and slider-move times against a running app, through gradio_client and
+    through the plain HTTP API (gradio_client polls for its results every 50 ms; a browser does not)."""
     import tempfile
     from pathlib import Path
 
     from gradio_client import Client, handle_file
 
-    from .loadtest import photos, running_app
+    from .loadtest import HttpApi, photos, running_app
 
+    folder = Path(tempfile.mkdtemp(prefix="vitviz-bench-"))
     with running_app(["--model", model_name]) as (url, _):
-        client = Client(url, verbose=False)
+        client, http = Client(url, verbose=False), HttpApi(url)
         where = dict(model_name=model_name, size="448")
-        trivial, upload, firsts = [], [], {}
-        for path in photos(repeats + 1, Path(tempfile.mkdtemp(prefix="vitviz-bench-"))):
-            image = handle_file(str(path))  # each round a new photo: nothing is cached
+        times: dict[str, list[float]] = {}
+
+        @contextmanager
+        def timed(name: str) -> Iterator[None]:
             start = time.perf_counter()
-            client.predict("dinov2-small", 3, 3, "inferno", api_name="/position_map")
-            trivial.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
-            client.predict(image, **where, api_name="/analyze")
-            client.predict(image, **where, api_name="/tokens")
-            upload.append((time.perf_counter() - start) * 1000)
-            for name, args in {
-                "/attention": (11, -1, "CLS token", -1, "inferno", 0.6, "shared across heads"),
-                "/rollout": ("mean", 0.0, "inferno", 0.6),
-                "/output": ("inferno", 0.6),
-                "/heads": ("inferno",),
-            }.items():
-                start = time.perf_counter()
-                client.predict(image, model_name, "448", *args, api_name=name)
-                firsts.setdefault(name, []).append((time.perf_counter() - start) * 1000)
-    up, trip = float(np.median(upload[1:])), float(np.median(trivial[1:]))  # round 1 warms the server up
-    print(f"\napp through gradio_client, new 448 px photos, median of {repeats}")
-    print(f"  one round trip, trivial view   {trip:8.1f} ms   (gradio_client polls every 50 ms)")
-    print(f"  upload -> tokens view drawn   {up:8.1f} ms   {up / forward_ms:.2f}x the bare forward (target <= 1.5x)")
-    net = up - 2 * trip
-    print(f"  same, less 2 round trips      {net:8.1f} ms   {net / forward_ms:.2f}x the bare forward")
-    for name, times in firsts.items():
-        ms = float(np.median(times[1:]))
+            yield
+            times.setdefault(name, []).append((time.perf_counter() - start) * 1000)
+
+        for i, path in enumerate(photos(3 * (repeats + 1), folder)):  # each a new photo: nothing is cached
+            image = handle_file(str(path))
+            if i % 3 == 0:  # the browser's way: the analysis, then the shown view
+                with timed("trivial"):
+                    client.predict(model_name, 3, 3, "inferno", api_name="/position_map")
+                with timed("two"):
+                    client.predict(image, **where, api_name="/analyze")
+                    client.predict(image, **where, api_name="/tokens")
+                for name, args in {
+                    "/attention": (11, -1, "CLS token", -1, "weight", "inferno", 0.6, "shared across heads"),
+                    "/rollout": ("mean", 0.0, "inferno", 0.6),
+                    "/output": ("inferno", 0.6),
+                    "/heads": ("inferno",),
+                }.items():
+                    with timed(name):
+                        client.predict(image, model_name, "448", *args, api_name=name)
+            elif i % 3 == 1:  # one request: the new image straight to the view
+                with timed("one"):
+                    client.predict(image, **where, api_name="/tokens")
+            else:
+                with timed("http trivial"):
+                    http.call("position_map", model_name, 3, 3, "inferno")
+                with timed("http one"):
+                    http.call("tokens", http.upload(path), model_name, "448")
+        moves = api_interactions(http, photos(1, folder, prefix="moves")[0], model_name)
+
+    ms = {name: float(np.median(values[1:])) for name, values in times.items()}  # round 1 warms the server
+    print(f"\napp on 127.0.0.1, new 448 px photos, median of {repeats}")
+    print(f"  gradio_client round trip, trivial view {ms['trivial']:8.1f} ms   (it polls every 50 ms)")
+    print(f"  plain HTTP round trip, trivial view    {ms['http trivial']:8.1f} ms")
+    for name, label in (("one", "gradio_client: new image -> /tokens"), ("http one", "plain HTTP: upload + /tokens"),
+                        ("two", "gradio_client: /analyze, then /tokens")):  # fmt: skip
+        print(f"  {label:<39}{ms[name]:8.1f} ms   {ms[name] / forward_ms:.2f}x the bare forward (target <= 1.5x)")
+    for name in ("/attention", "/rollout", "/output", "/heads"):
         note = "statistics over all L x H x N x N weights" if name == "/heads" else "target <= 300 ms"
-        print(f"  first draw of {name:<14}{ms:8.1f} ms   ({note})")
+        print(f"  first draw of {name:<25}{ms[name]:8.1f} ms   ({note})")
+    p50, p95, top = np.percentile(moves, [50, 95, 100])
+    print(f"  {len(moves)} mixed slider moves at the HTTP API, fresh analysis, first touches included:")
+    print(f"    p50 {p50:6.1f} ms   p95 {p95:6.1f} ms ({p95 / 30:.2f}x of 30 ms)   max {top:6.1f} ms")
+
+
+def api_interactions(http, path, model_name: str, count: int = 60) -> list[float]:
+    """Milliseconds of `count` mixed /attention and /rollout requests (layers, heads, the all-heads grid,
+    queries, fusions, discard ratios) on a new photo, from the moment its analysis returns."""
+    image, rng, times = http.upload(path), np.random.default_rng(0), []
+    http.call("analyze", image, model_name, "448")
+    for _ in range(count):
+        if rng.random() < 0.5:
+            head = int([-1, -2, int(rng.integers(6))][int(rng.integers(3))])
+            query = ("CLS token", -1) if rng.random() < 0.5 else ("a patch (click the picture on the left)", 500)
+            args = ("attention", image, model_name, "448", int(rng.integers(12)), head, *query, "weight", "inferno",
+                    0.6, "shared across heads", "robust")  # fmt: skip
+        else:
+            fusion, discard = ("mean", "max", "min")[int(rng.integers(3))], float(rng.choice([0, 0.1, 0.3, 0.5, 0.9]))
+            args = ("rollout", image, model_name, "448", fusion, discard, "inferno", 0.6, "robust")
+        start = time.perf_counter()
+        http.call(*args)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
 
 
 def bench_live(model: VitModel, frames: int = 20) -> None:

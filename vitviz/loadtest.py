@@ -11,6 +11,7 @@ runs, against its time alone. Only 127.0.0.1 is ever contacted; every loop is bo
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -70,6 +71,38 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
+
+
+class HttpApi:
+    """The app's HTTP API without gradio_client, which polls for results every 50 ms: a file upload, then
+    POST /gradio_api/call/NAME and the result read from its event stream, in one session."""
+
+    def __init__(self, url: str, session: str = "vitviz-http") -> None:
+        import httpx
+
+        self.url, self.session, self.http = url, session, httpx.Client(timeout=120)
+
+    def upload(self, path: Path) -> dict:
+        with open(path, "rb") as f:
+            response = self.http.post(f"{self.url}gradio_api/upload", files={"files": (path.name, f, "image/jpeg")})
+        response.raise_for_status()
+        return {"path": response.json()[0], "meta": {"_type": "gradio.FileData"}}
+
+    def call(self, name: str, *data) -> list:
+        response = self.http.post(
+            f"{self.url}gradio_api/call/{name}", json={"data": list(data), "session_hash": self.session}
+        )
+        response.raise_for_status()
+        event = None
+        with self.http.stream("GET", f"{self.url}gradio_api/call/{name}/{response.json()['event_id']}") as stream:
+            for line in stream.iter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:") and event in ("complete", "error"):
+                    if event == "error":
+                        raise RuntimeError(f"/{name}: {line[5:].strip()}")
+                    return json.loads(line[5:])
+        raise RuntimeError(f"/{name}: the event stream ended without a result")
 
 
 def fake_camera(path: Path, images: list[np.ndarray], size: tuple[int, int] = (640, 480), repeat: int = 5) -> list:

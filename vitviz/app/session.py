@@ -100,7 +100,8 @@ def get_model(name: str, progress: gr.Progress | None = None) -> VitModel:
 
 
 class Priority:
-    """Analyses of new images go first: a long attribution pauses between its batches while one runs."""
+    """New images and redraws go first: background work (the warm, a long attribution) pauses between its steps
+    while one runs."""
 
     def __init__(self) -> None:
         self._running = 0
