@@ -31,3 +31,28 @@ def test_newest_entry_is_kept_even_over_the_cap():
     cache = AnalysisCache(max_bytes=1)
     cache.put(("s", 1), a)
     assert cache.get(("s", 1)) is a
+
+
+def test_the_background_warm_fills_cached_analyses_and_pins_none():
+    """The app's warm runs step by step on a weak reference: an analysis the cache let go is neither warmed
+    nor kept alive (a thread per analysis that held it while waiting could keep it alive)."""
+    import gc
+    import weakref
+
+    from vitviz.app import session
+
+    a = vitviz.analyze(tiny_vit(), random_image(32, 32))
+    ref, key = weakref.ref(a), ("warm-test", "m", 0)
+    session.CACHE.put(key, a)
+    step = 0
+    while session._warm_step(ref, step):
+        step += 1
+    assert step == 2 + a.model.num_layers and set(a._layer_stats) == set(range(a.model.num_layers))
+    assert "mean" in a._thresholds
+    session.CACHE._items.pop(key)
+    a._layer_stats.clear()
+    assert not session._warm_step(ref, 2)  # no longer cached: not warmed
+    assert not a._layer_stats
+    del a
+    gc.collect()
+    assert ref() is None  # nothing else held it

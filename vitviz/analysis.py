@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -145,16 +144,26 @@ class Analysis:
             self._thresholds[head_fusion] = maps.discard_thresholds(self.fused(head_fusion), ratios)
         return self._thresholds[head_fusion]
 
-    def warm(self, pause: Callable[[], None] = lambda: None) -> None:
-        """Compute now what other views read first: the dense head (the output view, and the rollout's
-        note), the mean-fused heads and their discard thresholds (rollout) and each layer's statistics (the
-        attention view's numbers, and together the heads view). `pause` runs between the steps, each under
-        ~100 ms at 448 px: the app waits there while a new image is analysed or a view redrawn."""
-        steps = [self.saliency, lambda: self.percent_thresholds("mean")]
-        steps += [lambda layer=layer: self.layer_statistics(layer) for layer in range(len(self.attentions))]
-        for step in steps:
-            pause()
-            step()
+    def warm(self) -> None:
+        """Compute now what other views read first (see `warm_step`)."""
+        step = 0
+        while self.warm_step(step):
+            step += 1
+
+    def warm_step(self, step: int) -> bool:
+        """One step, ~100 ms at most at 448 px, of filling what other views read first: 0, the dense head
+        (the output view, and the rollout's note); 1, the mean-fused heads' discard thresholds (rollout);
+        then each layer's statistics (the attention view's numbers; all of them make the heads view). False
+        when there is no such step. The app runs them one by one in the background, between requests."""
+        if step == 0:
+            self.saliency()
+        elif step == 1:
+            self.percent_thresholds("mean")
+        elif step - 2 < len(self.attentions):
+            self.layer_statistics(step - 2)
+        else:
+            return False
+        return True
 
     def layer_statistics(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """([H] mean attention distance in pixels, [H] entropy in nats) of one layer, computed once."""

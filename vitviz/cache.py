@@ -9,6 +9,11 @@ from typing import Protocol
 
 
 class Sized(Protocol):
+    def holds(self, item: Sized) -> bool:
+        """Whether `item` itself (not an equal one) is still cached."""
+        with self._lock:
+            return any(a is item for a in self._items.values())
+
     @property
     def nbytes(self) -> int: ...
 
@@ -49,6 +54,11 @@ class AnalysisCache:
         while len(self._items) > 1 and self.nbytes > self.max_bytes:
             self._items.popitem(last=False)
         return before - len(self._items)
+
+    def holds(self, item: Sized) -> bool:
+        """Whether `item` itself (not an equal one) is still cached."""
+        with self._lock:
+            return any(a is item for a in self._items.values())
 
     @property
     def nbytes(self) -> int:

@@ -10,8 +10,10 @@ import copy
 import hashlib
 import logging
 import os
+import queue
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import replace
@@ -193,15 +195,34 @@ def get_analysis(
             a = analyze(model, image, longest=None if size == DEFAULT_SIZE else int(size))
         if CACHE.put(key, a):
             FREED.set()
-        threading.Thread(target=_warm, args=(a,), daemon=True).start()
+        _TO_WARM.put((time.monotonic(), weakref.ref(a)))
     return a
 
 
-def _warm(a: Analysis, delay_s: float = 0.3) -> None:
-    """After the shown view is drawn, fill what the other views read first (see `Analysis.warm`), so that
-    switching tabs or moving a slider finds it ready. It steps aside while a new image is analysed."""
-    time.sleep(delay_s)
-    a.warm(pause=PRIORITY.wait_for_interactive)
+_TO_WARM: queue.SimpleQueue = queue.SimpleQueue()  # (when queued, weak reference to an analysis)
+
+
+def _warmer(delay_s: float = 0.3) -> None:
+    """One background thread fills each new analysis' warm steps (see `Analysis.warm_step`) in turn, from
+    `delay_s` after its shown view was drawn, so that switching tabs or moving a slider finds them ready."""
+    while True:
+        queued, ref = _TO_WARM.get()
+        time.sleep(max(0.0, queued + delay_s - time.monotonic()))
+        step = 0
+        while _warm_step(ref, step):
+            step += 1
+
+
+def _warm_step(ref: weakref.ref, step: int) -> bool:
+    """Wait while any request runs, then run one step, if the cache still holds the analysis. Only a weak
+    reference is held while waiting: a thread per analysis, each holding it while it waited, could keep
+    analyses alive that the cache had let go."""
+    PRIORITY.wait_for_interactive()
+    a = ref()
+    return a is not None and CACHE.holds(a) and a.warm_step(step)
+
+
+threading.Thread(target=_warmer, daemon=True, name="vitviz-warmer").start()
 
 
 FREED = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon

@@ -25,7 +25,8 @@ Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, 
 embedding**, puts a **readout (CLS) token** in front, and passes the tokens through pre-norm layers of
 **multi-head self-attention**. Each tab shows one part of that, on *your* image."""
 # Larger text for the back row of a classroom: every text grows by a quarter (see CSS in the launch).
-CSS = "body.vitviz-large .gradio-container { zoom: 1.25; }"
+CSS = """body.vitviz-large .gradio-container { zoom: 1.25; }
+@media (min-width: 700px) and (max-width: 1100px) { #preview-panel { display: none; } }"""
 LARGE_TEXT_JS = "(on) => { document.body.classList.toggle('vitviz-large', on); }"
 EXAMPLE_URL = "https://raw.githubusercontent.com/scikit-image/scikit-image/main/skimage/data/chelsea.png"
 
@@ -208,36 +209,48 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
     names = list(CATALOGUE)
     if model.name not in names:
         names.insert(0, model.name)
-    # A File, not an Image: Gradio would decode an Image upload itself, and vitviz's own
-    # decoder is what names the problem with a bad upload.
-    image = gr.File(value=EXAMPLES[0], type="filepath", label="Image", height=90, elem_id="upload")
+    # Rows whose parts wrap under each other in the narrow left column (1400 px wide), and stand side by side
+    # when the views wrap under the panel at full width (a 1024x768 projector), so the tabs come up sooner.
+    with gr.Row():
+        with gr.Column(min_width=280):
+            # A File, not an Image: Gradio would decode an Image upload itself, and vitviz's own decoder is
+            # what names the problem with a bad upload.
+            image = gr.File(value=EXAMPLES[0], type="filepath", label="Image", height=90, elem_id="upload")
+            with gr.Column(elem_id="preview-panel"):  # hidden on a projector: the Tokens view shows the image
+                preview = picture(label="Your image", height=260)
+        with gr.Column(min_width=280):
+            gr.Markdown("**Examples: click one**", elem_classes=["caption"])
+            gallery = gr.Gallery(
+                [(p, Path(p).stem) for p in EXAMPLES],
+                columns=4,
+                height=120,
+                allow_preview=False,
+                label="Examples: click one",
+                show_label=False,
+                elem_id="examples",
+            )
     # The API's example is a photo, not Gradio's generic PDF.
     image.example_payload = lambda: handle_file(EXAMPLE_URL)
     image.example_value = lambda: EXAMPLE_URL
-    preview = picture(label="Your image", height=260)
-    gr.Markdown("**Examples: click one**", elem_classes=["caption"])
-    gallery = gr.Gallery(
-        [(p, Path(p).stem) for p in EXAMPLES],
-        columns=4,
-        height=120,
-        allow_preview=False,
-        label="Examples: click one",
-        show_label=False,
-        elem_id="examples",
-    )
-    model_name = gr.Dropdown(
-        [(f"{n}: {CATALOGUE.get(n, 'local folder')}", n) for n in names], value=model.name, label="Model"
-    )
-    size = gr.Dropdown(SIZES, value=SIZES[0], label="Input size (longest side, pixels)")
     with gr.Row():
-        cmap = gr.Dropdown(list(COLORMAPS), value="inferno", label="Colormap", min_width=120, elem_id="cmap")
-        alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="Opacity", min_width=120)
-    scale = gr.Radio(
-        [("robust (clip at the 99th percentile)", "robust"), ("min–max", "min-max"), ("log", "log")],
-        value="robust",
-        label="Colour scale of every map",
-        elem_id="colour-scale",
-    )
+        model_name = gr.Dropdown(
+            [(f"{n}: {CATALOGUE.get(n, 'local folder')}", n) for n in names],
+            value=model.name,
+            label="Model",
+            min_width=280,
+        )
+        size = gr.Dropdown(SIZES, value=SIZES[0], label="Input size (longest side, pixels)", min_width=200)
+    with gr.Row():
+        with gr.Row():
+            cmap = gr.Dropdown(list(COLORMAPS), value="inferno", label="Colormap", min_width=120, elem_id="cmap")
+            alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="Opacity", min_width=120)
+        scale = gr.Radio(
+            [("robust (clip at the 99th percentile)", "robust"), ("min–max", "min-max"), ("log", "log")],
+            value="robust",
+            label="Colour scale of every map",
+            elem_id="colour-scale",
+            min_width=280,
+        )
     large = gr.Checkbox(False, label="Large text, for a projector", elem_id="large-text")
     large.change(None, large, None, js=LARGE_TEXT_JS, api_visibility="private", queue=False)
     status = gr.Markdown(elem_id="status", label="Model and input")
