@@ -183,6 +183,8 @@ def test_projector_and_phone_show_every_tab_and_no_label_on_a_picture(page, tmp_
         tabs = [t.inner_text().strip() for t in small.get_by_role("tab").all() if t.is_visible()]
         if width >= 1024:
             assert len(tabs) == len(VIEWS), tabs
+            box = small.get_by_role("tab", name="1 · Tokens").bounding_box()
+            assert box["y"] + box["height"] < height  # the tab bar comes up without scrolling
         names = ["1 · Tokens", "2 · Attention", "4 · Rollout", INSIDE] if width >= 1024 else ["2 · Attention", INSIDE]
         for name in names:
             small.get_by_role("tab", name=name).click()
