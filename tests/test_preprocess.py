@@ -136,3 +136,47 @@ def test_a_real_but_unreadable_image_says_what_it_is(tmp_path):
     assert cv2.imwrite(str(path), np.random.default_rng(0).random((10, 10)))
     with pytest.raises(ValueError, match=r"float.tiff is a TIFF file that cannot be read: .*10×10 .*float64"):
         load_image(path)
+
+
+def test_arrays_of_every_kind_become_rgb_uint8():
+    """What a notebook passes: float in [0, 1] or [0, 255], uint16, int, 2-D, one channel, gray + alpha and
+    RGBA, each to the RGB uint8 an independent conversion gives."""
+    rng = np.random.default_rng(3)
+    rgb = rng.random((5, 7, 3))
+    np.testing.assert_array_equal(load_image(rgb), np.round(rgb * 255).astype(np.uint8))
+    np.testing.assert_array_equal(load_image(rgb * 255), np.round(rgb * 255).astype(np.uint8))  # already 0..255
+    np.testing.assert_array_equal(load_image(np.full((2, 2, 3), 1.0)), 255)  # 1.0 is full scale
+    np.testing.assert_array_equal(load_image(np.full((2, 2, 3), -3.0)), 0)  # clipped, not wrapped
+    np.testing.assert_array_equal(load_image(np.full((2, 2, 3), 300.0)), 255)
+    deep = rng.integers(0, 65536, (5, 7, 3)).astype(np.uint16)
+    np.testing.assert_array_equal(load_image(deep), (deep.astype(np.uint64) * 255 // 65535).astype(np.uint8))
+    wide = np.array([[-5, 0, 100, 255, 999]], np.int32)
+    np.testing.assert_array_equal(load_image(wide)[..., 0], [[0, 0, 100, 255, 255]])
+    gray = rng.integers(0, 256, (4, 6), dtype=np.uint8)
+    for g in (gray, gray[..., None]):
+        np.testing.assert_array_equal(load_image(g), np.repeat(gray[..., None], 3, axis=2))
+    alpha = np.array([[0, 128, 255]], np.uint8)
+    colour = np.array([[[10, 200, 40]] * 3], np.uint8)
+    a = alpha[..., None] / 255.0
+    expected = np.round(colour * a + 255 * (1 - a)).astype(np.uint8)
+    np.testing.assert_array_equal(load_image(np.concatenate([colour, alpha[..., None]], axis=2)), expected)
+    la = np.stack([np.full((1, 3), 60, np.uint8), alpha], axis=2)
+    np.testing.assert_array_equal(load_image(la)[..., 1], np.round(60 * a[..., 0] + 255 * (1 - a[..., 0])))
+    out = load_image(rgb[:, ::-1])  # a view with negative strides comes back contiguous
+    assert out.flags["C_CONTIGUOUS"] and out.dtype == np.uint8 and out.shape == (5, 7, 3)
+    for bad in (np.zeros((4, 4, 5)), np.zeros(4), np.zeros((2, 2, 2, 2))):
+        with pytest.raises(ValueError, match="an image array must be"):
+            load_image(bad)
+
+
+@pytest.mark.parametrize("mode", ["I;16", "I", "CMYK", "YCbCr", "1", "F"])
+def test_pil_images_of_other_modes_become_rgb(mode):
+    base = Image.fromarray(random_image(6, 9))
+    if mode in ("I;16", "I"):
+        values = (np.arange(54).reshape(6, 9) * 1200).astype(np.uint16)
+        im = Image.fromarray(values).convert(mode) if mode == "I" else Image.fromarray(values)
+        assert im.mode == mode
+        np.testing.assert_array_equal(load_image(im)[..., 0], (values.astype(np.uint64) * 255 // 65535))
+        return
+    im = base.convert(mode)
+    np.testing.assert_array_equal(load_image(im), np.asarray(im.convert("RGB")))

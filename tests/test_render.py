@@ -91,3 +91,115 @@ def test_which_prefix_tokens_get_a_position_embedding(family):
     name, model = family
     expected = {"vit": (True,), "deit": (True, True), "dinov2_registers": (True, False, False, False, False)}
     assert model.prefix_with_position == expected[name]
+
+
+def dark(region: np.ndarray) -> bool:
+    """Whether black text was drawn in `region` (an RGB crop of a white background)."""
+    return bool((region.max(axis=-1) < 100).any())
+
+
+def test_fit_sets_the_longest_side_and_keeps_the_aspect():
+    for h, w, longest in ((300, 451, 640), (451, 300, 200), (10, 10, 640), (3, 900, 100)):
+        out = render.fit(np.full((h, w, 3), 7, np.uint8), longest)
+        assert max(out.shape[:2]) == longest and out.shape[2] == 3
+        assert abs(out.shape[1] / out.shape[0] - w / h) <= max(w / h, h / w) / min(out.shape[:2])
+        assert (out == 7).all()  # a flat image stays flat, shrunk or enlarged
+    assert render.fit(np.zeros((1, 500, 3), np.uint8), 50).shape == (1, 50, 3)  # never 0 pixels
+
+
+def test_the_vertical_colorbar_runs_from_the_top_value_down_with_its_numbers_and_scale():
+    height = 300
+    for scale in ("", "clip p99"):
+        bar = render.colorbar(height, "viridis", 0.0, 1.0, scale=scale)
+        foot = 34 if scale else 0
+        assert bar.shape == (height, 150, 3)
+        ramp = render.colorize(np.linspace(1, 0, height - foot, dtype=np.float32)[:, None], "viridis", 0, 1)
+        np.testing.assert_array_equal(bar[: height - foot, 4:20], np.repeat(ramp, 16, axis=1))
+        assert (bar[: height - foot, :4] == 255).all() and (bar[: height - foot, 20:24] == 255).all()  # white beside
+        for y in (16, (height - foot) // 2, height - foot - 12):  # the top, middle and bottom numbers
+            assert dark(bar[y - 12 : y + 12, 24:]), (scale, y)
+        if scale:  # its name in the foot, under the ramp's end
+            assert dark(bar[height - 30 :, :]) and (bar[height - 30 :, 4:20] != bar[height - foot - 1, 4:20]).any()
+    np.testing.assert_array_equal(render.with_colorbar(np.zeros((300, 40, 3), np.uint8), "viridis", 0, 1)[:, :40], 0)
+
+
+def test_the_colorbar_below_runs_left_to_right_with_low_middle_high_and_the_scale_name():
+    image = np.zeros((50, 400, 3), np.uint8)
+    for scale, foot in (("", 60), ("robust", 92)):
+        out = render.with_colorbar_below(image, "gray", 0.0, 1.0, scale)
+        assert out.shape == (50 + foot, 400, 3)
+        np.testing.assert_array_equal(out[:50], image)
+        bar = out[50:]
+        ramp = bar[6:24, 6:394, 0].astype(int)
+        assert (ramp == ramp[0]).all() and ramp[0, 0] == 0 and ramp[0, -1] == 255 and (np.diff(ramp[0]) >= 0).all()
+        left, middle, right = bar[30:58, :130], bar[30:58, 150:250], bar[30:58, 270:]
+        assert dark(left) and dark(middle) and dark(right)  # "0.000", "0.500", "1.000"
+        assert dark(bar[62:, 120:280]) == bool(scale) and not dark(bar[62:, :100])  # the name, centred
+
+
+def test_mark_patch_outlines_exactly_that_patch_in_the_query_colour():
+    image = np.full((60, 90, 3), 100, np.uint8)
+    out = render.mark_patch(image, (2, 3), 4)  # row 1, column 1: x 30..60, y 30..60
+    assert tuple(out[31, 45]) == render.QUERY and tuple(out[45, 31]) == render.QUERY
+    assert tuple(out[58, 45]) == render.QUERY and tuple(out[45, 58]) == render.QUERY
+    assert (out[33:57, 33:57] == 100).all()  # the patch itself stays visible
+    assert (out[:27] == 100).all() and (out[:, :27] == 100).all() and (out[:, 63:] == 100).all()
+    assert (image == 100).all()  # a copy is drawn on
+
+
+def test_draw_grid_draws_lines_between_patches_only():
+    image = np.zeros((60, 90, 3), np.uint8)
+    out = render.draw_grid(image, (2, 3))
+    assert out[30, 10].min() > 100 and out[10, 30].min() > 100 and out[10, 60].min() > 100
+    assert (out[:28, :28] == 0).all() and (out[32:58, 62:88] == 0).all()  # inside patches: untouched
+    assert (out[0, :28] == 0).all() and (out[:28, 0] == 0).all()  # no line along the border
+    assert (image == 0).all()
+
+
+def test_tile_puts_each_image_in_its_cell_under_its_caption():
+    images = [np.full((20, 30, 3), 40 * (i + 1), np.uint8) for i in range(5)]
+    sheet = render.tile(images, [f"h{i}" for i in range(5)], cols=3, pad=6)
+    assert sheet.shape == (2 * (20 + 32 + 6), 3 * 36 - 6, 3)
+    for i, img in enumerate(images):
+        r, c = divmod(i, 3)
+        y, x = r * 58, c * 36
+        np.testing.assert_array_equal(sheet[y + 32 : y + 52, x : x + 30], img)
+        assert dark(sheet[y : y + 32, x : x + 30])  # its caption above it
+    assert (sheet[58:, 72:] == 255).all()  # no sixth image: white
+
+
+def test_mark_boxes_outlines_the_masked_patches_only():
+    image = np.zeros((40, 60, 3), np.uint8)
+    mask = np.array([[True, False, False], [False, False, True]])
+    out = render.mark_boxes(image, (2, 3), mask)
+    assert tuple(out[0, 10]) == (0, 255, 0) and tuple(out[39, 50]) == (0, 255, 0)
+    assert (out[:, 22:38] == 0).all()  # the middle column has no box
+    assert (out[5:15, 5:15] == 0).all()  # inside a box: untouched
+
+
+def test_upsample_rgb_gives_flat_squares_of_the_patch_colours():
+    rgb = np.array([[[0.0, 0.5, 1.0], [1.2, -0.1, 0.25]]])
+    out = render.upsample_rgb(rgb, (20, 40))
+    assert out.shape == (20, 40, 3) and out.dtype == np.uint8
+    assert (out[:, :20] == [0, 128, 255]).all() and (out[:, 20:] == [255, 0, 64]).all()  # clipped, rounded
+
+
+def test_draw_box_scales_the_box_to_the_picture():
+    out = render.draw_box(np.zeros((100, 100, 3), np.uint8), (10, 20, 60, 80), 0.5)
+    assert tuple(out[10, 15]) == (0, 255, 255) and tuple(out[40, 5]) == (0, 255, 255)  # (5,10)-(30,40)
+    assert (out[15:35, 9:26] == 0).all() and (out[50:] == 0).all()
+
+
+def test_the_layer_head_table_colours_each_cell_by_its_value_with_labels():
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    img = render.layer_head_grid(values, "gray", cell=44)
+    colours = render.colorize(values, "gray")
+    for i in range(3):
+        for h in range(4):
+            y, x = 34 + i * 44 + 3, 96 + h * 88 + 3  # a corner of the cell, away from its number
+            np.testing.assert_array_equal(img[y, x], colours[i, h])
+            number = img[34 + i * 44 + 10 : 34 + i * 44 + 34, 96 + h * 88 + 18 : 96 + h * 88 + 60].astype(int)
+            contrast = (number - colours[i, h]).mean(axis=-1)  # black on light cells, white on dark ones
+            assert (contrast < -100).any() if values[i, h] > 6.6 else (contrast > 100).any(), (i, h)
+        assert dark(img[34 + i * 44 : 34 + (i + 1) * 44, :96])  # "layer i"
+    assert dark(img[:34, 96:]) and img.shape[0] == 34 + 3 * 44
