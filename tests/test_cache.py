@@ -56,3 +56,17 @@ def test_the_background_warm_fills_cached_analyses_and_pins_none():
     del a
     gc.collect()
     assert ref() is None  # nothing else held it
+
+
+def test_eviction_counts_what_it_dropped_and_keeps_only_the_newest_over_the_cap():
+    model = tiny_vit()
+    analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(3)]
+    cache = AnalysisCache(max_bytes=1, per_session=5)  # smaller than any analysis
+    assert cache.put(("a", 0), analyses[0]) == 0
+    assert cache.put(("b", 1), analyses[1]) == 1  # the older one goes, the newest stays
+    assert len(cache) == 1 and cache.holds(analyses[1]) and not cache.holds(analyses[0])
+    roomy = AnalysisCache(max_bytes=10 * analyses[0].nbytes, per_session=1)
+    roomy.put(("a", 0), analyses[0])
+    roomy.put(("b", 1), analyses[1])
+    assert roomy.put(("a", 2), analyses[2]) == 1 and roomy.get(("a", 0)) is None  # one per session
+    assert roomy.get(("b", 1)) is analyses[1] and roomy.holds(analyses[2])

@@ -203,3 +203,26 @@ def test_the_layer_head_table_colours_each_cell_by_its_value_with_labels():
             assert (contrast < -100).any() if values[i, h] > 6.6 else (contrast > 100).any(), (i, h)
         assert dark(img[34 + i * 44 : 34 + (i + 1) * 44, :96])  # "layer i"
     assert dark(img[:34, 96:]) and img.shape[0] == 34 + 3 * 44
+
+
+def test_patch_at_takes_the_first_pixel_and_refuses_the_edge_past_the_last():
+    grid, size = (2, 3), (40, 60)
+    assert render.patch_at(grid, size, 0, 0) == 0 and render.patch_at(grid, size, 59.9, 39.9) == 5
+    assert render.patch_at(grid, size, 60, 10) is None and render.patch_at(grid, size, 10, 40) is None
+    assert render.patch_at(grid, size, -0.1, 10) is None and render.patch_at(grid, size, 10, -0.1) is None
+
+
+def test_colorbar_numbers_switch_notation_at_their_bounds():
+    assert render._fmt(1.0) == "1.000" and render._fmt(0.0) == "0.000"
+    assert render._fmt(1e-3) == "0.001" and render._fmt(9.99e-4) == "1.0e-3"
+    assert render._fmt(9999.0) == "9999" and render._fmt(1e4) == "1.0e4"
+    assert render._fmt(10.0) == "10" and render._fmt(9.5) == "9.500" and render._fmt(10.5) == "10.5"
+
+
+def test_fit_averages_when_it_shrinks_and_interpolates_when_it_enlarges():
+    board = np.indices((8, 8)).sum(axis=0) % 2 * 255
+    board = np.repeat(board[..., None], 3, axis=2).astype(np.uint8)
+    np.testing.assert_array_equal(render.fit(board, 4), 128)  # each 2x2 block averaged (area)
+    big = render.fit(board, 12)  # x1.5: cubic, so values between black and white appear
+    assert ((big > 20) & (big < 235)).any()
+    assert render.fit(np.zeros((500, 1, 3), np.uint8), 50).shape == (50, 1, 3)  # never 0 pixels wide
