@@ -153,6 +153,34 @@ def test_relevancy_keeps_the_identity_on_the_dense_head(embedded, coffee):
     assert r.raw.max() / r.raw.min() > 1.001  # and the gradient term still draws structure
 
 
+def test_relevancy_of_a_box_reads_the_rows_of_the_patches_it_covers(embedded, coffee):
+    """The dense head's mean inside a box: relevancy's answer is the sum of the covered patches' rows of R,
+    each weighted by how much of the patch the box covers. Checked step by step, in float64."""
+    h, w = coffee.shape[:2]  # 400 x 600
+    r = attribute(embedded, coffee, "relevancy", box=(0, 0, 321, h))
+    assert r.grid == (16, 16)
+    # The box ends at x = 321 of 600, that is column 119.84 -> 120 of the 224-pixel input: patches in
+    # columns 0..7 are covered, column 8 (pixels 112..125) for 8 of its 14 pixels, the rest not at all.
+    cover = np.zeros(16)
+    cover[:8], cover[8] = 1.0, 8 / 14
+    x = torch.from_numpy(prepare_input(coffee, (224, 224), 14, embedded.mean, embedded.std))
+    out = embedded.net(pixel_values=x, output_attentions=True, output_hidden_states=True)
+    for a in out.attentions:
+        a.retain_grad()
+    dense = embedded.dense_output(out.hidden_states[-1], (16, 16), (224, 224))[0, 0]
+    dense[:, :120].mean().backward()
+    n, k = out.attentions[0].shape[-1], embedded.n_prefix
+    rel = np.eye(n)
+    for a in out.attentions:
+        attn, grad = a[0].detach().double().numpy(), a.grad[0].double().numpy()
+        rel = rel + np.maximum(grad * attn, 0).mean(axis=0) @ rel
+    weights = np.zeros(n)
+    weights[k:] = np.tile(cover, 16)  # row-major patches: the same columns in every row
+    expected = (weights @ rel)[k:].reshape(16, 16)
+    np.testing.assert_allclose(r.raw, expected, rtol=2e-4, atol=1e-9)
+    assert r.score == pytest.approx(float(dense[:, :120].mean()), rel=1e-5)
+
+
 @pytest.mark.parametrize("baseline", ["blurred", "black", "mean colour"])
 def test_integrated_gradients_starts_from_the_baseline_it_names(baseline):
     """sum(attributions) - delta = f(x) - f(baseline), with the baseline built here independently: an
