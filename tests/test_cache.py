@@ -33,9 +33,9 @@ def test_newest_entry_is_kept_even_over_the_cap():
     assert cache.get(("s", 1)) is a
 
 
-def test_the_background_warm_fills_cached_analyses_and_pins_none():
-    """The app's warm runs step by step on a weak reference: an analysis the cache let go is neither warmed
-    nor kept alive (a thread per analysis that held it while waiting could keep it alive)."""
+def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
+    """The app's warm steps take a weak reference: an analysis the cache let go is not warmed, and the step
+    keeps no reference to it (a thread per analysis that held it while waiting could keep it alive)."""
     import gc
     import weakref
 

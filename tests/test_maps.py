@@ -394,8 +394,10 @@ def test_discard_thresholds_count_exactly_what_a_sort_finds(dtype):
     ties = torch.randint(0, 5, (2, 40, 40), generator=g).float() / 4
     signed = torch.randn(2, 50, 50, generator=g)
     signed[0, 0, :7] = -0.0
+    zeros = torch.rand(2, 30, 30, generator=g)
+    zeros[:, :5] = -0.0  # a sign bit set, but no weight below zero
     ratios = [i / 100 for i in range(100)] + [0.137, 0.999]
-    for weights in (heavy, ties, signed):
+    for weights in (heavy, ties, signed, zeros):
         weights = weights.to(dtype)
         flat = weights.reshape(2, -1).double().sort(dim=1).values
         expected = flat[:, [max(1, int(flat.shape[1] * r)) - 1 for r in ratios]]

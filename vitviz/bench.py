@@ -55,13 +55,13 @@ def main(argv: list[str] | None = None) -> None:
     bench_interactions(model)
     bench_live(model)
     if args.app:
-        bench_app(args.model, args.repeats, forward)
+        bench_app(model, args.repeats, forward)
         bench_live_app(args.model)
     if args.stats:
         bench_stats(model)
 
 
-def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
+def bench_app(model: VitModel, repeats: int, forward_ms: float) -> None:
     """Upload-to-view, first-draw and slider-move times against a running app, through gradio_client and
     through the plain HTTP API (gradio_client polls for its results every 50 ms; a browser does not)."""
     import tempfile
@@ -71,7 +71,7 @@ def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
 
     from .loadtest import HttpApi, photos, running_app
 
-    folder = Path(tempfile.mkdtemp(prefix="vitviz-bench-"))
+    model_name, folder = model.name, Path(tempfile.mkdtemp(prefix="vitviz-bench-"))
     with running_app(["--model", model_name]) as (url, _):
         client, http = Client(url, verbose=False), HttpApi(url)
         where = dict(model_name=model_name, size="448")
@@ -107,7 +107,7 @@ def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
                     http.call("position_map", model_name, 3, 3, "inferno")
                 with timed("http one"):
                     http.call("tokens", http.upload(path), model_name, "448")
-        moves = api_interactions(http, photos(1, folder, prefix="moves")[0], model_name)
+        moves = api_interactions(http, photos(1, folder, prefix="moves")[0], model)
 
     ms = {name: float(np.median(values[1:])) for name, values in times.items()}  # round 1 warms the server
     print(f"\napp on 127.0.0.1, new 448 px photos, median of {repeats}")
@@ -124,17 +124,18 @@ def bench_app(model_name: str, repeats: int, forward_ms: float) -> None:
     print(f"    p50 {p50:6.1f} ms   p95 {p95:6.1f} ms ({p95 / 30:.2f}x of 30 ms)   max {top:6.1f} ms")
 
 
-def api_interactions(http, path, model_name: str, count: int = 60) -> list[float]:
+def api_interactions(http, path, model: VitModel, count: int = 60) -> list[float]:
     """Milliseconds of `count` mixed /attention and /rollout requests (layers, heads, the all-heads grid,
     queries, fusions, discard ratios) on a new photo, from the moment its analysis returns."""
-    image, rng, times = http.upload(path), np.random.default_rng(0), []
+    image, rng, times, model_name = http.upload(path), np.random.default_rng(0), [], model.name
     http.call("analyze", image, model_name, "448")
     for _ in range(count):
         if rng.random() < 0.5:
-            head = int([-1, -2, int(rng.integers(6))][int(rng.integers(3))])
+            head = int([-1, -2, int(rng.integers(model.num_heads))][int(rng.integers(3))])
             query = ("CLS token", -1) if rng.random() < 0.5 else ("a patch (click the picture on the left)", 500)
-            args = ("attention", image, model_name, "448", int(rng.integers(12)), head, *query, "weight", "inferno",
-                    0.6, "shared across heads", "robust")  # fmt: skip
+            layer = int(rng.integers(model.num_layers))
+            args = ("attention", image, model_name, "448", layer, head, *query, "weight", "inferno", 0.6,
+                    "shared across heads", "robust")  # fmt: skip
         else:
             fusion, discard = ("mean", "max", "min")[int(rng.integers(3))], float(rng.choice([0, 0.1, 0.3, 0.5, 0.9]))
             args = ("rollout", image, model_name, "448", fusion, discard, "inferno", 0.6, "robust")

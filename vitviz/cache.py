@@ -9,11 +9,6 @@ from typing import Protocol
 
 
 class Sized(Protocol):
-    def holds(self, item: Sized) -> bool:
-        """Whether `item` itself (not an equal one) is still cached."""
-        with self._lock:
-            return any(a is item for a in self._items.values())
-
     @property
     def nbytes(self) -> int: ...
 

@@ -102,8 +102,7 @@ def get_model(name: str, progress: gr.Progress | None = None) -> VitModel:
 
 
 class Priority:
-    """New images and redraws go first: background work (the warm, a long attribution) pauses between its steps
-    while one runs."""
+    """Work that someone waits for goes first: background work pauses between its steps while one runs."""
 
     def __init__(self) -> None:
         self._running = 0
@@ -125,7 +124,8 @@ class Priority:
             self._changed.wait_for(lambda: self._running == 0, timeout)
 
 
-PRIORITY = Priority()
+PRIORITY = Priority()  # new images' forward passes: attributions and the warm wait for them
+REDRAWS = Priority()  # redraws from the cache: only the warm waits for them (an attribution would starve)
 _ATTRIBUTION_MODELS: dict[str, VitModel] = {}
 
 
@@ -203,21 +203,26 @@ _TO_WARM: queue.SimpleQueue = queue.SimpleQueue()  # (when queued, weak referenc
 
 
 def _warmer(delay_s: float = 0.3) -> None:
-    """One background thread fills each new analysis' warm steps (see `Analysis.warm_step`) in turn, from
-    `delay_s` after its shown view was drawn, so that switching tabs or moving a slider finds them ready."""
+    """One background thread fills each new analysis' warm steps (see `Analysis.warm_step`) in turn,
+    starting `delay_s` after the analysis was made, which leaves its shown view time to draw first, so that
+    switching tabs or moving a slider finds them ready. A step that fails is logged and that analysis left."""
     while True:
         queued, ref = _TO_WARM.get()
         time.sleep(max(0.0, queued + delay_s - time.monotonic()))
         step = 0
-        while _warm_step(ref, step):
-            step += 1
+        try:
+            while _warm_step(ref, step):
+                step += 1
+        except Exception:  # the warm is an optimisation: the view that needs it computes it itself
+            log.exception("background warm, step %d", step)
 
 
 def _warm_step(ref: weakref.ref, step: int) -> bool:
-    """Wait while any request runs, then run one step, if the cache still holds the analysis. Only a weak
-    reference is held while waiting: a thread per analysis, each holding it while it waited, could keep
-    analyses alive that the cache had let go."""
+    """Wait while a new image is analysed or a view redrawn, then run one step, if the cache still holds the
+    analysis. Only a weak reference is held while waiting: a thread per analysis, each holding it while it
+    waited, could keep analyses alive that the cache had let go."""
     PRIORITY.wait_for_interactive()
+    REDRAWS.wait_for_interactive()
     a = ref()
     return a is not None and CACHE.holds(a) and a.warm_step(step)
 

@@ -18,7 +18,7 @@ from gradio_client import handle_file
 
 from .. import CATALOGUE, ModelUnavailableError, VitModel, views
 from ..render import COLORMAPS
-from .session import EXAMPLES, PRIORITY, SIZES, analysis_key, get_analysis, get_model, picture, slots, user_errors
+from .session import EXAMPLES, REDRAWS, SIZES, analysis_key, get_analysis, get_model, picture, slots, user_errors
 
 INTRO = """# vitviz: see inside a Vision Transformer
 Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, adds a **position
@@ -91,8 +91,8 @@ class Context:
             if not args[0]:  # no image: an empty view, not an error
                 out = (None,) * n
             else:
-                # a redraw takes milliseconds: background work (the warm, attributions) waits for it
-                with PRIORITY.interactive() if concurrency_id == "draw" else nullcontext():
+                # a redraw takes milliseconds: the background warm waits for it
+                with REDRAWS.interactive() if concurrency_id == "draw" else nullcontext():
                     out = draw(*args, request=request, **({"progress": progress} if extra else {}))
             return (*(out if isinstance(out, tuple) else (out,)), (key, *args))
 
