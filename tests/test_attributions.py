@@ -178,7 +178,7 @@ def test_relevancy_of_a_box_reads_the_rows_of_the_patches_it_covers(embedded, co
     weights[k:] = np.tile(cover, 16)  # row-major patches: the same columns in every row
     expected = (weights @ rel)[k:].reshape(16, 16)
     np.testing.assert_allclose(r.raw, expected, rtol=2e-4, atol=1e-9)
-    assert r.score == pytest.approx(float(dense[:, :120].mean()), rel=1e-5)
+    assert r.score == pytest.approx(float(dense[:, :120].mean().detach()), rel=1e-5)
 
 
 @pytest.mark.parametrize("baseline", ["blurred", "black", "mean colour"])
