@@ -475,10 +475,10 @@ def show(a: Analysis, view: str = "attention", **options):
         picture = output_view(a, **look)[1]
         if picture is None:
             raise ValueError(f"{a.model.name} has no dense head: only the embedded model has one")
-    elif view == "distance":
-        return plots.attention_distance(a.mean_attention_distance, a.model.patch_size)
-    else:
-        return plots.layer_head_heatmap(a.attention_entropy, "Attention entropy per head", "nats")
     if options:
         raise ValueError(f"{view!r} does not take {sorted(options)}")
+    if view == "distance":
+        return plots.attention_distance(a.mean_attention_distance, a.model.patch_size)
+    if view == "entropy":
+        return plots.layer_head_heatmap(a.attention_entropy, "Attention entropy per head", "nats")
     return Image.fromarray(picture)
