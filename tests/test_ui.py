@@ -18,7 +18,7 @@ import vitviz
 def client():
     gradio_client = pytest.importorskip("gradio_client")
     with running_app() as url:
-        yield gradio_client.Client(url, verbose=False)
+        yield gradio_client.Client(url, verbose=False, ssl_verify=False)
 
 
 def read(path) -> np.ndarray:
@@ -169,7 +169,7 @@ def depth_app(tmp_path_factory):
     folder = tmp_path_factory.mktemp("depth-model")
     tiny_depth_anything().save_pretrained(folder)
     with running_app(["--depth-model", str(folder)]) as url:
-        yield gradio_client.Client(url, verbose=False), str(folder)
+        yield gradio_client.Client(url, verbose=False, ssl_verify=False), str(folder)
 
 
 def test_the_lesson_ends_on_the_depth_models_map_when_there_is_one(depth_app):
@@ -240,7 +240,7 @@ def test_readme_api_example_runs(client):
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## HTTP API") :]
     code = section[section.index("```python") + len("```python") : section.index("```", section.index("```python") + 9)]
-    code = code.replace('Client("http://127.0.0.1:7860/")', "Client(URL)").replace(
+    code = code.replace('Client("http://127.0.0.1:7860/", ssl_verify=False)', "Client(URL, ssl_verify=False)").replace(
         "assets/", str(ROOT / "assets") + "/"
     )
     scope = {"URL": client.src}

@@ -281,8 +281,11 @@ def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out) -> 
     )
 
 
-def _stack_half(tensors: tuple[torch.Tensor, ...]) -> np.ndarray:
-    """Per-layer [1,...] tensors -> one float16 array [L,...], converted in a single pass."""
+def _stack_half(tensors: tuple[torch.Tensor, ...] | torch.Tensor) -> np.ndarray:
+    """Per-layer [1,...] tensors -> one float16 array [L,...], converted in a single pass; a tensor
+    [L,...] (`VitModel.forward`'s attentions) is already stacked, on its device."""
+    if isinstance(tensors, torch.Tensor):
+        return tensors.to("cpu", torch.float16).numpy()
     out = torch.empty((len(tensors), *tensors[0].shape[1:]), dtype=torch.float16)
     for i, t in enumerate(tensors):
         out[i].copy_(t[0])

@@ -123,21 +123,28 @@ class VitModel:
     def forward(self, pixel_values: torch.Tensor, **kwargs):
         """One eager forward returning attentions and hidden states of every layer, and in
         `update_norms` [L,2,N] float32 the norms of each layer's attention and MLP updates to the first
-        image's tokens (after LayerScale): the forward computes them anyway, so keeping them is free."""
+        image's tokens (after LayerScale): the forward computes them anyway, so keeping them is free.
+
+        In the q/k/v/o layout, `attentions` is the first image's weights, one float16 tensor [L,H,N,N],
+        each layer's copied by a hook as it is made: the forward then reuses one layer's float32 buffer
+        rather than allocating and keeping all of them (300 MB at 448 px). Otherwise a tuple, as
+        transformers gives it."""
         extra = {"interpolate_pos_encoding": True} if self.fixed_size else {}
         updates: list[list[torch.Tensor]] = [[] for _ in range(self.num_layers)]
+        weights: dict[str, torch.Tensor] = {}
         hooks = []
         with self.lock:  # the hooks sit on shared modules: no other forward may run while they are on
             if hasattr(self.blocks[0].attention, "q_proj"):
                 for i in range(self.num_layers):
                     parts = self.layer_parts(i)
+                    hooks.append(parts.attention.register_forward_hook(partial(_keep_weights, weights, i, self.num_layers)))
                     for module, scale in ((parts.attention, parts.scale1), (parts.mlp, parts.scale2)):
                         hooks.append(module.register_forward_hook(partial(_record_norm, updates[i], scale)))
             try:
                 with torch.inference_mode():
                     out = self.net(
                         pixel_values=pixel_values.to(self.device),
-                        output_attentions=True,
+                        output_attentions=not hooks,
                         output_hidden_states=True,
                         **extra,
                         **kwargs,
@@ -146,6 +153,7 @@ class VitModel:
                 for h in hooks:
                     h.remove()
         if hooks:
+            out["attentions"] = weights["all"]
             out["update_norms"] = torch.stack([torch.stack(u) for u in updates]).cpu().numpy()
         return out
 
@@ -207,6 +215,15 @@ class VitModel:
         if self.decoder is not None:
             self.decoder.to(self.device)
         return self
+
+
+def _keep_weights(into: dict, layer: int, layers: int, _module: nn.Module, _args, out) -> None:
+    """Forward hook on a layer's attention: its weights for the batch's first image, into one float16
+    tensor [L,H,N,N] that the first layer allocates."""
+    w = out[1][0]
+    if "all" not in into:
+        into["all"] = torch.empty((layers, *w.shape), dtype=torch.float16, device=w.device)
+    into["all"][layer].copy_(w)
 
 
 def _record_norm(into: list, scale: nn.Module, _module: nn.Module, _args, out) -> None:
