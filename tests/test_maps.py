@@ -245,7 +245,7 @@ def test_colour_scales():
 
 def test_the_default_rollout_is_not_mostly_black(embedded):
     """On the robust scale, at most half of each bundled photo's rollout sits in the colormap's bottom 10 %
-    (under min-max, all of it did). The rocket, mostly sky, is the exception: see the README."""
+    (under min-max, all of it did). The rocket, small in a night sky, is the exception: see the README."""
     for name in ("chelsea.jpg", "coffee.jpg", "astronaut.jpg"):
         r = vitviz.analyze(embedded, vitviz.load_image(ASSETS / name)).rollout()
         shown, lo, hi, _ = maps.colour_scale(r, "robust")
