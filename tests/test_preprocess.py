@@ -182,3 +182,82 @@ def test_pil_images_of_other_modes_become_rgb(mode):
     im = Image.fromarray(values).convert(mode) if mode == "I" else Image.fromarray(values)
     assert im.mode == mode
     np.testing.assert_array_equal(load_image(im)[..., 0], (values.astype(np.uint64) * 255 // 65535))
+
+
+def message(fn, *args) -> str:
+    with pytest.raises(ValueError) as caught:
+        fn(*args)
+    return str(caught.value)
+
+
+def test_every_refusal_says_exactly_what_is_wrong(tmp_path, monkeypatch):
+    """The whole message a user reads, for each kind of bad input: a message that only contains the right
+    words could still be garbled around them."""
+    assert message(load_image, b"hello") == "the uploaded data is not an image (unrecognised file format)"
+    assert message(load_image, b"") == "the uploaded data is empty, not an image"
+    assert message(load_image, tmp_path / "gone.jpg") == f"no image file at {tmp_path / 'gone.jpg'}"
+    assert message(load_image, 3.5) == "cannot read an image from a float"
+    (tmp_path / "cut.png").write_bytes(encode(random_image(64, 64))[:200])
+    assert message(load_image, tmp_path / "cut.png") == "cut.png is a truncated PNG file: its end is missing"
+    assert message(load_image, np.zeros((3, 3, 6))) == (
+        "an image array must be HxW or HxWxC with C in 1..4, got (3, 3, 6)"
+    )
+    monkeypatch.setattr(vitviz.preprocess, "MAX_PIXELS", 2_500_000)
+    assert message(load_image, np.zeros((1000, 2501), np.uint8)) == (
+        "image is too large: 2501x1000 pixels is over the limit of 2 megapixels"  # 2.5 rounds to even
+    )
+    three = tmp_path / "three.tiff"  # three float64 channels: neither Pillow nor vitviz reads them
+    assert cv2.imwrite(str(three), np.random.default_rng(0).random((4, 6, 3)))
+    assert message(load_image, three) == (
+        "three.tiff is a TIFF file that cannot be read: it holds 6×4 pixels of 3 float64 sample(s), and vitviz "
+        "reads 8- and 16-bit integer images only; save it as an 8-bit PNG or JPEG"
+    )
+    damaged = b"II*\x00" + b"\x00" * 60  # a TIFF signature and nothing readable behind it
+    assert message(load_image, damaged) == (
+        "the uploaded data is a TIFF file that cannot be read: it is damaged, or uses a variant that neither "
+        "Pillow nor OpenCV reads"
+    )
+    small = random_image(6, 20)
+    assert message(prepare_input, small, (8, 24), 8, (0, 0, 0), (1, 1, 1)) == (
+        "image is too small: 20x6 pixels is smaller than one 8x8 patch"
+    )
+    assert message(prepare_input, random_image(16, 16), (16, 20), 8, (0, 0, 0), (1, 1, 1)) == (
+        "input size 20x16 is not a multiple of the patch size 8"
+    )
+
+
+def test_the_pixel_limit_is_a_limit_not_a_threshold(monkeypatch):
+    """Exactly MAX_PIXELS passes, one more is refused: for arrays, PIL images and encoded files alike."""
+    monkeypatch.setattr(vitviz.preprocess, "MAX_PIXELS", 12 * 10)
+    assert load_image(np.zeros((10, 12), np.uint8)).shape == (10, 12, 3)
+    assert load_image(Image.fromarray(np.zeros((10, 12, 3), np.uint8))).shape == (10, 12, 3)
+    assert load_image(encode(np.zeros((10, 12, 3), np.uint8))).shape == (10, 12, 3)
+    for too_many in (np.zeros((11, 12), np.uint8), Image.fromarray(np.zeros((10, 13), np.uint8))):
+        with pytest.raises(ValueError, match="too large"):
+            load_image(too_many)
+    with pytest.raises(ValueError, match="too large: 13x10 pixels"):
+        load_image(encode(np.zeros((10, 13, 3), np.uint8)))
+
+
+def test_an_image_of_exactly_one_patch_is_enough():
+    x = prepare_input(random_image(8, 8), (8, 8), 8, (0, 0, 0), (1, 1, 1))
+    assert x.shape == (1, 3, 8, 8)
+    with pytest.raises(ValueError, match="smaller than one"):
+        prepare_input(random_image(8, 7), (8, 8), 8, (0, 0, 0), (1, 1, 1))
+    with pytest.raises(ValueError, match="not a multiple"):
+        prepare_input(random_image(16, 16), (12, 16), 8, (0, 0, 0), (1, 1, 1))  # the height alone is off
+
+
+def test_shrinking_averages_pixels_and_enlarging_is_cubic():
+    """A one-pixel checkerboard halved is flat grey (area averaging: every output pixel is the mean of a
+    2x2 block); a cubic shrink would alias it. Enlarging follows the cubic kernel, whose overshoot at an edge
+    a box filter cannot make (uint8 clips the undershoot below 0)."""
+    board = (np.indices((32, 32)).sum(0) % 2 * 255).astype(np.uint8)[..., None].repeat(3, axis=2)
+    halved = prepare_input(board, (16, 16), 8, (0, 0, 0), (1, 1, 1))
+    np.testing.assert_allclose(halved, 127.5 / 255, atol=1 / 255)
+    edge = np.zeros((16, 16, 3), np.uint8)
+    edge[:, 8:] = 200
+    grown = prepare_input(edge, (32, 32), 8, (0, 0, 0), (1, 1, 1))[0, 0, 0] * 255
+    assert grown.max() > 210  # cubic overshoot past the step's 200
+    np.testing.assert_allclose(grown[:8], 0, atol=1e-4)
+    np.testing.assert_allclose(grown[-8:], 200, atol=1e-3)

@@ -227,3 +227,111 @@ def test_fit_averages_when_it_shrinks_and_interpolates_when_it_enlarges():
     big = render.fit(board, 12)  # x1.5: cubic, so values between black and white appear
     assert ((big > 20) & (big < 235)).any()
     assert render.fit(np.zeros((500, 1, 3), np.uint8), 50).shape == (50, 1, 3)  # never 0 pixels wide
+
+
+def ink(img: np.ndarray, x0: int, y0: int, x1: int, y1: int, colour=(0, 0, 0), tol: int = 100):
+    """(left, top, right, bottom) of the pixels near `colour` in the region, in picture coordinates, or None."""
+    region = img[y0:y1, x0:x1].astype(int)
+    ys, xs = np.nonzero(np.abs(region - colour).max(axis=-1) < tol)
+    return None if len(xs) == 0 else (x0 + xs.min(), y0 + ys.min(), x0 + xs.max(), y0 + ys.max())
+
+
+def test_text_is_anti_aliased_ink_of_its_colour_on_its_baseline():
+    """Digits (no descenders) end on the baseline, start at x, are about 20 px tall per unit of scale (the
+    Hershey font's digits), reach their exact colour in the strokes' middle and have grey, anti-aliased edges."""
+    for colour, scale, thickness in (((0, 0, 0), 0.6, 1), ((0, 110, 0), 1.0, 2)):
+        img = np.full((60, 120, 3), 255, np.uint8)
+        render.text(img, "180", (10, 40), scale, colour, thickness)
+        left, top, right, bottom = ink(img, 0, 0, 120, 60, colour, tol=60)
+        width = cv2.getTextSize("180", render.FONT, scale, thickness)[0][0]
+        assert abs(left - 10) <= 2 + thickness and abs(bottom - 40) <= thickness, (left, bottom)
+        assert abs((bottom - top + 1) - 20 * scale) <= thickness and width - 6 <= right - left + 1 <= width
+        pixels = img.reshape(-1, 3)
+        assert (pixels == colour).all(axis=1).any()  # the exact colour, not a neighbour of it
+        assert ((pixels.min(axis=1) > colour[0] + 30) & (pixels.min(axis=1) < 225)).any()  # grey edges
+        assert render.text_width("180", scale, thickness) == width
+    img = np.full((30, 30, 3), 255, np.uint8)
+    render.text(img, "8", (5, 20), 0.5)
+    assert (img.reshape(-1, 3) == (0, 0, 0)).all(axis=1).any()  # black by default
+
+
+def test_colorbar_numbers_are_large_and_each_at_its_height():
+    """The three numbers stand right of the ramp, at least 14 px tall (readable on a projector), each
+    centred on its height (top, middle, bottom of the ramp); the scale's name sits in the foot."""
+    height = 400
+    bar = render.colorbar(height, "gray", 0.0, 1.0, scale="clip p99")
+    ramp = height - 34
+    for frac, y in ((1.0, 16), (0.5, (ramp - 1) // 2), (0.0, ramp - 12)):
+        left, top, right, bottom = ink(bar, 22, max(0, y - 20), 150, y + 20)
+        assert left >= 24 and right < 150 and 14 <= bottom - top + 1 <= 24, (frac, top, bottom)
+        assert abs((top + bottom) / 2 - y) <= 3, (frac, top, bottom, y)
+    left, top, right, bottom = ink(bar, 0, ramp, 150, height)
+    assert top >= ramp + 4 and bottom < height - 4 and left <= 4 and 12 <= bottom - top + 1 <= 24
+
+
+def test_the_colorbar_below_puts_its_numbers_at_the_ends_and_middle_and_the_name_centred():
+    width = 400
+    out = render.with_colorbar_below(np.zeros((10, width, 3), np.uint8), "gray", 0.0, 1.0, "robust")[10:]
+    boxes = [ink(out, x0, 26, x1, 62) for x0, x1 in ((0, 140), (140, 260), (260, width))]
+    (l0, t0, r0, b0), (l1, _, r1, _), (l2, _, r2, _) = boxes
+    assert abs(l0 - 6) <= 4 and abs(r2 - (width - 7)) <= 4 and abs((l1 + r1) / 2 - width / 2) <= 3
+    assert 14 <= b0 - t0 + 1 <= 24 and abs(b0 - 52) <= 2  # on its baseline, under the ramp
+    left, top, right, bottom = ink(out, 0, 64, width, out.shape[0])
+    assert abs((left + right) / 2 - width / 2) <= 3 and 64 < top and bottom < out.shape[0]  # "clip p99"
+
+
+def test_tile_captions_sit_at_the_top_left_of_their_cell():
+    images = [np.full((40, 120, 3), 255, np.uint8) for _ in range(2)]
+    sheet = render.tile(images, ["head 0", "head 1"], cols=2, pad=6)
+    for c in range(2):
+        left, top, right, bottom = ink(sheet, c * 126, 0, c * 126 + 120, 32)
+        assert abs(left - (c * 126 + 2)) <= 3 and abs(bottom - 24) <= 2 and 14 <= bottom - top + 1 <= 24
+
+
+def test_the_layer_head_table_labels_its_rows_and_columns_and_centres_its_numbers():
+    values = np.array([[1.0, 2.0], [30.0, 40.0]], np.float32)
+    img = render.layer_head_grid(values, "gray", cell=44)
+    for h in range(2):
+        left, top, right, bottom = ink(img, 96 + h * 88, 0, 96 + (h + 1) * 88, 34)
+        assert abs(left - (96 + h * 88 + 10)) <= 3 and abs(bottom - 24) <= 2 and bottom - top + 1 >= 10
+    for i in range(2):
+        y = 34 + i * 44 + 22 + 8  # the baseline, 8 px under the row's middle
+        left, top, right, bottom = ink(img, 0, 34 + i * 44, 96, 34 + (i + 1) * 44)
+        assert abs(left - 6) <= 3 and abs(bottom - y) <= 2 and right < 96
+        for h in range(2):
+            colour = (0, 0, 0) if values[i, h] > values.min() + 0.6 * np.ptp(values) else (255, 255, 255)
+            x0 = 96 + h * 88
+            left, top, right, bottom = ink(img, x0, 34 + i * 44, x0 + 88, 34 + (i + 1) * 44, colour, tol=40)
+            assert abs(left - (x0 + 22)) <= 3 and abs(bottom - y) <= 2, (i, h)
+
+
+def test_scan_margin_numbers_stand_over_their_column_and_beside_their_row():
+    image = np.zeros((120, 160, 3), np.uint8)
+    sheet = render.scan_margins(image, (3, 4))  # 40 px columns and rows; margins: 64 left, 30 on top
+    for c in range(4):
+        centre = 64 + (c + 0.5) * 40
+        left, top, right, bottom = ink(sheet, int(centre) - 20, 0, int(centre) + 20, 30)
+        assert abs((left + right) / 2 - centre) <= 2 and abs(bottom - 21) <= 2 and bottom - top + 1 >= 10, c
+    for r in range(3):
+        middle = 30 + (r + 0.5) * 40
+        left, top, right, bottom = ink(sheet, 0, int(middle) - 20, 64, int(middle) + 20)
+        assert abs(left - 4) <= 3 and abs(bottom - (middle + 7)) <= 2 and right < 64, r  # "0", "4", "8"
+
+
+def test_the_token_strip_labels_each_cell_inside_it_and_its_position_and_embedding_below():
+    image = np.full((40, 60, 3), 128, np.uint8)
+    strip = render.token_strip(image, (2, 3), [("CLS", True), ("register 0", False)], 640)
+    cell = 66
+    title = ink(strip, 0, 0, 640, 24, (60, 60, 60), tol=40)
+    assert title[0] <= 6 and title[3] <= 20
+    for k, (label, pos) in enumerate([("CLS", "+ pos"), ("reg0", "no pos"), ("p0", "+ pos")]):
+        x = 4 + k * (cell + 6)
+        white = ink(strip, x, 24, x + cell, 24 + cell, (255, 255, 255), tol=10)
+        assert white is not None and white[0] >= x + 2 and white[3] <= 24 + cell - 4, label  # inside, at the bottom
+        number = ink(strip, x, 24 + cell, x + cell + 6, 24 + cell + 26)
+        assert abs(number[0] - (x + 3)) <= 3 and abs(number[3] - (24 + cell + 20)) <= 2, label
+        colour = (0, 110, 0) if pos == "+ pos" else (150, 0, 0)
+        below = ink(strip, x, 24 + cell + 26, x + cell + 6, strip.shape[0], colour, tol=40)
+        assert abs(below[0] - (x + 3)) <= 3 and abs(below[3] - (24 + cell + 44)) <= 3, label
+    dots = ink(strip, 4 + 6 * (cell + 6), 24, 4 + 7 * (cell + 6), 24 + cell)  # the 7th cell: "..."
+    assert dots is not None and abs(dots[0] - (4 + 6 * (cell + 6) + cell // 4)) <= 3

@@ -137,7 +137,8 @@ class VitModel:
             if hasattr(self.blocks[0].attention, "q_proj"):
                 for i in range(self.num_layers):
                     parts = self.layer_parts(i)
-                    hooks.append(parts.attention.register_forward_hook(partial(_keep_weights, weights, i, self.num_layers)))
+                    keep = partial(_keep_weights, weights, i, self.num_layers)
+                    hooks.append(parts.attention.register_forward_hook(keep))
                     for module, scale in ((parts.attention, parts.scale1), (parts.mlp, parts.scale2)):
                         hooks.append(module.register_forward_hook(partial(_record_norm, updates[i], scale)))
             try:

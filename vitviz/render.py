@@ -19,6 +19,7 @@ COLORMAPS = {
     "diverging": None,  # blue (negative), white (0), red (positive): for signed maps, centred at 0
 }
 FONT = cv2.FONT_HERSHEY_SIMPLEX
+BLACK = (0, 0, 0)
 DISPLAY_SIDE = 640  # the longest side images are drawn at: enough for a projector, cheap to send
 
 
@@ -28,6 +29,15 @@ def fit(image: np.ndarray, longest: int = DISPLAY_SIDE) -> np.ndarray:
     scale = longest / max(h, w)
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
     return cv2.resize(image, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
+
+
+def text(image: np.ndarray, s: str, org: tuple[int, int], scale: float, colour=BLACK, thickness: int = 1) -> None:
+    """Write `s` on `image` in place, anti-aliased, its baseline starting at `org` (x, y)."""
+    cv2.putText(image, s, org, FONT, scale, colour, thickness, cv2.LINE_AA)
+
+
+def text_width(s: str, scale: float, thickness: int = 1) -> int:
+    return cv2.getTextSize(s, FONT, scale, thickness)[0][0]
 
 
 def colorize(values: np.ndarray, cmap: str = "inferno", vmin: float | None = None, vmax: float | None = None):
@@ -78,11 +88,11 @@ def colorbar(height: int, cmap: str, vmin: float, vmax: float, width: int = 150,
     bar = np.full((height, width, 3), 255, np.uint8)
     bar[:bar_h, 4:20] = colorize(ramp, cmap, 0, 1)
     if scale:
-        cv2.putText(bar, scale, (2, height - 10), FONT, 0.75, (0, 0, 0), 2, cv2.LINE_AA)
+        text(bar, scale, (2, height - 10), 0.75, thickness=2)
     for frac in (0.0, 0.5, 1.0):
         y = int(np.clip((1 - frac) * (bar_h - 1), 16, bar_h - 12))
         v = vmin + frac * (vmax - vmin)
-        cv2.putText(bar, _fmt(10**v if scale == "log" else v), (24, y + 9), FONT, 0.85, (0, 0, 0), 2, cv2.LINE_AA)
+        text(bar, _fmt(10**v if scale == "log" else v), (24, y + 9), 0.85, thickness=2)
     return bar
 
 
@@ -110,14 +120,13 @@ def with_colorbar_below(image: np.ndarray, cmap: str, vmin: float, vmax: float, 
     bar[6:24, 6 : width - 6] = colorize(np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), cmap, 0, 1)
     for frac, align in ((0.0, 0), (0.5, 0.5), (1.0, 1)):
         v = vmin + frac * (vmax - vmin)
-        text = _fmt(10**v if scale == "log" else v)
-        (w, _), _ = cv2.getTextSize(text, FONT, 0.8, 2)
+        number = _fmt(10**v if scale == "log" else v)
+        w = text_width(number, 0.8, 2)
         x = int(np.clip(6 + align * (width - 12) - align * w, 2, width - w - 2))
-        cv2.putText(bar, text, (x, 52), FONT, 0.8, (0, 0, 0), 2, cv2.LINE_AA)
+        text(bar, number, (x, 52), 0.8, thickness=2)
     if scale:
         name = SCALE_NAMES.get(scale, scale)
-        (w, _), _ = cv2.getTextSize(name, FONT, 0.75, 2)
-        cv2.putText(bar, name, ((width - w) // 2, 84), FONT, 0.75, (0, 0, 0), 2, cv2.LINE_AA)
+        text(bar, name, ((width - text_width(name, 0.75, 2)) // 2, 84), 0.75, thickness=2)
     return np.concatenate([image, bar], axis=0)
 
 
@@ -143,7 +152,7 @@ def mark_patch(image: np.ndarray, grid: tuple[int, int], index: int, color=QUERY
     """Outline patch `index` on a copy of `image`: the picked query."""
     out = image.copy()
     x0, y0, x1, y1 = patch_box(grid, out.shape[:2], index)
-    cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), (0, 0, 0), 4)
+    cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), BLACK, 4)
     cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), color, 2)
     return out
 
@@ -170,7 +179,7 @@ def tile(images: list[np.ndarray], labels: list[str], cols: int, pad: int = 6) -
     for i, (img, label) in enumerate(zip(images, labels, strict=True)):
         r, c = divmod(i, cols)
         y, x = r * (h + cap + pad), c * (w + pad)
-        cv2.putText(sheet, label, (x + 2, y + 24), FONT, 0.8, (0, 0, 0), 2, cv2.LINE_AA)
+        text(sheet, label, (x + 2, y + 24), 0.8, thickness=2)
         sheet[y + cap : y + cap + h, x : x + w] = img
     return sheet
 
@@ -209,15 +218,14 @@ def layer_head_grid(values: np.ndarray, cmap: str = "viridis", cell: int = 44) -
     img[top:, left:] = cells
     lo, hi = float(values.min()), float(values.max())
     for h in range(heads):
-        cv2.putText(img, f"head {h}", (left + h * cell * 2 + 10, 24), FONT, 0.6, (0, 0, 0), 1, cv2.LINE_AA)
+        text(img, f"head {h}", (left + h * cell * 2 + 10, 24), 0.6)
     for i in range(layers):
         y = top + i * cell + cell // 2 + 8
-        cv2.putText(img, f"layer {i}", (6, y), FONT, 0.6, (0, 0, 0), 1, cv2.LINE_AA)
+        text(img, f"layer {i}", (6, y), 0.6)
         for h in range(heads):
             dark = (values[i, h] - lo) / max(hi - lo, 1e-12) > 0.6  # light cells get black text
-            colour = (0, 0, 0) if dark else (255, 255, 255)
-            text = f"{values[i, h]:.0f}"
-            cv2.putText(img, text, (left + h * cell * 2 + 22, y), FONT, 0.6, colour, 1, cv2.LINE_AA)
+            colour = BLACK if dark else (255, 255, 255)
+            text(img, f"{values[i, h]:.0f}", (left + h * cell * 2 + 22, y), 0.6, colour)
     return with_colorbar(img, cmap, lo, hi)
 
 
@@ -233,12 +241,11 @@ def scan_margins(image: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
     step = max(1, int(np.ceil(26 / (w / gw))))  # column labels at least 26 px apart
     for c in range(0, gw, step):
         x = left + round((c + 0.5) * w / gw)
-        (tw, _), _ = cv2.getTextSize(str(c), FONT, 0.55, 1)
-        cv2.putText(out, str(c), (x - tw // 2, top - 9), FONT, 0.55, (0, 0, 0), 1, cv2.LINE_AA)
+        text(out, str(c), (x - text_width(str(c), 0.55) // 2, top - 9), 0.55)
     rstep = max(1, int(np.ceil(22 / (h / gh))))
     for r in range(0, gh, rstep):
         y = top + round((r + 0.5) * h / gh) + 7
-        cv2.putText(out, str(r * gw), (4, y), FONT, 0.55, (0, 0, 0), 1, cv2.LINE_AA)
+        text(out, str(r * gw), (4, y), 0.55)
     return out
 
 
@@ -254,11 +261,11 @@ def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str
     cell = min(66, (width - 8) // len(shown) - 6)
     out = np.full((cell + 78, width, 3), 255, np.uint8)
     title = "the token sequence: #position in it, and the position embedding added"
-    cv2.putText(out, title, (4, 16), FONT, 0.5, (60, 60, 60), 1, cv2.LINE_AA)
+    text(out, title, (4, 16), 0.5, (60, 60, 60))
     for k, (kind, i) in enumerate(shown):
         x, y = 4 + k * (cell + 6), 24
         if kind == "dots":
-            cv2.putText(out, "...", (x + cell // 4, y + cell // 2 + 6), FONT, 0.8, (0, 0, 0), 2, cv2.LINE_AA)
+            text(out, "...", (x + cell // 4, y + cell // 2 + 6), 0.8, thickness=2)
             continue
         position = i if kind == "prefix" else len(prefix) + i
         if kind == "prefix":
@@ -270,10 +277,10 @@ def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str
                 image[y0:y1, x0:x1], (cell, cell), interpolation=cv2.INTER_AREA
             )
             label, has_pos = f"p{i}", True
-        cv2.rectangle(out, (x, y), (x + cell - 1, y + cell - 1), (0, 0, 0), 1)
-        cv2.putText(out, label, (x + 3, y + cell - 6), FONT, 0.5, (0, 0, 0), 3, cv2.LINE_AA)
-        cv2.putText(out, label, (x + 3, y + cell - 6), FONT, 0.5, (255, 255, 255), 1, cv2.LINE_AA)
-        cv2.putText(out, f"#{position}", (x + 3, y + cell + 20), FONT, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
-        cv2.putText(out, "+ pos" if has_pos else "no pos", (x + 3, y + cell + 44), FONT, 0.5,
-                    (0, 110, 0) if has_pos else (150, 0, 0), 1, cv2.LINE_AA)  # fmt: skip
+        cv2.rectangle(out, (x, y), (x + cell - 1, y + cell - 1), BLACK, 1)
+        text(out, label, (x + 3, y + cell - 6), 0.5, thickness=3)  # white on a black outline
+        text(out, label, (x + 3, y + cell - 6), 0.5, (255, 255, 255))
+        text(out, f"#{position}", (x + 3, y + cell + 20), 0.5)
+        pos, colour = ("+ pos", (0, 110, 0)) if has_pos else ("no pos", (150, 0, 0))
+        text(out, pos, (x + 3, y + cell + 44), 0.5, colour)
     return out
