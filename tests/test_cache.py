@@ -70,3 +70,33 @@ def test_eviction_counts_what_it_dropped_and_keeps_only_the_newest_over_the_cap(
     roomy.put(("b", 1), analyses[1])
     assert roomy.put(("a", 2), analyses[2]) == 1 and roomy.get(("a", 0)) is None  # one per session
     assert roomy.get(("b", 1)) is analyses[1] and roomy.holds(analyses[2])
+
+
+def test_entries_that_grow_in_place_are_brought_back_under_the_cap():
+    """A background warm fills fused heads into analyses already cached: the total may then pass the cap
+    until `enforce_cap` evicts the oldest, which the app's warm step calls after each step."""
+    from vitviz.app import session
+
+    model = tiny_vit()
+    analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(4)]
+    size = analyses[0].nbytes
+    analyses[3].fused("max")
+    growth = analyses[3].nbytes - size  # what fusing one analysis' heads adds to it
+    cache = AnalysisCache(max_bytes=3 * size + growth // 2, per_session=5)
+    for i, a in enumerate(analyses[:3]):
+        cache.put(("s", i), a)
+    assert cache.enforce_cap() == 0 and len(cache) == 3
+    analyses[2].fused("max")  # the newest grows by its fused heads
+    assert cache.nbytes > cache.max_bytes
+    assert cache.enforce_cap() == 1 and cache.get(("s", 0)) is None and cache.holds(analyses[2])
+    assert cache.nbytes <= cache.max_bytes
+
+    old = session.CACHE
+    session.CACHE = AnalysisCache(max_bytes=2 * size + growth // 2, per_session=5)
+    try:
+        for i, a in enumerate(analyses[:2]):
+            session.CACHE.put(("warm", i), a)
+        session._warm_step(__import__("weakref").ref(analyses[1]), 1)  # the step that fuses the heads
+        assert not session.CACHE.holds(analyses[0]) and session.CACHE.nbytes <= session.CACHE.max_bytes
+    finally:
+        session.CACHE = old

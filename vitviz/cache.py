@@ -45,10 +45,21 @@ class AnalysisCache:
         mine = [k for k in self._items if k[0] == session]
         for k in mine[: max(0, len(mine) - self.per_session)]:
             del self._items[k]
+        self._fit()
+        return before - len(self._items)
+
+    def _fit(self) -> None:
         # Lazily filled caches (fused heads, views) grow entries, so sizes are read now.
         while len(self._items) > 1 and self.nbytes > self.max_bytes:
             self._items.popitem(last=False)
-        return before - len(self._items)
+
+    def enforce_cap(self) -> int:
+        """Evict the oldest entries until the total is under the cap again, after entries grew in place (a
+        background warm fills fused heads into analyses already cached); returns how many were evicted."""
+        with self._lock:
+            before = len(self._items)
+            self._fit()
+            return before - len(self._items)
 
     def holds(self, item: Sized) -> bool:
         """Whether `item` itself (not an equal one) is still cached."""

@@ -199,6 +199,7 @@ def get_analysis(
     return a
 
 
+FREED = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon
 _TO_WARM: queue.SimpleQueue = queue.SimpleQueue()  # (when queued, weak reference to an analysis)
 
 
@@ -224,13 +225,15 @@ def _warm_step(ref: weakref.ref, step: int) -> bool:
     PRIORITY.wait_for_interactive()
     REDRAWS.wait_for_interactive()
     a = ref()
-    return a is not None and CACHE.holds(a) and a.warm_step(step)
+    if a is None or not CACHE.holds(a):
+        return False
+    done = a.warm_step(step)
+    if CACHE.enforce_cap():  # the step grew an analysis the cache holds: back under the cap
+        FREED.set()
+    return done
 
 
 threading.Thread(target=_warmer, daemon=True, name="vitviz-warmer").start()
-
-
-FREED = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon
 
 
 def _janitor(period_s: float = 10.0) -> None:
