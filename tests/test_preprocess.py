@@ -134,8 +134,10 @@ def test_a_real_but_unreadable_image_says_what_it_is(tmp_path):
     """A float64 TIFF is an image Pillow cannot open: the message names the format and the reason."""
     path = tmp_path / "float.tiff"
     assert cv2.imwrite(str(path), np.random.default_rng(0).random((10, 10)))
-    with pytest.raises(ValueError, match=r"float.tiff is a TIFF file that cannot be read: .*10×10 .*float64"):
-        load_image(path)
+    assert message(load_image, path) == (
+        "float.tiff is a TIFF file that cannot be read: it holds 10×10 pixels of 1 float64 sample(s), and vitviz "
+        "reads 8- and 16-bit integer images only; save it as an 8-bit PNG or JPEG"
+    )
 
 
 def test_arrays_of_every_kind_become_rgb_uint8():
@@ -200,11 +202,12 @@ def test_every_refusal_says_exactly_what_is_wrong(tmp_path, monkeypatch):
     (tmp_path / "cut.png").write_bytes(encode(random_image(64, 64))[:200])
     assert message(load_image, tmp_path / "cut.png") == "cut.png is a truncated PNG file: its end is missing"
     assert message(load_image, np.zeros((3, 3, 6))) == (
-        "an image array must be HxW or HxWxC with C in 1..4, got (3, 3, 6)"
+        "an image array must be HxW or HxWxC with C in 1..4 and some pixels, got (3, 3, 6)"
     )
+    assert message(load_image, np.zeros((0, 5, 3))).endswith("and some pixels, got (0, 5, 3)")
     monkeypatch.setattr(vitviz.preprocess, "MAX_PIXELS", 2_500_000)
     assert message(load_image, np.zeros((1000, 2501), np.uint8)) == (
-        "image is too large: 2501x1000 pixels is over the limit of 2 megapixels"  # 2.5 rounds to even
+        "image is too large: 2501x1000 pixels is over the limit of 2,500,000 (VITVIZ_MAX_PIXELS sets it)"
     )
     three = tmp_path / "three.tiff"  # three float64 channels: neither Pillow nor vitviz reads them
     assert cv2.imwrite(str(three), np.random.default_rng(0).random((4, 6, 3)))
@@ -261,3 +264,79 @@ def test_shrinking_averages_pixels_and_enlarging_is_cubic():
     assert grown.max() > 210  # cubic overshoot past the step's 200
     np.testing.assert_allclose(grown[:8], 0, atol=1e-4)
     np.testing.assert_allclose(grown[-8:], 200, atol=1e-3)
+
+
+def jpeg(arr: np.ndarray, **params) -> bytes:
+    flags = [cv2.IMWRITE_JPEG_PROGRESSIVE, params.get("progressive", 0), cv2.IMWRITE_JPEG_RST_INTERVAL, 4]
+    return cv2.imencode(".jpg", cv2.cvtColor(arr, cv2.COLOR_RGB2BGR), flags)[1].tobytes()
+
+
+def test_a_cut_is_told_from_data_after_the_end():
+    """A JPEG or PNG is cut when its structure stops before the end marker, wherever the cut falls. Data after
+    the end is no cut: a phone's motion photo appends a video to its JPEG. An embedded thumbnail's end
+    marker near a cut is not the image's end."""
+    arr = random_image(96, 128)
+    for data in (jpeg(arr), jpeg(arr, progressive=1), encode(arr, "PNG")):
+        fmt = "PNG" if data.startswith(b"\x89PNG") else "JPEG"
+        np.testing.assert_array_equal(load_image(data + b"\x00\x00\x00\x18ftypmp42" + bytes(5000)), load_image(data))
+        for cut in (len(data) - 1, len(data) - 2, len(data) // 2, 300):
+            with pytest.raises(ValueError, match=f"truncated {fmt} file"):
+                load_image(data[:cut])
+    thumbnail = jpeg(random_image(16, 16))
+    app1 = b"Exif\x00\x00" + thumbnail  # the segment's body, skipped by its length, EOI marker and all
+    main = jpeg(arr)
+    with_thumbnail = main[:2] + b"\xff\xe1" + (len(app1) + 2).to_bytes(2, "big") + app1 + main[2:]
+    np.testing.assert_array_equal(load_image(with_thumbnail), load_image(main))
+    with pytest.raises(ValueError, match="truncated JPEG"):
+        load_image(with_thumbnail[: len(with_thumbnail) - 400])
+
+
+def test_other_formats_decode_without_an_end_check(tmp_path):
+    arr = random_image(12, 20)
+    for ext in (".bmp", ".tiff", ".webp"):
+        params = [cv2.IMWRITE_WEBP_QUALITY, 101] if ext == ".webp" else []  # lossless
+        data = cv2.imencode(ext, cv2.cvtColor(arr, cv2.COLOR_RGB2BGR), params)[1].tobytes()
+        np.testing.assert_array_equal(load_image(data), arr, err_msg=ext)
+
+
+def test_a_png_whose_pixels_cannot_be_decoded_is_called_damaged():
+    """Its header and end are whole, so Pillow opens it and no cut shows, but its pixel data is short."""
+    data = png_header_only(10, 10)
+    assert message(load_image, data) == "the uploaded data could not be decoded as PNG: the file is damaged"
+
+
+def test_pil_images_keep_transparency_and_every_16_bit_layout():
+    palette = Image.fromarray(random_image(4, 4)).convert("P", palette=Image.ADAPTIVE, colors=4)
+    palette.info["transparency"] = 0  # palette entry 0 is transparent
+    got, colours = load_image(palette), np.asarray(palette.convert("RGB"))
+    index = np.asarray(palette)
+    np.testing.assert_array_equal(got[index == 0], 255)  # on white
+    np.testing.assert_array_equal(got[index != 0], colours[index != 0])
+    la = Image.fromarray(
+        np.stack([np.full((2, 3), 50, np.uint8), np.array([[0, 255, 255], [255, 255, 0]], np.uint8)], 2)
+    )
+    assert la.mode == "LA"
+    np.testing.assert_array_equal(load_image(la)[..., 0], [[255, 50, 50], [50, 50, 255]])
+    values = (np.arange(12, dtype=np.uint16).reshape(3, 4) * 5000 + 65535 - 55000).astype(np.uint16)
+    for mode in ("I;16B", "I;16L"):
+        im = Image.frombytes(mode, (4, 3), values.astype(">u2" if mode == "I;16B" else "<u2").tobytes())
+        np.testing.assert_array_equal(load_image(im)[..., 1], values.astype(np.uint64) * 255 // 65535, err_msg=mode)
+    wide = Image.fromarray(np.array([[-7, 0, 65535, 70000]], np.int32))
+    assert wide.mode == "I"
+    np.testing.assert_array_equal(load_image(wide)[0, :, 0], [0, 0, 255, 255])  # clipped, never wrapped
+
+
+def test_arrays_keep_their_full_scale_and_come_back_as_uint8():
+    np.testing.assert_array_equal(load_image(np.full((1, 2), 65535, np.uint16)), 255)
+    np.testing.assert_array_equal(load_image(np.full((1, 2), 1.5)), 2)  # over 1: already 0..255, rounded
+    for arr in (np.array([[300, -1]], np.int32), np.zeros((2, 2, 4), np.uint8), np.zeros((2, 2), np.float32)):
+        assert load_image(arr).dtype == np.uint8, arr.dtype
+
+
+@pytest.mark.filterwarnings("ignore:Corrupt EXIF data")
+def test_a_malformed_exif_block_keeps_the_stored_orientation():
+    arr = random_image(10, 14)
+    good = jpeg(arr)
+    app1 = b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\xff\xff"  # a TIFF header whose directory says 65535 entries
+    broken = good[:2] + b"\xff\xe1" + (len(app1) + 2).to_bytes(2, "big") + app1 + good[2:]
+    np.testing.assert_array_equal(load_image(broken), load_image(good))

@@ -41,10 +41,10 @@ def load_image(src: ImageInput) -> np.ndarray:
     are not images, truncated files and images over `MAX_PIXELS`.
     """
     if isinstance(src, np.ndarray):
-        return _to_rgb8(src, channel_order="rgb")
+        return _to_rgb8(src)
     if isinstance(src, Image.Image):
         _check_pixel_count(*src.size)
-        return _to_rgb8(np.asarray(_pil_to_array_mode(src)), channel_order="rgb")
+        return _to_rgb8(np.asarray(_pil_to_array_mode(src)))
     if isinstance(src, (bytes, bytearray)):
         return _decode(bytes(src), "the uploaded data")
     if isinstance(src, (str, os.PathLike)):
@@ -56,19 +56,20 @@ def load_image(src: ImageInput) -> np.ndarray:
 
 
 def _pil_to_array_mode(im: Image.Image) -> Image.Image:
+    """A PIL image in a mode `_to_rgb8` reads: palettes keep their transparency, 16- and 32-bit integers
+    become 16-bit (clipped to 0..65535), and everything without alpha becomes RGB."""
     if im.mode == "P":
         return im.convert("RGBA")
     if im.mode in ("I;16", "I;16B", "I;16L", "I"):
-        return Image.fromarray(np.asarray(im, dtype=np.uint32).astype(np.uint16))
-    if im.mode not in ("L", "LA", "RGB", "RGBA"):
-        return im.convert("RGB")
-    return im
+        return Image.fromarray(np.clip(np.asarray(im), 0, 65535).astype(np.uint16))
+    return im if im.mode in ("LA", "RGBA") else im.convert("RGB")
 
 
 def _check_pixel_count(width: int, height: int) -> None:
     if width * height > MAX_PIXELS:
         raise ValueError(
-            f"image is too large: {width}x{height} pixels is over the limit of {MAX_PIXELS / 1e6:.0f} megapixels"
+            f"image is too large: {width}x{height} pixels is over the limit of {MAX_PIXELS:,} "
+            "(VITVIZ_MAX_PIXELS sets it)"
         )
 
 
@@ -87,6 +88,8 @@ def _decode(data: bytes, what: str) -> np.ndarray:
         kind = _sniff(data)
         if kind is None:
             raise ValueError(f"{what} is not an image (unrecognised file format)") from None
+        if _is_truncated(data, kind):  # cut inside its header
+            raise ValueError(f"{what} is a truncated {kind} file: its end is missing") from None
         raise ValueError(f"{what} is a {kind} file that cannot be read: {_why_unreadable(data)}") from None
     _check_pixel_count(width, height)
     if _is_truncated(data, fmt):
@@ -95,7 +98,7 @@ def _decode(data: bytes, what: str) -> np.ndarray:
     arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
     if arr is None:
         raise ValueError(f"{what} could not be decoded as {fmt}: the file is damaged")
-    arr = _to_rgb8(arr, channel_order="bgr")
+    arr = _to_rgb8(arr, bgr=True)
     return np.ascontiguousarray(_EXIF_ORIENTATION.get(orientation, lambda a: a)(arr))
 
 
@@ -128,29 +131,69 @@ def _why_unreadable(data: bytes) -> str:
 
 def _exif_orientation(header: Image.Image) -> int:
     try:
-        return int(header.getexif().get(0x0112, 1))
+        return int(header.getexif().get(0x0112) or 1)
     except Exception:  # a cut or malformed EXIF block: keep the stored orientation
         return 1
 
 
 def _is_truncated(data: bytes, fmt: str | None) -> bool:
-    """Structural end-of-file check: decoders fill a cut JPEG with grey and say nothing."""
+    """Whether a JPEG or PNG stops before its end marker: decoders fill a cut JPEG with grey and say
+    nothing. The file's structure is walked from the start, so data after the end (a phone's motion photo
+    appends a video to its JPEG) is not taken for a cut, nor an embedded thumbnail's end for the image's."""
     if fmt == "JPEG":
-        return b"\xff\xd9" not in data[-1024:]
+        return not _jpeg_ends(data)
     if fmt == "PNG":
-        return b"IEND" not in data[-64:]
+        return not _png_ends(data)
     return False
 
 
-def _to_rgb8(arr: np.ndarray, channel_order: str) -> np.ndarray:
-    """Any 2-D/3-D integer or float image -> RGB uint8 [H,W,3]."""
-    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (1, 2, 3, 4)):
-        raise ValueError(f"an image array must be HxW or HxWxC with C in 1..4, got {arr.shape}")
+def _jpeg_ends(data: bytes) -> bool:
+    """Whether the JPEG's segments, each by its length, and the entropy-coded data after each scan reach
+    its EOI marker."""
+    i = 2  # after SOI
+    while i + 2 <= len(data):
+        if data[i] != 0xFF:
+            return False
+        marker = data[i + 1]
+        if marker == 0xD9:  # EOI
+            return True
+        if marker == 0xFF:  # a fill byte before the marker
+            i += 1
+            continue
+        if i + 4 > len(data):
+            return False
+        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+        if marker == 0xDA:  # a scan's data runs to the next 0xFF that is not a stuffed 0 or a restart marker
+            while (i := data.find(b"\xff", i)) >= 0 and i + 1 < len(data) and data[i + 1] in _IN_SCAN:
+                i += 2
+            if i < 0:
+                return False
+    return False
+
+
+_IN_SCAN = {0x00, *range(0xD0, 0xD8)}  # a stuffed 0xFF, and restart markers
+
+
+def _png_ends(data: bytes) -> bool:
+    """Whether the PNG's chunks, each by its length, reach an IEND chunk."""
+    i = 8  # after the signature
+    while i + 8 <= len(data):
+        length, kind = int.from_bytes(data[i : i + 4], "big"), data[i + 4 : i + 8]
+        if kind == b"IEND":
+            return i + 12 <= len(data)  # with its CRC
+        i += 12 + length  # length, type, data, CRC
+    return False
+
+
+def _to_rgb8(arr: np.ndarray, bgr: bool = False) -> np.ndarray:
+    """Any 2-D/3-D integer or float image (BGR channel order if `bgr`) -> RGB uint8 [H,W,3]."""
+    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (1, 2, 3, 4)) or arr.size == 0:
+        raise ValueError(f"an image array must be HxW or HxWxC with C in 1..4 and some pixels, got {arr.shape}")
     _check_pixel_count(arr.shape[1], arr.shape[0])
     if arr.dtype == np.uint16:
         arr = (arr.astype(np.uint32) * 255 // 65535).astype(np.uint8)
     elif arr.dtype.kind == "f":
-        scale = 255.0 if arr.max(initial=0) <= 1.0 else 1.0
+        scale = 255.0 if arr.max() <= 1.0 else 1.0
         arr = np.clip(arr * scale, 0, 255).round().astype(np.uint8)
     elif arr.dtype != np.uint8:
         arr = np.clip(arr, 0, 255).astype(np.uint8)
@@ -158,13 +201,12 @@ def _to_rgb8(arr: np.ndarray, channel_order: str) -> np.ndarray:
         arr = arr[:, :, None]
     c = arr.shape[2]
     if c in (2, 4):  # composite the alpha channel on white
-        alpha = arr[:, :, -1:].astype(np.float32) / 255.0
-        color = arr[:, :, :-1].astype(np.float32)
-        arr = (color * alpha + 255.0 * (1.0 - alpha)).round().astype(np.uint8)
+        alpha = arr[:, :, -1:] / 255.0
+        arr = (arr[:, :, :-1] * alpha + 255.0 * (1.0 - alpha)).round().astype(np.uint8)
         c -= 1
     if c == 1:
         arr = np.repeat(arr, 3, axis=2)
-    elif channel_order == "bgr":
+    elif bgr:
         arr = arr[:, :, ::-1]
     return np.ascontiguousarray(arr)
 
