@@ -282,6 +282,10 @@ def test_a_cut_is_told_from_data_after_the_end():
         for cut in (len(data) - 1, len(data) - 2, len(data) // 2, 300):
             with pytest.raises(ValueError, match=f"truncated {fmt} file"):
                 load_image(data[:cut])
+    marker = jpeg(arr).find(b"\xff\xdb")  # fill bytes, or stray bytes, before a marker: read on, as libjpeg does
+    for extra in (b"\xff\xff", b"\x00\x17"):
+        padded = jpeg(arr)[:marker] + extra + jpeg(arr)[marker:]
+        np.testing.assert_array_equal(load_image(padded), load_image(jpeg(arr)))
     thumbnail = jpeg(random_image(16, 16))
     app1 = b"Exif\x00\x00" + thumbnail  # the segment's body, skipped by its length, EOI marker and all
     main = jpeg(arr)
@@ -321,9 +325,9 @@ def test_pil_images_keep_transparency_and_every_16_bit_layout():
     for mode in ("I;16B", "I;16L"):
         im = Image.frombytes(mode, (4, 3), values.astype(">u2" if mode == "I;16B" else "<u2").tobytes())
         np.testing.assert_array_equal(load_image(im)[..., 1], values.astype(np.uint64) * 255 // 65535, err_msg=mode)
-    wide = Image.fromarray(np.array([[-7, 0, 65535, 70000]], np.int32))
+    wide = Image.fromarray(np.array([[-7, 0, 1, 65535, 70000]], np.int32))
     assert wide.mode == "I"
-    np.testing.assert_array_equal(load_image(wide)[0, :, 0], [0, 0, 255, 255])  # clipped, never wrapped
+    np.testing.assert_array_equal(load_image(wide)[0, :, 0], [0, 0, 0, 255, 255])  # clipped, never wrapped
 
 
 def test_arrays_keep_their_full_scale_and_come_back_as_uint8():

@@ -148,37 +148,28 @@ def _is_truncated(data: bytes, fmt: str | None) -> bool:
 
 
 def _jpeg_ends(data: bytes) -> bool:
-    """Whether the JPEG's segments, each by its length, and the entropy-coded data after each scan reach
-    its EOI marker."""
+    """Whether the JPEG's markers, read from its start, reach its end (EOI) marker."""
     i = 2  # after SOI
-    while i + 2 <= len(data):
-        if data[i] != 0xFF:
-            return False
+    while (i := data.find(b"\xff", i)) >= 0 and i + 1 < len(data):  # the next marker, past any junk
         marker = data[i + 1]
-        if marker == 0xD9:  # EOI
+        if marker == 0xD9:
             return True
-        if marker == 0xFF:  # a fill byte before the marker
+        if marker in _NO_LENGTH:
             i += 1
-            continue
-        if i + 4 > len(data):
-            return False
-        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
-        if marker == 0xDA:  # a scan's data runs to the next 0xFF that is not a stuffed 0 or a restart marker
-            while (i := data.find(b"\xff", i)) >= 0 and i + 1 < len(data) and data[i + 1] in _IN_SCAN:
-                i += 2
-            if i < 0:
-                return False
+        else:  # a segment, skipped by its length: a thumbnail inside it is never read
+            i += 2 + int.from_bytes(data[i + 2 : i + 4])
     return False
 
 
-_IN_SCAN = {0x00, *range(0xD0, 0xD8)}  # a stuffed 0xFF, and restart markers
+# A fill byte, a stuffed 0 in scan data, TEM, SOI and the restart markers: no length follows them.
+_NO_LENGTH = {0xFF, 0x00, 0x01, 0xD8, *range(0xD0, 0xD8)}
 
 
 def _png_ends(data: bytes) -> bool:
     """Whether the PNG's chunks, each by its length, reach an IEND chunk."""
     i = 8  # after the signature
     while i + 8 <= len(data):
-        length, kind = int.from_bytes(data[i : i + 4], "big"), data[i + 4 : i + 8]
+        length, kind = int.from_bytes(data[i : i + 4]), data[i + 4 : i + 8]
         if kind == b"IEND":
             return i + 12 <= len(data)  # with its CRC
         i += 12 + length  # length, type, data, CRC
