@@ -278,14 +278,16 @@ def test_a_cut_is_told_from_data_after_the_end():
     arr = random_image(96, 128)
     for data in (jpeg(arr), jpeg(arr, progressive=1), encode(arr, "PNG")):
         fmt = "PNG" if data.startswith(b"\x89PNG") else "JPEG"
-        np.testing.assert_array_equal(load_image(data + b"\x00\x00\x00\x18ftypmp42" + bytes(5000)), load_image(data))
+        video = b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 20  # with 0xFF bytes in it, as a video has
+        np.testing.assert_array_equal(load_image(data + video), load_image(data))
         for cut in (len(data) - 1, len(data) - 2, len(data) // 2, 300):
             with pytest.raises(ValueError, match=f"truncated {fmt} file"):
                 load_image(data[:cut])
     marker = jpeg(arr).find(b"\xff\xdb")  # fill bytes, or stray bytes, before a marker: read on, as libjpeg does
-    for extra in (b"\xff\xff", b"\x00\x17"):
+    for extra in (b"\xff", b"\xff\xff", b"\x00\x17"):
         padded = jpeg(arr)[:marker] + extra + jpeg(arr)[marker:]
         np.testing.assert_array_equal(load_image(padded), load_image(jpeg(arr)))
+    np.testing.assert_array_equal(load_image(jpeg(arr)[:-2] + b"\xff\xff\xd9"), load_image(jpeg(arr)))  # before EOI
     thumbnail = jpeg(random_image(16, 16))
     app1 = b"Exif\x00\x00" + thumbnail  # the segment's body, skipped by its length, EOI marker and all
     main = jpeg(arr)
@@ -293,6 +295,10 @@ def test_a_cut_is_told_from_data_after_the_end():
     np.testing.assert_array_equal(load_image(with_thumbnail), load_image(main))
     with pytest.raises(ValueError, match="truncated JPEG"):
         load_image(with_thumbnail[: len(with_thumbnail) - 400])
+    comment = b"\xff\xfe\x00\x04\xff\xd9"  # a comment segment whose two bytes look like the end marker
+    app0 = 4 + int.from_bytes(main[4:6])  # where the segment after APP0 starts
+    with pytest.raises(ValueError, match="truncated JPEG"):
+        load_image((main[:app0] + comment + main[app0:])[:-400])
 
 
 def test_other_formats_decode_without_an_end_check(tmp_path):
@@ -338,9 +344,15 @@ def test_arrays_keep_their_full_scale_and_come_back_as_uint8():
 
 
 @pytest.mark.filterwarnings("ignore:Corrupt EXIF data")
-def test_a_malformed_exif_block_keeps_the_stored_orientation():
-    arr = random_image(10, 14)
-    good = jpeg(arr)
+def test_a_malformed_exif_block_keeps_the_stored_orientation(monkeypatch):
+    good = jpeg(random_image(10, 14))
     app1 = b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\xff\xff"  # a TIFF header whose directory says 65535 entries
     broken = good[:2] + b"\xff\xe1" + (len(app1) + 2).to_bytes(2, "big") + app1 + good[2:]
     np.testing.assert_array_equal(load_image(broken), load_image(good))
+
+    def unreadable(_image):
+        raise SyntaxError("not a TIFF file")  # what Pillow raises for some damaged EXIF blocks
+
+    monkeypatch.setattr(Image.Image, "getexif", unreadable)
+    decoded = cv2.imdecode(np.frombuffer(good, np.uint8), cv2.IMREAD_COLOR)
+    np.testing.assert_array_equal(load_image(good), cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB))  # as stored

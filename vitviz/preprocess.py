@@ -168,11 +168,11 @@ _NO_LENGTH = {0xFF, 0x00, 0x01, 0xD8, *range(0xD0, 0xD8)}
 def _png_ends(data: bytes) -> bool:
     """Whether the PNG's chunks, each by its length, reach an IEND chunk."""
     i = 8  # after the signature
-    while i + 8 <= len(data):
+    while i + 12 <= len(data):  # room for a chunk's length, type and CRC
         length, kind = int.from_bytes(data[i : i + 4]), data[i + 4 : i + 8]
         if kind == b"IEND":
-            return i + 12 <= len(data)  # with its CRC
-        i += 12 + length  # length, type, data, CRC
+            return True
+        i += 12 + length
     return False
 
 
