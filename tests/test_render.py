@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import pytest
 
 from vitviz import render
 
@@ -335,3 +336,121 @@ def test_the_token_strip_labels_each_cell_inside_it_and_its_position_and_embeddi
         assert abs(below[0] - (x + 3)) <= 3 and abs(below[3] - (24 + cell + 44)) <= 3, label
     dots = ink(strip, 4 + 6 * (cell + 6), 24, 4 + 7 * (cell + 6), 24 + cell)  # the 7th cell: "..."
     assert dots is not None and abs(dots[0] - (4 + 6 * (cell + 6) + cell // 4)) <= 3
+
+
+def test_colormaps_end_at_their_own_colours_in_rgb_order():
+    """Inferno runs from black to pale yellow (RGB, not OpenCV's BGR); the diverging map is blue, white and
+    red at its ends and centre and linear between; values outside the scale are clipped to its ends."""
+    ends = render.colorize(np.array([[0.0, 1.0]], np.float32), "inferno").astype(int)
+    assert ends[0, 0].max() < 10 and ends[0, 1][0] > 240 and ends[0, 1][2] < 180  # yellow: red high, blue low
+    values = np.array([[-9.0, -2.0, -1.0, 0.0, 1.0, 2.0, 9.0]], np.float32)
+    rgb = render.colorize(values, "diverging", -2.0, 2.0)[0].astype(float)
+    blue, white, red = np.array([33, 102, 172]), np.array([247, 247, 247]), np.array([178, 24, 43])
+    np.testing.assert_array_equal(rgb[[0, 1, 3, 5, 6]], [blue, blue, white, red, red])
+    np.testing.assert_allclose(rgb[2], (blue + white) / 2, atol=0.51)
+    np.testing.assert_allclose(rgb[4], (red + white) / 2, atol=0.51)
+    assert render.colorize(values, "diverging", -2.0, 2.0).dtype == np.uint8
+    gray = render.colorize(np.array([[0.5, 1.0, 3.0]], np.float32), "gray", 0.0, 2.0)[0, :, 0]
+    np.testing.assert_array_equal(gray, [64, 128, 255])  # the given low end, not the data's; clipped above
+
+
+def test_overlay_blends_by_alpha_on_the_given_scale_nearest_by_default():
+    image = np.full((20, 40, 3), 200, np.uint8)
+    values = np.array([[0.0, 4.0]], np.float32)
+    out = render.overlay(image, values, "gray", alpha=0.25, vmin=0.0, vmax=8.0).astype(int)
+    np.testing.assert_allclose(out[:, :20], 150, atol=1)  # 0.25 * 0 + 0.75 * 200
+    np.testing.assert_allclose(out[:, 20:], 0.25 * 128 + 150, atol=1)  # 4 is the middle of 0..8
+    np.testing.assert_array_equal(render.overlay(image, values), render.overlay(image, values, "inferno", 0.6))
+    smooth = render.overlay(image, values, "gray", 1.0, nearest=False)[0, :, 0].astype(int)
+    assert len(np.unique(smooth)) > 2 and len(np.unique(render.overlay(image, values, "gray", 1.0)[0, :, 0])) == 2
+
+
+def width_of(img: np.ndarray, x0: int, y0: int, x1: int, y1: int) -> int:
+    box = ink(img, x0, y0, x1, y1)
+    return 0 if box is None else box[2] - box[0] + 1
+
+
+def test_colorbar_numbers_and_scale_names_say_the_right_thing():
+    """Which number is written, told by its width (each expected string's own ink width, give or take the
+    font's side bearings): the top, middle and bottom of 0..100, and of a log scale, 10 to the power of the
+    bar's ends; and the scale's display name."""
+
+    def inked(s: str, scale: float) -> int:
+        img = np.full((60, 400, 3), 255, np.uint8)
+        render.text(img, s, (5, 40), scale, thickness=2)
+        return width_of(img, 0, 0, 400, 60)
+
+    for scale, (lo, hi) in (("", (0.0, 100.0)), ("log", (-3.0, 0.0))):
+        values = (hi, (lo + hi) / 2, lo)
+        expected = [render._fmt(10**v if scale else v) for v in values]  # "100", "50", "0.000"; "1.000" ...
+        assert expected[1] == ("50" if not scale else "0.032")
+        bar = render.colorbar(300, "gray", lo, hi, scale=scale)
+        ramp = 300 - (34 if scale else 0)
+        for s, y in zip(expected, (16, (ramp - 1) // 2, ramp - 12), strict=True):
+            assert width_of(bar, 22, max(0, y - 14), 150, y + 14) == inked(s, 0.85), (scale, s)
+        below = render.with_colorbar_below(np.zeros((4, 400, 3), np.uint8), "gray", lo, hi, scale)[4:]
+        for s, (x0, x1) in zip(expected[::-1], ((0, 140), (140, 260), (260, 400)), strict=True):
+            assert width_of(below, x0, 26, x1, 60) == inked(s, 0.8), (scale, s)
+    named = render.with_colorbar(np.zeros((200, 10, 3), np.uint8), "gray", 0, 1, "robust")[:, 10:]
+    assert width_of(named, 0, 200 - 34, 150, 200) == inked("clip p99", 0.75)
+
+
+def test_the_query_outline_has_a_black_edge_outside_its_colour():
+    image = np.full((60, 90, 3), 255, np.uint8)
+    out = render.mark_patch(image, (2, 3), 4)  # x 30..60, y 30..60
+    for y, x in ((28, 45), (45, 28), (32, 45), (45, 32), (57, 45), (45, 57)):  # both sides of the magenta line
+        assert tuple(out[y, x]) == (0, 0, 0), (y, x)
+    assert tuple(out[30, 45]) == render.QUERY and tuple(out[34, 45]) == (255, 255, 255)  # inside: the patch
+
+
+def test_grid_lines_run_the_whole_picture():
+    out = render.draw_grid(np.zeros((40, 60, 3), np.uint8), (2, 3))
+    assert out[20, [0, 59]].min() > 100 and out[[0, 39], 20].min() > 100 and out[[0, 39], 40].min() > 100
+
+
+def test_tile_refuses_labels_that_do_not_match_the_images():
+    with pytest.raises(ValueError):
+        render.tile([np.zeros((4, 4, 3), np.uint8)] * 2, ["only one"], cols=2)
+
+
+def test_the_layer_head_table_picks_black_or_white_numbers_from_the_values_own_range():
+    values = np.array([[10.0, 15.9, 16.0, 16.1, 20.0]], np.float32)  # 60 % of 10..20 is 16
+    img = render.layer_head_grid(values, "viridis", cell=44)  # no cell is near black or white
+    for h, black in enumerate((False, False, False, True, True)):
+        x0 = 96 + h * 88
+        assert (ink(img, x0 + 18, 34, x0 + 70, 78, (0, 0, 0), tol=40) is not None) == black, h
+        assert (ink(img, x0 + 18, 34, x0 + 70, 78, (255, 255, 255), tol=40) is not None) != black, h
+
+
+def test_scan_margins_thin_their_labels_on_a_dense_grid_and_write_each_rows_first_index():
+    sheet = render.scan_margins(np.zeros((100, 320, 3), np.uint8), (10, 32))  # 10 px columns and rows
+    top = sheet[:30, 64:].min(axis=(0, 2)) < 128
+    starts = np.flatnonzero(top[1:] & ~top[:-1]) + 1  # where each column number's ink begins
+    centres = [64 + (c + 0.5) * 10 for c in range(0, 32, 3)]  # every third column: 26 px apart at least
+    assert len(starts) >= len(centres) and all(abs(np.min(np.abs(starts + 64 - c))) < 14 for c in centres)
+    assert len([s for s in starts if s > 2]) <= 11 + 6  # multi-digit numbers may split, never a label a column
+    for r, label in ((0, "0"), (3, "96"), (6, "192"), (9, "288")):  # every third row: 22 px apart at least
+        middle = 30 + r * 10 + 5
+        img = np.full((40, 100, 3), 255, np.uint8)
+        render.text(img, label, (4, 25), 0.55)
+        assert width_of(sheet, 0, middle - 8, 64, middle + 10) == width_of(img, 0, 0, 100, 40), label
+
+
+def test_the_token_strip_names_each_token_and_colours_the_prefix():
+    image = np.full((40, 60, 3), 128, np.uint8)
+    strip = render.token_strip(image, (2, 3), [("CLS", True), ("register 0", False)], 640)
+    cell = 66
+
+    def inked(s: str, thickness: int = 1) -> int:
+        img = np.full((40, 200, 3), 255, np.uint8)
+        render.text(img, s, (4, 25), 0.5, thickness=thickness)
+        return width_of(img, 0, 0, 200, 40)
+
+    np.testing.assert_array_equal(strip[24 + 2, 4 + 2], (255, 170, 60))  # a prefix token's cell
+    for k, (label, number) in enumerate([("CLS", "#0"), ("reg0", "#1"), ("p0", "#2"), ("p1", "#3")]):
+        x = 4 + k * (cell + 6)
+        outline = ink(strip, x + 1, 24 + cell - 24, x + cell - 1, 24 + cell - 1)  # the black edge of the label
+        assert outline is not None and abs(outline[2] - outline[0] + 1 - inked(label, 3)) <= 3, label
+        assert abs(width_of(strip, x, 24 + cell + 4, x + cell + 6, 24 + cell + 26) - inked(number)) <= 2, number
+    last = 4 + 7 * (cell + 6)  # the last patch, p5, at position #7
+    assert abs(width_of(strip, last, 24 + cell + 4, last + cell + 6, 24 + cell + 26) - inked("#7")) <= 2
