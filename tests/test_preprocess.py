@@ -273,8 +273,8 @@ def jpeg(arr: np.ndarray, **params) -> bytes:
 
 def test_a_cut_is_told_from_data_after_the_end():
     """A JPEG or PNG is cut when its structure stops before the end marker, wherever the cut falls. Data after
-    the end is no cut: a phone's motion photo appends a video to its JPEG. An embedded thumbnail's end
-    marker near a cut is not the image's end."""
+    the end is no cut: a phone's motion photo appends a video to its JPEG. The end marker of a thumbnail in
+    the EXIF block, or bytes in a comment that look like one, are not the image's end."""
     arr = random_image(96, 128)
     for data in (jpeg(arr), jpeg(arr, progressive=1), encode(arr, "PNG")):
         fmt = "PNG" if data.startswith(b"\x89PNG") else "JPEG"
@@ -296,7 +296,7 @@ def test_a_cut_is_told_from_data_after_the_end():
     with pytest.raises(ValueError, match="truncated JPEG"):
         load_image(with_thumbnail[: len(with_thumbnail) - 400])
     comment = b"\xff\xfe\x00\x04\xff\xd9"  # a comment segment whose two bytes look like the end marker
-    app0 = 4 + int.from_bytes(main[4:6])  # where the segment after APP0 starts
+    app0 = 4 + int.from_bytes(main[4:6], "big")  # where the segment after APP0 starts
     with pytest.raises(ValueError, match="truncated JPEG"):
         load_image((main[:app0] + comment + main[app0:])[:-400])
 
@@ -339,8 +339,14 @@ def test_pil_images_keep_transparency_and_every_16_bit_layout():
 def test_arrays_keep_their_full_scale_and_come_back_as_uint8():
     np.testing.assert_array_equal(load_image(np.full((1, 2), 65535, np.uint16)), 255)
     np.testing.assert_array_equal(load_image(np.full((1, 2), 1.5)), 2)  # over 1: already 0..255, rounded
-    for arr in (np.array([[300, -1]], np.int32), np.zeros((2, 2, 4), np.uint8), np.zeros((2, 2), np.float32)):
-        assert load_image(arr).dtype == np.uint8, arr.dtype
+    for arr, expected in (
+        (np.array([[300, -1]], np.int32), [255, 0]),  # clipped
+        (np.zeros((1, 2, 4), np.uint8), [255, 255]),  # fully transparent: white
+        (np.array([[0.0, 0.5]], np.float32), [0, 128]),  # 0..1: full scale
+    ):
+        got = load_image(arr)
+        assert got.dtype == np.uint8, arr.dtype
+        np.testing.assert_array_equal(got[0, :, 0], expected)
 
 
 @pytest.mark.filterwarnings("ignore:Corrupt EXIF data")
@@ -356,3 +362,15 @@ def test_a_malformed_exif_block_keeps_the_stored_orientation(monkeypatch):
     monkeypatch.setattr(Image.Image, "getexif", unreadable)
     decoded = cv2.imdecode(np.frombuffer(good, np.uint8), cv2.IMREAD_COLOR)
     np.testing.assert_array_equal(load_image(good), cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB))  # as stored
+
+
+def test_a_cut_multi_picture_jpeg_is_called_truncated():
+    """Pillow calls a JPEG that lists further pictures (phones' HDR gain maps, depth maps) "MPO"."""
+    first, second = Image.fromarray(random_image(32, 48)), Image.fromarray(random_image(32, 48, seed=1))
+    buf = io.BytesIO()
+    first.save(buf, "MPO", save_all=True, append_images=[second])
+    data = buf.getvalue()
+    assert Image.open(io.BytesIO(data)).format == "MPO"
+    assert load_image(data).shape == (32, 48, 3)
+    with pytest.raises(ValueError, match="truncated MPO file"):
+        load_image(data[: len(data) // 4])

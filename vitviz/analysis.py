@@ -56,7 +56,7 @@ class Analysis:
     def nbytes(self) -> int:
         """Memory held by this analysis, lazily filled caches included."""
         arrays = (self.image, self.pixel_values, self.attentions, self.hidden_states, self.tokens)
-        fused = sum(t.numel() * t.element_size() for t in self._fused.values())
+        fused = sum(t.numel() * t.element_size() for t in list(self._fused.values()))  # a request may add one
         projections = self._projections.nbytes if self._projections is not None else 0
         kept = 0 if self.update_norms is None else self.update_norms.nbytes
         return sum(a.nbytes for a in arrays) + fused + projections + kept

@@ -126,9 +126,9 @@ def start_live_stream(page) -> None:
 
 
 def photos(count: int, folder: Path, side: int = 448, prefix: str = "photo") -> list[Path]:
-    """`count` different side x side JPEG photos: crops of the bundled examples at shifting offsets (a crop cut
-    short by the photo's edge is enlarged), so that each has as many tokens as the square forward it is timed
-    against."""
+    """`count` different side x side JPEG photos: crops of the bundled examples at shifting offsets (a crop
+    cut short by the photo's edge is stretched to the square), so that each has as many tokens as the
+    square forward it is timed against."""
     sources = [load_image(p) for p in sorted(ASSETS.glob("*.jpg"))]
     paths = []
     for i in range(count):

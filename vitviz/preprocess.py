@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 
 import cv2
@@ -57,7 +58,8 @@ def load_image(src: ImageInput) -> np.ndarray:
 
 def _pil_to_array_mode(im: Image.Image) -> Image.Image:
     """A PIL image in a mode `_to_rgb8` reads: palettes keep their transparency, 16- and 32-bit integers
-    become 16-bit (clipped to 0..65535), and everything without alpha becomes RGB."""
+    become 16-bit (clipped to 0..65535), LA and RGBA stay, and every other mode becomes RGB (the rare
+    premultiplied La, RGBa and PA lose their alpha)."""
     if im.mode == "P":
         return im.convert("RGBA")
     if im.mode in ("I;16", "I;16B", "I;16L", "I"):
@@ -140,7 +142,7 @@ def _is_truncated(data: bytes, fmt: str | None) -> bool:
     """Whether a JPEG or PNG stops before its end marker: decoders fill a cut JPEG with grey and say
     nothing. The file's structure is walked from the start, so data after the end (a phone's motion photo
     appends a video to its JPEG) is not taken for a cut, nor an embedded thumbnail's end for the image's."""
-    if fmt == "JPEG":
+    if fmt in ("JPEG", "MPO"):  # MPO: a JPEG that lists more pictures after it (phones' HDR and depth photos)
         return not _jpeg_ends(data)
     if fmt == "PNG":
         return not _png_ends(data)
@@ -150,26 +152,25 @@ def _is_truncated(data: bytes, fmt: str | None) -> bool:
 def _jpeg_ends(data: bytes) -> bool:
     """Whether the JPEG's markers, read from its start, reach its end (EOI) marker."""
     i = 2  # after SOI
-    while (i := data.find(b"\xff", i)) >= 0 and i + 1 < len(data):  # the next marker, past any junk
-        marker = data[i + 1]
-        if marker == 0xD9:
+    while (found := _MARKER.search(data, i)) is not None:  # the next marker, past scan data and junk
+        i = found.start()
+        if data[i + 1] == 0xD9:
             return True
-        if marker in _NO_LENGTH:
-            i += 1
-        else:  # a segment, skipped by its length: a thumbnail inside it is never read
-            i += 2 + int.from_bytes(data[i + 2 : i + 4])
+        # A segment, skipped by its length: an EXIF thumbnail's own end marker inside it is never read.
+        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
     return False
 
 
-# A fill byte, a stuffed 0 in scan data, TEM, SOI and the restart markers: no length follows them.
-_NO_LENGTH = {0xFF, 0x00, 0x01, 0xD8, *range(0xD0, 0xD8)}
+# 0xFF and a byte that makes it a marker with a length, or EOI: not a stuffed 0, TEM, a restart marker, SOI
+# or another 0xFF (a fill byte). Searched in C: a scan's data can be megabytes.
+_MARKER = re.compile(rb"\xff[^\x00\x01\xd0-\xd8\xff]")
 
 
 def _png_ends(data: bytes) -> bool:
     """Whether the PNG's chunks, each by its length, reach an IEND chunk."""
     i = 8  # after the signature
     while i + 12 <= len(data):  # room for a chunk's length, type and CRC
-        length, kind = int.from_bytes(data[i : i + 4]), data[i + 4 : i + 8]
+        length, kind = int.from_bytes(data[i : i + 4], "big"), data[i + 4 : i + 8]
         if kind == b"IEND":
             return True
         i += 12 + length
@@ -192,8 +193,8 @@ def _to_rgb8(arr: np.ndarray, bgr: bool = False) -> np.ndarray:
         arr = arr[:, :, None]
     c = arr.shape[2]
     if c in (2, 4):  # composite the alpha channel on white
-        alpha = arr[:, :, -1:] / 255.0
-        arr = (arr[:, :, :-1] * alpha + 255.0 * (1.0 - alpha)).round().astype(np.uint8)
+        alpha = arr[:, :, -1:].astype(np.float32) / np.float32(255)  # float32: a 40 MP image stays ~0.5 GB
+        arr = (arr[:, :, :-1] * alpha + np.float32(255) * (1 - alpha)).round().astype(np.uint8)
         c -= 1
     if c == 1:
         arr = np.repeat(arr, 3, axis=2)

@@ -135,10 +135,10 @@ def get_attribution_model(name: str) -> VitModel:
     model = get_model(name)
     with _MODELS_LOCK:
         if name not in _ATTRIBUTION_MODELS:
-            decoder = None if model.decoder is None else copy.deepcopy(model.decoder)
-            _ATTRIBUTION_MODELS[name] = replace(
-                model, net=copy.deepcopy(model.net), decoder=decoder, lock=threading.Lock()
-            )
+            with model.lock:  # a forward running now has hooks on the modules: they must not be copied
+                decoder = None if model.decoder is None else copy.deepcopy(model.decoder)
+                net = copy.deepcopy(model.net)
+            _ATTRIBUTION_MODELS[name] = replace(model, net=net, decoder=decoder, lock=threading.Lock())
         return _ATTRIBUTION_MODELS[name]
 
 
