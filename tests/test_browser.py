@@ -152,6 +152,9 @@ def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
     page.get_by_role("button", name="Compute attribution").click()
     wait_for_src_change(page, "#attribution", "")
     assert "Saliency" in page.locator("#attr-summary").inner_text()
+    page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # load the pictures below the fold
+    page.wait_for_timeout(1000)
+    shot(page, tmp_path, "attributions.png")
     page.locator("#examples img").nth(3).click()  # rocket.jpg
     page.wait_for_function("() => !document.querySelector('#attribution img')", timeout=30_000)
     assert page.locator("#attr-summary").inner_text().strip() == ""

@@ -235,22 +235,37 @@ def test_colour_scales():
     assert hi == pytest.approx(np.percentile(values, 99)) and lo == 1.0  # values[0,0] replaced the 0
     assert clipped.sum() == 10 and clipped[0, 0] and clipped[9, 99] and not clipped[9, 89]
     assert maps.colour_scale(values, "min-max")[1:3] == (1.0, 1e6) and not maps.colour_scale(values, "min-max")[3].any()
+    logged, lo, hi, clipped = maps.colour_scale(values, "log")  # log10, from the 1st to the 99th percentile
+    np.testing.assert_allclose(logged, np.log10(values), rtol=1e-6)
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(np.log10(values), [1, 99])), rel=1e-6)
+    assert clipped.sum() == 10 and clipped[0, 0] and clipped[9, 99] and not clipped[9, 89]
     zeros = np.zeros((4, 4), np.float32)
     zeros[1, 1] = 0.5
-    logged, lo, hi, _ = maps.colour_scale(zeros, "log")
-    assert np.isfinite(logged).all() and hi == pytest.approx(np.log10(0.5)) and lo == pytest.approx(np.log10(0.5e-6))
+    logged, lo, hi, clipped = maps.colour_scale(zeros, "log")
+    assert np.isfinite(logged).all() and logged.min() == pytest.approx(np.log10(0.5e-6))  # lifted, not -inf
+    assert lo == pytest.approx(np.log10(0.5e-6)) and hi == pytest.approx(np.percentile(logged, 99))
+    assert clipped.sum() == 1 and clipped[1, 1]  # the one value above the clip is marked
     with pytest.raises(ValueError, match="unknown colour scale"):
         maps.colour_scale(values, "linear")
 
 
-def test_the_default_rollout_is_not_mostly_black(embedded):
-    """On the robust scale, at most half of each bundled photo's rollout sits in the colormap's bottom 10 %
-    (under min-max, all of it did). The rocket, small in a night sky, is the exception: see the README."""
-    for name in ("chelsea.jpg", "coffee.jpg", "astronaut.jpg"):
-        r = vitviz.analyze(embedded, vitviz.load_image(ASSETS / name)).rollout()
-        shown, lo, hi, _ = maps.colour_scale(r, "robust")
-        assert np.mean((shown - lo) / (hi - lo) < 0.1) <= 0.5, name
-        assert np.mean((r - r.min()) / (r.max() - r.min()) < 0.1) > 0.9, name  # what min-max showed
+def test_the_default_rollout_and_attention_are_not_mostly_black(embedded):
+    """On the default (log) scale at most half of each bundled photo's rollout, whatever the fusion and
+    discard ratio, and of its default attention map sits in the colormap's bottom 10 %. Under min-max
+    nearly all of it did; on the linear robust scale the rocket, small in a night sky, still did."""
+
+    def dark(values, scale=maps.DEFAULT_SCALE):
+        shown, lo, hi, _ = maps.colour_scale(values, scale)
+        return np.mean(np.clip((shown - lo) / (hi - lo), 0, 1) < 0.1)
+
+    for name in ("chelsea.jpg", "coffee.jpg", "astronaut.jpg", "rocket.jpg"):
+        a = vitviz.analyze(embedded, vitviz.load_image(ASSETS / name))
+        for fusion in maps.HEAD_FUSIONS:
+            for discard in (0.0, 0.5, 0.9):
+                assert dark(a.rollout(fusion, discard)) <= 0.5, (name, fusion, discard)
+        assert dark(a.attention_map(a.model.num_layers - 1, None, "cls")) <= 0.5, name
+        assert dark(a.rollout(), "min-max") > 0.9, name  # what min-max showed
+    assert dark(a.rollout(), "robust") > 0.5  # the rocket on the linear scale
 
 
 def test_one_layers_statistics_equal_the_whole_models(embedded, coffee):

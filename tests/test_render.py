@@ -390,8 +390,13 @@ def test_colorbar_numbers_and_scale_names_say_the_right_thing():
         below = render.with_colorbar_below(np.zeros((4, 400, 3), np.uint8), "gray", lo, hi, scale)[4:]
         for s, (x0, x1) in zip(expected[::-1], ((0, 140), (140, 260), (260, 400)), strict=True):
             assert width_of(below, x0, 26, x1, 60) == inked(s, 0.8), (scale, s)
-    named = render.with_colorbar(np.zeros((200, 10, 3), np.uint8), "gray", 0, 1, "robust")[:, 10:]
-    assert width_of(named, 0, 200 - 34, 150, 200) == inked("clip p99", 0.75)
+    for scale, name in (("robust", "clip p99"), ("log", "log p1-p99"), ("min-max", "min-max")):
+        named = render.with_colorbar(np.zeros((200, 10, 3), np.uint8), "gray", 0, 1, scale)[:, 10:]
+        assert width_of(named, 0, 200 - 34, 150, 200) == inked(name, 0.75), scale
+        below = render.with_colorbar_below(np.zeros((4, 400, 3), np.uint8), "gray", 0, 1, scale)[4:]
+        assert width_of(below, 0, 62, 400, 92) == inked(name, 0.75), scale
+    log_bar = render.with_colorbar(np.zeros((300, 10, 3), np.uint8), "gray", -3.0, 0.0, "log")[:, 10:]
+    assert width_of(log_bar, 22, 2, 150, 30) == inked("1.000", 0.85)  # the key, not its name, picks 10**v
 
 
 def test_the_query_outline_has_a_black_edge_outside_its_colour():
@@ -453,3 +458,181 @@ def test_the_token_strip_names_each_token_and_colours_the_prefix():
         assert abs(width_of(strip, x, 24 + cell + 4, x + cell + 6, 24 + cell + 26) - inked(number)) <= 2, number
     last = 4 + 7 * (cell + 6)  # the last patch, p5, at position #7
     assert abs(width_of(strip, last, 24 + cell + 4, last + cell + 6, 24 + cell + 26) - inked("#7")) <= 2
+
+
+def hershey(img: np.ndarray, s: str, org: tuple[int, int], scale: float, colour=(0, 0, 0), thickness: int = 1):
+    """OpenCV's own anti-aliased Hershey text, the reference for where a label must be drawn."""
+    cv2.putText(img, s, org, cv2.FONT_HERSHEY_SIMPLEX, scale, colour, thickness, cv2.LINE_AA)
+
+
+@pytest.mark.parametrize(
+    ("width", "patches_shown", "cell"),
+    [(392, 2, 58), (592, 4, 66), (800, 5, 66), (1400, 5, 66)],  # as many cells as fit, at most 9 and 66 px
+)
+def test_the_token_strip_is_laid_out_to_the_pixel(width, patches_shown, cell):
+    """Every cell, outline and label where the layout puts it: cells `cell` px square with 6 px gaps from
+    (4, 24); the prefix tokens (orange), the first patches, "...", then the last patch (its pixels area-
+    resized); in each cell its name, white on a black outline, 3 px from the left and 6 px above the bottom;
+    below it "#position" at +20 px and "+ pos" (green) or "no pos" (red) at +44 px."""
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (42, 56, 3), dtype=np.uint8)  # 3x4 patches of 14 px
+    prefix = [("CLS", True), ("register 0", False)]
+    strip = render.token_strip(image, (3, 4), prefix, width)
+    assert strip.shape == (cell + 78, width, 3)
+    expected = np.full_like(strip, 255)
+    hershey(expected, "the token sequence: #position in it, and the position embedding added", (4, 16), 0.5,
+            (60, 60, 60))  # fmt: skip
+    cells = [("CLS", 0, True, None), ("reg0", 1, False, None)]
+    cells += [(f"p{i}", 2 + i, True, i) for i in range(patches_shown)] + [("...", None, None, None)]
+    cells += [("p11", 13, True, 11)]
+    for k, (name, position, has_pos, patch) in enumerate(cells):
+        x, y = 4 + k * (cell + 6), 24
+        if name == "...":
+            hershey(expected, "...", (x + cell // 4, y + cell // 2 + 6), 0.8, thickness=2)
+            continue
+        r, c = divmod(patch, 4) if patch is not None else (0, 0)
+        expected[y : y + cell, x : x + cell] = (
+            (255, 170, 60)
+            if patch is None
+            else cv2.resize(
+                image[r * 14 : r * 14 + 14, c * 14 : c * 14 + 14], (cell, cell), interpolation=cv2.INTER_AREA
+            )
+        )
+        cv2.rectangle(expected, (x, y), (x + cell - 1, y + cell - 1), (0, 0, 0), 1)
+        hershey(expected, name, (x + 3, y + cell - 6), 0.5, thickness=3)
+        hershey(expected, name, (x + 3, y + cell - 6), 0.5, (255, 255, 255))
+        hershey(expected, f"#{position}", (x + 3, y + cell + 20), 0.5)
+        hershey(expected, *(("+ pos", (x + 3, y + cell + 44), 0.5, (0, 110, 0)) if has_pos else
+                            ("no pos", (x + 3, y + cell + 44), 0.5, (150, 0, 0))))  # fmt: skip
+    np.testing.assert_array_equal(strip, expected)
+
+
+@pytest.mark.parametrize(("height", "scale"), [(300, "robust"), (301, ""), (120, "log")])
+def test_the_colorbar_is_laid_out_to_the_pixel(height, scale):
+    """A 16 px ramp from the top colour down at x 4..20, the scale's name 10 px above the bottom, and the
+    top, middle and bottom values (bold, 9 px under their ramp height, kept 16 px from the top and 12 px
+    above the name); a log bar writes 10 to the power of its ends."""
+    bar = render.colorbar(height, "viridis", -1.0, 2.0, scale=scale)
+    ramp_h = height - (34 if scale else 0)
+    expected = np.full((height, 150, 3), 255, np.uint8)
+    expected[:ramp_h, 4:20] = render.colorize(
+        np.linspace(1, 0, ramp_h, dtype=np.float32)[:, None].repeat(16, 1), "viridis", 0, 1
+    )
+    if scale:
+        hershey(expected, render.SCALE_NAMES[scale], (2, height - 10), 0.75, thickness=2)
+    for v, y in ((-1.0, ramp_h - 1), (0.5, (ramp_h - 1) / 2), (2.0, 0)):
+        y = min(max(int(y), 16), ramp_h - 12)
+        hershey(expected, render._fmt(10**v if scale == "log" else v), (24, y + 9), 0.85, thickness=2)
+    np.testing.assert_array_equal(bar, expected)
+
+
+@pytest.mark.parametrize(("width", "scale", "limits"), [(400, "robust", (0.0, 1.0)), (61, "", (-2.5e6, 2.5e6))])
+def test_the_colorbar_below_is_laid_out_to_the_pixel(width, scale, limits):
+    """An 18 px ramp 6 px in from each side, the low value left-aligned at 6, the middle one centred and the
+    high one right-aligned at width - 6, all kept 2 px inside the picture, and the scale's name centred."""
+    image = np.random.default_rng(1).integers(0, 256, (5, width, 3), dtype=np.uint8)
+    out = render.with_colorbar_below(image, "inferno", *limits, scale)
+    expected = np.full((5 + (92 if scale else 60), width, 3), 255, np.uint8)
+    expected[:5] = image
+    expected[5 + 6 : 5 + 24, 6 : width - 6] = render.colorize(
+        np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), "inferno", 0, 1
+    )
+    for v, anchor in ((limits[0], "left"), (sum(limits) / 2, "centre"), (limits[1], "right")):
+        s = render._fmt(v)
+        w = cv2.getTextSize(s, cv2.FONT_HERSHEY_SIMPLEX, 0.8, 2)[0][0]
+        x = {"left": 6, "centre": width / 2 - w / 2, "right": width - 6 - w}[anchor]
+        x = min(max(x, 2), width - w - 2)  # inside, or as far left as the right edge allows
+        hershey(expected, s, (int(x), 5 + 52), 0.8, thickness=2)
+    if scale:
+        name = render.SCALE_NAMES[scale]
+        w = cv2.getTextSize(name, cv2.FONT_HERSHEY_SIMPLEX, 0.75, 2)[0][0]
+        hershey(expected, name, ((width - w) // 2, 5 + 84), 0.75, thickness=2)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_a_tiled_sheet_is_laid_out_to_the_pixel(n):
+    """Each picture under a 32 px caption (bold, 2 px in, baseline at 24), 6 px apart, row by row."""
+    rng = np.random.default_rng(n)
+    images = [rng.integers(0, 256, (30, 40, 3), dtype=np.uint8) for _ in range(n)]
+    labels = [f"head {i}" for i in range(n)]
+    sheet = render.tile(images, labels, cols=3)
+    expected = np.full((-(-n // 3) * (30 + 32 + 6), 3 * (40 + 6) - 6, 3), 255, np.uint8)  # 3 columns always
+    for i, (img, label) in enumerate(zip(images, labels, strict=True)):
+        y, x = i // 3 * 68, i % 3 * 46
+        hershey(expected, label, (x + 2, y + 24), 0.8, thickness=2)
+        expected[y + 32 : y + 62, x : x + 40] = img
+    np.testing.assert_array_equal(sheet, expected)
+
+
+def test_the_layer_head_table_is_laid_out_to_the_pixel():
+    """Cells 88x44 from (96, 34), nearest; "head h" above each column, "layer i" at x 6, each value 22 px into
+    its cell, black on the cells in the top 40 % of the range, white on the others; a colorbar at the right.
+    The range here is under 1, so a floor on it would change which cells count as light."""
+    values = np.array([[0.1, 0.2], [0.3, 0.5], [0.45, 0.4]])
+    table = render.layer_head_grid(values, "viridis")
+    expected = np.full((34 + 3 * 44, 96 + 2 * 88, 3), 255, np.uint8)
+    colours = render.colorize(values.astype(np.float32), "viridis")
+    for i in range(3):
+        for h in range(2):
+            expected[34 + i * 44 : 34 + (i + 1) * 44, 96 + h * 88 : 96 + (h + 1) * 88] = colours[i, h]
+    for h in range(2):
+        hershey(expected, f"head {h}", (96 + h * 88 + 10, 24), 0.6)
+    for i in range(3):
+        y = 34 + i * 44 + 22 + 8
+        hershey(expected, f"layer {i}", (6, y), 0.6)
+        for h in range(2):
+            light = (values[i, h] - 0.1) / 0.4 > 0.6
+            hershey(expected, f"{values[i, h]:.0f}", (96 + h * 88 + 22, y), 0.6, (0, 0, 0) if light else (255,) * 3)
+    np.testing.assert_array_equal(table[:, : 96 + 176], expected)
+    np.testing.assert_array_equal(table[:, 96 + 176 :], render.colorbar(table.shape[0], "viridis", 0.1, 0.5))
+
+
+def test_scan_margins_are_laid_out_to_the_pixel():
+    """Column numbers centred 9 px above the picture and every row's first index at x 4, 7 px below the
+    row's middle; labels thinned only when patches are under 26 px wide or 22 px tall (here exactly so)."""
+    image = np.random.default_rng(3).integers(0, 256, (44, 260, 3), dtype=np.uint8)  # 2x10 patches of 22x26
+    sheet = render.scan_margins(image, (2, 10))
+    expected = np.full((44 + 30, 260 + 64, 3), 255, np.uint8)
+    expected[30:, 64:] = render.draw_grid(image, (2, 10))
+    for c in range(10):
+        w = cv2.getTextSize(str(c), cv2.FONT_HERSHEY_SIMPLEX, 0.55, 1)[0][0]
+        hershey(expected, str(c), (64 + 13 + 26 * c - w // 2, 21), 0.55)
+    for r in range(2):
+        hershey(expected, str(10 * r), (4, 30 + 11 + 22 * r + 7), 0.55)
+    np.testing.assert_array_equal(sheet, expected)
+
+
+def test_outlines_are_drawn_to_the_pixel():
+    """Clipped or flagged patches: a 2 px outline inside the patch's box; the query: 2 px of colour on a 4 px
+    black edge; a box in original pixels: 3 px, scaled."""
+    image = np.random.default_rng(4).integers(0, 256, (60, 90, 3), dtype=np.uint8)
+    mask = np.array([[True, False, False], [False, False, True]])
+    expected = image.copy()
+    for x0, y0 in ((0, 0), (60, 30)):
+        cv2.rectangle(expected, (x0, y0), (x0 + 29, y0 + 29), (1, 2, 3), 2)
+    np.testing.assert_array_equal(render.mark_boxes(image, (2, 3), mask, (1, 2, 3)), expected)
+    expected = image.copy()
+    cv2.rectangle(expected, (30, 30), (59, 59), (0, 0, 0), 4)
+    cv2.rectangle(expected, (30, 30), (59, 59), (255, 0, 255), 2)
+    np.testing.assert_array_equal(render.mark_patch(image, (2, 3), 4), expected)
+    expected = image.copy()
+    cv2.rectangle(expected, (5, 10), (40, 50), (0, 255, 255), 3)
+    np.testing.assert_array_equal(render.draw_box(image, (10, 20, 80, 100), 0.5), expected)
+
+
+def test_fit_averages_areas_to_shrink_and_cubic_to_enlarge():
+    image = np.random.default_rng(6).integers(0, 256, (40, 30, 3), dtype=np.uint8)
+    for longest, how in ((20, cv2.INTER_AREA), (60, cv2.INTER_CUBIC), (50, cv2.INTER_CUBIC), (40, cv2.INTER_CUBIC)):
+        size = (round(30 * longest / 40), longest)
+        np.testing.assert_array_equal(render.fit(image, longest), cv2.resize(image, size, interpolation=how))
+
+
+def test_colorize_refuses_unknown_maps_and_spans_small_ranges():
+    with pytest.raises(ValueError, match="unknown colormap 'jet2'.*inferno"):
+        render.colorize(np.zeros((2, 2)), "jet2")
+    small = render.colorize(np.array([[0.0, 0.25, 0.5]]), "gray")  # a range under 1 still spans the map
+    np.testing.assert_array_equal(small[0, :, 0], [0, 128, 255])
+    base = np.zeros((2, 2, 3), np.uint8)
+    shown = render.overlay(base, np.array([[0.0, 1.0], [2.0, 3.0]]), "gray", 1.0, vmin=1.0, vmax=3.0)
+    np.testing.assert_array_equal(shown[..., 0], [[0, 0], [128, 255]])  # below vmin: clipped to the low end

@@ -231,6 +231,31 @@ def test_attribute_endpoint(client):
     args[9] = [[0, 0], [300, 400]]  # a box: the left half
     summary = client.predict(*args, api_name="/attribute")[3]
     assert "inside the box" in summary and "Convergence delta" not in summary
+    log_roll = client.predict(*args, "log", api_name="/attribute")[1]
+    linear_roll = client.predict(*args, "min-max", api_name="/attribute")[1]  # the shared colour scale applies
+    assert np.abs(read(log_roll).astype(int) - read(linear_roll).astype(int)).mean() > 1
+
+
+def test_a_display_setting_recolours_the_attribution_without_running_it_again(monkeypatch):
+    """The result is kept for the session: a new colormap or scale redraws its pictures from it (the
+    attribution is not run again), and a result of another image is never redrawn."""
+    import gradio as gr
+
+    from vitviz.app import attributions
+    from vitviz.app.session import analysis_key
+
+    where = (str(ASSETS / "coffee.jpg"), "dinov2-small", "224")
+    args = (*where, "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [], "inferno", 0.6)
+    shown, roll, rel, _, kept = attributions.run(*args, "log", request=None, progress=lambda *a, **k: None)
+    monkeypatch.setattr(attributions, "attribute", lambda *a, **k: pytest.fail("the attribution ran again"))
+    again = attributions.recolour(kept, analysis_key(*where), *where, "inferno", 0.6, "log", None)
+    for before, after in zip((shown, roll, rel), again, strict=True):
+        np.testing.assert_array_equal(before, after)  # the same settings: the same pictures
+    viridis = attributions.recolour(kept, analysis_key(*where), *where, "viridis", 0.6, "min-max", None)
+    assert all(np.abs(a.astype(int) - b.astype(int)).mean() > 1 for a, b in zip(again, viridis, strict=True))
+    other = analysis_key(str(ASSETS / "chelsea.jpg"), "dinov2-small", "224")
+    assert attributions.recolour(kept, other, *where, "viridis", 0.6, "log", None) == (gr.skip(),) * 3
+    assert attributions.recolour(None, other, *where, "viridis", 0.6, "log", None) == (gr.skip(),) * 3
 
 
 def test_readme_api_example_runs(client):

@@ -147,10 +147,10 @@ def api_interactions(http, path, model: VitModel, count: int = 60) -> list[float
             query = ("CLS token", -1) if rng.random() < 0.5 else ("a patch (click the picture on the left)", 500)
             layer = int(rng.integers(model.num_layers))
             args = ("attention", image, model_name, "448", layer, head, *query, "weight", "inferno", 0.6,
-                    "shared across heads", "robust")  # fmt: skip
+                    "shared across heads", "log")  # fmt: skip
         else:
             fusion, discard = ("mean", "max", "min")[int(rng.integers(3))], float(rng.choice([0, 0.1, 0.3, 0.5, 0.9]))
-            args = ("rollout", image, model_name, "448", fusion, discard, "inferno", 0.6, "robust")
+            args = ("rollout", image, model_name, "448", fusion, discard, "inferno", 0.6, "log")
         start = time.perf_counter()
         http.call(*args)
         times.append((time.perf_counter() - start) * 1000)

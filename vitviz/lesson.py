@@ -11,6 +11,7 @@ import numpy as np
 from . import render, views
 from .analysis import Analysis
 from .depth import DepthResult
+from .maps import DEFAULT_SCALE
 
 Step = tuple[str, np.ndarray, str]  # (title, picture, text)
 
@@ -177,7 +178,7 @@ def lesson_step(
     step: int,
     cmap: str = "inferno",
     alpha: float = 0.6,
-    scale: str = "robust",
+    scale: str = DEFAULT_SCALE,
     depth: DepthResult | None = None,
 ) -> Step:
     """Step `step` (1 to len(STEPS)) of the lesson on this analysis: (title, picture, text). depth: a depth

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 HEAD_FUSIONS = ("mean", "max", "min")
-COLOUR_SCALES = ("robust", "min-max", "log")  # robust: clipped at the 99th percentile
+COLOUR_SCALES = ("log", "robust", "min-max")  # log and robust clip at the 99th percentile
+DEFAULT_SCALE = "log"  # the one that keeps every photo's attention and rollout off black (see the README)
 
 
 def attention_map(attn: np.ndarray, grid: tuple[int, int], n_prefix: int, head: int | None, query: int) -> np.ndarray:
@@ -205,13 +206,14 @@ def pca_rgb(tokens: np.ndarray, grid: tuple[int, int], n_prefix: int) -> np.ndar
     return rgb.astype(np.float32).reshape(*grid, 3)
 
 
-def colour_scale(values: np.ndarray, scale: str = "robust") -> tuple[np.ndarray, float, float, np.ndarray]:
+def colour_scale(values: np.ndarray, scale: str = DEFAULT_SCALE) -> tuple[np.ndarray, float, float, np.ndarray]:
     """How to colour a map: (values to colour, low, high, bool mask of the values above `high`).
 
-    values: any shape. "robust" clips at the 99th percentile, since attention and rollout have
-    heavy tails (a maximum 7 to 20x the 99th percentile leaves the rest near black under min-max);
-    the clipped values are returned so that a picture can mark them. "min-max" spans the data.
-    "log" colours log10(values), zeros lifted to a millionth of the maximum.
+    values: any shape. Attention and rollout have heavy tails (a maximum 7 to 20x the 99th percentile),
+    and most of an image often sits in a narrow band near the minimum (a sky, a wall). "log" colours
+    log10(values) from the 1st to the 99th percentile, which spreads that band over the colormap;
+    zeros are lifted to a millionth of the maximum. "robust" is linear up to the 99th percentile. Both
+    return the values above the clip, so that a picture can mark them. "min-max" spans the data.
     """
     if scale not in COLOUR_SCALES:
         raise ValueError(f"unknown colour scale {scale!r}: use one of {COLOUR_SCALES}")
@@ -220,6 +222,9 @@ def colour_scale(values: np.ndarray, scale: str = "robust") -> tuple[np.ndarray,
     if scale == "log":
         floor = max(hi * 1e-6, np.finfo(np.float32).tiny) if hi > 0 else 1e-12
         logged = np.log10(np.maximum(values, floor))
+        low, clip = np.percentile(logged, [1, 99])
+        if clip > low:
+            return logged, float(low), float(clip), logged > clip
         return logged, float(logged.min()), float(logged.max()), np.zeros(values.shape, bool)
     if scale == "robust":
         clip = float(np.percentile(values, 99))

@@ -82,13 +82,14 @@ def colorbar(height: int, cmap: str, vmin: float, vmax: float, width: int = 150,
     """A vertical colour scale [height,width,3]: its top, middle and bottom values and, under it, the
     scale's name (at the bottom: the app's image buttons cover the top corner). scale "log": the bar
     is in log10 units and the ticks say the values themselves."""
+    name = SCALE_NAMES.get(scale, scale)
     foot = 34 if scale else 0
     bar_h = height - foot
     ramp = np.linspace(1, 0, bar_h, dtype=np.float32)[:, None].repeat(16, axis=1)
     bar = np.full((height, width, 3), 255, np.uint8)
     bar[:bar_h, 4:20] = colorize(ramp, cmap, 0, 1)
     if scale:
-        text(bar, scale, (2, height - 10), 0.75, thickness=2)
+        text(bar, name, (2, height - 10), 0.75, thickness=2)
     for frac in (0.0, 0.5, 1.0):
         y = int(np.clip((1 - frac) * (bar_h - 1), 16, bar_h - 12))
         v = vmin + frac * (vmax - vmin)
@@ -104,11 +105,11 @@ def _fmt(v: float) -> str:
     return f"{v:.3f}" if abs(v) < 10 else f"{v:.4g}"
 
 
-SCALE_NAMES = {"robust": "clip p99", "min-max": "min-max", "log": "log"}
+SCALE_NAMES = {"robust": "clip p99", "min-max": "min-max", "log": "log p1-p99"}
 
 
 def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
-    bar = colorbar(image.shape[0], cmap, vmin, vmax, scale=SCALE_NAMES.get(scale, scale))
+    bar = colorbar(image.shape[0], cmap, vmin, vmax, scale=scale)
     return np.concatenate([image, bar], axis=1)
 
 

@@ -13,11 +13,13 @@ from . import plots, render
 from .analysis import Analysis
 from .attributions import SIGNED, Attribution
 from .depth import DepthResult
-from .maps import colour_scale, high_norm_tokens
+from .maps import DEFAULT_SCALE, colour_scale, high_norm_tokens
 from .models import VitModel
 
 ALL_HEADS = "all"
 SHEET_TILE = 300  # the longest side of one tile of the all-heads sheet, in pixels
+INSIDE_SIDE = 400  # the longest side of each of the three maps of "inside a head"
+ATTRIBUTION_SIDE = 360  # and of the three of the attributions view
 WEIGHT, WEIGHT_VALUE = "weight", "weight × value norm"  # what an attention map shows: α_j or ||α_j W_O,h v_j||
 
 
@@ -54,7 +56,7 @@ def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
     return np.concatenate([grid, strip]), text
 
 
-CLIPPED = (0, 255, 255)  # outline of the patches above a robust scale's clip: nothing is hidden
+CLIPPED = (0, 255, 255)  # outline of the patches above a scale's 99th-percentile clip: nothing is hidden
 
 
 def scaled_overlay(
@@ -98,7 +100,7 @@ def attention_view(
     cmap: str = "inferno",
     alpha: float = 0.6,
     shared_scale: bool = True,
-    scale: str = "robust",
+    scale: str = DEFAULT_SCALE,
     measure: str = WEIGHT,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(overlay, query picker). head: an index, None for the mean of heads, or ALL_HEADS.
@@ -129,7 +131,7 @@ def attention_sheet(
     cmap: str = "inferno",
     alpha: float = 0.6,
     shared_scale: bool = True,
-    scale: str = "robust",
+    scale: str = DEFAULT_SCALE,
     measure: str = WEIGHT,
 ) -> np.ndarray:
     """`heads` of one layer and the mean of all heads, tiled, with the query marked; shared_scale puts
@@ -165,7 +167,7 @@ def attention_note(a: Analysis, layer: int, head: int | str | None, query: str |
 
 
 def rollout_view(
-    a: Analysis, fusion: str, discard: float, cmap: str = "inferno", alpha: float = 0.6, scale: str = "robust"
+    a: Analysis, fusion: str, discard: float, cmap: str = "inferno", alpha: float = 0.6, scale: str = DEFAULT_SCALE
 ) -> tuple[np.ndarray, str]:
     """(the rollout over the image, bilinear, with a colorbar; what its brightest patch is)."""
     values = a.rollout(fusion, discard)
@@ -195,7 +197,7 @@ def pos_embed_map(model: VitModel, sim: np.ndarray, row: int, col: int, cmap: st
     return render.with_colorbar(img, cmap, -1.0, 1.0)
 
 
-def heads_views(a: Analysis, cmap: str = "inferno", scale: str = "robust"):
+def heads_views(a: Analysis, cmap: str = "inferno", scale: str = DEFAULT_SCALE):
     """(attention distance figure, entropy figure, token-norm image, PCA image, a sentence on the norms)."""
     base = display(a)
     norms = a.token_norms()
@@ -238,7 +240,7 @@ def rollout_note(a: Analysis, values: np.ndarray) -> str:
 
 
 def output_view(
-    a: Analysis, cmap: str = "inferno", alpha: float = 0.6, scale: str = "robust"
+    a: Analysis, cmap: str = "inferno", alpha: float = 0.6, scale: str = DEFAULT_SCALE
 ) -> tuple[dict[str, float], np.ndarray | None]:
     """(top-5 {label: probability}, dense-head overlay or None)."""
     top = dict(a.top_classes(5))
@@ -277,7 +279,7 @@ def attribution_views(
     cmap: str = "inferno",
     alpha: float = 0.6,
     rollout: np.ndarray | None = None,
-    scale: str = "robust",
+    scale: str = DEFAULT_SCALE,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(the attribution, attention rollout, relevancy) over the image, side by side with colorbars.
 
@@ -287,7 +289,7 @@ def attribution_views(
     rollout: [gh,gw] computed on the attribution's own input (see `attributions.input_analysis`); the
     analysis' own by default.
     """
-    base = display(a)
+    base = render.fit(display(a), ATTRIBUTION_SIDE)  # shown three abreast: the colour scales go under them
 
     def draw(values: np.ndarray, signed: bool) -> np.ndarray:
         if max(values.shape) > max(base.shape[:2]):
@@ -295,8 +297,8 @@ def attribution_views(
         if signed:
             limit = float(np.percentile(np.abs(values), 99.5)) or float(np.abs(values).max()) or 1.0
             img = render.overlay(base, values, "diverging", alpha, -limit, limit, nearest=False)
-            return render.with_colorbar(img, "diverging", -limit, limit, "signed")
-        return scaled_overlay(base, values, cmap, alpha, scale, False)
+            return render.with_colorbar_below(img, "diverging", -limit, limit, "signed")
+        return scaled_overlay(base, values, cmap, alpha, scale, False, colorbar="below")
 
     return (
         draw(r.map, r.method in SIGNED),
@@ -313,7 +315,6 @@ def token_name(a: Analysis, index: int) -> str:
     return f"patch {index - a.n_prefix} (row {row}, col {col})"
 
 
-INSIDE_SIDE = 400  # the longest side of each of the three maps of "inside a head"
 
 
 def inside_views(
@@ -323,7 +324,7 @@ def inside_views(
     query: str | int,
     cmap: str = "inferno",
     alpha: float = 0.6,
-    scale: str = "robust",
+    scale: str = DEFAULT_SCALE,
 ):
     """One head's attention for one query, step by step: (scores, weights, weight × value norm) over
     the patches, a figure of q and a few keys and values, a figure of the heads' shares and the
@@ -419,7 +420,7 @@ def live_views(
     shown: tuple[str, ...] = LIVE_LAYERS,
     cmap: str = "inferno",
     alpha: float = 0.6,
-    scale: str = "robust",
+    scale: str = DEFAULT_SCALE,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """(CLS attention of `layer` and `head` (None: mean of heads), rollout, dense head) over a camera
     frame, each None unless named in `shown`; small, since a new frame comes several times a second."""

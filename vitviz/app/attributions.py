@@ -11,7 +11,18 @@ import numpy as np
 from .. import render, views
 from ..analysis import Analysis
 from ..attributions import BASELINES, METHODS, attribute, attribution_size, input_analysis, model_passes, targets
-from .session import FREED, PRIORITY, get_analysis, get_attribution_model, picture, session_of, slots, user_errors
+from ..maps import DEFAULT_SCALE
+from .session import (
+    FREED,
+    PRIORITY,
+    analysis_key,
+    get_analysis,
+    get_attribution_model,
+    picture,
+    session_of,
+    slots,
+    user_errors,
+)
 from .source import Context, view_tab
 
 METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
@@ -66,8 +77,9 @@ def clear_box(image, model_name, size, request: gr.Request):
 
 @user_errors
 def run(image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block, points, cmap, alpha,
-        request: gr.Request, progress=gr.Progress()):  # fmt: skip
-    """Attribute the chosen output with the chosen method; rollout and relevancy beside it."""
+        colour_scale=DEFAULT_SCALE, request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
+    """Attribute the chosen output with the chosen method; rollout and relevancy beside it. Also returns the
+    result itself, kept for the session so that a display setting recolours it without running it again."""
     a = get_analysis(image, model_name, size, request)
     method = METHOD_BY_LABEL.get(method_label, method_label)
     if method not in METHODS:
@@ -106,7 +118,8 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
     finally:
         FREED.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
     same = input_analysis(model, image).rollout("mean", 0.0)  # rollout on the attribution's own input
-    shown, roll, rel_img = views.attribution_views(a, r, rel, cmap, float(alpha), same)
+    kept = (analysis_key(image, model_name, size), r, rel, same)
+    shown, roll, rel_img = recolour(kept, kept[0], image, model_name, size, cmap, alpha, colour_scale, request)
     size = f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px"
     lines = [f"**{METHODS[method]}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
              f"rollout and relevancy beside it · {r.seconds:.1f} s"]  # fmt: skip
@@ -117,7 +130,17 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
             f"{abs(r.delta) / max(abs(total), 1e-12):.1%} of the attributions' sum {total:.4g}. "
             "Near 0 means the attributions add up to f(image) − f(baseline); if it is large, raise the steps."
         )
-    return shown, roll, rel_img, "\n\n".join(lines)
+    return shown, roll, rel_img, "\n\n".join(lines), kept
+
+
+def recolour(kept, key, image, model_name, size, cmap, alpha, colour_scale, request: gr.Request):
+    """The kept result's three pictures in the current colormap, opacity and colour scale; nothing when the
+    result belongs to another image (a new image clears it)."""
+    if kept is None or kept[0] != key:
+        return gr.skip(), gr.skip(), gr.skip()
+    _, r, rel, same = kept
+    a = get_analysis(image, model_name, size, request)
+    return views.attribution_views(a, r, rel, cmap, float(alpha), same, colour_scale)
 
 
 _STOPPED: dict[str, threading.Event] = {}
@@ -168,16 +191,27 @@ def build(ctx: Context) -> None:
             roll = picture(label="Attention rollout")
             rel = picture(label="Relevancy (Chefer et al.)")
         box = gr.JSON([], visible=False, label="Box")  # a component, so that the API can pass a box
-    results = [shown, roll, rel, summary]
+    kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
+    results = [shown, roll, rel, summary, kept]
     ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block])
     # A result belongs to one image: a new analysis clears it and the box.
-    ctx.key.change(lambda: ([], None, None, None, ""), None, [box, *results], api_visibility="private", queue=False)
+    ctx.key.change(lambda: ([], None, None, None, "", None), None, [box, *results], api_visibility="private",
+                   queue=False)  # fmt: skip
     running = button.click(
         run,
-        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha],
+        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale],
         results,
         api_name="attribute",
         **slots("heavy"),
+    )
+    gr.on(
+        [c.change for c in (ctx.cmap, ctx.alpha, ctx.scale)],
+        recolour,
+        [kept, ctx.key, *ctx.where, ctx.cmap, ctx.alpha, ctx.scale],
+        [shown, roll, rel],
+        api_visibility="private",
+        trigger_mode="always_last",
+        **slots("draw"),
     )
     halt.click(stop, None, None, cancels=[running], api_visibility="private", queue=False)
     ctx.demo.unload(stop)

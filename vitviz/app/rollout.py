@@ -27,6 +27,8 @@ def build(ctx: Context) -> None:
             "Attention *rollout* follows attention through all layers "
             "at once: it multiplies the layers' attention (plus the skip connection) to estimate "
             "how much each patch flows into the CLS token at the end. Bright = more. "
+            "On the default log scale equal steps of colour are equal factors, so a faint background and "
+            "a bright object both show. "
             "The sentence under the pictures says what the brightest patch is on this image; "
             "a discard ratio or max fusion shows more than the few brightest patches."
         ),

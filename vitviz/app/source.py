@@ -17,6 +17,7 @@ import gradio as gr
 from gradio_client import handle_file
 
 from .. import CATALOGUE, ModelUnavailableError, VitModel, views
+from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS
 from .session import EXAMPLES, REDRAWS, SIZES, analysis_key, get_analysis, get_model, picture, slots, user_errors
 
@@ -42,7 +43,7 @@ class Context:
     size: gr.Dropdown
     cmap: gr.Dropdown
     alpha: gr.Slider
-    scale: gr.Radio  # the colour scale of every map: robust (clip at p99), min-max or log
+    scale: gr.Radio  # the colour scale of every map: log (p1 to p99), robust (linear to p99) or min-max
     key: gr.State  # the analysis key of the session's image (None: no image)
     current_model: gr.State  # the loaded model's name; views resize their controls when it changes
     preview: gr.Image  # the user's image at display size
@@ -245,8 +246,8 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
             cmap = gr.Dropdown(list(COLORMAPS), value="inferno", label="Colormap", min_width=120, elem_id="cmap")
             alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="Opacity", min_width=120)
         scale = gr.Radio(
-            [("robust (clip at the 99th percentile)", "robust"), ("min–max", "min-max"), ("log", "log")],
-            value="robust",
+            [("log (1st to 99th percentile)", "log"), ("linear, clip at the 99th", "robust"), ("min–max", "min-max")],
+            value=DEFAULT_SCALE,
             label="Colour scale of every map",
             elem_id="colour-scale",
             min_width=280,
