@@ -526,7 +526,15 @@ def test_the_colorbar_is_laid_out_to_the_pixel(height, scale):
     np.testing.assert_array_equal(bar, expected)
 
 
-@pytest.mark.parametrize(("width", "scale", "limits"), [(400, "robust", (0.0, 1.0)), (61, "", (-2.5e6, 2.5e6))])
+@pytest.mark.parametrize(
+    ("width", "scale", "limits"),
+    [
+        (400, "robust", (0.0, 1.0)),
+        (313, "log", (-3.0, 0.0)),
+        (61, "", (-2.5e6, 2.5e6)),  # numbers wider than the picture: as far left as the right edge allows
+        (72, "signed", (0.0, 1.0)),  # "1.000" (67 px) would start at -1: kept 2 px in; a name of its own
+    ],
+)
 def test_the_colorbar_below_is_laid_out_to_the_pixel(width, scale, limits):
     """An 18 px ramp 6 px in from each side, the low value left-aligned at 6, the middle one centred and the
     high one right-aligned at width - 6, all kept 2 px inside the picture, and the scale's name centred."""
@@ -538,13 +546,13 @@ def test_the_colorbar_below_is_laid_out_to_the_pixel(width, scale, limits):
         np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), "inferno", 0, 1
     )
     for v, anchor in ((limits[0], "left"), (sum(limits) / 2, "centre"), (limits[1], "right")):
-        s = render._fmt(v)
+        s = render._fmt(10**v if scale == "log" else v)
         w = cv2.getTextSize(s, cv2.FONT_HERSHEY_SIMPLEX, 0.8, 2)[0][0]
         x = {"left": 6, "centre": width / 2 - w / 2, "right": width - 6 - w}[anchor]
         x = min(max(x, 2), width - w - 2)  # inside, or as far left as the right edge allows
         hershey(expected, s, (int(x), 5 + 52), 0.8, thickness=2)
     if scale:
-        name = render.SCALE_NAMES[scale]
+        name = render.SCALE_NAMES.get(scale, scale)
         w = cv2.getTextSize(name, cv2.FONT_HERSHEY_SIMPLEX, 0.75, 2)[0][0]
         hershey(expected, name, ((width - w) // 2, 5 + 84), 0.75, thickness=2)
     np.testing.assert_array_equal(out, expected)
