@@ -429,3 +429,63 @@ def test_max_and_min_fusions_keep_the_captured_float16(analysis):
         np.testing.assert_array_equal(fused.numpy(), reduce(a.attentions, axis=1))
         as_float32 = maps.rollout(fused.float(), 0.5)
         np.testing.assert_array_equal(maps.rollout(fused, 0.5), as_float32)
+
+
+def test_maps_come_back_as_float32_whatever_the_input():
+    """The cache holds many maps per user: every map is float32, from float16 captures or float64 inputs."""
+    rng = np.random.default_rng(8)
+    attn = rng.random((2, 3, 7, 7))
+    attn /= attn.sum(-1, keepdims=True)
+    for dtype in (np.float16, np.float64):
+        a = attn.astype(dtype)
+        assert maps.attention_map(a[0], (2, 3), 1, None, 0).dtype == np.float32
+        assert maps.mean_attention_distance(a, (2, 3), 14, 1).dtype == np.float32
+        assert maps.attention_entropy(a).dtype == np.float32
+        assert maps.token_norms(rng.normal(size=(7, 4)).astype(dtype), (2, 3), 1).dtype == np.float32
+        assert maps.pos_embed_similarity(rng.normal(size=(6, 4)).astype(dtype), (2, 3)).dtype == np.float32
+        assert maps.scaled_scores(
+            rng.normal(size=4).astype(dtype), rng.normal(size=(5, 4)).astype(dtype), 0.5
+        ).dtype == (np.float32)
+    assert maps.fuse_heads(attn, "max").dtype == torch.float32  # float64 weights: float32, not float64
+    assert maps.fuse_heads(attn.astype(np.float16), "max").dtype == torch.float16
+    fused = maps.fuse_heads(attn, "mean")
+    np.testing.assert_array_equal(maps.rollout(fused), maps.rollout(fused, 0.0))  # the default discards nothing
+
+
+def test_colour_scale_corner_cases_that_decide_the_picture():
+    """All zeros: log10 of the 1e-12 floor everywhere; a maximum so small that a millionth of it would be a
+    denormal gets float32's smallest normal number as the floor; when the 1st and 99th percentiles meet, the scale falls back to min-max, marking
+    nothing; a value equal to the clip is not above it."""
+    shown, lo, hi, clipped = maps.colour_scale(np.zeros((3, 3)), "log")
+    np.testing.assert_allclose(shown, -12)
+    assert (lo, hi) == pytest.approx((-12.0, -12.0)) and not clipped.any()
+    tiny = np.array([[0.0, 1e-35]], np.float32)
+    shown = maps.colour_scale(tiny, "log")[0]
+    assert shown[0, 0] == pytest.approx(np.log10(np.finfo(np.float32).tiny))  # not a denormal 1e-41
+    mostly_one = np.array([0.5] + [1.0] * 198 + [4.0])  # p1 = p99 = 1
+    shown, lo, hi, clipped = maps.colour_scale(mostly_one, "log")
+    assert (lo, hi) == pytest.approx((np.log10(0.5), np.log10(4.0))) and clipped.dtype == bool and not clipped.any()
+    mostly_zero = np.array([0.0] * 199 + [5.0])  # p99 = the minimum
+    shown, lo, hi, clipped = maps.colour_scale(mostly_zero, "robust")
+    assert (lo, hi) == (0.0, 5.0) and clipped.dtype == bool and not clipped.any()
+    shown, lo, hi, clipped = maps.colour_scale(np.arange(1.0, 102.0), "log")  # p99 is exactly 100
+    assert hi == pytest.approx(2.0) and clipped.sum() == 1 and clipped[-1]
+
+
+def test_no_artifact_flags_keep_the_maps_shape_and_small_pca_ranges_still_span_the_colours():
+    norms = np.full((3, 4), 10.0)
+    norms[0, 0] = 12.0
+    assert maps.high_norm_tokens(norms).shape == (3, 4) and not maps.high_norm_tokens(norms).any()
+    tokens = np.random.default_rng(2).normal(size=(1 + 12, 8)) * 1e-3  # components spanning far less than 1
+    rgb = maps.pca_rgb(tokens, (3, 4), 1)
+    np.testing.assert_allclose(rgb.reshape(-1, 3).max(0), 1, atol=1e-6)
+    np.testing.assert_array_equal(maps.patch_centers((2, 3), 14)[1], [7, 21])  # row 0, column 1: row-major
+
+
+def test_value_norms_when_the_width_differs_from_heads_times_head_size():
+    rng = np.random.default_rng(3)
+    v, wo = rng.normal(size=(5, 6)), rng.normal(size=(10, 6))  # D = 10, H·dh = 2 x 3
+    got = maps.value_norms(v, wo, 2)
+    for h in range(2):
+        np.testing.assert_allclose(got[h], np.linalg.norm(v[:, 3 * h : 3 * h + 3] @ wo[:, 3 * h : 3 * h + 3].T, axis=1),
+                                   rtol=1e-5)  # fmt: skip
