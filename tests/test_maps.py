@@ -454,8 +454,8 @@ def test_maps_come_back_as_float32_whatever_the_input():
 
 def test_colour_scale_corner_cases_that_decide_the_picture():
     """All zeros: log10 of the 1e-12 floor everywhere; a maximum so small that a millionth of it would be a
-    denormal gets float32's smallest normal number as the floor; when the 1st and 99th percentiles meet, the scale falls back to min-max, marking
-    nothing; a value equal to the clip is not above it."""
+    denormal gets float32's smallest normal number as the floor; when the 1st and 99th percentiles meet,
+    the scale falls back to min-max, marking nothing; a value equal to the clip is not above it."""
     shown, lo, hi, clipped = maps.colour_scale(np.zeros((3, 3)), "log")
     np.testing.assert_allclose(shown, -12)
     assert (lo, hi) == pytest.approx((-12.0, -12.0)) and not clipped.any()
