@@ -315,8 +315,6 @@ def token_name(a: Analysis, index: int) -> str:
     return f"patch {index - a.n_prefix} (row {row}, col {col})"
 
 
-
-
 def inside_views(
     a: Analysis,
     layer: int,
