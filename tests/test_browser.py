@@ -145,6 +145,19 @@ def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_
     shot(page, tmp_path, "depth-offline.png")
 
 
+def test_selecting_each_tab_leaves_the_tab_bar_as_it_was(page, tmp_path):
+    """A component wired between the tabs rather than inside one makes Gradio draw a selected tab twice."""
+
+    def bar() -> list[str]:
+        return [t.inner_text().strip() for t in page.get_by_role("tab").all() if t.is_visible()]
+
+    names = bar()
+    for name in names:
+        page.get_by_role("tab", name=name).first.click()
+        page.wait_for_timeout(300)
+        assert bar() == names, name
+
+
 def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
     page.get_by_role("tab", name="9 · Attributions").click()
     page.locator("#method input").click()

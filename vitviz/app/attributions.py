@@ -191,7 +191,7 @@ def build(ctx: Context) -> None:
             roll = picture(label="Attention rollout")
             rel = picture(label="Relevancy (Chefer et al.)")
         box = gr.JSON([], visible=False, label="Box")  # a component, so that the API can pass a box
-    kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
+        kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
     results = [shown, roll, rel, summary, kept]
     ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block])
     # A result belongs to one image: a new analysis clears it and the box.
