@@ -168,6 +168,11 @@ def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
     page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # load the pictures below the fold
     page.wait_for_timeout(1000)
     shot(page, tmp_path, "attributions.png")
+    shown = src(page, "#attribution")
+    page.locator("#cmap input").click()
+    page.get_by_role("option", name="magma").click()  # a display setting recolours the result, not rerun
+    wait_for_src_change(page, "#attribution", shown)
+    assert "Saliency" in page.locator("#attr-summary").inner_text()
     page.locator("#examples img").nth(3).click()  # rocket.jpg
     page.wait_for_function("() => !document.querySelector('#attribution img')", timeout=30_000)
     assert page.locator("#attr-summary").inner_text().strip() == ""
