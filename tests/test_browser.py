@@ -154,7 +154,7 @@ def test_selecting_each_tab_leaves_the_tab_bar_as_it_was(page, tmp_path):
     names = bar()
     for name in names:
         page.get_by_role("tab", name=name).first.click()
-        page.wait_for_timeout(300)
+        page.wait_for_timeout(800)
         assert bar() == names, name
 
 

@@ -237,14 +237,19 @@ def test_colour_scales():
     assert maps.colour_scale(values, "min-max")[1:3] == (1.0, 1e6) and not maps.colour_scale(values, "min-max")[3].any()
     logged, lo, hi, clipped = maps.colour_scale(values, "log")  # log10, from the 1st to the 99th percentile
     np.testing.assert_allclose(logged, np.log10(values), rtol=1e-6)
-    assert (lo, hi) == pytest.approx(tuple(np.percentile(np.log10(values), [1, 99])), rel=1e-6)
+    counted = np.log10(values[values > 1e6 * 1e-6])  # of the values above a millionth of the maximum
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(counted, [1, 99])), rel=1e-6)
     assert clipped.sum() == 10 and clipped[0, 0] and clipped[9, 99] and not clipped[9, 89]
+    relu = np.zeros((10, 100), np.float32)  # a ReLU'd map: half of it exactly 0
+    relu[5:] = np.geomspace(1e-3, 1.0, 500).reshape(5, 100)
+    logged, lo, hi, clipped = maps.colour_scale(relu, "log")
+    assert np.isfinite(logged).all() and logged.min() == pytest.approx(-6)  # the zeros lifted, not -inf
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(np.log10(relu[5:]), [1, 99])))  # not set by the zeros
+    assert clipped.sum() == 5 and clipped[9, 95:].all()
     zeros = np.zeros((4, 4), np.float32)
-    zeros[1, 1] = 0.5
+    zeros[1, 1] = 0.5  # one value above the floor: nothing to take percentiles of, so min-max
     logged, lo, hi, clipped = maps.colour_scale(zeros, "log")
-    assert np.isfinite(logged).all() and logged.min() == pytest.approx(np.log10(0.5e-6))  # lifted, not -inf
-    assert lo == pytest.approx(np.log10(0.5e-6)) and hi == pytest.approx(np.percentile(logged, 99))
-    assert clipped.sum() == 1 and clipped[1, 1]  # the one value above the clip is marked
+    assert (lo, hi) == pytest.approx((np.log10(0.5e-6), np.log10(0.5))) and not clipped.any()
     with pytest.raises(ValueError, match="unknown colour scale"):
         maps.colour_scale(values, "linear")
 
@@ -265,7 +270,8 @@ def test_the_default_rollout_and_attention_are_not_mostly_black(embedded):
                 assert dark(a.rollout(fusion, discard)) <= 0.5, (name, fusion, discard)
         assert dark(a.attention_map(a.model.num_layers - 1, None, "cls")) <= 0.5, name
         assert dark(a.rollout(), "min-max") > 0.9, name  # what min-max showed
-    assert dark(a.rollout(), "robust") > 0.5  # the rocket on the linear scale
+        if name == "rocket.jpg":
+            assert dark(a.rollout(), "robust") > 0.5  # the rocket on the linear scale
 
 
 def test_one_layers_statistics_equal_the_whole_models(embedded, coffee):

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from . import Analysis, VitModel, analyze, load_model
+from .maps import DEFAULT_SCALE
 
 
 def median_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -147,10 +148,10 @@ def api_interactions(http, path, model: VitModel, count: int = 60) -> list[float
             query = ("CLS token", -1) if rng.random() < 0.5 else ("a patch (click the picture on the left)", 500)
             layer = int(rng.integers(model.num_layers))
             args = ("attention", image, model_name, "448", layer, head, *query, "weight", "inferno", 0.6,
-                    "shared across heads", "log")  # fmt: skip
+                    "shared across heads", DEFAULT_SCALE)  # fmt: skip
         else:
             fusion, discard = ("mean", "max", "min")[int(rng.integers(3))], float(rng.choice([0, 0.1, 0.3, 0.5, 0.9]))
-            args = ("rollout", image, model_name, "448", fusion, discard, "inferno", 0.6, "log")
+            args = ("rollout", image, model_name, "448", fusion, discard, "inferno", 0.6, DEFAULT_SCALE)
         start = time.perf_counter()
         http.call(*args)
         times.append((time.perf_counter() - start) * 1000)

@@ -211,9 +211,10 @@ def colour_scale(values: np.ndarray, scale: str = DEFAULT_SCALE) -> tuple[np.nda
 
     values: any shape. Attention and rollout have heavy tails (a maximum 7 to 20x the 99th percentile),
     and most of an image often sits in a narrow band near the minimum (a sky, a wall). "log" colours
-    log10(values) from the 1st to the 99th percentile, which spreads that band over the colormap;
-    zeros are lifted to a millionth of the maximum. "robust" is linear up to the 99th percentile. Both
-    return the values above the clip, so that a picture can mark them. "min-max" spans the data.
+    log10(values) from the 1st to the 99th percentile of the values above a millionth of the maximum,
+    which spreads that band over the colormap; smaller values and zeros take the lowest colour. "robust"
+    is linear up to the 99th percentile. Both return the values above the clip, so that a picture can
+    mark them. "min-max" spans the data.
     """
     if scale not in COLOUR_SCALES:
         raise ValueError(f"unknown colour scale {scale!r}: use one of {COLOUR_SCALES}")
@@ -222,7 +223,8 @@ def colour_scale(values: np.ndarray, scale: str = DEFAULT_SCALE) -> tuple[np.nda
     if scale == "log":
         floor = max(hi * 1e-6, np.finfo(np.float32).tiny) if hi > 0 else 1e-12
         logged = np.log10(np.maximum(values, floor))
-        low, clip = np.percentile(logged, [1, 99])
+        above = logged[values > floor]  # the percentiles of what is there: a ReLU's zeros would set the low end
+        low, clip = np.percentile(above, [1, 99]) if above.size else (0.0, 0.0)
         if clip > low:
             return logged, float(low), float(clip), logged > clip
         return logged, float(logged.min()), float(logged.max()), np.zeros(values.shape, bool)

@@ -56,7 +56,7 @@ def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
     return np.concatenate([grid, strip]), text
 
 
-CLIPPED = (0, 255, 255)  # outline of the patches above a scale's 99th-percentile clip: nothing is hidden
+CLIPPED = (0, 255, 255)  # outline of the patches above a patch map's 99th-percentile clip
 
 
 def scaled_overlay(
@@ -272,6 +272,43 @@ def decoder_stage_views(r: DepthResult, side: int = 240) -> tuple[list[tuple[np.
     return pictures, "\n".join(rows)
 
 
+def attribution_inputs(
+    a: Analysis, r: Attribution, rel: Attribution | None, rollout: np.ndarray | None = None
+) -> tuple[np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray | None]:
+    """What the attributions view draws, at the size it is shown (under a megabyte, so that an app can keep
+    it and recolour it): (the image, whether the attribution is signed, the attribution, the rollout, the
+    relevancy or None). rollout: [gh,gw] computed on the attribution's own input (see
+    `attributions.input_analysis`); the analysis' own by default."""
+    base = render.fit(display(a), ATTRIBUTION_SIDE)  # shown three abreast: the colour scales go under them
+    side = max(base.shape[:2])
+
+    def small(values: np.ndarray) -> np.ndarray:
+        return render.fit(values, side) if max(values.shape) > side else values  # area-averaged, not aliased
+
+    roll = a.rollout("mean", 0.0) if rollout is None else rollout
+    return base, r.method in SIGNED, small(r.map), roll, None if rel is None else small(rel.map)
+
+
+def attribution_pictures(
+    inputs: tuple, cmap: str = "inferno", alpha: float = 0.6, scale: str = DEFAULT_SCALE
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(the attribution, attention rollout, relevancy) of `attribution_inputs` over the image, each with
+    its colour scale under it. Signed maps (IG, input x gradient, occlusion) use a diverging colormap
+    centred at 0: red pushes the target up, blue down. Their scale is clipped at the 99.5th percentile of
+    the magnitudes, as Captum's own visualisation does, since a few pixels dominate otherwise. Unsigned
+    maps use the colour `scale`."""
+    base, signed, attribution, roll, relevancy = inputs
+
+    def draw(values: np.ndarray, signed: bool) -> np.ndarray:
+        if signed:
+            limit = float(np.percentile(np.abs(values), 99.5)) or float(np.abs(values).max()) or 1.0
+            img = render.overlay(base, values, "diverging", alpha, -limit, limit, nearest=False)
+            return render.with_colorbar_below(img, "diverging", -limit, limit, "signed")
+        return scaled_overlay(base, values, cmap, alpha, scale, False, colorbar="below")
+
+    return draw(attribution, signed), draw(roll, False), None if relevancy is None else draw(relevancy, False)
+
+
 def attribution_views(
     a: Analysis,
     r: Attribution,
@@ -281,30 +318,9 @@ def attribution_views(
     rollout: np.ndarray | None = None,
     scale: str = DEFAULT_SCALE,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(the attribution, attention rollout, relevancy) over the image, side by side with colorbars.
-
-    Signed maps (IG, input x gradient, occlusion) use a diverging colormap centred at 0: red pushes the
-    target up, blue down. Their scale is clipped at the 99.5th percentile of the magnitudes, as Captum's
-    own visualisation does, since a few pixels dominate otherwise. Unsigned maps use the colour `scale`.
-    rollout: [gh,gw] computed on the attribution's own input (see `attributions.input_analysis`); the
-    analysis' own by default.
-    """
-    base = render.fit(display(a), ATTRIBUTION_SIDE)  # shown three abreast: the colour scales go under them
-
-    def draw(values: np.ndarray, signed: bool) -> np.ndarray:
-        if max(values.shape) > max(base.shape[:2]):
-            values = render.fit(values, max(base.shape[:2]))  # area-averaged, not aliased
-        if signed:
-            limit = float(np.percentile(np.abs(values), 99.5)) or float(np.abs(values).max()) or 1.0
-            img = render.overlay(base, values, "diverging", alpha, -limit, limit, nearest=False)
-            return render.with_colorbar_below(img, "diverging", -limit, limit, "signed")
-        return scaled_overlay(base, values, cmap, alpha, scale, False, colorbar="below")
-
-    return (
-        draw(r.map, r.method in SIGNED),
-        draw(a.rollout("mean", 0.0) if rollout is None else rollout, False),
-        None if rel is None else draw(rel.map, False),
-    )
+    """(the attribution, attention rollout, relevancy) over the image, side by side with colour scales
+    (see `attribution_inputs` and `attribution_pictures`)."""
+    return attribution_pictures(attribution_inputs(a, r, rel, rollout), cmap, alpha, scale)
 
 
 def token_name(a: Analysis, index: int) -> str:

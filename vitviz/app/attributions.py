@@ -15,6 +15,7 @@ from ..maps import DEFAULT_SCALE
 from .session import (
     FREED,
     PRIORITY,
+    REDRAWS,
     analysis_key,
     get_analysis,
     get_attribution_model,
@@ -118,8 +119,8 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
     finally:
         FREED.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
     same = input_analysis(model, image).rollout("mean", 0.0)  # rollout on the attribution's own input
-    kept = (analysis_key(image, model_name, size), r, rel, same)
-    shown, roll, rel_img = recolour(kept, kept[0], image, model_name, size, cmap, alpha, colour_scale, request)
+    kept = (analysis_key(image, model_name, size), views.attribution_inputs(a, r, rel, same))
+    shown, roll, rel_img = views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
     size = f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px"
     lines = [f"**{METHODS[method]}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
              f"rollout and relevancy beside it · {r.seconds:.1f} s"]  # fmt: skip
@@ -133,14 +134,15 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
     return shown, roll, rel_img, "\n\n".join(lines), kept
 
 
-def recolour(kept, key, image, model_name, size, cmap, alpha, colour_scale, request: gr.Request):
-    """The kept result's three pictures in the current colormap, opacity and colour scale; nothing when the
-    result belongs to another image (a new image clears it)."""
+@user_errors
+def recolour(kept, key, cmap, alpha, colour_scale):
+    """The kept result's three pictures in the current colormap, opacity and colour scale, drawn from what
+    it kept (no model, no analysis); nothing when the result belongs to another image (a new image clears
+    it) or there is none."""
     if kept is None or kept[0] != key:
         return gr.skip(), gr.skip(), gr.skip()
-    _, r, rel, same = kept
-    a = get_analysis(image, model_name, size, request)
-    return views.attribution_views(a, r, rel, cmap, float(alpha), same, colour_scale)
+    with REDRAWS.interactive():  # milliseconds: the background warm waits for it
+        return views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
 
 
 _STOPPED: dict[str, threading.Event] = {}
@@ -204,15 +206,12 @@ def build(ctx: Context) -> None:
         api_name="attribute",
         **slots("heavy"),
     )
-    gr.on(
-        [c.change for c in (ctx.cmap, ctx.alpha, ctx.scale)],
-        recolour,
-        [kept, ctx.key, *ctx.where, ctx.cmap, ctx.alpha, ctx.scale],
-        [shown, roll, rel],
-        api_visibility="private",
-        trigger_mode="always_last",
-        **slots("draw"),
-    )
+    # A display setting recolours the kept result; so does the end of a run, for settings changed during it.
+    recolouring = dict(api_visibility="private", show_progress="minimal", **slots("draw"))
+    inputs = [kept, ctx.key, ctx.cmap, ctx.alpha, ctx.scale]
+    gr.on([c.change for c in (ctx.cmap, ctx.alpha, ctx.scale)], recolour, inputs, [shown, roll, rel],
+          trigger_mode="always_last", **recolouring)  # fmt: skip
+    running.success(recolour, inputs, [shown, roll, rel], **recolouring)
     halt.click(stop, None, None, cancels=[running], api_visibility="private", queue=False)
     ctx.demo.unload(stop)
     box_img.select(pick_corner, [*ctx.where, box], [box, box_img], api_visibility="private")
