@@ -144,6 +144,20 @@ def test_bad_arguments_name_the_problem(embedded, coffee):
         attribute(FAMILIES["vit"](), coffee, "saliency", target=99)
 
 
+def test_relevancy_does_not_depend_on_torchs_default_dtype():
+    """A notebook may set torch's default dtype to float64: relevancy's own tensors stay float32, and the
+    map is the same (it failed with a float64 readout row against the float32 R)."""
+    model, image = FAMILIES["vit"](), random_image(40, 56, seed=3)
+    expected = attribute(model, image, "relevancy", longest=56).raw
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = attribute(model, image, "relevancy", longest=56).raw
+    finally:
+        torch.set_default_dtype(before)
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_relevancy_keeps_the_identity_on_the_dense_head(embedded, coffee):
     """R = I + sum of gradient-weighted attention: on a mean (logit-sized) target the identity keeps a real
     share of the map, where the summed target gave values up to 1e18 and an identity share of 0.0 %."""

@@ -201,7 +201,7 @@ class _CountingScore:
 
     def readout_rows(self, n: int) -> torch.Tensor:
         """[N] weights of the output tokens that the target reads (for relevancy)."""
-        rows = torch.zeros(n, device=self.model.device)
+        rows = torch.zeros(n, dtype=torch.float32, device=self.model.device)
         k = self.model.n_prefix
         if self.model.decoder is None:
             rows[0] = 1
