@@ -495,3 +495,17 @@ def test_value_norms_when_the_width_differs_from_heads_times_head_size():
     for h in range(2):
         np.testing.assert_allclose(got[h], np.linalg.norm(v[:, 3 * h : 3 * h + 3] @ wo[:, 3 * h : 3 * h + 3].T, axis=1),
                                    rtol=1e-5)  # fmt: skip
+
+
+def test_rollout_does_not_depend_on_torchs_default_dtype():
+    """A notebook may set torch's default dtype to float64: the rollout's own vector stays float32."""
+    attn = np.random.default_rng(4).random((3, 2, 5, 5)).astype(np.float32)
+    fused = maps.fuse_heads(attn / attn.sum(-1, keepdims=True), "mean")
+    expected = maps.rollout(fused, 0.3)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = maps.rollout(fused, 0.3)
+    finally:
+        torch.set_default_dtype(before)
+    np.testing.assert_array_equal(got, expected)
