@@ -309,20 +309,6 @@ def attribution_pictures(
     return draw(attribution, signed), draw(roll, False), None if relevancy is None else draw(relevancy, False)
 
 
-def attribution_views(
-    a: Analysis,
-    r: Attribution,
-    rel: Attribution | None,
-    cmap: str = "inferno",
-    alpha: float = 0.6,
-    rollout: np.ndarray | None = None,
-    scale: str = DEFAULT_SCALE,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(the attribution, attention rollout, relevancy) over the image, side by side with colour scales
-    (see `attribution_inputs` and `attribution_pictures`)."""
-    return attribution_pictures(attribution_inputs(a, r, rel, rollout), cmap, alpha, scale)
-
-
 def token_name(a: Analysis, index: int) -> str:
     """A token index as a reader says it: 'CLS', 'register 2' or 'patch 37 (row 1, col 5)'."""
     if index < a.n_prefix:
