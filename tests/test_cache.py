@@ -47,8 +47,9 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     step = 0
     while session._warm_step(ref, step):
         step += 1
-    assert step == 2 + a.model.num_layers and set(a._layer_stats) == set(range(a.model.num_layers))
-    assert "mean" in a._thresholds
+    assert step == 4 + a.model.num_layers and set(a._layer_stats) == set(range(a.model.num_layers))
+    assert set(a._thresholds) == set(a._fused) == {"mean", "max", "min"}  # no rollout control computes them
+    assert "_saliency" in vars(a)  # filled, if only with None (tiny_vit has no dense head)
     session.CACHE._items.pop(key)
     a._layer_stats.clear()
     assert not session._warm_step(ref, 2)  # no longer cached: not warmed
@@ -56,6 +57,33 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     del a
     gc.collect()
     assert ref() is None  # nothing else held it
+
+
+def test_a_fusion_never_waits_while_another_is_being_filled(monkeypatch):
+    """The background fills the mean fusion while a user asks for max: the max is not held up by it."""
+    import threading
+
+    from vitviz import maps
+
+    a = vitviz.analyze(tiny_vit(), random_image(32, 32))
+    busy, release, fuse = threading.Event(), threading.Event(), maps.fuse_heads
+
+    def slow_mean(attn, how="mean"):
+        if how == "mean":
+            busy.set()
+            release.wait(10)
+        return fuse(attn, how)
+
+    monkeypatch.setattr(maps, "fuse_heads", slow_mean)
+    threading.Thread(target=a.percent_thresholds, args=("mean",), daemon=True).start()
+    assert busy.wait(10)
+    done = threading.Event()
+    threading.Thread(target=lambda: (a.rollout("max", 0.5), done.set()), daemon=True).start()
+    try:
+        assert done.wait(5), "rollout('max') waited for the mean fusion"
+    finally:
+        release.set()
+    assert a.rollout("mean", 0.5).shape == a.grid  # and the mean is there once filled
 
 
 def test_eviction_counts_what_it_dropped_and_keeps_only_the_newest_over_the_cap():

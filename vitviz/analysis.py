@@ -39,6 +39,7 @@ class Analysis:
     _thresholds: dict = field(default_factory=dict, repr=False)
     _layer_stats: dict = field(default_factory=dict, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
     _projections: inside.LayerProjections | None = field(default=None, repr=False)
     _updates: dict = field(default_factory=dict, repr=False)
 
@@ -126,8 +127,9 @@ class Analysis:
         return rows[:, self.n_prefix :].mean(axis=0).reshape(self.grid)
 
     def fused(self, head_fusion: str = "mean") -> torch.Tensor:
-        """[L,N,N] head-fused attention (see `maps.fuse_heads`), computed once per fusion and kept."""
-        with self._lock:
+        """[L,N,N] head-fused attention (see `maps.fuse_heads`), computed once per fusion and kept. One lock
+        per fusion: a request for one never waits while the background fills another."""
+        with self._fusion_locks.get(head_fusion, self._lock):
             if head_fusion not in self._fused:
                 self._fused[head_fusion] = maps.fuse_heads(self.attentions, head_fusion)
             return self._fused[head_fusion]
@@ -142,7 +144,7 @@ class Analysis:
     def percent_thresholds(self, head_fusion: str = "mean") -> torch.Tensor:
         """[L,100] the discard thresholds of 0 %, 1 %, ..., 99 % (a slider's steps), counted once per fusion:
         ~25 ms for max and min, ~90 ms for the mean at 448 px."""
-        with self._lock:  # the warm and a request may ask at once: count once
+        with self._fusion_locks.get(head_fusion, self._lock):  # the warm and a request may ask at once
             if head_fusion not in self._thresholds:
                 ratios = [i / 100 for i in range(100)]
                 self._thresholds[head_fusion] = maps.discard_thresholds(self.fused(head_fusion), ratios)
@@ -156,16 +158,18 @@ class Analysis:
 
     def warm_step(self, step: int) -> bool:
         """One step of filling what other views read first (at 448 px on a 2-core CPU): 0, the dense head,
-        a forward at 224 (~0.1 s; the output view, and the rollout's note); 1, the mean-fused heads and
-        their discard thresholds (~0.1 s; rollout); then each layer's statistics (~30 ms each; the attention
-        view's numbers, and all of them the heads view). False when there is no such step. The app runs
-        them one by one in the background, between requests."""
+        a forward at 224 (~0.13 s; the output view, and the rollout's note); 1 to 3, the heads fused by
+        mean, max and min with their discard thresholds (~140, 30 and 30 ms; the rollout's controls);
+        then each layer's statistics (~25 ms each; the attention view's numbers, and all of them the
+        heads view). False when there is no such step. The app runs them one by one in the background,
+        between requests, so that no control's first touch computes them."""
+        fusions = len(maps.HEAD_FUSIONS)
         if step == 0:
             self.saliency()
-        elif step == 1:
-            self.percent_thresholds("mean")
-        elif step - 2 < len(self.attentions):
-            self.layer_statistics(step - 2)
+        elif step <= fusions:
+            self.percent_thresholds(maps.HEAD_FUSIONS[step - 1])
+        elif step - 1 - fusions < len(self.attentions):
+            self.layer_statistics(step - 1 - fusions)
         else:
             return False
         return True

@@ -34,12 +34,16 @@ from .preprocess import load_image
 GIB = 2**30
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @contextmanager
 def running_app(args: list[str] = (), timeout: float = 180.0, log=None) -> Iterator[tuple[str, int]]:
     """The app in a subprocess on a free loopback port, offline: yields (url, pid). log: a file for its output."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     code = f"from vitviz.app import main; main({['--port', str(port), '--device', 'cpu', *args]!r})"
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
     out = log or subprocess.DEVNULL

@@ -37,7 +37,9 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str | None = None, block: bool = True):
+    """Serve the app; with block=False return the running Blocks at once (the benchmark serves it from its
+    own process; `close()` stops it)."""
     args = parse_args(argv, prog)
     from .. import memory
 
@@ -62,4 +64,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
         css=CSS,
         allowed_paths=[str(ASSETS)],
         max_file_size=int(args.max_upload_mb * 2**20),
+        prevent_thread_lock=not block,
+        quiet=not block,
     )
+    return demo
