@@ -39,6 +39,7 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     import gc
     import weakref
 
+    from vitviz import maps
     from vitviz.app import session
 
     a = vitviz.analyze(tiny_vit(), random_image(32, 32))
@@ -52,7 +53,8 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     assert "_saliency" in vars(a)  # filled, if only with None (tiny_vit has no dense head)
     session.CACHE._items.pop(key)
     a._layer_stats.clear()
-    assert not session._warm_step(ref, 2)  # no longer cached: not warmed
+    first_layer = 1 + len(maps.HEAD_FUSIONS)  # the step of layer 0's statistics
+    assert not session._warm_step(ref, first_layer)  # no longer cached: not warmed
     assert not a._layer_stats
     del a
     gc.collect()

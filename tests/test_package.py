@@ -52,14 +52,16 @@ def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path
     target = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     wheel = next(built.glob("*.whl"))
+    # Without PYTHONPATH: with the repository on it, pip found the vitviz.egg-info that building left there
+    # "already satisfied" and installed nothing.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
-                   check=True, capture_output=True)  # fmt: skip
+                   check=True, capture_output=True, env=env)  # fmt: skip
     # The dependencies only after the wheel: pip would otherwise find a vitviz installed in this environment
     # (the README's first command installs one) "already satisfied" and not install the wheel at all.
     (Path(target) / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     away = tmp_path / "elsewhere"
     away.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
     where = subprocess.run([python, "-c", "import vitviz; print(vitviz.__file__, vitviz.example())"], cwd=away,
                            env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip

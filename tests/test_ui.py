@@ -352,3 +352,33 @@ def test_maps_land_where_they_are_through_the_endpoints(client):
         picture = picture[:, : round(picture.shape[0] * gw / gh)]  # the map, without its colorbar
         cells = cv2.resize(picture, (gw, gh), interpolation=cv2.INTER_AREA)
         assert np.unravel_index(cells.argmax(), cells.shape) == np.unravel_index(values.argmax(), values.shape)
+
+
+def test_the_app_serves_from_a_process_that_goes_on(embedded):
+    """`main(block=False)`, the benchmark's way: it returns at once, the app serving on the caller's own model
+    object (a bare forward timed beside it runs as the server's does), and `close()` stops it."""
+    import urllib.request
+
+    gradio_client = pytest.importorskip("gradio_client")
+    from vitviz.app import main, session
+    from vitviz.loadtest import free_port
+
+    session._MODELS[embedded.name] = embedded
+    port = free_port()
+    demo = main(["--port", str(port), "--device", "cpu", "--model", embedded.name], block=False)
+    url, made = f"http://127.0.0.1:{port}/", []
+    try:
+        image = gradio_client.handle_file(str(ASSETS / "coffee.jpg"))
+        client = gradio_client.Client(url, verbose=False, ssl_verify=False)
+        assert "673 tokens" in client.predict(image, api_name="/analyze")[1]  # the default size, 448 px
+        with session.CACHE._lock:
+            made = [key for key, a in session.CACHE._items.items() if a.model is embedded]
+        assert made  # the server analysed with the object given, not a model of its own
+    finally:
+        demo.close()
+        with session.CACHE._lock:
+            for key in made:
+                session.CACHE._items.pop(key, None)
+        session._MODELS.pop(embedded.name, None)
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=5)

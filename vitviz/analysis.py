@@ -38,7 +38,7 @@ class Analysis:
     _fused: dict = field(default_factory=dict, repr=False)
     _thresholds: dict = field(default_factory=dict, repr=False)
     _layer_stats: dict = field(default_factory=dict, repr=False)
-    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)  # names fuse_heads refuses
     _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
     _projections: inside.LayerProjections | None = field(default=None, repr=False)
     _updates: dict = field(default_factory=dict, repr=False)

@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -138,7 +139,8 @@ def photos(count: int, folder: Path, side: int = 448, prefix: str = "photo") -> 
     for i in range(count):
         rgb = sources[i % len(sources)]
         h, w = rgb.shape[:2]
-        y, x = (i * 7 + len(prefix)) % max(1, h - side // 2), (i * 13) % max(1, w - side // 2)
+        shift = zlib.crc32(prefix.encode())  # photos of different prefixes differ
+        y, x = (i * 7 + shift) % max(1, h - side // 2), (i * 13 + shift // 7) % max(1, w - side // 2)
         crop = cv2.resize(rgb[y : y + side, x : x + side], (side, side), interpolation=cv2.INTER_CUBIC)
         path = folder / f"{prefix}{i}.jpg"
         cv2.imwrite(str(path), cv2.cvtColor(crop, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 90])

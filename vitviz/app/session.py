@@ -6,6 +6,7 @@ session's image, which runs one forward pass only when the cache has none.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import hashlib
 import logging
@@ -207,7 +208,7 @@ def _warmer(delay_s: float = 0.3) -> None:
     """One background thread fills each new analysis' warm steps (see `Analysis.warm_step`) in turn,
     starting `delay_s` after the analysis was made, which leaves its shown view time to draw first, so that
     switching tabs or moving a slider finds them ready. A step that fails is logged and that analysis left."""
-    while True:
+    while not _EXITING.is_set():
         queued, ref = _TO_WARM.get()
         time.sleep(max(0.0, queued + delay_s - time.monotonic()))
         step = 0
@@ -225,7 +226,7 @@ def _warm_step(ref: weakref.ref, step: int) -> bool:
     PRIORITY.wait_for_interactive()
     REDRAWS.wait_for_interactive()
     a = ref()
-    if a is None or not CACHE.holds(a):
+    if a is None or not CACHE.holds(a) or _EXITING.is_set():
         return False
     done = a.warm_step(step)
     if CACHE.enforce_cap():  # the step grew an analysis the cache holds: back under the cap
@@ -233,7 +234,18 @@ def _warm_step(ref: weakref.ref, step: int) -> bool:
     return done
 
 
-threading.Thread(target=_warmer, daemon=True, name="vitviz-warmer").start()
+_EXITING = threading.Event()
+_WARMER = threading.Thread(target=_warmer, daemon=True, name="vitviz-warmer")
+_WARMER.start()
+
+
+@atexit.register
+def _stop_warming(timeout_s: float = 5.0) -> None:
+    """At exit, let the warm step under way end: a thread killed inside torch aborts the whole process
+    ("terminate called without an active exception", exit status 134)."""
+    _EXITING.set()
+    _TO_WARM.put((0.0, lambda: None))  # wakes a warmer that waits for work
+    _WARMER.join(timeout_s)
 
 
 def _janitor(period_s: float = 10.0) -> None:
