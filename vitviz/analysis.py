@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -38,7 +39,6 @@ class Analysis:
     _fused: dict = field(default_factory=dict, repr=False)
     _thresholds: dict = field(default_factory=dict, repr=False)
     _layer_stats: dict = field(default_factory=dict, repr=False)
-    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)  # names fuse_heads refuses
     _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
     _projections: inside.LayerProjections | None = field(default=None, repr=False)
     _updates: dict = field(default_factory=dict, repr=False)
@@ -129,7 +129,7 @@ class Analysis:
     def fused(self, head_fusion: str = "mean") -> torch.Tensor:
         """[L,N,N] head-fused attention (see `maps.fuse_heads`), computed once per fusion and kept. One lock
         per fusion: a request for one never waits while the background fills another."""
-        with self._fusion_locks.get(head_fusion, self._lock):
+        with self._fusion_locks.get(head_fusion, nullcontext()):  # fuse_heads refuses other names
             if head_fusion not in self._fused:
                 self._fused[head_fusion] = maps.fuse_heads(self.attentions, head_fusion)
             return self._fused[head_fusion]
@@ -144,7 +144,7 @@ class Analysis:
     def percent_thresholds(self, head_fusion: str = "mean") -> torch.Tensor:
         """[L,100] the discard thresholds of 0 %, 1 %, ..., 99 % (a slider's steps), counted once per fusion:
         ~25 ms for max and min, ~90 ms for the mean at 448 px."""
-        with self._fusion_locks.get(head_fusion, self._lock):  # the warm and a request may ask at once
+        with self._fusion_locks.get(head_fusion, nullcontext()):  # the warm and a request may ask at once
             if head_fusion not in self._thresholds:
                 ratios = [i / 100 for i in range(100)]
                 self._thresholds[head_fusion] = maps.discard_thresholds(self.fused(head_fusion), ratios)

@@ -184,25 +184,37 @@ def app_in_process(model: VitModel) -> Iterator[str]:
         demo.close()
 
 
+def mixed_moves(model: VitModel, patches: int, count: int = 60) -> Iterator[tuple]:
+    """The same `count` mixed slider moves for every measurement: ("attention", layer, head, query), head an
+    index, None (mean of heads) or "all" (the grid), query "cls" or a patch; or ("rollout", fusion, discard)."""
+    rng = np.random.default_rng(0)
+    for _ in range(count):
+        if rng.random() < 0.5:
+            head = [None, "all", int(rng.integers(model.num_heads))][int(rng.integers(3))]
+            query = "cls" if rng.random() < 0.5 else int(rng.integers(patches))
+            yield "attention", int(rng.integers(model.num_layers)), head, query
+        else:
+            fusion = ("mean", "max", "min")[int(rng.integers(3))]
+            yield "rollout", fusion, float(rng.choice([0.0, 0.1, 0.3, 0.5, 0.7, 0.9]))
+
+
 def api_interactions(http, path, model: VitModel, look_s: float | None, count: int = 60) -> list[float]:
-    """Milliseconds of `count` mixed /attention and /rollout requests (layers, heads, the all-heads grid,
-    queries, fusions, discard ratios) on a new photo: from the moment its analysis returns (look_s None),
-    or `look_s` after its shown view (/tokens) is drawn."""
-    image, rng, times, model_name = http.upload(path), np.random.default_rng(0), [], model.name
+    """Milliseconds of the `mixed_moves` as /attention and /rollout requests on a new 448x448 photo: from the
+    moment its analysis returns (look_s None), or `look_s` after its shown view (/tokens) is drawn."""
+    image, times, model_name = http.upload(path), [], model.name
     http.call("analyze", image, model_name, "448")
     if look_s is not None:
         http.call("tokens", image, model_name, "448")
         time.sleep(look_s)
-    for _ in range(count):
-        if rng.random() < 0.5:
-            head = int([-1, -2, int(rng.integers(model.num_heads))][int(rng.integers(3))])
-            query = ("CLS token", -1) if rng.random() < 0.5 else ("a patch (click the picture on the left)", 500)
-            layer = int(rng.integers(model.num_layers))
+    for move in mixed_moves(model, (448 // model.patch_size) ** 2, count):
+        if move[0] == "attention":
+            _, layer, head, query = move
+            head = {None: -1, "all": -2}.get(head, head)  # the API's head values
+            query = ("CLS token", -1) if query == "cls" else ("a patch (click the picture on the left)", query)
             args = ("attention", image, model_name, "448", layer, head, *query, "weight", "inferno", 0.6,
                     "shared across heads", DEFAULT_SCALE)  # fmt: skip
         else:
-            fusion, discard = ("mean", "max", "min")[int(rng.integers(3))], float(rng.choice([0, 0.1, 0.3, 0.5, 0.9]))
-            args = ("rollout", image, model_name, "448", fusion, discard, "inferno", 0.6, DEFAULT_SCALE)
+            args = ("rollout", image, model_name, "448", *move[1:], "inferno", 0.6, DEFAULT_SCALE)
         start = time.perf_counter()
         http.call(*args)
         times.append((time.perf_counter() - start) * 1000)
@@ -324,35 +336,25 @@ def bench_stats(model: VitModel, counts: tuple[int, ...] = (16, 64), batch: int 
 
 
 def bench_interactions(model: VitModel, count: int = 60) -> None:
-    """p95 of a mixed sequence of slider moves on a fresh 448 analysis, first touches of every control
-    included: layers, heads (and the all-heads grid), queries, fusions and discard ratios. Server time of
-    what the app's handlers draw, pictures and numbers (target <= 30 ms): once the background has filled
-    the analysis, as the app does in the first second after an upload, and with nothing filled."""
+    """p95 of the `mixed_moves` on a fresh 448 analysis, first touches of every control included: layers,
+    heads (and the all-heads grid), queries, fusions and discard ratios. Server time of what the app's
+    handlers draw, pictures and numbers (target <= 30 ms): once the background has filled the analysis, as
+    the app does in the first second after an upload, and with nothing filled."""
     from . import views
 
-    rng = np.random.default_rng(0)
-    image = rng.integers(0, 256, (448, 448, 3), dtype=np.uint8)
+    image = np.random.default_rng(0).integers(0, 256, (448, 448, 3), dtype=np.uint8)
     print(f"\n{count} mixed interactions on a fresh 448x448 analysis, first touches included (target p95 <= 30 ms)")
     for filled in (True, False):
-        a, rng, times = analyze(model, image, longest=448), np.random.default_rng(0), []
+        a, times = analyze(model, image, longest=448), []
         if filled:
             a.warm()  # as the app does once the shown view is drawn
-        patches = a.grid[0] * a.grid[1]
-
-        def attention(layer: int, head, query, a=a) -> None:
-            views.attention_view(a, layer, head, query)
-            views.attention_note(a, layer, head, query)
-
-        for _ in range(count):
-            if rng.random() < 0.5:
-                head = [None, views.ALL_HEADS, int(rng.integers(model.num_heads))][int(rng.integers(3))]
-                query = "cls" if rng.random() < 0.5 else int(rng.integers(patches))
-                case = (attention, int(rng.integers(model.num_layers)), head, query)
-            else:
-                fusion = ("mean", "max", "min")[int(rng.integers(3))]
-                case = (views.rollout_view, a, fusion, float(rng.choice([0.0, 0.1, 0.3, 0.5, 0.7, 0.9])))
+        for move in mixed_moves(model, a.grid[0] * a.grid[1], count):
             start = time.perf_counter()
-            case[0](*case[1:])
+            if move[0] == "attention":
+                views.attention_view(a, *move[1:])
+                views.attention_note(a, *move[1:])
+            else:
+                views.rollout_view(a, *move[1:])
             times.append((time.perf_counter() - start) * 1000)
         p50, p95, top = np.percentile(times, [50, 95, 100])
         label = "background filled" if filled else "nothing filled   "
