@@ -21,7 +21,8 @@ class Analysis:
 
     image: the decoded RGB uint8 [H,W,3] original. pixel_values: the exact model input
     [1,3,h,w] float32. attentions: [L,H,N,N] float16, N = n_prefix + gh*gw.
-    hidden_states: [L+1,N,D] float16 (embeddings, then each layer's output).
+    hidden_states: [L+1,N,D] float32 (embeddings, then each layer's output): the queries and keys that inside a
+    head and the Explorer recompute from them then give the captured weights to 2.5e-4 (2e-3 from float16 tokens).
     update_norms: [L,2,N] float32 norms of each layer's attention and MLP updates, kept by the forward
     (None where the forward did not, e.g. a depth model's encoder).
     tokens: [N,D] float32, the final tokens after the last LayerNorm.
@@ -277,25 +278,25 @@ def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out) -> 
         model=model,
         image=rgb,
         pixel_values=pixel_values,
-        attentions=_stack_half(out.attentions),
-        hidden_states=_stack_half(out.hidden_states),
+        attentions=_stack(out.attentions, torch.float16),
+        hidden_states=_stack(out.hidden_states, torch.float32),
         tokens=tokens,
         logits=None if logits is None else logits[0].float().cpu().numpy(),
         update_norms=out.get("update_norms"),
     )
 
 
-def _stack_half(tensors: tuple[torch.Tensor, ...] | torch.Tensor) -> np.ndarray:
-    """Per-layer [1,...] tensors -> one float16 array [L,...]; a tensor [L,...] (`VitModel.forward`'s
+def _stack(tensors: tuple[torch.Tensor, ...] | torch.Tensor, dtype: torch.dtype) -> np.ndarray:
+    """Per-layer [1,...] tensors -> one `dtype` array [L,...]; a tensor [L,...] (`VitModel.forward`'s
     attentions) is already stacked, on its device. From a GPU the array is page-locked (pinned) memory: on an
     H100 machine a copy of 448 px attention (151 MB) into pageable memory took 87 ms, into pinned memory 2.8 ms,
     and PyTorch's host allocator reuses the pinned blocks that evicted analyses give back."""
     stacked = isinstance(tensors, torch.Tensor)
     if not stacked and tensors[0].is_cuda:  # one conversion and one copy, not one of each per layer
-        tensors, stacked = torch.stack([t[0] for t in tensors]).to(torch.float16), True
+        tensors, stacked = torch.stack([t[0] for t in tensors]).to(dtype), True
     first = tensors if stacked else tensors[0]
     shape = tuple(tensors.shape) if stacked else (len(tensors), *first.shape[1:])
-    out = torch.empty(shape, dtype=torch.float16, pin_memory=first.is_cuda)
+    out = torch.empty(shape, dtype=dtype, pin_memory=first.is_cuda)
     if stacked:
         out.copy_(tensors)
     else:

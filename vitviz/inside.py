@@ -135,8 +135,15 @@ def project(model: VitModel, x: np.ndarray, layer: int) -> LayerProjections:
 
     u, wq, bq, k, v, wo = _run(model, x, kv)
     heads = model.num_heads
-    scale = float(getattr(attn, "scaling", (k.shape[1] // heads) ** -0.5))
+    scale = head_geometry(model)[1]
     return LayerProjections(layer, heads, scale, u, wq, bq, k, v, maps.value_norms(v, wo, heads), wo)
+
+
+def head_geometry(model: VitModel) -> tuple[int, float]:
+    """(dh, scale): each head's width and the factor of its scores, 1/sqrt(dh) unless the module says."""
+    attn = model.layer_parts(0).attention
+    dh = attn.q_proj.weight.shape[0] // model.num_heads
+    return int(dh), float(getattr(attn, "scaling", dh**-0.5))
 
 
 def inside_head(p: LayerProjections, head: int, query: int) -> HeadInside:

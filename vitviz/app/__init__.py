@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
 
     from .. import ASSETS
     from . import session
+    from .explorer import routes
     from .layout import CSS, build
 
     session.DEVICE["name"] = args.device
@@ -66,5 +67,6 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
         max_file_size=int(args.max_upload_mb * 2**20),
         prevent_thread_lock=not block,
         quiet=not block,
+        app_kwargs={"routes": routes()},  # the Explorer's layers, beside Gradio's own routes
     )
     return demo

@@ -8,6 +8,7 @@ import gradio as gr
 
 from .. import views
 from ..models import VitModel
+from . import explorer
 from .session import ALL_HEADS, MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
@@ -96,33 +97,36 @@ def build(ctx: Context) -> None:
     with view_tab(
         "2 · Attention",
         (
-            "In self-attention every token takes a weighted average "
-            "of all tokens. Pick a *query* token (the CLS readout token, or click a patch): "
-            "bright patches are the ones it takes most from, in this layer and head. The sentence "
-            "under the pictures gives this model's own numbers for the layer."
+            "In self-attention every token takes a weighted average of all tokens. **Move the pointer over the "
+            "photo** (or drag a finger): the patch under it is the *query*, and each map shows how much it takes "
+            "from every patch, in each head of this layer. Click to pin the query; ← → change the layer, ↑ ↓ the "
+            "head. Your browser computes every map from the model's own queries and keys, so it follows at once."
         ),
         id="attention",
     ) as tab:
-        with gr.Row():
-            last = m.num_layers - 1
-            layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Layer", elem_id="layer")
-            head = gr.Dropdown(head_choices(m), value=MEAN_OF_HEADS, label="Head", elem_id="head")
-            query_mode = gr.Radio([CLS_QUERY, PATCH_QUERY], value=CLS_QUERY, label="Query")
-            patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
-            grid_scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
-            measure = gr.Radio(
-                [views.WEIGHT, views.WEIGHT_VALUE],
-                value=views.WEIGHT,
-                label="Show",
-                info="weight × value norm: ‖α·W_O v‖, what each key really passes on (tab 3)",
-            )
-        with gr.Row(elem_id="attention-pictures"):
-            picker = picture(label="Click a patch to make it the query", elem_id="picker")
-            overlay = picture(label="Attention of the query (one square per patch)", elem_id="attention")
-        # All heads: the sheet gets a line of its own at the full width (tiles >= 200 px at 1400 and on a
-        # projector), under a smaller picker. In the browser only: the API's outputs stay as they are.
-        head.change(None, head, None, js=ALL_HEADS_LAYOUT)
-        note = gr.Markdown(label="This layer in numbers", elem_id="attention-note")
+        shown = explorer.build(ctx)
+        with gr.Accordion("Pictures drawn by the server (the API's /attention, for notebooks and scripts)", open=False):
+            with gr.Row():
+                last = m.num_layers - 1
+                layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Layer", elem_id="layer")
+                head = gr.Dropdown(head_choices(m), value=MEAN_OF_HEADS, label="Head", elem_id="head")
+                query_mode = gr.Radio([CLS_QUERY, PATCH_QUERY], value=CLS_QUERY, label="Query")
+                patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
+                grid_scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
+                measure = gr.Radio(
+                    [views.WEIGHT, views.WEIGHT_VALUE],
+                    value=views.WEIGHT,
+                    label="Show",
+                    info="weight × value norm: ‖α·W_O v‖, what each key really passes on (tab 3)",
+                )
+            with gr.Row(elem_id="attention-pictures"):
+                picker = picture(label="Click a patch to make it the query", elem_id="picker")
+                overlay = picture(label="Attention of the query (one square per patch)", elem_id="attention")
+            # All heads: the sheet gets a line of its own at the full width (tiles >= 200 px at 1400 and on a
+            # projector), under a smaller picker. In the browser only: the API's outputs stay as they are.
+            head.change(None, head, None, js=ALL_HEADS_LAYOUT)
+            note = gr.Markdown(label="This layer in numbers", elem_id="attention-note")
+    ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap], [shown], api_name="explorer")
     ctx.view(
         tab,
         draw,

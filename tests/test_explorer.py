@@ -1,0 +1,266 @@
+"""The Explorer: attention computed in the browser from the shipped queries and keys.
+
+The weights are read back from the page through `window.vitviz.explorer` and compared with the attention that
+the model's own forward captured (float16): on the tiny models of every family in a bare page that runs the
+real script, and on the embedded model in the real app at 224 and 448 px.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+import pytest
+from app_server import running_app
+from conftest import ASSETS, FAMILIES, random_image
+
+import vitviz
+from vitviz import explorer
+from vitviz.app.explorer import STATIC, script
+from vitviz.loadtest import CHROMIUM
+from vitviz.loadtest import CHROMIUM_ARGS as ARGS
+
+BOUND = 1e-3  # the issue's bound on a row; the float16 capture alone rounds by up to 2.4e-4
+
+
+def browser_or_skip():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("VITVIZ_REQUIRE_BROWSER"):
+            pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)")
+    return pytest.importorskip("playwright.sync_api")
+
+
+def captured_rows(a: vitviz.Analysis, cases) -> np.ndarray:
+    """The forward's own weights for (layer, head, patch) cases, patch -1 = the first token (CLS)."""
+    return np.stack(
+        [a.attentions[layer, h, 0 if p == -1 else a.n_prefix + p].astype(np.float32) for layer, h, p in cases]
+    )
+
+
+HOVER_ALL = """async (cases) => {
+  const out = [];
+  for (const [l, h, p] of cases) out.push(Array.from((await window.vitviz.explorer.hover(l, h, p)).weights));
+  return out;
+}"""
+
+
+# ---- the shipped data, in Python
+
+
+def test_shipped_queries_and_keys_give_the_captured_weights(family):
+    """softmax(q k^T * scale) from the layer's bytes, parsed as the browser parses them, is the forward's row."""
+    name, model = family
+    a = vitviz.analyze(model, random_image(40, 56, seed=3), longest=56)  # 5 x 7 patches: not square
+    dh, scale = vitviz.inside.head_geometry(model)
+    n, heads = a.attentions.shape[-1], model.num_heads
+    for layer in range(model.num_layers):
+        raw = np.frombuffer(explorer.layer_data(a, layer).tobytes(), dtype="<f4")
+        assert raw.size == 2 * n * heads * dh + heads * n
+        q, k = (
+            raw[: n * heads * dh].reshape(n, heads, dh),
+            raw[n * heads * dh : 2 * n * heads * dh].reshape(n, heads, dh),
+        )
+        scores = np.einsum("qhd,khd->hqk", q.astype(np.float64), k.astype(np.float64)) * scale
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        np.testing.assert_allclose(weights, a.attentions[layer].astype(np.float64), atol=BOUND, err_msg=name)
+        norms = raw[2 * n * heads * dh :].reshape(heads, n)
+        np.testing.assert_allclose(norms, a.projections(layer).value_norms, rtol=1e-5)
+
+
+def test_meta_names_the_grid_tokens_and_colours(family):
+    name, model = family
+    a = vitviz.analyze(model, random_image(40, 56, seed=4), longest=56)
+    m = explorer.meta(a)
+    assert m["grid"] == list(a.grid) and m["tokens"] == a.attentions.shape[-1] == m["grid"][0] * m["grid"][1] + len(
+        m["prefix"]
+    )
+    assert m["prefix"] == list(model.prefix_tokens) and m["layers"] == model.num_layers
+    assert m["photo"].startswith("data:image/jpeg;base64,")
+    lut = np.array(m["colormaps"]["inferno"]).reshape(256, 3)
+    np.testing.assert_array_equal(lut[[0, 255]], vitviz.render.colorize(np.array([[0.0, 1.0]]), "inferno")[0])
+
+
+# ---- the real script in a bare page, on the tiny models of every family
+
+
+def bare_page(pw, meta: dict, layers: dict[int, bytes], size=(1000, 800)):
+    """The Explorer's script run as Gradio runs js_on_load, its layers served from `layers`."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    css = (STATIC / "explorer.css").read_text()
+    html = f"""<html><head><style>{css}</style></head><body>
+    <div id="host" style="width:900px"><div class="vx"></div></div>
+    <script>
+      window.gradio_config = {{root: "http://vitviz.test"}};
+      const watchers = [], props = {{value: null}};
+      window.setMeta = (m) => {{ props.value = m; watchers.forEach((cb) => cb()); }};
+      (new Function("element", "trigger", "props", "server", "upload", "watch", {script()!r}))(
+        document.getElementById("host"), () => {{}}, props, {{}}, null, (name, cb) => watchers.push(cb));
+    </script></body></html>"""
+    fetched = []
+
+    def serve(route):
+        url = urlparse(route.request.url)
+        if url.path == "/vitviz/explorer/layer":
+            layer = int(parse_qs(url.query)["layer"][0])
+            fetched.append(layer)
+            route.fulfill(body=layers[layer], content_type="application/octet-stream")
+        else:
+            route.fulfill(body=html, content_type="text/html")
+
+    page.route("http://vitviz.test/**", serve)
+    page.goto("http://vitviz.test/")
+    page.evaluate("(m) => window.setMeta(m)", meta)
+    return browser, page, fetched
+
+
+def family_meta(a: vitviz.Analysis) -> tuple[dict, dict[int, bytes]]:
+    meta = {**explorer.meta(a), "session": "s", "key": "k", "cmap": "inferno"}
+    return meta, {layer: explorer.layer_data(a, layer).tobytes() for layer in range(a.model.num_layers)}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_the_browser_computes_the_captured_weights_on_every_family(name):
+    """Every head, every layer, patches in each corner, the middle and the CLS token: prefix and register
+    tokens included (they are keys of every row, and CLS a query)."""
+    sync_api = browser_or_skip()
+    model = FAMILIES[name]()
+    a = vitviz.analyze(model, random_image(40, 56, seed=5), longest=56)
+    gh, gw = a.grid
+    patches = [-1, 0, gw - 1, (gh - 1) * gw, gh * gw - 1, (gh // 2) * gw + gw // 2]
+    cases = [(layer, h, p) for layer in range(model.num_layers) for h in range(model.num_heads) for p in patches]
+    with sync_api.sync_playwright() as pw:
+        browser, page, _ = bare_page(pw, *family_meta(a))
+        rows = np.array(page.evaluate(HOVER_ALL, cases))
+        browser.close()
+    assert rows.shape == (len(cases), a.attentions.shape[-1])
+    np.testing.assert_allclose(rows.sum(axis=1), 1.0, atol=1e-5)
+    diff = np.abs(rows - captured_rows(a, cases)).max(axis=1)
+    assert diff.max() <= BOUND, (name, cases[int(diff.argmax())], diff.max())
+
+
+def test_temperature_sharpens_and_flattens_and_one_is_the_model():
+    """softmax(s/T): T = 1 gives the captured row, a lower T gives the top key more, a higher T
+    flattens the row; the entropy grows with T."""
+    sync_api = browser_or_skip()
+    model = FAMILIES["vit"]()
+    a = vitviz.analyze(model, random_image(40, 56, seed=6), longest=56)
+    with sync_api.sync_playwright() as pw:
+        browser, page, _ = bare_page(pw, *family_meta(a))
+        page.evaluate("() => window.vitviz.explorer.hover(2, 1, 7)")
+        got = {
+            t: np.array(page.evaluate("(t) => Array.from(window.vitviz.explorer.temperature(t).weights)", t))
+            for t in (0.05, 0.5, 1.0, 4.0)
+        }
+        text = page.locator(".vx-temp-out").inner_text()
+        browser.close()
+    p = vitviz.inside.head_geometry(model)
+    proj = a.projections(2)
+    scores = (proj.query(a.n_prefix + 7).reshape(model.num_heads, -1)[1] @ proj.head("k", 1).T) * p[1]
+    for t, row in got.items():
+        expected = np.exp((scores - scores.max()) / t)
+        np.testing.assert_allclose(row, expected / expected.sum(), atol=1e-5)
+    np.testing.assert_allclose(got[1.0], a.attentions[2, 1, a.n_prefix + 7].astype(np.float32), atol=BOUND)
+    entropy = {t: -(r[r > 0] * np.log(r[r > 0])).sum() for t, r in got.items()}
+    assert entropy[0.05] < entropy[0.5] < entropy[1.0] < entropy[4.0]
+    assert got[0.05].max() > got[1.0].max() > got[4.0].max() and "T = 4.00" in text
+
+
+def test_the_last_pointer_position_wins_and_a_click_pins():
+    """Moves faster than frames: one paint, on the last position. Five clicks 100 ms apart end on the last."""
+    sync_api = browser_or_skip()
+    model = FAMILIES["dinov2_registers"]()
+    a = vitviz.analyze(model, random_image(48, 64, seed=7), longest=64)  # 6 x 8 patches, 5 prefix tokens
+    gh, gw = a.grid
+    with sync_api.sync_playwright() as pw:
+        browser, page, _ = bare_page(pw, *family_meta(a))
+        page.evaluate("() => window.vitviz.explorer.hover(0, 0, 0)")
+        box = page.locator(".vx-big-canvas").bounding_box()
+
+        def at(row, col):
+            return box["x"] + (col + 0.5) * box["width"] / gw, box["y"] + (row + 0.5) * box["height"] / gh
+
+        for row, col in [(0, 0), (1, 3), (5, 7), (2, 6)]:  # within one frame
+            page.mouse.move(*at(row, col), steps=1)
+        page.wait_for_timeout(100)
+        assert page.evaluate("() => window.vitviz.explorer.state().query") == a.n_prefix + 2 * gw + 6
+        clicks = [(0, 0), (gh - 1, 0), (0, gw - 1), (gh - 1, gw - 1), (3, 4)]
+        for row, col in clicks:
+            page.mouse.click(*at(row, col))
+            page.wait_for_timeout(100)
+        page.mouse.move(*at(1, 1))  # a pinned query stays under a moving pointer
+        page.wait_for_timeout(100)
+        state = page.evaluate("() => window.vitviz.explorer.state()")
+        caption = page.locator(".vx-big-cap").inner_text()
+        browser.close()
+    assert state["pinned"] and state["query"] == a.n_prefix + 3 * gw + 4
+    assert "patch 28 (row 3, column 4)" in caption and "register 1" in caption
+
+
+# ---- the real app, on the embedded model
+
+
+@pytest.fixture(scope="module")
+def app_page():
+    sync_api = browser_or_skip()
+    with running_app() as url, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        page.get_by_role("tab", name="2 · Attention").click()
+        yield page
+        browser.close()
+
+
+def wait_for_layers(page, suffix: str, layers: int) -> None:
+    page.wait_for_function(
+        """([suffix, n]) => { const e = window.vitviz && window.vitviz.explorer; if (!e) return false;
+             const s = e.state(); return s.key && s.key.endsWith(suffix) && s.loaded.length === n; }""",
+        arg=[suffix, layers],
+        timeout=90_000,
+    )
+
+
+@pytest.mark.parametrize("size", ["448", "224"])
+def test_the_app_computes_the_captured_weights_of_the_embedded_model(app_page, embedded, size):
+    page = app_page
+    if size != "448":
+        page.get_by_label("Input size (longest side, pixels)").click()
+        page.get_by_role("option", name=size, exact=True).click()
+    suffix = "model default" if size == "448" else size
+    wait_for_layers(page, suffix, embedded.num_layers)
+    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=int(size))
+    gh, gw = a.grid
+    patches = [-1, 0, gw - 1, (gh - 1) * gw, gh * gw - 1, (gh // 2) * gw + gw // 3]
+    cases = [(layer, h, p) for layer in range(embedded.num_layers) for h in range(embedded.num_heads) for p in patches]
+    rows = np.array(page.evaluate(HOVER_ALL, cases))
+    diff = np.abs(rows - captured_rows(a, cases)).max(axis=1)
+    assert diff.max() <= BOUND, (cases[int(diff.argmax())], diff.max())
+    state = page.evaluate("() => window.vitviz.explorer.state()")
+    assert state["bytes"] == 4 * (2 * a.attentions.shape[-1] * 384 + 6 * a.attentions.shape[-1])
+
+
+def test_the_layer_route_refuses_what_it_cannot_serve(app_page):
+    """A bad layer or an unknown analysis: a 4xx that says why, and the app goes on."""
+    page = app_page
+    key = page.evaluate("() => window.vitviz.explorer.state().key")
+    got = page.evaluate(
+        """async (key) => {
+          const one = async (q) => { const r = await fetch('/vitviz/explorer/layer?' + new URLSearchParams(q));
+                                       return [r.status, await r.text()]; };
+          const s = window.vitviz.explorer.state();
+          return [await one({session: 'nobody', key, layer: '0'}), await one({session: s.session, key, layer: '99'}),
+                  await one({key}), await one({session: s.session, key, layer: '-1'})];
+        }""",
+        key,
+    )
+    assert got[0][0] == 404 and "no longer kept" in got[0][1]
+    assert got[1][0] == 400 and "layer must be an integer in [0, 12), got '99'" in got[1][1]
+    assert got[2][0] == 400 and "session and key" in got[2][1]
+    assert got[3][0] == 400
+    page.evaluate("() => window.vitviz.explorer.hover(3, 1, 5)")

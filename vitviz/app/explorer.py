@@ -1,0 +1,76 @@
+"""The Explorer, at the head of the Attention tab: attention computed and drawn in the browser.
+
+The page gets the analysis' meta through a `gr.HTML` (its value), then each layer's queries and keys as raw
+float32 from `GET /vitviz/explorer/layer`, outside Gradio's queue: a layer takes no model lock and no
+queue slot, and each browser fetches one layer at a time. The script is `vitviz/static/*.js`, run as the
+component's `js_on_load`; `window.vitviz.explorer` is its test handle.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import gradio as gr
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from .. import explorer
+from .session import CACHE, analysis_key, get_analysis, session_of, user_errors
+
+log = logging.getLogger("vitviz")
+STATIC = Path(__file__).resolve().parent.parent / "static"
+LAYER_PATH = "/vitviz/explorer/layer"
+
+
+def script() -> str:
+    """The component's js_on_load: the arithmetic, then the drawing and events."""
+    return "\n".join((STATIC / name).read_text() for name in ("attention.js", "explorer.js"))
+
+
+@user_errors
+def draw(image, model_name, size, cmap, request: gr.Request) -> dict:
+    """The meta of the session's analysis, with where its layers are: the browser does the rest."""
+    a = get_analysis(image, model_name, size, request)
+    return {
+        **explorer.meta(a),
+        "session": session_of(request),
+        "key": analysis_key(image, model_name, size),
+        "cmap": cmap if cmap in explorer.LUT_COLORMAPS else "inferno",
+    }
+
+
+def layer_response(request: Request) -> Response:
+    """GET ?session=&key=&layer=: one layer's bytes (see `vitviz.explorer`), or a 4xx that says why."""
+    params = request.query_params
+    session, key, layer = params.get("session"), params.get("key"), params.get("layer", "")
+    if not session or not key:
+        return PlainTextResponse("session and key are required", status_code=400)
+    a = CACHE.get((session, key))
+    if a is None:
+        return PlainTextResponse("this photo's analysis is no longer kept: pick the photo again", status_code=404)
+    if not layer.isdigit() or not 0 <= int(layer) < a.model.num_layers:
+        return PlainTextResponse(f"layer must be an integer in [0, {a.model.num_layers}), got {layer!r}", 400)
+    data = explorer.layer_data(a, int(layer)).tobytes()
+    # identity: Gradio's middleware would spend ~20 ms compressing float32, which barely compresses
+    headers = {"Cache-Control": "private, max-age=3600", "Content-Encoding": "identity"}
+    return Response(data, media_type="application/octet-stream", headers=headers)
+
+
+def routes() -> list[Route]:
+    """The routes the app adds to Gradio's (see `vitviz.app.main`)."""
+    return [Route(LAYER_PATH, layer_response, methods=["GET"])]
+
+
+def build(ctx) -> gr.HTML:
+    """The Explorer component, wired to redraw when the analysis or the colormap changes."""
+    html = gr.HTML(
+        value=None,
+        html_template='<div class="vx"></div>',
+        css_template=(STATIC / "explorer.css").read_text(),
+        js_on_load=script(),
+        elem_id="explorer",
+        apply_default_css=False,
+    )
+    return html

@@ -1,0 +1,79 @@
+"""What the Explorer ships to the browser, which computes and draws attention itself.
+
+For one layer the browser gets every token's query and key in every head and each key's value norm
+||W_O,h v_j||: with them a row of attention is one matrix-vector product and a softmax, so a hover, a head
+or a temperature needs no trip to the server. The layer's bytes (all little-endian float32):
+
+    q [N, H*dh] | k [N, H*dh] | value_norms [H, N]
+
+float32 rather than float16: from float16 queries and keys the weights missed the captured ones by up to
+1.1e-2 (layer 3 of the embedded model at 448 px), from float32 by 2.5e-4, which is the float16 rounding of
+the capture itself. A 448 px square photo (1025 tokens, 6 heads of 64) costs 3.2 MB a layer.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from . import inside, render
+from .analysis import Analysis
+
+LUT_COLORMAPS = ("inferno", "viridis", "magma", "turbo", "gray")  # what the browser can paint with
+
+
+@dataclass(frozen=True)
+class LayerData:
+    """q, k [N,H*dh] float32 of every token, heads side by side; value_norms [H,N] float32."""
+
+    q: np.ndarray
+    k: np.ndarray
+    value_norms: np.ndarray
+
+    def tobytes(self) -> bytes:
+        parts = (self.q, self.k, self.value_norms)
+        return b"".join(np.ascontiguousarray(p, dtype="<f4").tobytes() for p in parts)
+
+
+def layer_data(a: Analysis, layer: int) -> LayerData:
+    """Layer `layer`'s queries, keys and value norms, recomputed from the tokens that enter it (a few ms at
+    448 px). Neither kept by the analysis nor under the model's lock: the projections' modules carry no hooks,
+    and keeping every layer's would double an analysis."""
+    a._check_layer_head(layer, None)
+    p = inside.project(a.model, a.hidden_states[layer], layer)
+    return LayerData(p.u @ p.wq.T + p.bq, p.k, p.value_norms)
+
+
+def meta(a: Analysis) -> dict:
+    """What the browser needs besides the layers: sizes, token names, the photo and the colormaps."""
+    m = a.model
+    gh, gw = a.grid
+    photo = render.fit(a.image)
+    ok, jpeg = cv2.imencode(".jpg", photo[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 88])
+    if not ok:
+        raise ValueError("the photo could not be encoded for the Explorer")
+    h, w = a.pixel_values.shape[2:]
+    dh, scale = inside.head_geometry(m)
+    return {
+        "layers": m.num_layers,
+        "heads": m.num_heads,
+        "headWidth": dh,
+        "tokens": int(a.attentions.shape[-1]),
+        "grid": [gh, gw],
+        "patch": m.patch_size,
+        "input": [int(w), int(h)],
+        "prefix": list(m.prefix_tokens),
+        "scale": scale,
+        "model": m.name,
+        "photo": "data:image/jpeg;base64," + base64.b64encode(jpeg.tobytes()).decode(),
+        "photoSize": [int(photo.shape[1]), int(photo.shape[0])],
+        "colormaps": {name: lut(name) for name in LUT_COLORMAPS},
+    }
+
+
+def lut(cmap: str) -> list[int]:
+    """The colormap as 256 RGB triples, flat [768]: the browser paints with the server's own colours."""
+    return render.colorize(np.arange(256, dtype=np.float32)[None], cmap, 0.0, 255.0)[0].reshape(-1).tolist()

@@ -1,0 +1,439 @@
+// The Explorer: attention computed (attention.js) and drawn in the browser. Runs as gr.HTML's js_on_load, with
+// `element`, `props`, `trigger` and `watch` in scope. props.value is the analysis' meta (vitviz/explorer.py);
+// layers come from GET vitviz/explorer/layer as raw float32. Text is HTML, so it grows with the projector mode.
+
+const HEAD_COLOURS = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999"];
+const OPACITY = 0.65;
+
+const root = element.querySelector(".vx") || element;
+const $ = (sel) => root.querySelector(sel);
+root.innerHTML = `
+  <div class="vx-bar">
+    <label>Layer <input class="vx-layer" type="range" min="0" max="0" value="0" step="1"><b class="vx-layer-out">0</b></label>
+    <label>Head <select class="vx-head"></select></label>
+    <label>Show <select class="vx-measure"><option value="w">weight α</option><option value="wv">weight × value norm ‖α W_O v‖</option></select></label>
+    <label>Temperature <input class="vx-temp" type="range" min="-2" max="2" value="0" step="0.05"><b class="vx-temp-out">T = 1.00 (the model)</b></label>
+    <label>Colours <select class="vx-scale"><option value="own">each map to its own maximum</option><option value="shared">shared by the layer's heads</option></select></label>
+    <label>View <select class="vx-view"><option value="heads">this layer's heads</option><option value="model">every layer × head</option></select></label>
+    <button class="vx-readout" type="button">Query: readout (CLS)</button>
+  </div>
+  <div class="vx-status" role="status"></div>
+  <div class="vx-main">
+    <figure class="vx-big">
+      <canvas class="vx-canvas vx-big-canvas"></canvas>
+      <figcaption class="vx-big-cap"></figcaption>
+    </figure>
+    <div class="vx-side">
+      <div class="vx-tiles"></div>
+      <div class="vx-legend">
+        <div class="vx-bar-row"><span class="vx-lo">0</span><span class="vx-ramp"></span><span class="vx-hi"></span></div>
+        <div class="vx-scale-note"></div>
+        <div><span class="vx-swatch"></span> the query patch (white, black border). Hover to move it, click to pin it.</div>
+      </div>
+    </div>
+  </div>
+  <div class="vx-model" hidden></div>
+  <div class="vx-mech"></div>`;
+
+const ui = {
+  layer: $(".vx-layer"), layerOut: $(".vx-layer-out"), head: $(".vx-head"), measure: $(".vx-measure"),
+  temp: $(".vx-temp"), tempOut: $(".vx-temp-out"), view: $(".vx-view"), readout: $(".vx-readout"),
+  status: $(".vx-status"), big: $(".vx-big-canvas"), bigCap: $(".vx-big-cap"), tiles: $(".vx-tiles"),
+  model: $(".vx-model"), mech: $(".vx-mech"), lo: $(".vx-lo"), hi: $(".vx-hi"), ramp: $(".vx-ramp"),
+  scaleNote: $(".vx-scale-note"), scale: $(".vx-scale"),
+};
+
+const S = {
+  meta: null, shape: null, layers: new Map(), wanted: [], inflight: null, generation: 0, photo: null,
+  layer: -1, head: 0, query: 0, pinned: false, T: 1, measure: "w", view: "heads", scale: "own",
+  scores: null, weights: null, work: null, tileCanvases: [], modelCanvases: [], pending: null, frame: 0,
+  waiters: [],
+};
+
+function endpoint(layer) {
+  const base = ((window.gradio_config && window.gradio_config.root) || location.origin).replace(/\/$/, "");
+  const q = new URLSearchParams({ session: S.meta.session, key: S.meta.key, layer: String(layer) });
+  return `${base}/vitviz/explorer/layer?${q}`;
+}
+
+function tokenName(t) {
+  const m = S.meta, n = m.prefix.length;
+  if (t < n) return m.prefix[t];
+  const p = t - n, gw = m.grid[1];
+  return `patch ${p} (row ${Math.floor(p / gw)}, column ${p % gw})`;
+}
+
+// ---- data: one fetch at a time, the layer on screen first, then its neighbours
+function want(layer, first) {
+  if (layer < 0 || layer >= S.meta.layers || S.layers.has(layer) || (S.inflight && S.inflight.layer === layer)) return;
+  S.wanted = S.wanted.filter((l) => l !== layer);
+  if (first) S.wanted.unshift(layer); else S.wanted.push(layer);
+  pump();
+}
+
+function pump() {
+  if (S.inflight || !S.wanted.length || !S.meta) return;
+  const layer = S.wanted.shift(), generation = S.generation, started = performance.now();
+  const controller = new AbortController();
+  S.inflight = { layer, controller };
+  fetch(endpoint(layer), { signal: controller.signal, credentials: "same-origin" })
+    .then(async (r) => {
+      if (!r.ok) throw new Error((await r.text()) || `HTTP ${r.status}`);
+      return r.arrayBuffer();
+    })
+    .then((buffer) => {
+      if (generation !== S.generation) return;
+      const { tokens, heads, dh } = S.shape;
+      const data = vitvizLayer(buffer, tokens, heads, dh);
+      data.fetchMs = performance.now() - started;
+      S.layers.set(layer, data);
+      showStatus();
+      if (layer === S.layer || S.view === "model") schedule();
+      S.waiters = S.waiters.filter((w) => (S.layers.has(w.layer) ? (w.resolve(), false) : true));
+    })
+    .catch((e) => {
+      if (generation === S.generation && e.name !== "AbortError") ui.status.textContent = `Layer ${layer}: ${e.message}`;
+    })
+    .finally(() => {
+      if (S.inflight && S.inflight.controller === controller) S.inflight = null;
+      pump();
+    });
+}
+
+function whenLoaded(layer) {
+  if (S.layers.has(layer)) return Promise.resolve();
+  want(layer, true);
+  return new Promise((resolve) => S.waiters.push({ layer, resolve }));
+}
+
+function showStatus() {
+  if (!S.meta) return;
+  const n = S.layers.size, L = S.meta.layers;
+  const mb = S.layers.size ? (S.layers.values().next().value.bytes / 1e6).toFixed(1) : "?";
+  ui.status.textContent = n < L
+    ? `Layers in this browser: ${n} of ${L} (${mb} MB each, the rest loading in the background)`
+    : `All ${L} layers are in this browser (${mb} MB each): every move below is computed here, with no trip to the server.`;
+}
+
+// ---- a new analysis
+function start(meta) {
+  S.generation += 1;
+  if (S.inflight) S.inflight.controller.abort();
+  S.inflight = null; S.layers = new Map(); S.wanted = []; S.waiters = [];
+  S.meta = meta;
+  if (!meta || !meta.tokens) { ui.status.textContent = "Upload a photo or click an example."; return; }
+  S.shape = { tokens: meta.tokens, heads: meta.heads, dh: meta.headWidth, scale: meta.scale };
+  S.scores = new Float32Array(meta.tokens);
+  S.weights = new Float32Array(meta.heads * meta.tokens);
+  S.work = new Float32Array(meta.tokens);
+  S.layer = S.layer < 0 ? meta.layers - 1 : Math.min(S.layer, meta.layers - 1); // the last layer at first
+  S.head = Math.min(S.head, meta.heads - 1);
+  S.query = 0; S.pinned = false;
+  ui.layer.max = String(meta.layers - 1); ui.layer.value = String(S.layer); ui.layerOut.textContent = S.layer;
+  ui.head.innerHTML = Array.from({ length: meta.heads }, (_, h) => `<option value="${h}">head ${h}</option>`).join("");
+  ui.head.value = String(S.head);
+  ui.readout.hidden = meta.prefix[0] !== "CLS";
+  buildTiles(); buildModelView();
+  const img = new Image();
+  img.onload = () => { S.photo = img; schedule(); };
+  img.src = meta.photo;
+  want(S.layer, true);
+  for (let d = 1; d < meta.layers; d++) { want(S.layer + d, false); want(S.layer - d, false); }
+  showStatus();
+}
+
+function colourRamp() {
+  const lut = S.meta.colormaps[S.meta.cmap] || S.meta.colormaps.inferno;
+  const stops = [0, 64, 128, 192, 255].map((i) => `rgb(${lut[3 * i]},${lut[3 * i + 1]},${lut[3 * i + 2]}) ${(i / 2.55).toFixed(0)}%`);
+  ui.ramp.style.background = `linear-gradient(to right, ${stops.join(",")})`;
+}
+
+function buildTiles() {
+  ui.tiles.innerHTML = "";
+  S.tileCanvases = [];
+  for (let h = 0; h < S.meta.heads; h++) {
+    const fig = document.createElement("figure");
+    fig.className = "vx-tile";
+    fig.style.borderColor = HEAD_COLOURS[h % HEAD_COLOURS.length];
+    fig.innerHTML = `<canvas class="vx-canvas"></canvas><figcaption>head ${h}</figcaption>`;
+    const canvas = fig.querySelector("canvas");
+    canvas.dataset.head = String(h);
+    attachPointer(canvas, h);
+    ui.tiles.appendChild(fig);
+    S.tileCanvases.push(canvas);
+  }
+  colourRamp();
+}
+
+function buildModelView() {
+  const { layers, heads } = S.meta;
+  ui.model.style.gridTemplateColumns = `auto repeat(${heads}, minmax(0, 1fr))`;
+  const cells = ['<div class="vx-mh"></div>'];
+  for (let h = 0; h < heads; h++) cells.push(`<div class="vx-mh">head ${h}</div>`);
+  for (let l = 0; l < layers; l++) {
+    cells.push(`<div class="vx-ml">layer ${l}</div>`);
+    for (let h = 0; h < heads; h++) cells.push(`<canvas class="vx-canvas" data-layer="${l}" data-head="${h}"></canvas>`);
+  }
+  ui.model.innerHTML = cells.join("");
+  S.modelCanvases = Array.from(ui.model.querySelectorAll("canvas"));
+  for (const c of S.modelCanvases) {
+    c.addEventListener("click", () => { setLayer(+c.dataset.layer); S.head = +c.dataset.head; ui.head.value = c.dataset.head; setView("heads"); });
+  }
+}
+
+// ---- pointer: the last position wins; one computation and paint per animation frame
+function attachPointer(canvas, head) {
+  canvas.addEventListener("pointermove", (e) => {
+    if (S.pinned) return;
+    S.pending = patchAt(canvas, e);
+    schedule();
+  });
+  canvas.addEventListener("pointerdown", (e) => {
+    const t = patchAt(canvas, e);
+    if (t === null) return;
+    if (head !== undefined && head !== S.head) { S.head = head; ui.head.value = String(head); }
+    S.pinned = !(S.pinned && t === S.query);
+    S.pending = t;
+    schedule();
+  });
+}
+
+function patchAt(canvas, e) {
+  const r = canvas.getBoundingClientRect(), [gh, gw] = S.meta.grid;
+  const x = (e.clientX - r.left) / r.width, y = (e.clientY - r.top) / r.height;
+  if (!(x >= 0 && x < 1 && y >= 0 && y < 1)) return null;
+  return S.meta.prefix.length + Math.floor(y * gh) * gw + Math.floor(x * gw);
+}
+
+function schedule() {
+  if (!S.frame) S.frame = requestAnimationFrame(() => { S.frame = 0; paint(); });
+}
+
+// ---- computing and painting
+function computeLayer(layer) {
+  const data = S.layers.get(layer);
+  const { tokens, heads } = S.shape;
+  let entropy = 0;
+  for (let h = 0; h < heads; h++) {
+    vitvizScores(S.scores, data, h, S.query, S.shape);
+    const row = S.weights.subarray(h * tokens, (h + 1) * tokens);
+    const e = vitvizSoftmax(row, S.scores, S.T);
+    if (h === S.head) entropy = e;
+  }
+  vitvizScores(S.scores, data, S.head, S.query, S.shape); // the chosen head's scores, for the mechanism
+  return entropy;
+}
+
+function shown(layer, h) {
+  // what a map paints for head h: α_j, or α_j ||W_O,h v_j||, over the patches
+  const { tokens } = S.shape, n = S.meta.prefix.length;
+  const row = S.weights.subarray(h * tokens, (h + 1) * tokens);
+  if (S.measure === "w") return row.subarray(n);
+  const norms = S.layers.get(layer).valueNorms.subarray(h * tokens, (h + 1) * tokens);
+  for (let j = n; j < tokens; j++) S.work[j] = row[j] * norms[j];
+  return S.work.subarray(n);
+}
+
+function sizeCanvas(canvas) {
+  const ratio = S.meta.photoSize[1] / S.meta.photoSize[0];
+  const w = Math.max(1, Math.round(canvas.clientWidth * (window.devicePixelRatio || 1)));
+  const h = Math.max(1, Math.round(w * ratio));
+  if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
+}
+
+const cells = document.createElement("canvas");
+function drawMap(canvas, values, vmax, markQuery) {
+  sizeCanvas(canvas);
+  const ctx = canvas.getContext("2d"), [gh, gw] = S.meta.grid;
+  const lut = S.meta.colormaps[S.meta.cmap] || S.meta.colormaps.inferno;
+  if (cells.width !== gw || cells.height !== gh) { cells.width = gw; cells.height = gh; }
+  const cctx = cells.getContext("2d"), img = cctx.createImageData(gw, gh), px = img.data;
+  const scale = vmax > 0 ? 255 / vmax : 0, alpha = Math.round(255 * OPACITY);
+  for (let i = 0; i < gh * gw; i++) {
+    const c = 3 * Math.min(255, Math.max(0, Math.round(values[i] * scale)));
+    px[4 * i] = lut[c]; px[4 * i + 1] = lut[c + 1]; px[4 * i + 2] = lut[c + 2]; px[4 * i + 3] = alpha;
+  }
+  cctx.putImageData(img, 0, 0);
+  ctx.imageSmoothingEnabled = true;
+  if (S.photo) ctx.drawImage(S.photo, 0, 0, canvas.width, canvas.height); else ctx.clearRect(0, 0, canvas.width, canvas.height);
+  ctx.imageSmoothingEnabled = false; // one square per patch, no smoothing
+  ctx.drawImage(cells, 0, 0, canvas.width, canvas.height);
+  if (markQuery) drawMarker(ctx, canvas);
+}
+
+function drawMarker(ctx, canvas) {
+  const n = S.meta.prefix.length, [gh, gw] = S.meta.grid;
+  if (S.query < n) return; // a prefix token has no place on the photo: the caption names it
+  const p = S.query - n, cw = canvas.width / gw, ch = canvas.height / gh;
+  const x = (p % gw) * cw, y = Math.floor(p / gw) * ch;
+  const thick = Math.max(3, Math.round(Math.min(canvas.width, 900) / 150));
+  ctx.lineWidth = thick + 4; ctx.strokeStyle = "#000";
+  ctx.strokeRect(x - thick / 2, y - thick / 2, cw + thick, ch + thick);
+  ctx.lineWidth = thick; ctx.strokeStyle = "#fff";
+  ctx.strokeRect(x - thick / 2, y - thick / 2, cw + thick, ch + thick);
+}
+
+function maxOf(a) { let m = 0; for (let i = 0; i < a.length; i++) if (a[i] > m) m = a[i]; return m; }
+
+function pct(x) { return x >= 0.1 ? `${(100 * x).toFixed(1)} %` : x >= 0.001 ? `${(100 * x).toFixed(2)} %` : `${(100 * x).toExponential(1)} %`; }
+
+function paint() {
+  if (!S.meta || !S.meta.tokens) return null;
+  if (S.pending !== null) { S.query = S.pending; S.pending = null; }
+  if (!S.layers.has(S.layer)) { ui.bigCap.textContent = `Loading layer ${S.layer}…`; return null; }
+  const t0 = performance.now();
+  const entropy = computeLayer(S.layer);
+  const maps = [];
+  let shared = 0;
+  for (let h = 0; h < S.meta.heads; h++) { const v = shown(S.layer, h).slice(); maps.push(v); shared = Math.max(shared, maxOf(v)); }
+  const top = (v) => (S.scale === "own" ? maxOf(v) : shared);
+  if (S.view === "model") paintModel();
+  else maps.forEach((v, h) => drawMap(S.tileCanvases[h], v, top(v), true));
+  const big = maps[S.head], bigTop = top(big);
+  drawMap(ui.big, big, bigTop, true);
+  const label = (x) => (S.measure === "w" ? pct(x) : x.toPrecision(3));
+  ui.lo.textContent = S.measure === "w" ? "0 %" : "0";
+  ui.hi.textContent = label(bigTop);
+  ui.scaleNote.textContent = S.scale === "own"
+    ? `Colour: 0 to each map's own largest value (${label(bigTop)} in the large map of head ${S.head}).`
+    : `Colour: 0 to the largest value over this layer's ${S.meta.heads} heads (${label(shared)}), one scale for every map of the layer.`;
+  caption(entropy);
+  mechanism();
+  const paintMs = performance.now() - t0;
+  S.lastPaintMs = paintMs;
+  const { tokens } = S.shape;
+  return { weights: S.weights.slice(S.head * tokens, (S.head + 1) * tokens), paintMs };
+}
+
+function paintModel() {
+  // every loaded layer's heads for this query: layer by layer, rows of the grid
+  const keep = S.layer, { heads } = S.meta;
+  for (const c of S.modelCanvases) if (!S.layers.has(+c.dataset.layer)) c.getContext("2d").clearRect(0, 0, c.width, c.height);
+  for (const [l] of S.layers) {
+    computeLayer(l);
+    const vs = []; let m = 0;
+    for (let h = 0; h < heads; h++) { const v = shown(l, h).slice(); vs.push(v); m = Math.max(m, maxOf(v)); }
+    for (let h = 0; h < heads; h++) drawMap(S.modelCanvases[l * heads + h], vs[h], S.scale === "own" ? maxOf(vs[h]) : m, true);
+  }
+  computeLayer(keep);
+}
+
+function caption(entropy) {
+  const n = S.meta.prefix.length, { tokens } = S.shape;
+  const row = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens);
+  const prefix = S.meta.prefix.map((name, i) => `${name} ${pct(row[i])}`).join(", ");
+  ui.bigCap.innerHTML = `Layer ${S.layer}, <b style="color:${HEAD_COLOURS[S.head % HEAD_COLOURS.length]}">head ${S.head}</b>: ` +
+    `attention of <b>${tokenName(S.query)}</b>${S.pinned ? " (pinned: click it again to unpin)" : ""}. ` +
+    `Over the ${tokens} keys it spreads like ${Math.exp(entropy).toFixed(1)} equal ones (e<sup>entropy</sup>); ` +
+    `the prefix tokens, not on the photo, take ${prefix}.`;
+}
+
+function mechanism() {
+  const n = S.meta.prefix.length, { tokens, dh } = S.shape;
+  const s = S.scores, w = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens);
+  const norms = S.layers.get(S.layer).valueNorms.subarray(S.head * tokens, (S.head + 1) * tokens);
+  const model = new Float32Array(tokens);
+  vitvizSoftmax(model, s, 1);
+  let hi = -Infinity, lo = Infinity;
+  for (let j = 0; j < tokens; j++) { if (s[j] > hi) hi = s[j]; if (s[j] < lo) lo = s[j]; }
+  const order = Array.from({ length: tokens }, (_, j) => j).sort((a, b) => w[b] - w[a]).slice(0, 6);
+  const rows = order.map((j) => `<tr><td>${tokenName(j)}</td><td>${s[j].toFixed(2)}</td><td>${(s[j] - hi).toFixed(2)}</td>` +
+    `<td>${pct(w[j])}</td><td>${pct(model[j])}</td><td>${(w[j] * norms[j]).toPrecision(3)}</td></tr>`).join("");
+  const second = order.length > 1 ? s[order[1]] - hi : 0;
+  ui.mech.innerHTML = `<h4>How head ${S.head} of layer ${S.layer} computes this row</h4>
+    <p>Scores s<sub>j</sub> = q·k<sub>j</sub>/√${dh} of the query against all ${tokens} keys run from ${lo.toFixed(2)} to ${hi.toFixed(2)}.
+    Softmax ignores a shift that is the same for every key, so only s<sub>j</sub> − max s matters:
+    a key ${Math.abs(second).toFixed(2)} below the top gets e<sup>${(second / S.T).toFixed(2)}</sup> = ${pct(Math.exp(second / S.T))} of the top key's weight
+    at T = ${S.T.toFixed(2)}. Weights α = softmax(s / T)${S.T === 1 ? " (T = 1: the model itself)" : "; T = 1 is the model, T &lt; 1 sharpens, T &gt; 1 flattens"}.</p>
+    <table><thead><tr><th>key</th><th>s<sub>j</sub></th><th>s<sub>j</sub> − max</th><th>α<sub>j</sub> at T</th><th>α<sub>j</sub> at T = 1</th><th>α<sub>j</sub> ‖W<sub>O</sub> v<sub>j</sub>‖</th></tr></thead>
+    <tbody>${rows}</tbody></table>`;
+  void n;
+}
+
+// ---- controls
+function setLayer(l) {
+  S.layer = Math.max(0, Math.min(S.meta.layers - 1, l));
+  ui.layer.value = String(S.layer); ui.layerOut.textContent = S.layer;
+  want(S.layer, true);
+  schedule();
+}
+
+function setView(v) {
+  S.view = v; ui.view.value = v;
+  ui.model.hidden = v !== "model";
+  ui.tiles.hidden = v === "model";
+  schedule();
+}
+
+ui.layer.addEventListener("input", () => setLayer(+ui.layer.value));
+ui.head.addEventListener("change", () => { S.head = +ui.head.value; schedule(); });
+ui.measure.addEventListener("change", () => { S.measure = ui.measure.value; schedule(); });
+ui.view.addEventListener("change", () => setView(ui.view.value));
+ui.scale.addEventListener("change", () => { S.scale = ui.scale.value; schedule(); });
+ui.temp.addEventListener("input", () => setTemperature(Math.pow(2, +ui.temp.value)));
+ui.readout.addEventListener("click", () => { S.pending = 0; S.pinned = true; schedule(); });
+attachPointer(ui.big);
+root.tabIndex = 0;
+root.addEventListener("keydown", (e) => {
+  if (!S.meta || e.target.tagName === "INPUT" || e.target.tagName === "SELECT") return;
+  if (e.key === "ArrowLeft" || e.key === "ArrowRight") { setLayer(S.layer + (e.key === "ArrowRight" ? 1 : -1)); e.preventDefault(); }
+  if (e.key === "ArrowUp" || e.key === "ArrowDown") {
+    S.head = (S.head + (e.key === "ArrowDown" ? 1 : S.meta.heads - 1)) % S.meta.heads; ui.head.value = String(S.head); schedule(); e.preventDefault();
+  }
+});
+
+function setTemperature(t) {
+  if (!(t > 0) || !Number.isFinite(t)) throw new Error(`temperature must be a positive number, got ${t}`);
+  S.T = t;
+  ui.temp.value = String(Math.log2(t));
+  ui.tempOut.textContent = `T = ${t.toFixed(2)}${t === 1 ? " (the model)" : ""}`;
+  schedule();
+}
+
+new ResizeObserver(() => schedule()).observe(root);
+
+// ---- the test handle: what the page computed and drew, for the browser tests and anyone checking the numbers
+function checkedIndex(name, value, size) {
+  if (!Number.isInteger(value) || value < 0 || value >= size) throw new Error(`${name} must be an integer in [0, ${size}), got ${value}`);
+}
+
+const handle = {
+  hover(layer, head, patch) {
+    if (!S.meta || !S.meta.tokens) throw new Error("no photo analysed yet");
+    const [gh, gw] = S.meta.grid;
+    checkedIndex("layer", layer, S.meta.layers);
+    checkedIndex("head", head, S.meta.heads);
+    if (patch !== -1) checkedIndex("patch", patch, gh * gw);
+    const go = () => {
+      S.head = head; ui.head.value = String(head);
+      if (S.layer !== layer) setLayer(layer);
+      S.pending = patch === -1 ? 0 : S.meta.prefix.length + patch;
+      return paint();
+    };
+    return S.layers.has(layer) ? go() : whenLoaded(layer).then(go);
+  },
+  temperature(t) { setTemperature(t); return paint(); },
+  layer(l) {
+    const t0 = performance.now(), cached = S.layers.has(l);
+    setLayer(l);
+    return whenLoaded(l).then(() => { paint(); return { ms: performance.now() - t0, cached }; });
+  },
+  view(v) { setView(v); return paint(); },
+  state() {
+    return { layer: S.layer, head: S.head, query: S.query, pinned: S.pinned, T: S.T, loaded: [...S.layers.keys()],
+             bytes: S.layers.size ? S.layers.values().next().value.bytes : 0, key: S.meta && S.meta.key, session: S.meta && S.meta.session };
+  },
+};
+window.vitviz = Object.assign(window.vitviz || {}, { explorer: handle });
+
+function apply(value) {
+  const meta = value && typeof value === "object" ? value : null;
+  if (meta && S.meta && meta.key === S.meta.key && meta.session === S.meta.session) {
+    S.meta.cmap = meta.cmap; colourRamp(); schedule(); // a display setting, same analysis
+    return;
+  }
+  start(meta);
+  if (meta) colourRamp();
+}
+watch("value", () => apply(props.value));
+apply(props.value);
