@@ -43,6 +43,16 @@ def shot(page, tmp_path: Path, name: str) -> None:
         shutil.copy(tmp_path / name, Path(target) / name)
 
 
+SERVER_PICTURES = "Pictures drawn by the server"
+
+
+def open_server_pictures(page) -> None:
+    """The Attention tab opens on the Explorer; the server-drawn pictures (the API's) are in an accordion."""
+    if not page.locator("#layer").is_visible():
+        page.get_by_text(SERVER_PICTURES).click()
+    page.locator("#layer").wait_for(timeout=10_000)
+
+
 def overlay_src(page) -> str:
     return page.locator("#attention img").first.get_attribute("src") or ""
 
@@ -62,6 +72,7 @@ def test_example_slider_and_patch_click_change_the_overlay(page, tmp_path):
     page.locator("#status").get_by_text("grid 32×32").wait_for(timeout=60_000)
 
     page.get_by_role("tab", name="2 · Attention").click()
+    open_server_pictures(page)
     page.locator("#attention img").first.wait_for(timeout=30_000)
     start = overlay_src(page)
     assert start
@@ -119,7 +130,7 @@ def test_a_view_is_drawn_when_looked_at_and_follows_the_display_settings(page, t
     page.get_by_role("tab", name="7 · Output").click()
     dense = wait_for_src_change(page, "#dense", dense_before)
     page.locator("#cmap input").click()
-    page.get_by_role("option", name="viridis").click()
+    page.locator('li[role=option][aria-label="viridis"]').click()
     wait_for_src_change(page, "#dense", dense)
 
 
@@ -161,7 +172,7 @@ def test_selecting_each_tab_leaves_the_tab_bar_as_it_was(page, tmp_path):
 def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
     page.get_by_role("tab", name="9 · Attributions").click()
     page.locator("#method input").click()
-    page.get_by_role("option", name="Saliency (|gradient|)").click()
+    page.locator('li[role=option][aria-label="Saliency (|gradient|)"]').click()
     page.get_by_role("button", name="Compute attribution").click()
     wait_for_src_change(page, "#attribution", "")
     assert "Saliency" in page.locator("#attr-summary").inner_text()
@@ -170,7 +181,7 @@ def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
     shot(page, tmp_path, "attributions.png")
     shown = src(page, "#attribution")
     page.locator("#cmap input").click()
-    page.get_by_role("option", name="magma").click()  # a display setting recolours the result, not rerun
+    page.locator('li[role=option][aria-label="magma"]').click()  # a display setting recolours the result, not rerun
     wait_for_src_change(page, "#attribution", shown)
     assert "Saliency" in page.locator("#attr-summary").inner_text()
     page.locator("#examples img").nth(3).click()  # rocket.jpg
@@ -241,7 +252,7 @@ def test_inside_a_head_follows_a_clicked_patch_and_another_head(page, tmp_path):
     clicked = [wait_for_src_change(page, s, b) for s, b in zip(STEPS, before, strict=True)]
     page.locator("#inside-note").get_by_text("The query is patch 0 (row 0, col 0)").wait_for(timeout=30_000)
     page.locator("#inside-head input").click()
-    page.get_by_role("option", name="head 3").click()
+    page.locator('li[role=option][aria-label="head 3"]').click()
     for s, b in zip(STEPS, clicked, strict=True):
         wait_for_src_change(page, s, b)
     page.locator("#inside-note").get_by_text("Head 3 maps each token").wait_for(timeout=30_000)
@@ -263,11 +274,12 @@ def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, h
         view.goto(page.url)
         view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
         view.get_by_role("tab", name="2 · Attention").click()
+        open_server_pictures(view)
         view.locator("#attention img").first.wait_for(timeout=30_000)
         one = overlay_src(view)
         side_by_side = view.locator("#attention img").first.bounding_box()["width"]
         view.locator("#head input").click()
-        view.get_by_role("option", name="all heads (grid)").click()
+        view.locator('li[role=option][aria-label="all heads (grid)"]').click()
         wait_for_new_overlay(view, one)
         view.wait_for_timeout(500)
         assert view.evaluate(TILE_WIDTH, SHEET_TILE) >= 200
@@ -275,7 +287,7 @@ def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, h
         shot(view, tmp_path, f"all-heads-{width}x{height}.png")
         assert view.evaluate("() => document.documentElement.scrollWidth") <= width
         view.locator("#head input").click()
-        view.get_by_role("option", name="head 2").click()
+        view.locator('li[role=option][aria-label="head 2"]').click()
         view.wait_for_function("() => !document.querySelector('#attention-pictures.all-heads')", timeout=10_000)
         view.wait_for_timeout(500)
         assert view.locator("#attention img").first.bounding_box()["width"] <= side_by_side * 1.05

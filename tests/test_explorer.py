@@ -231,7 +231,7 @@ def test_the_app_computes_the_captured_weights_of_the_embedded_model(app_page, e
     page = app_page
     if size != "448":
         page.get_by_label("Input size (longest side, pixels)").click()
-        page.get_by_role("option", name=size, exact=True).click()
+        page.locator(f'li[role=option][aria-label="{size}"]').click()
     suffix = "model default" if size == "448" else size
     wait_for_layers(page, suffix, embedded.num_layers)
     a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=int(size))

@@ -36,6 +36,8 @@ def test_the_wheel_and_sdist_carry_the_examples_licence_and_tests(built):
         assert f"vitviz/assets/{photo}.jpg" in names
     assert "vitviz/assets/README.md" in names and f"vitviz-{version}.dist-info/licenses/LICENSE" in names
     assert "vitviz/app/live.py" in names and "vitviz/app/lesson.py" in names
+    for script in ("attention.js", "explorer.js", "explorer.css"):  # the Explorer runs them in the browser
+        assert f"vitviz/static/{script}" in names
     assert "vitviz = vitviz.cli:main" in wheel.read(f"vitviz-{version}.dist-info/entry_points.txt").decode()
     sdist = set(tarfile.open(next(built.glob("*.tar.gz"))).getnames())
     for needed in ("app.py", "LICENSE", "requirements.txt", "tests/conftest.py", "tests/app_server.py",

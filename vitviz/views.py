@@ -179,6 +179,11 @@ def patch_at_display(a: Analysis, x: float, y: float) -> int | None:
     return render.patch_at(a.grid, display(a).shape[:2], x, y)
 
 
+def patch_at_inside(a: Analysis, x: float, y: float) -> int | None:
+    """The patch under pixel (x, y) of one of inside a head's maps: drawn smaller, a colour scale below."""
+    return render.patch_at(a.grid, render.fit(display(a), INSIDE_SIDE).shape[:2], x, y)
+
+
 POS_MAP_SIDE = 480
 
 

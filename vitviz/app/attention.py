@@ -85,11 +85,18 @@ def controls_fitter(choices: Callable[[VitModel], list], fallback: int) -> Calla
 fit_controls = controls_fitter(head_choices, MEAN_OF_HEADS)
 
 
-@user_errors
-def pick_patch(image, model_name, size, evt: gr.SelectData, request: gr.Request):
-    """A click on the picture picks the query patch."""
-    patch = views.patch_at_display(get_analysis(image, model_name, size, request), *evt.index)
-    return (gr.skip(), gr.skip()) if patch is None else (patch, PATCH_QUERY)
+def patch_picker(locate: Callable) -> Callable:
+    """A click handler that makes the patch under the pointer the query; `locate(a, x, y)` knows the picture."""
+
+    @user_errors
+    def pick_patch(image, model_name, size, evt: gr.SelectData, request: gr.Request):
+        patch = locate(get_analysis(image, model_name, size, request), *evt.index)
+        return (gr.skip(), gr.skip()) if patch is None else (patch, PATCH_QUERY)
+
+    return pick_patch
+
+
+pick_patch = patch_picker(views.patch_at_display)
 
 
 def build(ctx: Context) -> None:

@@ -6,7 +6,7 @@ import gradio as gr
 
 from .. import views
 from ..models import VitModel
-from .attention import CLS_QUERY, PATCH_QUERY, controls_fitter, pick_patch, query_of
+from .attention import CLS_QUERY, PATCH_QUERY, controls_fitter, patch_picker, query_of
 from .session import get_analysis, picture, user_errors
 from .source import Context, view_tab
 
@@ -62,4 +62,4 @@ def build(ctx: Context) -> None:
         prepare=(controls_fitter(single_heads, 0), [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
     )
     for shown in (scores, weights, values):
-        shown.select(pick_patch, ctx.where, [patch, query_mode], api_visibility="private")
+        shown.select(patch_picker(views.patch_at_inside), ctx.where, [patch, query_mode], api_visibility="private")

@@ -421,7 +421,8 @@ const handle = {
   view(v) { setView(v); return paint(); },
   state() {
     return { layer: S.layer, head: S.head, query: S.query, pinned: S.pinned, T: S.T, loaded: [...S.layers.keys()],
-             bytes: S.layers.size ? S.layers.values().next().value.bytes : 0, key: S.meta && S.meta.key, session: S.meta && S.meta.session };
+             bytes: S.layers.size ? S.layers.values().next().value.bytes : 0, key: S.meta && S.meta.key, session: S.meta && S.meta.session,
+             fetchMs: [...S.layers.values()].map((d) => d.fetchMs) };
   },
 };
 window.vitviz = Object.assign(window.vitviz || {}, { explorer: handle });

@@ -1,0 +1,1 @@
+"""Benchmarks and load tests run by hand from the repository (not shipped in the wheel)."""

@@ -1,0 +1,114 @@
+"""The Explorer in a real browser: `python -m benchmarks.explorer [--photos 10]` from the repository.
+
+Serves the app on a free loopback port, opens it in Debian's Chromium (1400x1000) and prints, for a 448 px
+square photo (1025 tokens): the work of one hover (every head of the layer computed and painted), the time
+from a pointer event to the frame that shows it, a layer switch with the layer in the browser and with a
+fetch, the bytes of a layer, and the page's JS heap after scrubbing every layer of `--photos` photos.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from vitviz.loadtest import CHROMIUM, CHROMIUM_ARGS, photos, running_app
+
+EVENT_TO_FRAME = """async (count) => {
+  // a pointer event, then the frame after the Explorer's animation-frame paint: what a user waits for
+  const c = document.querySelector('.vx-big-canvas'), r = c.getBoundingClientRect(), out = [];
+  for (let i = 0; i < count; i++) {
+    const x = r.left + r.width * ((i * 37) % 100 + 0.5) / 100, y = r.top + r.height * ((i * 61) % 100 + 0.5) / 100;
+    const t0 = performance.now();
+    c.dispatchEvent(new PointerEvent('pointermove', {clientX: x, clientY: y, bubbles: true}));
+    await new Promise((done) => requestAnimationFrame(() => done()));
+    out.push(performance.now() - t0);
+  }
+  return out;
+}"""
+
+HOVERS = """async ([layers, heads, patches, count]) => {
+  const out = [];
+  for (let i = 0; i < count; i++) {
+    out.push((await window.vitviz.explorer.hover(i % layers, i % heads, (i * 97) % patches)).paintMs);
+  }
+  return out;
+}"""
+
+SCRUB = """async (layers) => { const e = window.vitviz.explorer, out = [];
+  for (let l = 0; l < layers; l++) out.push((await e.layer(l)).ms);
+  for (let l = layers - 1; l >= 0; l--) out.push((await e.layer(l)).ms);
+  return out; }"""
+
+
+def loaded(page, layers: int, key: str | None = None) -> None:
+    page.wait_for_function(
+        """([n, old]) => { const e = window.vitviz && window.vitviz.explorer; if (!e) return false;
+             const s = e.state(); return s.key && s.key !== old && s.loaded.length === n; }""",
+        arg=[layers, key],
+        timeout=120_000,
+    )
+
+
+def stats(name: str, values: list[float]) -> None:
+    v = np.array(values)
+    print(
+        f"{name:<48} p50 {np.median(v):7.2f} ms  p95 {np.percentile(v, 95):7.2f} ms  max {v.max():7.2f} ms (n={len(v)})"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--photos", type=int, default=10)
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp, running_app() as (url, _), sync_playwright() as pw:
+        shots = photos(args.photos, Path(tmp), side=448, prefix="explorer")
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        page.get_by_role("tab", name="2 · Attention").click()
+        loaded(page, 12)
+        key = page.evaluate("() => window.vitviz.explorer.state().key")
+        page.locator("#upload input[type=file]").set_input_files(str(shots[0]))
+        loaded(page, 12, key)
+        state = page.evaluate("() => window.vitviz.explorer.state()")
+        tokens = state["bytes"] // 4 // (2 * 384 + 6)
+        print(f"448x448 photo, {tokens} tokens; a layer over the wire: {state['bytes'] / 1e6:.2f} MB (float32 q, k)")
+        stats("fetch of one layer (127.0.0.1), in the background", state["fetchMs"])
+        stats("hover: 6 heads computed + 7 maps painted", page.evaluate(HOVERS, [12, 6, tokens - 1, 300]))
+        stats("pointer event -> the frame after its paint", page.evaluate(EVENT_TO_FRAME, 200))
+        stats("layer switch, the layer in the browser", page.evaluate(SCRUB, 12))
+        page.evaluate("() => window.vitviz.explorer.view('model')")
+        stats("hover in the model view (12 x 6 maps)", page.evaluate(HOVERS, [12, 6, tokens - 1, 60]))
+        page.evaluate("() => window.vitviz.explorer.view('heads')")
+        cdp = page.context.new_cdp_session(page)
+
+        def heap() -> str:
+            cdp.send("HeapProfiler.collectGarbage")
+            h = cdp.send("Runtime.getHeapUsage")
+            extra = h.get("backingStorageSize", h.get("embedderHeapUsedSize", 0))
+            return f"JS heap {h['usedSize'] / 2**20:6.1f} MiB + array buffers {extra / 2**20:6.1f} MiB"
+
+        print(f"after photo 1: {heap()}")
+        fetched = []
+        for i, shot in enumerate(shots[1:], start=2):
+            key = page.evaluate("() => window.vitviz.explorer.state().key")
+            page.locator("#upload input[type=file]").set_input_files(str(shot))
+            page.wait_for_function("(old) => window.vitviz.explorer.state().key !== old", arg=key, timeout=120_000)
+            first = page.evaluate("() => window.vitviz.explorer.layer(0)")  # at once: layer 0 is not here yet
+            if not first["cached"]:
+                fetched.append(first["ms"])
+            loaded(page, 12, key)
+            page.evaluate(SCRUB, 12)
+            print(f"after photo {i} (every layer scrubbed): {heap()}")
+        stats("layer switch with a fetch, just after a new photo", fetched)
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()
