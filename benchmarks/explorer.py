@@ -43,6 +43,19 @@ SCRUB = """async (layers) => { const e = window.vitviz.explorer, out = [];
   return out; }"""
 
 
+FETCH = """async (layers) => {  // what a switch to a layer not yet in the browser costs, the server idle
+  const e = window.vitviz.explorer, s = e.state(), out = [];
+  for (let l = 0; l < layers; l++) {
+    const t0 = performance.now();
+    const r = await fetch('/vitviz/explorer/layer?' + new URLSearchParams({session: s.session, key: s.key, layer: l}));
+    const data = vitvizLayerCheck(await r.arrayBuffer());
+    await e.hover(l, 0, 5);
+    out.push(performance.now() - t0 + data);
+  }
+  return out;
+}""".replace("vitvizLayerCheck", "((b) => new Float32Array(b).length * 0)")
+
+
 def loaded(page, layers: int, key: str | None = None) -> None:
     page.wait_for_function(
         """([n, old]) => { const e = window.vitviz && window.vitviz.explorer; if (!e) return false;
@@ -50,6 +63,12 @@ def loaded(page, layers: int, key: str | None = None) -> None:
         arg=[layers, key],
         timeout=120_000,
     )
+
+
+def upload(page, path: Path) -> None:
+    """A new photo, as a user drops one: the example in the upload box is cleared first."""
+    page.locator("#upload button[aria-label='Clear']").first.click()
+    page.locator("#upload input[type=file]").set_input_files(str(path))
 
 
 def stats(name: str, values: list[float]) -> None:
@@ -74,15 +93,23 @@ def main(argv: list[str] | None = None) -> None:
         page.get_by_role("tab", name="2 · Attention").click()
         loaded(page, 12)
         key = page.evaluate("() => window.vitviz.explorer.state().key")
-        page.locator("#upload input[type=file]").set_input_files(str(shots[0]))
+        upload(page, shots[0])
         loaded(page, 12, key)
         state = page.evaluate("() => window.vitviz.explorer.state()")
         tokens = state["bytes"] // 4 // (2 * 384 + 6)
         print(f"448x448 photo, {tokens} tokens; a layer over the wire: {state['bytes'] / 1e6:.2f} MB (float32 q, k)")
         stats("fetch of one layer (127.0.0.1), in the background", state["fetchMs"])
         stats("hover: 6 heads computed + 7 maps painted", page.evaluate(HOVERS, [12, 6, tokens - 1, 300]))
-        stats("pointer event -> the frame after its paint", page.evaluate(EVENT_TO_FRAME, 200))
+        box = page.locator(".vx-big-canvas").bounding_box()
+        for i in range(200):  # real input events, through the browser's input pipeline
+            page.mouse.move(box["x"] + box["width"] * ((i * 37) % 100 + 0.5) / 100, box["y"] + box["height"] * 0.5)
+            page.wait_for_timeout(20)
+        latencies = page.evaluate("() => window.vitviz.explorer.state().latencies")[-200:]
+        stats("pointer event -> all its maps painted", latencies)
+        stats("dispatched event -> the next animation frame", page.evaluate(EVENT_TO_FRAME, 200))
         stats("layer switch, the layer in the browser", page.evaluate(SCRUB, 12))
+        page.wait_for_timeout(3000)  # the new photo's background warm-up is over
+        stats("a layer fetched + parsed + painted, idle server", page.evaluate(FETCH, 12))
         page.evaluate("() => window.vitviz.explorer.view('model')")
         stats("hover in the model view (12 x 6 maps)", page.evaluate(HOVERS, [12, 6, tokens - 1, 60]))
         page.evaluate("() => window.vitviz.explorer.view('heads')")
@@ -98,8 +125,12 @@ def main(argv: list[str] | None = None) -> None:
         fetched = []
         for i, shot in enumerate(shots[1:], start=2):
             key = page.evaluate("() => window.vitviz.explorer.state().key")
-            page.locator("#upload input[type=file]").set_input_files(str(shot))
-            page.wait_for_function("(old) => window.vitviz.explorer.state().key !== old", arg=key, timeout=120_000)
+            upload(page, shot)
+            page.wait_for_function(
+                "(old) => { const k = window.vitviz.explorer.state().key; return k && k !== old; }",
+                arg=key,
+                timeout=120_000,
+            )
             first = page.evaluate("() => window.vitviz.explorer.layer(0)")  # at once: layer 0 is not here yet
             if not first["cached"]:
                 fetched.append(first["ms"])

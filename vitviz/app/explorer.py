@@ -17,7 +17,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from .. import explorer
-from .session import CACHE, analysis_key, get_analysis, session_of, user_errors
+from .session import CACHE, REDRAWS, analysis_key, get_analysis, session_of, user_errors
 
 log = logging.getLogger("vitviz")
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -52,7 +52,8 @@ def layer_response(request: Request) -> Response:
         return PlainTextResponse("this photo's analysis is no longer kept: pick the photo again", status_code=404)
     if not layer.isdigit() or not 0 <= int(layer) < a.model.num_layers:
         return PlainTextResponse(f"layer must be an integer in [0, {a.model.num_layers}), got {layer!r}", 400)
-    data = explorer.layer_data(a, int(layer)).tobytes()
+    with REDRAWS.interactive():  # the background warm pauses between its steps meanwhile
+        data = explorer.layer_data(a, int(layer)).tobytes()
     # identity: Gradio's middleware would spend ~20 ms compressing float32, which barely compresses
     headers = {"Cache-Control": "private, max-age=3600", "Content-Encoding": "identity"}
     return Response(data, media_type="application/octet-stream", headers=headers)

@@ -47,13 +47,20 @@ const S = {
   meta: null, shape: null, layers: new Map(), wanted: [], inflight: null, generation: 0, photo: null,
   layer: -1, head: 0, query: 0, pinned: false, T: 1, measure: "w", view: "heads", scale: "own",
   scores: null, weights: null, work: null, tileCanvases: [], modelCanvases: [], pending: null, frame: 0,
-  waiters: [],
+  waiters: [], pendingStamp: null, latencies: [], // latencies: pointer event -> its maps painted, ms
 };
 
 function endpoint(layer) {
   const base = ((window.gradio_config && window.gradio_config.root) || location.origin).replace(/\/$/, "");
   const q = new URLSearchParams({ session: S.meta.session, key: S.meta.key, layer: String(layer) });
   return `${base}/vitviz/explorer/layer?${q}`;
+}
+
+function shortName(t) {
+  const n = S.meta.prefix.length;
+  if (t < n) return S.meta.prefix[t];
+  const p = t - n, gw = S.meta.grid[1];
+  return `p${p} (${Math.floor(p / gw)}, ${p % gw})`;
 }
 
 function tokenName(t) {
@@ -186,6 +193,7 @@ function attachPointer(canvas, head) {
   canvas.addEventListener("pointermove", (e) => {
     if (S.pinned) return;
     S.pending = patchAt(canvas, e);
+    S.pendingStamp = e.timeStamp;
     schedule();
   });
   canvas.addEventListener("pointerdown", (e) => {
@@ -300,7 +308,8 @@ function paint() {
   caption(entropy);
   mechanism();
   const paintMs = performance.now() - t0;
-  S.lastPaintMs = paintMs;
+  if (S.pendingStamp !== null) { S.latencies.push(performance.now() - S.pendingStamp); S.pendingStamp = null; }
+  if (S.latencies.length > 1000) S.latencies.splice(0, 500);
   const { tokens } = S.shape;
   return { weights: S.weights.slice(S.head * tokens, (S.head + 1) * tokens), paintMs };
 }
@@ -329,7 +338,7 @@ function caption(entropy) {
 }
 
 function mechanism() {
-  const n = S.meta.prefix.length, { tokens, dh } = S.shape;
+  const { tokens, dh } = S.shape;
   const s = S.scores, w = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens);
   const norms = S.layers.get(S.layer).valueNorms.subarray(S.head * tokens, (S.head + 1) * tokens);
   const model = new Float32Array(tokens);
@@ -337,7 +346,7 @@ function mechanism() {
   let hi = -Infinity, lo = Infinity;
   for (let j = 0; j < tokens; j++) { if (s[j] > hi) hi = s[j]; if (s[j] < lo) lo = s[j]; }
   const order = Array.from({ length: tokens }, (_, j) => j).sort((a, b) => w[b] - w[a]).slice(0, 6);
-  const rows = order.map((j) => `<tr><td>${tokenName(j)}</td><td>${s[j].toFixed(2)}</td><td>${(s[j] - hi).toFixed(2)}</td>` +
+  const rows = order.map((j) => `<tr><td>${shortName(j)}</td><td>${s[j].toFixed(2)}</td><td>${(s[j] - hi).toFixed(2)}</td>` +
     `<td>${pct(w[j])}</td><td>${pct(model[j])}</td><td>${(w[j] * norms[j]).toPrecision(3)}</td></tr>`).join("");
   const second = order.length > 1 ? s[order[1]] - hi : 0;
   ui.mech.innerHTML = `<h4>How head ${S.head} of layer ${S.layer} computes this row</h4>
@@ -345,13 +354,13 @@ function mechanism() {
     Softmax ignores a shift that is the same for every key, so only s<sub>j</sub> − max s matters:
     a key ${Math.abs(second).toFixed(2)} below the top gets e<sup>${(second / S.T).toFixed(2)}</sup> = ${pct(Math.exp(second / S.T))} of the top key's weight
     at T = ${S.T.toFixed(2)}. Weights α = softmax(s / T)${S.T === 1 ? " (T = 1: the model itself)" : "; T = 1 is the model, T &lt; 1 sharpens, T &gt; 1 flattens"}.</p>
-    <table><thead><tr><th>key</th><th>s<sub>j</sub></th><th>s<sub>j</sub> − max</th><th>α<sub>j</sub> at T</th><th>α<sub>j</sub> at T = 1</th><th>α<sub>j</sub> ‖W<sub>O</sub> v<sub>j</sub>‖</th></tr></thead>
+    <table><thead><tr><th>key (row, column)</th><th>s<sub>j</sub></th><th>s<sub>j</sub> − max</th><th>α<sub>j</sub> at T</th><th>α<sub>j</sub> at T = 1</th><th>α<sub>j</sub> ‖W<sub>O</sub> v<sub>j</sub>‖</th></tr></thead>
     <tbody>${rows}</tbody></table>`;
-  void n;
 }
 
 // ---- controls
 function setLayer(l) {
+  if (!S.meta || !S.meta.tokens) throw new Error("no photo analysed yet");
   S.layer = Math.max(0, Math.min(S.meta.layers - 1, l));
   ui.layer.value = String(S.layer); ui.layerOut.textContent = S.layer;
   want(S.layer, true);
@@ -422,7 +431,7 @@ const handle = {
   state() {
     return { layer: S.layer, head: S.head, query: S.query, pinned: S.pinned, T: S.T, loaded: [...S.layers.keys()],
              bytes: S.layers.size ? S.layers.values().next().value.bytes : 0, key: S.meta && S.meta.key, session: S.meta && S.meta.session,
-             fetchMs: [...S.layers.values()].map((d) => d.fetchMs) };
+             fetchMs: [...S.layers.values()].map((d) => d.fetchMs), latencies: S.latencies.slice() };
   },
 };
 window.vitviz = Object.assign(window.vitviz || {}, { explorer: handle });
