@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vitviz.loadtest import CHROMIUM, CHROMIUM_ARGS, photos, running_app
+from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, photos, running_app
 
 EVENT_TO_FRAME = """async (count) => {
   // a pointer event, then the frame after the Explorer's animation-frame paint: what a user waits for

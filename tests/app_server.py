@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
-from vitviz.loadtest import running_app as app_process
+from support.harness import running_app as app_process
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,6 +17,17 @@ TINY = dict(
 )
 
 
+TIER_OF_FILE = {"test_browser.py": "browser", "test_package.py": "package", "test_cuda.py": "gpu"}
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Whole files belong to one tier; single tests carry their own markers."""
+    for item in items:
+        tier = TIER_OF_FILE.get(Path(str(item.fspath)).name)
+        if tier:
+            item.add_marker(tier)
+
+
 def tiny_vit() -> vitviz.VitModel:
     torch.manual_seed(0)
     cfg = tf.ViTConfig(**TINY, num_labels=5, id2label={i: f"class {i}" for i in range(5)})

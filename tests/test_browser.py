@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from app_server import running_app
 from conftest import ASSETS
+from support.harness import CHROMIUM, fake_camera, start_live_stream
+from support.harness import CHROMIUM_ARGS as ARGS
 
 from vitviz.app.layout import VIEWS
-from vitviz.loadtest import CHROMIUM, fake_camera, start_live_stream
-from vitviz.loadtest import CHROMIUM_ARGS as ARGS
 from vitviz.views import SHEET_TILE
 
 

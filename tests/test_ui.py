@@ -360,8 +360,9 @@ def test_the_app_serves_from_a_process_that_goes_on(embedded):
     import urllib.request
 
     gradio_client = pytest.importorskip("gradio_client")
+    from support.harness import free_port
+
     from vitviz.app import main, session
-    from vitviz.loadtest import free_port
 
     session._MODELS[embedded.name] = embedded
     port = free_port()

@@ -2,8 +2,8 @@
 attention distance and entropy over a dataset. Heavy modules are imported inside the commands, so that
 `vitviz --help` answers at once.
 
-Exit codes: 0 done; 1 done, but some inputs were skipped (each named on stderr with the reason);
-2 a usage error.
+Exit codes: 0 done; 1 some inputs, or all of them, were skipped (each named on stderr with the reason);
+2 a usage error (a bad option, missing inputs, a model that cannot be had).
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ from pathlib import Path
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 
 
+class UsageError(Exception):
+    """A command that cannot run as given: its message is printed, and the exit code is 2."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["serve"]:  # the app keeps its own options (python app.py takes the same)
@@ -24,8 +28,12 @@ def main(argv: list[str] | None = None) -> int:
 
         serve(argv[1:], prog="vitviz serve")
         return 0
-    args = parser().parse_args(argv)
-    return args.run(args)
+    args = parser().parse_args(argv)  # argparse itself exits with 2 on a bad option
+    try:
+        return args.run(args)
+    except UsageError as exc:
+        print(f"vitviz: {exc}", file=sys.stderr)
+        return 2
 
 
 def parser() -> argparse.ArgumentParser:
@@ -69,11 +77,21 @@ def _indices(text: str, count: int, what: str) -> list[int]:
     try:
         chosen = [int(t) for t in text.split(",")]
     except ValueError:
-        raise SystemExit(f"vitviz: --{what} must be 'all' or numbers like 0,5,11, got {text!r}") from None
+        raise UsageError(f"--{what} must be 'all' or numbers like 0,5,11, got {text!r}") from None
     bad = [i for i in chosen if not 0 <= i < count]
     if bad:
-        raise SystemExit(f"vitviz: --{what} {bad} out of range: this model has {count} {what} (0 to {count - 1})")
+        raise UsageError(f"--{what} {bad} out of range: this model has {count} {what} (0 to {count - 1})")
     return chosen
+
+
+def _load(args: argparse.Namespace):
+    """The model the command names; a model that cannot be had is a usage error, not a traceback."""
+    from . import ModelUnavailableError, load_model
+
+    try:
+        return load_model(args.model, device=args.device)
+    except (ValueError, ModelUnavailableError, OSError) as exc:
+        raise UsageError(f"--model {args.model}: {exc}") from None
 
 
 def _skip(path: Path | str, exc: Exception) -> None:
@@ -86,9 +104,9 @@ def run_analyze(args: argparse.Namespace) -> int:
     import cv2
     import numpy as np
 
-    from . import analyze, load_model, views
+    from . import analyze, views
 
-    model = load_model(args.model, device=args.device)
+    model = _load(args)
     layers = _indices(args.layers, model.num_layers, "layers")
     heads = _indices(args.heads, model.num_heads, "heads")
     skipped = 0
@@ -158,7 +176,7 @@ def image_files(inputs: list[str]) -> list[Path]:
         else:
             matches = glob.glob(item, recursive=True)
             if not matches:
-                raise SystemExit(f"vitviz: {item}: no such file, folder or matching pattern")
+                raise UsageError(f"{item}: no such file, folder or matching pattern")
             found.update(Path(f) for f in matches if Path(f).is_file())
     return sorted(found)
 
@@ -167,21 +185,29 @@ def run_stats(args: argparse.Namespace) -> int:
     from . import stats
 
     if args.merge:
-        table = stats.merge([stats.read_csv(p) for p in args.merge])
+        try:
+            table = stats.merge([stats.read_csv(p) for p in args.merge])
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--merge: {exc}") from None
         skipped = 0
     else:
         if not args.inputs:
-            raise SystemExit("vitviz: stats needs images (folders, files or patterns), or --merge CSV...")
+            raise UsageError("stats needs images (folders, files or patterns), or --merge CSV...")
         try:
             index, count = (int(t) for t in args.shard.split("/"))
-            assert 0 <= index < count
-        except (ValueError, AssertionError):
-            raise SystemExit(f"vitviz: --shard must be i/n with 0 <= i < n, got {args.shard!r}") from None
+        except ValueError:
+            index, count = -1, 0
+        if not 0 <= index < count:
+            raise UsageError(f"--shard must be i/n with 0 <= i < n, got {args.shard!r}")
         files = image_files(args.inputs)[index::count]
-        from . import load_model
-
-        model = load_model(args.model, device=args.device)
-        table, skipped = stats.over_images(model, files, args.size, args.batch, on_skip=_skip)
+        if not files:
+            raise UsageError(f"no image files in {' '.join(args.inputs)} (shard {args.shard})")
+        model = _load(args)
+        try:
+            table, skipped = stats.over_images(model, files, args.size, args.batch, on_skip=_skip)
+        except ValueError as exc:  # every file was skipped, each named above
+            print(f"vitviz: {exc}: none of the {len(files)} files could be read", file=sys.stderr)
+            return 1
     stats.write(table, args.out)
     print(stats.summary_table(table))
     print(f"wrote {args.out}/stats.csv, stats.html and stats.png")

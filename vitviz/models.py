@@ -441,7 +441,10 @@ def _pretrained_source(name: str, flag: str) -> tuple[str, dict]:
 
     flag: the command-line option that takes a local folder instead, for the error message.
     """
-    path = Path(name)
+    path = Path(name).expanduser()
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:  # a path, never a hub id ("owner/name")
+        if not path.is_dir():
+            raise ValueError(f"no such folder: {path} (a model folder in save_pretrained layout)")
     if path.is_dir():
         if not list(path.glob("*.safetensors")):
             raise ModelUnavailableError(f"{path} holds no .safetensors weights; vitviz never loads pickle files")

@@ -21,7 +21,16 @@ from .analysis import model_input
 from .models import VitModel
 from .preprocess import load_image
 
-COLUMNS = ["layer", "head", "images", "distance_mean_px", "distance_std_px", "entropy_mean_nats", "entropy_std_nats"]
+COLUMNS = [
+    "model",
+    "layer",
+    "head",
+    "images",
+    "distance_mean_px",
+    "distance_std_px",
+    "entropy_mean_nats",
+    "entropy_std_nats",
+]
 
 
 @dataclass
@@ -126,16 +135,16 @@ def merge(tables: list[Table]) -> Table:
 
 
 def write(table: Table, folder: Path) -> None:
-    """stats.csv (one row per layer and head), stats.html (interactive, with error bars) and stats.png."""
+    """stats.csv (one header row, then one row per layer and head, the model a column: pandas.read_csv and
+    csv.DictReader read it as it is), stats.html (interactive, with error bars) and stats.png."""
     folder.mkdir(parents=True, exist_ok=True)
     layers, heads = table.distance_mean.shape
     with open(folder / "stats.csv", "w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["model", table.model])
         out.writerow(COLUMNS)
         for i in range(layers):
             for h in range(heads):
-                out.writerow([i, h, table.images, *(f"{a[i, h]:.6g}" for a in _arrays(table))])
+                out.writerow([table.model, i, h, table.images, *(f"{a[i, h]:.6g}" for a in _arrays(table))])
     title = f"{table.model}: mean attention distance over {table.images} images (bars: ± 1 std over images)"
     plots.distance_with_spread(table.distance_mean, table.distance_std, title).write_html(
         folder / "stats.html",
@@ -155,12 +164,12 @@ def read_csv(path: Path) -> Table:
     """A stats.csv written by `write` (e.g. by one shard) back into a Table."""
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
-    if len(rows) < 3 or rows[0][0] != "model" or rows[1] != COLUMNS:
-        raise ValueError(f"{path} is not a vitviz stats.csv")
-    body = np.array([[float(x) for x in r] for r in rows[2:]])
+    if len(rows) < 2 or rows[0] != COLUMNS or len({r[0] for r in rows[1:]}) != 1:
+        raise ValueError(f"{path} is not a vitviz stats.csv (one model, columns {', '.join(COLUMNS)})")
+    body = np.array([[float(x) for x in r[1:]] for r in rows[1:]])
     layers, heads = int(body[:, 0].max()) + 1, int(body[:, 1].max()) + 1
     cols = [body[:, k].reshape(layers, heads) for k in range(3, 7)]
-    return Table(rows[0][1], int(body[0, 2]), *cols)
+    return Table(rows[1][0], int(body[0, 2]), *cols)
 
 
 def summary_table(table: Table) -> str:

@@ -1,4 +1,4 @@
-"""Benchmark: `python -m vitviz.bench [--model NAME] [--device auto|cpu|cuda] [--repeats N]`.
+"""Benchmark: `python -m benchmarks.bench [--model NAME] [--device auto|cpu|cuda] [--repeats N]`.
 
 Prints, for a 224 and a 448 input, the bare eager forward, `analyze` and its ratio to the
 forward (target <= 1.3x), one `attention_map` + `rollout` on a cached analysis (target
@@ -9,6 +9,9 @@ and times it through gradio_client and plain HTTP, as a user sees it: a new 448x
 upload to the shown view drawn (target <= 1.5x a bare forward of that model in this process, under
 the server's allocator settings), the first draw of each other view on that image (target <= 300
 ms; the heads view's statistics over all the attention are the exception), and mixed slider moves.
+
+`--explorer` also times the Explorer in Chromium (see `benchmarks/explorer.py`): hover p50/p95, pointer to
+paint, layer switch with and without a fetch, bytes per layer and the page's JS heap over ten photos.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from . import Analysis, VitModel, analyze, load_model, memory
-from .maps import DEFAULT_SCALE
+from vitviz import Analysis, VitModel, analyze, load_model, memory
+from vitviz.maps import DEFAULT_SCALE
 
 
 def median_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -46,6 +49,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--app", action="store_true", help="also time the running app through gradio_client")
     parser.add_argument("--stats", action="store_true", help="also time `vitviz stats` and its peak memory")
+    parser.add_argument(
+        "--explorer", action="store_true", help="also time the Explorer in Chromium (benchmarks.explorer)"
+    )
     args = parser.parse_args(argv)
 
     memory.tune_malloc()  # as the server does: its forward and the bare one here allocate alike
@@ -61,6 +67,10 @@ def main(argv: list[str] | None = None) -> None:
         bench_live_app(args.model)
     if args.stats:
         bench_stats(model)
+    if args.explorer:
+        from benchmarks import explorer
+
+        explorer.main([])
 
 
 def bench_app(model: VitModel, repeats: int, bare_forward: Callable[[], object]) -> None:
@@ -76,7 +86,8 @@ def bench_app(model: VitModel, repeats: int, bare_forward: Callable[[], object])
 
     from gradio_client import Client, handle_file
 
-    from .loadtest import HttpApi, photos
+    from benchmarks.loadtest import HttpApi
+    from tests.support.harness import photos
 
     model_name, folder, idle_s, look_s = model.name, Path(tempfile.mkdtemp(prefix="vitviz-bench-")), 1.5, 1.0
     with app_in_process(model) as url:
@@ -143,7 +154,8 @@ def bench_app_moves(model: VitModel, folder, look_s: float) -> None:
     """Mixed slider moves over plain HTTP against the app in its own process (a client in the server's
     process would share its interpreter lock), on new photos: sent as soon as the analysis returns, and
     `look_s` after the shown view is drawn, once the background has filled what the controls read first."""
-    from .loadtest import HttpApi, photos, running_app
+    from benchmarks.loadtest import HttpApi
+    from tests.support.harness import photos, running_app
 
     with running_app(["--model", model.name]) as (url, _):
         http, trivial = HttpApi(url), []
@@ -170,9 +182,9 @@ def app_in_process(model: VitModel) -> Iterator[str]:
     """The app served from this process on a free loopback port, on `model` itself; yields its URL."""
     import logging
 
-    from .app import main as serve
-    from .app import session
-    from .loadtest import free_port
+    from tests.support.harness import free_port
+    from vitviz.app import main as serve
+    from vitviz.app import session
 
     session._MODELS[model.name] = model
     port = free_port()
@@ -224,8 +236,8 @@ def api_interactions(http, path, model: VitModel, look_s: float | None, count: i
 def bench_live(model: VitModel, frames: int = 20) -> None:
     """Server time of one live camera frame: a 640x480 frame analysed at the square live input, with the
     CLS attention, the rollout and the dense head drawn (target >= 5 frames a second on this CPU)."""
-    from . import views
-    from .analysis import analyze_frame
+    from vitviz import views
+    from vitviz.analysis import analyze_frame
 
     rng = np.random.default_rng(1)
     shots = [rng.integers(0, 256, (480, 640, 3), dtype=np.uint8) for _ in range(4)]
@@ -250,7 +262,7 @@ def bench_live_app(model_name: str, rounds: int = 15) -> None:
 
     from gradio_client import Client
 
-    from .loadtest import CHROMIUM, CHROMIUM_ARGS, fake_camera, running_app, start_live_stream
+    from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, fake_camera, running_app, start_live_stream
 
     if not Path(CHROMIUM).exists():
         print(f"\nlive stream and other users: skipped ({CHROMIUM} is missing)")
@@ -299,8 +311,8 @@ def bench_stats(model: VitModel, counts: tuple[int, ...] = (16, 64), batch: int 
 
     import cv2
 
-    from . import stats
-    from .loadtest import photos
+    from tests.support.harness import photos
+    from vitviz import stats
 
     folder = Path(tempfile.mkdtemp(prefix="vitviz-stats-"))
     files = photos(max(counts), folder)
@@ -340,7 +352,7 @@ def bench_interactions(model: VitModel, count: int = 60) -> None:
     heads (and the all-heads grid), queries, fusions and discard ratios. Server time of what the app's
     handlers draw, pictures and numbers (target <= 30 ms): once the background has filled the analysis, as
     the app does in the first second after an upload, and with nothing filled."""
-    from . import views
+    from vitviz import views
 
     image = np.random.default_rng(0).integers(0, 256, (448, 448, 3), dtype=np.uint8)
     print(f"\n{count} mixed interactions on a fresh 448x448 analysis, first touches included (target p95 <= 30 ms)")
@@ -363,7 +375,7 @@ def bench_interactions(model: VitModel, count: int = 60) -> None:
 
 def bench_views(a: Analysis) -> None:
     """Server time of one slider move in the app: a view drawn from the cached analysis."""
-    from . import views
+    from vitviz import views
 
     views.rollout_view(a, "max", 0.5)  # first use of a fusion sorts its thresholds once
     last, mid = a.model.num_layers - 1, a.grid[0] * a.grid[1] // 2

@@ -1,0 +1,1 @@
+"""Test and benchmark harness, run from the repository."""

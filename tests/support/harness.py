@@ -1,0 +1,102 @@
+"""What the browser tests, the API tests and the benchmarks share: the app on a free loopback port, Chromium
+with the flags this offline machine needs, a fake camera, and generated photos. Not shipped in the wheel."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from vitviz import ASSETS
+from vitviz.preprocess import load_image
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running_app(args: list[str] = (), timeout: float = 180.0, log=None) -> Iterator[tuple[str, int]]:
+    """The app in a subprocess on a free loopback port, offline: yields (url, pid). log: a file for its output."""
+    port = free_port()
+    code = f"from vitviz.app import main; main({['--port', str(port), '--device', 'cpu', *args]!r})"
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    out = log or subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the app exited with {proc.returncode}")
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the app did not start in time") from None
+                time.sleep(0.5)
+        yield url, proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+CHROMIUM = os.environ.get("VITVIZ_CHROMIUM", "/usr/bin/chromium")  # Debian's, by default
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def fake_camera(path: Path, images: list[np.ndarray], size: tuple[int, int] = (640, 480), repeat: int = 5) -> list:
+    """Write a fake camera's video (each RGB image held for `repeat` frames at 10 fps, YUV 4:2:0 .y4m, what
+    Chromium plays) and return the Chromium arguments that make it the camera."""
+    w, h = size
+    with open(path, "wb") as f:
+        f.write(f"YUV4MPEG2 W{w} H{h} F10:1 Ip A1:1 C420jpeg\n".encode())
+        for image in images:
+            yuv = cv2.cvtColor(cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA), cv2.COLOR_RGB2YUV_I420)
+            f.write((b"FRAME\n" + yuv.tobytes()) * repeat)
+    return ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-video-capture={path}"]  # fmt: skip
+
+
+def start_live_stream(page) -> None:
+    """On an open app page: the Live tab, the camera, and its stream started."""
+    page.get_by_role("tab", name="10 · Live").click()
+    page.locator("#live-camera").get_by_text("Click to Access Webcam").click()
+    page.locator("#live-camera button[aria-label='capture photo']").click()
+
+
+def photos(count: int, folder: Path, side: int = 448, prefix: str = "photo") -> list[Path]:
+    """`count` different side x side JPEG photos: crops of the bundled examples at shifting offsets (a crop
+    cut short by the photo's edge is stretched to the square), so that each has as many tokens as the
+    square forward it is timed against."""
+    sources = [load_image(p) for p in sorted(ASSETS.glob("*.jpg"))]
+    paths = []
+    for i in range(count):
+        rgb = sources[i % len(sources)]
+        h, w = rgb.shape[:2]
+        shift = zlib.crc32(prefix.encode())  # photos of different prefixes differ
+        y, x = (i * 7 + shift) % max(1, h - side // 2), (i * 13 + shift // 7) % max(1, w - side // 2)
+        crop = cv2.resize(rgb[y : y + side, x : x + side], (side, side), interpolation=cv2.INTER_CUBIC)
+        path = folder / f"{prefix}{i}.jpg"
+        cv2.imwrite(str(path), cv2.cvtColor(crop, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 90])
+        paths.append(path)
+    return paths
