@@ -48,6 +48,23 @@ def test_the_wheel_and_sdist_carry_the_examples_licence_and_tests(built):
         assert f"vitviz-{version}/{needed}" in sdist, needed
 
 
+def test_the_library_takes_ranges_that_hold_the_apps_pins():
+    """The wheel's metadata gives ranges; requirements.txt pins one version of each, inside its range."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    ranges = {Requirement(r).name: Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())[
+        "project"]["dependencies"]}  # fmt: skip
+    pins = [Requirement(line) for line in (ROOT / "requirements.txt").read_text().splitlines()
+            if line and not line.startswith("#")]  # fmt: skip
+    assert sorted(ranges) == sorted(p.name for p in pins)
+    for pin in pins:
+        version = next(iter(pin.specifier)).version
+        assert ranges[pin.name].specifier.contains(version), (pin, ranges[pin.name])
+        assert not any(spec.operator == "==" for spec in ranges[pin.name].specifier), ranges[pin.name]
+
+
 def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path):
     """The venv gets only the wheel; its dependencies come from this environment through a .pth file
     (nothing is downloaded). Everything runs from a folder outside the repository."""
