@@ -64,7 +64,7 @@ def pick_corner(image, model_name, size, points, evt: gr.SelectData, request: gr
     """Clicks on the picture set the box's corners: the first click starts a box, the second ends it."""
     a = get_analysis(image, model_name, size, request)
     if a.model.decoder is None:
-        raise gr.Error("A box only applies to the embedded model's dense head; this model's target is one class.")
+        raise ValueError("A box only applies to the embedded model's dense head; this model's target is one class.")
     scale = a.image.shape[1] / views.display(a).shape[1]
     point = [evt.index[0] * scale, evt.index[1] * scale]
     points = [point] if not points or len(points) >= 2 else [points[0], point]

@@ -54,6 +54,12 @@ _MODELS_LOCK = threading.Lock()
 DEVICE = {"name": "auto"}  # set once by the command line, before the first model loads
 
 
+def user_error(message: str, where: str) -> gr.Error:
+    """The error a user sees for their own mistake: one line in the server's log, no traceback anywhere."""
+    log.info("user error in %s: %s", where, message)
+    return gr.Error(message, print_exception=False)
+
+
 def user_errors(fn):
     """Turn the engine's errors into messages in the browser; the server and other sessions go on."""
 
@@ -62,7 +68,7 @@ def user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except (ValueError, ModelUnavailableError) as exc:
-            raise gr.Error(str(exc)) from None
+            raise user_error(str(exc), fn.__name__) from None
         except gr.Error:
             raise
         except Exception as exc:  # keep serving; say what happened
@@ -88,7 +94,7 @@ def _naming(preprocess, name: str):
         try:
             return preprocess(payload)
         except gr.Error as exc:
-            raise gr.Error(f"{name}: {exc.message}") from None
+            raise user_error(f"{name}: {exc.message}", "the arguments' checks") from None
 
     return named
 
