@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from conftest import FAMILIES, random_image
@@ -41,3 +43,84 @@ def test_a_click_on_the_attention_picker_picks_the_patch_drawn_there(wide):
     for patch in (0, gw - 1, (gh - 1) * gw, gh * gw - 1, 2 * gw + 3):
         picker = views.attention_view(wide, 1, None, patch)[1]
         assert views.patch_at_display(wide, *marker_centre(picker)) == patch
+
+
+# ---- sentences parsed back and held against the numbers they describe
+
+
+def bold_numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\*\*([-\d.]+)(?: px| nats|%)\*\*", text)]
+
+
+@pytest.fixture(scope="module")
+def coffee_224(embedded, coffee) -> vitviz.Analysis:
+    """The embedded model: its heads differ (a tiny random model's heads all look alike)."""
+    return vitviz.analyze(embedded, coffee, longest=224)
+
+
+@pytest.mark.parametrize("head", [None, 2, views.ALL_HEADS])
+def test_the_attention_note_gives_the_selected_heads_own_numbers(coffee_224, wide, head):
+    distances = coffee_224.layer_statistics(3)[0]
+    assert abs(distances[2] - distances.mean()) > 5  # the layer's mean would not pass for head 2's own
+    for a, layer, patch, prefix in ((coffee_224, 3, 40, "CLS, not on the map, takes"),
+                                    (wide, 1, 7, "CLS and 4 registers, not on the map, take")):  # fmt: skip
+        check_attention_note(a, layer, head, patch, prefix)
+
+
+def check_attention_note(wide, layer, head, patch, prefix):
+    text = views.attention_note(wide, layer, head, patch)
+    share, distance, entropy = bold_numbers(text)
+    distances, entropies = wide.layer_statistics(layer)
+    row = wide.attentions[layer, :, wide.n_prefix + patch].astype(np.float32)
+    pick = slice(head, head + 1) if isinstance(head, int) else slice(None)
+    assert share == pytest.approx(100 * row[pick, : wide.n_prefix].sum(-1).mean(), abs=0.05)
+    assert distance == pytest.approx(distances[pick].mean(), abs=0.5)
+    assert entropy == pytest.approx(entropies[pick].mean(), abs=0.005)
+    assert (f"head 2 of layer {layer}" in text) == (head == 2)
+    assert prefix in text
+
+
+def test_the_rollout_note_names_the_brightest_patch_by_its_row_and_column(wide):
+    """On a 5 x 9 grid a row and a column read from the wrong side cannot both be right."""
+    values = wide.rollout("mean")
+    text = views.rollout_note(wide, values)
+    row, col, patch = (int(x) for x in re.search(r"row (\d+), column (\d+) \(patch (\d+)\)", text).groups())
+    assert patch == int(values.argmax()) and (row, col) == divmod(patch, wide.grid[1])
+    share = float(re.search(r"gets ([\d.]+)% of all", text).group(1))
+    assert share == pytest.approx(100 * values.max() / values.sum(), abs=0.05)
+
+
+@pytest.fixture(scope="module")
+def vit() -> vitviz.Analysis:
+    image = (random_image(48, 40, seed=9) // 2 + 64).astype(np.uint8)
+    return vitviz.analyze(FAMILIES["vit"](), image, longest=48)
+
+
+@pytest.mark.parametrize("which", ["wide", "vit"])
+def test_the_lessons_head_steps_draw_the_head_they_name_and_say_what_depth_shows(which, request):
+    from vitviz import lesson
+
+    a = request.getfixturevalue(which)
+    d = a.mean_attention_distance
+    for step in (lesson.local_head, lesson.global_head):
+        title, picture, text = step(a, "inferno", 0.6, "log")
+        layer, head = (int(x) for x in re.search(r"\*\*layer (\d+), head (\d+)\*\*", text).groups())
+        centre = (a.grid[0] // 2) * a.grid[1] + a.grid[1] // 2
+        np.testing.assert_array_equal(picture, views.attention_view(a, layer, head, centre, "inferno", 0.6)[0])
+        best = d.argmin() if step is lesson.local_head else d[d.shape[0] * 2 // 3 :].argmax()
+        chosen = np.unravel_index(int(best), d.shape if step is lesson.local_head else d[d.shape[0] * 2 // 3 :].shape)
+        expected = (int(chosen[0]) + (0 if step is lesson.local_head else d.shape[0] * 2 // 3), int(chosen[1]))
+        assert (layer, head) == expected, step.__name__
+    deep = d[d.shape[0] * 2 // 3 :].mean()
+    farther = "the last third of the layers looks farther than layer 0" in text
+    assert farther == (deep > d[0].mean()) and (farther or "does not look farther" in text)
+
+
+@pytest.mark.parametrize("which, where", [("vit", "on itself"), ("wide", "on the prefix tokens (CLS and 4 registers)")])
+def test_the_readout_step_says_where_cls_keeps_its_attention(which, where, request):
+    from vitviz import lesson
+
+    a = request.getfixturevalue(which)
+    text = lesson.readout(a, "inferno", 0.6, "log")[2]
+    share = float(re.search(r"CLS keeps (\d+)% of its attention " + re.escape(where), text).group(1))
+    assert share == pytest.approx(100 * a.attentions[-1, :, 0, : a.n_prefix].astype(np.float32).sum(-1).mean(), abs=0.6)

@@ -81,11 +81,18 @@ def global_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthRe
     deep = d.shape[0] * 2 // 3
     layer, head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
     layer, head = deep + int(layer), int(head)
+    late, early = float(d[deep:].mean()), float(d[0].mean())
+    if late > early:
+        trend = (f"On this image the last third of the layers looks farther than layer 0: {late:.0f} px on average "
+                 f"against {early:.0f} px.")  # fmt: skip
+    else:
+        trend = (f"On this image the last third of the layers does not look farther than layer 0 on average "
+                 f"({late:.0f} px against {early:.0f} px), but some of its heads do.")  # fmt: skip
     text = (
-        f"Deeper layers mix information across the whole image. In the last third of the network the "
-        f"farthest-looking head is **layer {layer}, head {head}**: {d[layer, head]:.0f} px on average, against "
-        f"{d.min():.0f} px for the most local head. Same query as before, the centre patch: now bright squares "
-        "can be anywhere the image has related content. This is what a CNN needs many layers to do."
+        f"{trend} In the last third of the network the farthest-looking head is **layer {layer}, head {head}**: "
+        f"{d[layer, head]:.0f} px on average, against {d.min():.0f} px for the most local head. Same query as "
+        "before, the centre patch: now bright squares can be anywhere the image has related content. A CNN needs "
+        "many layers before one unit sees that far."
     )
     return "A global head", _head_picture(a, layer, head, cmap, alpha, scale), text
 
@@ -106,11 +113,12 @@ def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth:
 def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     picture, note = views.rollout_view(a, "mean", 0.0, cmap, alpha, scale)
     share = float(a.attentions[-1, :, 0, : a.n_prefix].astype(np.float32).sum(-1).mean())
+    where = "itself" if a.n_prefix == 1 else f"the prefix tokens ({views.prefix_phrase(a)})"
     text = (
         "The CLS **readout token** gathers the image for the output. *Attention rollout* follows attention "
         "through all layers (adding the residual path) to estimate how much of each patch reaches CLS at the "
-        f"end; the picture is the rollout. In the last layer, CLS keeps {share:.0%} of its attention on the "
-        f"prefix tokens and spreads the rest over the patches. {note}"
+        f"end; the picture is the rollout. In the last layer, CLS keeps {share:.0%} of its attention on "
+        f"{where} and spreads the rest over the patches. {note}"
     )
     return "The readout token and rollout", picture, text
 

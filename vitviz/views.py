@@ -149,21 +149,34 @@ def attention_sheet(
     return render.with_colorbar_below(sheet, cmap, lo, hi, scale) if shared_scale else sheet
 
 
+def prefix_phrase(a: Analysis) -> str:
+    """The prefix tokens in words: "CLS", "CLS and distillation", "CLS and 4 registers"."""
+    names = list(a.model.prefix_tokens)
+    registers = sum(name.startswith("register") for name in names)
+    others = [n for n in names if not n.startswith("register")]
+    if registers:
+        others.append(f"{registers} register{'s' if registers > 1 else ''}")
+    return others[0] if len(others) == 1 else ", ".join(others[:-1]) + " and " + others[-1]
+
+
 def attention_note(a: Analysis, layer: int, head: int | str | None, query: str | int) -> str:
-    """What the map leaves out (the prefix tokens' share of the row) and how spread out this layer is,
-    from this model's own numbers on this image."""
+    """What the map leaves out (the prefix tokens' share of the row) and how far and how spread out the head
+    (or the layer's heads) looks, from this model's own numbers on this image."""
     q = a.query_index(query)
     rows = a.attentions[layer, :, q].astype(np.float32)  # [H,N]
-    if isinstance(head, int):
-        rows = rows[head : head + 1]
-    names = ", ".join(a.model.prefix_tokens)
-    share = float(rows[:, : a.n_prefix].sum(-1).mean())
     distances, entropies = a.layer_statistics(layer)
+    if isinstance(head, int):
+        rows, distances, entropies = rows[head : head + 1], distances[head : head + 1], entropies[head : head + 1]
+        who, mean = f"head {head} of layer {layer} looks", ""
+    else:
+        who, mean = f"layer {layer}'s {len(distances)} heads look", " (the mean over the heads)"
+    share = float(rows[:, : a.n_prefix].sum(-1).mean())
     entropy, uniform = float(entropies.mean()), float(np.log(a.attentions.shape[-1]))
-    distance = float(distances.mean())
-    return (f"The map shows the patches only: the prefix token(s) ({names}) hold **{share:.1%}** of this row. "
-            f"Layer {layer}'s heads look {distance:.0f} px away on average, with entropy {entropy:.2f} nats "
-            f"against {uniform:.2f} for perfectly uniform attention ({entropy / uniform:.0%}).")  # fmt: skip
+    take = "takes" if a.n_prefix == 1 else "take"
+    return (f"The map shows the patches only: {prefix_phrase(a)}, not on the map, {take} **{share:.1%}** of this "
+            f"query's attention{mean}. Over all queries, {who} **{float(distances.mean()):.0f} px** away on average "
+            f"(mean attention distance), with entropy **{entropy:.2f} nats** against {uniform:.2f} for perfectly "
+            f"uniform attention ({entropy / uniform:.0%}).")  # fmt: skip
 
 
 def rollout_view(
@@ -234,13 +247,16 @@ def rollout_note(a: Analysis, values: np.ndarray) -> str:
     norms = a.token_norms()
     norm = float(norms.flat[best] / np.median(norms))
     kind = "an artifact token" if high_norm_tokens(norms).flat[best] else "no artifact token (its norm is ordinary)"
-    text = (f"The brightest patch, row {row} column {col} (patch {best}), holds {share:.1%} of the readout's patch "
-            f"mass, {tail:.1f}× the 99th percentile. Its output norm is {norm:.2f}× the median: {kind}.")  # fmt: skip
+    text = (f"The brightest patch, row {row}, column {col} (patch {best}), gets {share:.1%} of all that the patches "
+            f"pass to the readout token: {tail:.1f} times as much as the patch at the 99th percentile. Its output "
+            f"norm is {norm:.2f}× the median: {kind}.")  # fmt: skip
     sal = a.saliency()
     if sal is not None:
         h, w = sal.shape
         score = float(sal[row * h // gh : (row + 1) * h // gh, col * w // gw : (col + 1) * w // gw].mean())
-        text += f" The dense head scores that patch {score:.2f} ({'object' if score >= 0.5 else 'background'})."
+        kind = "above" if score >= 0.5 else "below"
+        text += (f" The dense head scores that patch {score:.2f}, {kind} 0.5, the middle of its 0 (background) to 1 "
+                 f"(object) scale.")  # fmt: skip
     return text
 
 
