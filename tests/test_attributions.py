@@ -82,6 +82,7 @@ def test_occlusion_is_the_drop_when_a_patch_is_hidden():
             assert r.raw[row, col] == pytest.approx(drop, rel=1e-4, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_integrated_gradients_completeness(embedded, coffee):
     """|delta| shrinks as n_steps grows and ends small against the sum of attributions."""
     deltas = []
@@ -109,6 +110,7 @@ def test_box_target_is_the_dense_heads_mean_inside_the_box(embedded, coffee):
 FAITHFUL = {"integrated_gradients": True, "saliency": True, "occlusion": True, "relevancy": False, "grad_cam": False}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(FAITHFUL))
 def test_deletion_top_patches_lower_the_target_more_than_random(embedded, coffee, method):
     r = attribute(embedded, coffee, method, n_steps=32, internal_batch_size=32)

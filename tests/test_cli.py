@@ -47,6 +47,7 @@ def test_help_answers_without_loading_torch():
     assert "--max-upload-mb" in vitviz_cli("serve", "--help").stdout
 
 
+@pytest.mark.slow
 def test_analyze_writes_every_map_and_skips_a_bad_file_by_name(embedded, mixed, tmp_path):
     out = tmp_path / "out"
     run = vitviz_cli("analyze", str(mixed / "chelsea.jpg"), str(mixed / "notes.jpg"), "--out", str(out),
@@ -102,6 +103,7 @@ def test_stats_on_a_folder_without_a_readable_image_names_each_file(tmp_path):
     assert "notes.jpg" in run.stderr and "half.jpg" in run.stderr and "none of the 2 files could be read" in run.stderr
 
 
+@pytest.mark.slow
 def test_stats_equal_the_analyses_and_shards_merge_exactly(embedded, mixed, tmp_path):
     run = vitviz_cli("stats", str(mixed), "--out", str(tmp_path / "all"), "--batch", "2")
     assert run.returncode == 1 and "notes.jpg" in run.stderr and "half.jpg" in run.stderr and "truncated" in run.stderr

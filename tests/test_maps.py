@@ -254,6 +254,7 @@ def test_colour_scales():
         maps.colour_scale(values, "linear")
 
 
+@pytest.mark.slow
 def test_the_default_rollout_and_attention_are_not_mostly_black(embedded):
     """On the default (log) scale at most half of each bundled photo's rollout, whatever the fusion and
     discard ratio, and of its default attention map sits in the colormap's bottom 10 %. Under min-max

@@ -51,9 +51,11 @@ def test_analyze_then_change_layer_and_head(client):
     assert a.shape == b.shape
     assert np.abs(a.astype(int) - b.astype(int)).mean() > 3  # a different overlay came back
     # The sentence under the map gives the model's own numbers for the layer, not a textbook claim.
-    share, entropy, uniform = re.search(r"hold \*\*([\d.]+)%.*entropy ([\d.]+) nats against ([\d.]+)", layer0).groups()
+    share, entropy, uniform = re.search(
+        r"takes \*\*([\d.]+)%.*entropy \*\*([\d.]+) nats\*\* against ([\d.]+)", layer0
+    ).groups()
     a0 = vitviz.analyze(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg")
-    assert float(entropy) == pytest.approx(a0.attention_entropy[0].mean(), abs=0.01)
+    assert float(entropy) == pytest.approx(a0.attention_entropy[0, 0], abs=0.01)  # head 0's own, not the layer's
     assert float(uniform) == pytest.approx(np.log(673), abs=0.01)
     assert float(share) == pytest.approx(100 * a0.attentions[0, 0, 0, :1].astype(float).sum(), abs=0.06)
     grid, _, _ = client.predict(layer=5, head=-2, **params, api_name="/attention")

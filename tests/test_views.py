@@ -124,3 +124,39 @@ def test_the_readout_step_says_where_cls_keeps_its_attention(which, where, reque
     text = lesson.readout(a, "inferno", 0.6, "log")[2]
     share = float(re.search(r"CLS keeps (\d+)% of its attention " + re.escape(where), text).group(1))
     assert share == pytest.approx(100 * a.attentions[-1, :, 0, : a.n_prefix].astype(np.float32).sum(-1).mean(), abs=0.6)
+
+
+@pytest.mark.parametrize("shape", [(30, 2000), (2000, 30)])
+def test_every_view_draws_an_extreme_panorama(shape):
+    """A 2000 x 30 photo is a 1 x N grid, drawn 10 px tall: each view draws it, colour scales included."""
+    from vitviz import lesson
+
+    a = vitviz.analyze(FAMILIES["dinov2_registers"](), random_image(*shape, seed=10), longest=256)
+    assert 1 in a.grid
+    pictures = [
+        views.attention_view(a, 1, None, "cls")[0],
+        views.attention_view(a, 1, views.ALL_HEADS, "cls")[0],
+        views.rollout_view(a, "mean", 0.0)[0],
+        views.tokens_view(a)[0],
+        *views.inside_views(a, 1, 0, 0)[:3],
+        views.heads_views(a)[2],
+        *(step(a, "inferno", 0.6, "log")[1] for step in lesson.STEPS[:-1]),
+    ]
+    for picture in pictures:
+        assert picture.ndim == 3 and min(picture.shape[:2]) >= 1 and picture.dtype == np.uint8
+
+
+def test_positions_say_when_the_table_is_interpolated_and_from_which_grid(wide):
+    g0, g1 = wide.model.native_grid
+    text = views.positions_note(wide)
+    assert f"interpolated from {g0}×{g1} to 5×9" in text and (g0, g1) != (5, 9)
+    native = vitviz.analyze(wide.model, random_image(g0 * 8, g1 * 8, seed=11), longest=max(g0, g1) * 8)
+    assert native.grid == (g0, g1) and "used as it is" in views.positions_note(native)
+
+
+def test_a_photo_enlarged_more_than_four_times_is_said_to_be(wide):
+    small = vitviz.analyze(wide.model, random_image(14, 25, seed=12), longest=256)
+    note = views.upscale_note(small)
+    factor = max(small.pixel_values.shape[2] / 14, small.pixel_values.shape[3] / 25)
+    assert factor > 4 and f"your 25×14 photo is enlarged {factor:.0f}×" in note
+    assert views.upscale_note(wide) == ""  # 72 px wide, read at 72

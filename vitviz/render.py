@@ -108,7 +108,22 @@ def _fmt(v: float) -> str:
 SCALE_NAMES = {"robust": "clip p99", "min-max": "min-max", "log": "log p1-p99"}
 
 
+MIN_BAR = 160  # the shortest colour scale whose three numbers and name fit, in pixels
+
+
+def _pad_to(image: np.ndarray, height: int = 0, width: int = 0) -> np.ndarray:
+    """`image` on white, extended down or right to at least height x width: a panorama of 60:1 is 10 px tall
+    at display size, too short for a colour scale beside it."""
+    h, w = image.shape[:2]
+    if h >= height and w >= width:
+        return image
+    out = np.full((max(h, height), max(w, width), 3), 255, np.uint8)
+    out[:h, :w] = image
+    return out
+
+
 def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
+    image = _pad_to(image, height=MIN_BAR)
     bar = colorbar(image.shape[0], cmap, vmin, vmax, scale=scale)
     return np.concatenate([image, bar], axis=1)
 
@@ -116,6 +131,7 @@ def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale:
 def with_colorbar_below(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
     """`image` over a horizontal colour scale as wide as it: low, middle and high values, then the
     scale's name. For pictures shown small, side by side: its text keeps the picture's own scale."""
+    image = _pad_to(image, width=MIN_BAR)
     width = image.shape[1]
     bar = np.full((92 if scale else 60, width, 3), 255, np.uint8)
     bar[6:24, 6 : width - 6] = colorize(np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), cmap, 0, 1)

@@ -33,6 +33,28 @@ def display(a: Analysis) -> np.ndarray:
     return _DISPLAY[a]
 
 
+def upscale_note(a: Analysis, limit: float = 4.0) -> str:
+    """A warning when the model's input is the photo enlarged more than `limit` times: it then sees blur."""
+    (ih, iw), (h, w) = a.pixel_values.shape[2:], a.image.shape[:2]
+    factor = max(ih / h, iw / w)
+    if factor <= limit:
+        return ""
+    return (f" · **your {w}×{h} photo is enlarged {factor:.0f}× to fill the input**: the model sees blurred "
+            f"pixels, and each patch covers less than one pixel of the original")  # fmt: skip
+
+
+def positions_note(a: Analysis) -> str:
+    """Whether this photo uses the model's position table as it is or interpolated, from which grid to which."""
+    m, (gh, gw) = a.model, a.grid
+    g0, g1 = m.native_grid
+    table = f"This model's table holds {g0}×{g1} positions (for {g1 * m.patch_size}×{g0 * m.patch_size} px inputs)."
+    if (gh, gw) == (g0, g1):
+        return f"{table} Your photo is read as {gh}×{gw} patches: the table is used as it is."
+    return (f"{table} Your photo is read as {gh}×{gw} patches, so the table is interpolated from {g0}×{g1} "
+            f"to {gh}×{gw} before it is added to the patch tokens; the squares here are the {g0}×{g1} it "
+            "learned.")  # fmt: skip
+
+
 def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
     """The image cut into patches with the scan order, and a sentence on the token sequence."""
     m = a.model
@@ -356,10 +378,12 @@ def inside_views(
     base = render.fit(display(a), INSIDE_SIDE)
     marked = None if query == "cls" else int(query)
     n = a.n_prefix
-    limit = float(np.abs(d.scores[n:]).max()) or 1.0
-    scores = render.overlay(base, d.scores[n:].reshape(a.grid), "diverging", alpha, -limit, limit)
+    # Softmax ignores a shift shared by every key: s - max s is what decides the weights (0: the top key).
+    shifted = d.scores[n:] - d.scores.max()
+    low = min(float(shifted.min()), -1e-6)
+    scores = render.overlay(base, shifted.reshape(a.grid), cmap, alpha, low, 0.0)
     scores = scores if marked is None else render.mark_patch(scores, a.grid, marked)
-    scores = render.with_colorbar_below(scores, "diverging", -limit, limit, "score, 0 = white")
+    scores = render.with_colorbar_below(scores, cmap, low, 0.0, "s - max s")
 
     def drawn(values: np.ndarray) -> np.ndarray:
         grid = values[n:].reshape(a.grid)
@@ -403,6 +427,7 @@ def inside_note(a: Analysis, d, u) -> str:
         " Both updates pass through DINOv2's learned *LayerScale* first." if m.layer_parts(d.layer).layer_scale else ""
     )
     q = d.query
+    leader = "the most of any head" if best == h else f"head {best} gives the most, {d.head_shares[best]:.0%}"
     steps = [
         r"$$\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right)V$$",
         f"**1 · Queries, keys, values.** Layer {d.layer} is a *pre-norm* layer: it first applies LayerNorm to "
@@ -411,18 +436,21 @@ def inside_note(a: Analysis, d, u) -> str:
         f"({m.num_heads} heads × {width} = {m.num_heads * width}). The query is **{token_name(a, q)}**.",
         f"**2 · Scores.** $s_j = q \\cdot k_j / \\sqrt{{d}}$ for each of the {n} keys; $\\sqrt{{d}} = "
         f"{np.sqrt(width):.3g}$ is the softmax's temperature. Over the patches they run from {patches.min():.2f} "
-        f"to {patches.max():.2f} (left picture: red above 0, blue below). Prefix tokens, not pictured: {prefix}.",
-        f"**3 · Softmax.** $\\alpha_j = e^{{s_j}} / \\sum_k e^{{s_k}}$ (middle picture: the Attention view's map). "
+        f"to {patches.max():.2f}. Softmax ignores a shift shared by every key, so picture 2 shows "
+        f"$s_j - \\max_k s_k$: 0 for the top key, and a key 1 lower gets $e^{{-1}}$ = 37 % of its weight. "
+        f"Prefix tokens, not pictured: {prefix}.",
+        f"**3 · Softmax.** $\\alpha_j = e^{{s_j}} / \\sum_k e^{{s_k}}$ (picture 3: the Attention view's map). "
         f"The largest weight is **{d.weights[big]:.3f}**, on {token_name(a, big)}; the top 1 % of keys hold "
         f"**{d.top_share:.0%}** of the weight; the effective number of keys, $e^{{\\text{{entropy}}}}$, is "
         f"**{d.effective_keys:.1f}** of {n}.",
         f"**4 · Values.** Each key passes on $\\alpha_j v_j$. Its size after this head's slice of the output "
-        f"projection, $\\lVert \\alpha_j W^O_{h} v_j \\rVert$ (right picture), is what the key really contributes: "
+        f"projection, $\\lVert \\alpha_j W^O_{h} v_j \\rVert$ (picture 4), is what the key really contributes: "
         f"attention is not only a weight (Kobayashi et al. 2020). The largest contribution comes from "
         f"{token_name(a, most)}, {same}.",
         f"**5 · Output.** The head's output is $z = \\sum_j \\alpha_j v_j$ ({width} numbers, norm "
         f"{np.linalg.norm(d.output):.2f}). The heads' outputs are put side by side and projected by $W^O$: head {h} "
-        f"gives **{d.head_shares[h]:.0%}** of the heads' summed contributions (the most: head {best}). The layer "
+        f"gives **{d.head_shares[h]:.0%}** of the heads' summed contributions "
+        f"({leader}). The layer "
         f"adds this to the residual stream, $y = x + \\mathrm{{Attn}}(\\mathrm{{LN}}(x))$, then adds "
         f"$\\mathrm{{MLP}}(\\mathrm{{LN}}(y))$.{scaled} For this token $\\lVert x \\rVert = {u.residual[q]:.1f}$, "
         f"the attention update is {u.attention[q]:.1f} and the MLP update {u.mlp[q]:.1f}.",

@@ -12,7 +12,9 @@ from . import explorer
 from .session import ALL_HEADS, MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
-CLS_QUERY, PATCH_QUERY = "CLS token", "a patch (click the picture on the left)"
+CLS_QUERY, PATCH_QUERY = "CLS token", "a patch (click the picture on the left)"  # the API's values
+# What the radio shows: inside a head has three clickable pictures, none of them "on the left" on a phone.
+QUERY_CHOICES = [(CLS_QUERY, CLS_QUERY), ("a patch: click one on a picture", PATCH_QUERY)]
 SHARED, PER_HEAD = "shared across heads", "per head"
 
 
@@ -117,7 +119,7 @@ def build(ctx: Context) -> None:
                 last = m.num_layers - 1
                 layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Layer", elem_id="layer")
                 head = gr.Dropdown(head_choices(m), value=MEAN_OF_HEADS, label="Head", elem_id="head")
-                query_mode = gr.Radio([CLS_QUERY, PATCH_QUERY], value=CLS_QUERY, label="Query")
+                query_mode = gr.Radio(QUERY_CHOICES, value=CLS_QUERY, label="Query")
                 patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
                 grid_scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
                 measure = gr.Radio(

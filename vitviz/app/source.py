@@ -176,10 +176,11 @@ def status_text(a) -> str:
     m = a.model
     h, w = a.pixel_values.shape[2:]
     where = "GPU (" + str(m.device) + ")" if m.device.type == "cuda" else "CPU"
-    return (
+    text = (
         f"**{m.name}** on **{where}** · input {w}×{h} px · grid {a.grid[0]}×{a.grid[1]} patches of "
         f"{m.patch_size} px · {a.attentions.shape[-1]} tokens · {m.num_layers} layers × {m.num_heads} heads"
     )
+    return text + views.upscale_note(a)
 
 
 @user_errors
