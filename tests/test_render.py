@@ -144,8 +144,8 @@ def test_mark_patch_outlines_exactly_that_patch_in_the_query_colour():
     out = render.mark_patch(image, (2, 3), 4)  # row 1, column 1: x 30..60, y 30..60
     assert tuple(out[31, 45]) == render.QUERY and tuple(out[45, 31]) == render.QUERY
     assert tuple(out[58, 45]) == render.QUERY and tuple(out[45, 58]) == render.QUERY
-    assert (out[33:57, 33:57] == 100).all()  # the patch itself stays visible
-    assert (out[:27] == 100).all() and (out[:, :27] == 100).all() and (out[:, 63:] == 100).all()
+    assert (out[35:55, 35:55] == 100).all()  # the patch itself stays visible
+    assert (out[:25] == 100).all() and (out[:, :25] == 100).all() and (out[:, 64:] == 100).all()
     assert (image == 100).all()  # a copy is drawn on
 
 
@@ -402,9 +402,11 @@ def test_colorbar_numbers_and_scale_names_say_the_right_thing():
 def test_the_query_outline_has_a_black_edge_outside_its_colour():
     image = np.full((60, 90, 3), 255, np.uint8)
     out = render.mark_patch(image, (2, 3), 4)  # x 30..60, y 30..60
-    for y, x in ((28, 45), (45, 28), (32, 45), (45, 32), (57, 45), (45, 57)):  # both sides of the magenta line
+    for y, x in ((26, 45), (45, 26), (34, 45), (45, 34), (55, 45), (45, 55)):  # both sides of the magenta line
         assert tuple(out[y, x]) == (0, 0, 0), (y, x)
-    assert tuple(out[30, 45]) == render.QUERY and tuple(out[34, 45]) == (255, 255, 255)  # inside: the patch
+    for y, x in ((28, 45), (32, 45), (45, 28), (45, 32)):  # 4 px of colour: seen from the back of a class
+        assert tuple(out[y, x]) == render.QUERY, (y, x)
+    assert tuple(out[36, 45]) == (255, 255, 255)  # inside: the patch
 
 
 def test_grid_lines_run_the_whole_picture():
@@ -612,7 +614,7 @@ def test_scan_margins_are_laid_out_to_the_pixel():
 
 
 def test_outlines_are_drawn_to_the_pixel():
-    """Clipped or flagged patches: a 2 px outline inside the patch's box; the query: 2 px of colour on a 4 px
+    """Clipped or flagged patches: a 2 px outline inside the patch's box; the query: 4 px of colour on an 8 px
     black edge; a box in original pixels: 3 px, scaled."""
     image = np.random.default_rng(4).integers(0, 256, (60, 90, 3), dtype=np.uint8)
     mask = np.array([[True, False, False], [False, False, True]])
@@ -621,8 +623,8 @@ def test_outlines_are_drawn_to_the_pixel():
         cv2.rectangle(expected, (x0, y0), (x0 + 29, y0 + 29), (1, 2, 3), 2)
     np.testing.assert_array_equal(render.mark_boxes(image, (2, 3), mask, (1, 2, 3)), expected)
     expected = image.copy()
-    cv2.rectangle(expected, (30, 30), (59, 59), (0, 0, 0), 4)
-    cv2.rectangle(expected, (30, 30), (59, 59), (255, 0, 255), 2)
+    cv2.rectangle(expected, (30, 30), (59, 59), (0, 0, 0), 8)
+    cv2.rectangle(expected, (30, 30), (59, 59), (255, 0, 255), 4)
     np.testing.assert_array_equal(render.mark_patch(image, (2, 3), 4), expected)
     expected = image.copy()
     cv2.rectangle(expected, (5, 10), (40, 50), (0, 255, 255), 3)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from . import inside, render
+from . import inside, plots, render
 from .analysis import Analysis
 
 LUT_COLORMAPS = ("inferno", "viridis", "magma", "turbo", "gray")  # what the browser can paint with
@@ -71,6 +71,7 @@ def meta(a: Analysis) -> dict:
         "photo": "data:image/jpeg;base64," + base64.b64encode(jpeg.tobytes()).decode(),
         "photoSize": [int(photo.shape[1]), int(photo.shape[0])],
         "colormaps": {name: lut(name) for name in LUT_COLORMAPS},
+        "headColours": list(plots.HEAD_COLOURS),
     }
 
 

@@ -48,6 +48,15 @@ def pos_embed_grid(sim: np.ndarray, max_tiles: int = 12) -> go.Figure:
     return fig
 
 
+# Okabe and Ito's colour-blind-safe palette, and a marker shape per head: heads stay apart on a projector too
+HEAD_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")
+HEAD_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "triangle-down")
+
+
+def head_style(h: int) -> dict:
+    return dict(color=HEAD_COLOURS[h % len(HEAD_COLOURS)], symbol=HEAD_SYMBOLS[h % len(HEAD_SYMBOLS)])
+
+
 def attention_distance(dist: np.ndarray, patch: int) -> go.Figure:
     """Mean attention distance of every head against depth (ViT paper, Fig. 7 right). dist: [L,H]."""
     layers, heads = dist.shape
@@ -58,7 +67,7 @@ def attention_distance(dist: np.ndarray, patch: int) -> go.Figure:
             y=dist[:, h],
             mode="markers",
             name=f"head {h}",
-            marker=dict(size=9, opacity=0.8),
+            marker=dict(size=10, opacity=0.9, **head_style(h)),
             hovertemplate=f"layer %{{x}}, head {h}<br>%{{y:.0f}} px<extra></extra>",
         )
     fig.update_layout(

@@ -108,7 +108,8 @@ def _fmt(v: float) -> str:
 SCALE_NAMES = {"robust": "clip p99", "min-max": "min-max", "log": "log p1-p99"}
 
 
-MIN_BAR = 160  # the shortest colour scale whose three numbers and name fit, in pixels
+MIN_BAR = 160  # the shortest vertical colour scale whose three numbers and name fit, in pixels
+MIN_BAR_BELOW = 60  # the narrowest horizontal one that can be drawn at all
 
 
 def _pad_to(image: np.ndarray, height: int = 0, width: int = 0) -> np.ndarray:
@@ -131,7 +132,7 @@ def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale:
 def with_colorbar_below(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
     """`image` over a horizontal colour scale as wide as it: low, middle and high values, then the
     scale's name. For pictures shown small, side by side: its text keeps the picture's own scale."""
-    image = _pad_to(image, width=MIN_BAR)
+    image = _pad_to(image, width=MIN_BAR_BELOW)
     width = image.shape[1]
     bar = np.full((92 if scale else 60, width, 3), 255, np.uint8)
     bar[6:24, 6 : width - 6] = colorize(np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), cmap, 0, 1)
@@ -169,8 +170,9 @@ def mark_patch(image: np.ndarray, grid: tuple[int, int], index: int, color=QUERY
     """Outline patch `index` on a copy of `image`: the picked query."""
     out = image.copy()
     x0, y0, x1, y1 = patch_box(grid, out.shape[:2], index)
-    cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), BLACK, 4)
-    cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), color, 2)
+    # 4 px of colour between 2 px of black on each side: visible from the back row, on any colormap
+    cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), BLACK, 8)
+    cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), color, 4)
     return out
 
 

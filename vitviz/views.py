@@ -79,6 +79,18 @@ def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
 
 
 CLIPPED = (0, 255, 255)  # outline of the patches above a patch map's 99th-percentile clip
+MARKS = {  # what each mark drawn on a picture means, for the legend beside it
+    "query": "**magenta square with a black border**: the query patch",
+    "clip": "**thin cyan outline**: a patch above the colour scale's top (its 99th-percentile clip), so brighter "
+    "than the bar shows",
+    "artifact": "**green box**: an artifact token, its output norm at least twice the median and apart from the "
+    "rest (none on most photos with this small model)",
+}
+
+
+def legend(*marks: str) -> str:
+    """One line that names every mark the pictures beside it can carry."""
+    return "Marks: " + "; ".join(MARKS[m] for m in marks) + "."
 
 
 def scaled_overlay(

@@ -134,6 +134,7 @@ def build(ctx: Context) -> None:
             # All heads: the sheet gets a line of its own at the full width (tiles >= 200 px at 1400 and on a
             # projector), under a smaller picker. In the browser only: the API's outputs stay as they are.
             head.change(None, head, None, js=ALL_HEADS_LAYOUT)
+            gr.Markdown(views.legend("query", "clip"), elem_classes=["legend"])
             note = gr.Markdown(label="This layer in numbers", elem_id="attention-note")
     ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap], [shown], api_name="explorer")
     ctx.view(

@@ -32,8 +32,9 @@ def build(ctx: Context) -> None:
             distance = gr.Plot(label="Attention distance")
             entropy = gr.Plot(label="Attention entropy")
         with gr.Row():
-            norms = picture(label="Output token norms (outliers boxed)", elem_id="norms")
+            norms = picture(label="Output token norms", elem_id="norms")
             pca = picture(label="PCA of patch features as RGB")
+        gr.Markdown(views.legend("clip", "artifact"), elem_classes=["legend"])
         norms_note = gr.Markdown(label="Token norms")
     ctx.view(
         tab,

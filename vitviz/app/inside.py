@@ -48,6 +48,7 @@ def build(ctx: Context) -> None:
             scores = picture(label="2 · Scores minus the top score, s − max s", elem_id="inside-scores")
             weights = picture(label="3 · Weights α = softmax(scores)", elem_id="inside-weights")
             values = picture(label="4 · Weight × value norm ‖α W_O v‖", elem_id="inside-values")
+        gr.Markdown(views.legend("query", "clip"), elem_classes=["legend"])
         note = gr.Markdown(label="The steps in numbers", latex_delimiters=LATEX, elem_id="inside-note")
         with gr.Row():
             strips = gr.Plot(label="1 · The query, and keys and values of some tokens", elem_id="inside-strips")

@@ -2,7 +2,6 @@
 // `element`, `props`, `trigger` and `watch` in scope. props.value is the analysis' meta (vitviz/explorer.py);
 // layers come from GET vitviz/explorer/layer as raw float32. Text is HTML, so it grows with the projector mode.
 
-const HEAD_COLOURS = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999"];
 const OPACITY = 0.65;
 
 const root = element.querySelector(".vx") || element;
@@ -61,6 +60,11 @@ function shortName(t) {
   if (t < n) return S.meta.prefix[t];
   const p = t - n, gw = S.meta.grid[1];
   return `p${p} (${Math.floor(p / gw)}, ${p % gw})`;
+}
+
+function headColour(h) {
+  const colours = S.meta.headColours; // plots.HEAD_COLOURS: the charts' colours, colour-blind safe
+  return colours[h % colours.length];
 }
 
 function tokenName(t) {
@@ -161,7 +165,7 @@ function buildTiles() {
   for (let h = 0; h < S.meta.heads; h++) {
     const fig = document.createElement("figure");
     fig.className = "vx-tile";
-    fig.style.borderColor = HEAD_COLOURS[h % HEAD_COLOURS.length];
+    fig.style.borderColor = headColour(h);
     fig.innerHTML = `<canvas class="vx-canvas"></canvas><figcaption>head ${h}</figcaption>`;
     const canvas = fig.querySelector("canvas");
     canvas.dataset.head = String(h);
@@ -331,7 +335,7 @@ function caption(entropy) {
   const n = S.meta.prefix.length, { tokens } = S.shape;
   const row = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens);
   const prefix = S.meta.prefix.map((name, i) => `${name} ${pct(row[i])}`).join(", ");
-  ui.bigCap.innerHTML = `Layer ${S.layer}, <b style="color:${HEAD_COLOURS[S.head % HEAD_COLOURS.length]}">head ${S.head}</b>: ` +
+  ui.bigCap.innerHTML = `Layer ${S.layer}, <span class="vx-chip" style="background:${headColour(S.head)}"></span><b>head ${S.head}</b>: ` +
     `attention of <b>${tokenName(S.query)}</b>${S.pinned ? " (pinned: click it again to unpin)" : ""}. ` +
     `Over the ${tokens} keys it spreads like ${Math.exp(entropy).toFixed(1)} equal ones (e<sup>entropy</sup>); ` +
     `the prefix tokens, not on the photo, take ${prefix}.`;
