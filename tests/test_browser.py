@@ -370,3 +370,30 @@ def test_the_lesson_walks_every_step_and_a_link_opens_one(page, tmp_path):
         linked.screenshot(path=str(tmp_path / "lesson-1024x768.png"))  # what the projector shows: no scrolling
     finally:
         linked.close()
+
+
+def test_the_projector_mode_brings_the_tabs_and_the_explorer_onto_one_screen(page, tmp_path):
+    """At 1024x768 with large text: the tab bar starts on the first screen, and the Explorer's controls and
+    picture fit on one screen together, with no text under 18 px."""
+    view = page.context.browser.new_page(viewport={"width": 1024, "height": 768})
+    try:
+        view.goto(page.url)
+        view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        view.locator("#large-text input").check()
+        view.wait_for_function("() => document.body.classList.contains('vitviz-large')", timeout=10_000)
+        box = view.get_by_role("tab", name="2 · Attention").bounding_box()
+        assert box["y"] + box["height"] < 768
+        view.get_by_role("tab", name="2 · Attention").click()
+        view.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length > 0", timeout=60_000)
+        view.locator(".vx-bar").scroll_into_view_if_needed()
+        top = view.locator(".vx-bar").bounding_box()["y"]
+        canvas = view.locator(".vx-big-canvas").bounding_box()
+        assert canvas["y"] + canvas["height"] - top <= 768, (top, canvas)
+        smallest = view.evaluate(
+            """() => Math.min(...[...document.querySelectorAll('.vx label, .vx figcaption, .vx-legend, .vx-mech td')]
+                 .filter((e) => e.offsetParent).map((e) => parseFloat(getComputedStyle(e).fontSize) * 1.25))"""
+        )
+        assert smallest >= 18, smallest
+        shot(view, tmp_path, "explorer-1024x768-projector.png")
+    finally:
+        view.close()

@@ -20,7 +20,7 @@ def build(default_model: str, depth_model: str | None = None) -> gr.Blocks:
     if depth_model is not None:
         get_depth_model(depth_model)
     with gr.Blocks(title="vitviz: see inside a Vision Transformer", delete_cache=(1800, 3600)) as demo:
-        gr.Markdown(INTRO)
+        gr.Markdown(INTRO, elem_id="intro")
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 ctx = build_source(demo, model, depth_model)

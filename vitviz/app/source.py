@@ -27,6 +27,7 @@ embedding**, puts a **readout (CLS) token** in front, and passes the tokens thro
 **multi-head self-attention**. Each tab shows one part of that, on *your* image."""
 # Larger text for the back row of a classroom: every text grows by a quarter (see CSS in the launch).
 CSS = """body.vitviz-large .gradio-container { zoom: 1.25; }
+body.vitviz-large #intro, body.vitviz-large .settings { display: none !important; }
 @media (min-width: 700px) and (max-width: 1100px) { #preview-panel { display: none; } }"""
 LARGE_TEXT_JS = "(on) => { document.body.classList.toggle('vitviz-large', on); }"
 EXAMPLE_URL = "https://raw.githubusercontent.com/scikit-image/scikit-image/main/skimage/data/chelsea.png"
@@ -234,7 +235,7 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
     # The API's example is a photo, not Gradio's generic PDF.
     image.example_payload = lambda: handle_file(EXAMPLE_URL)
     image.example_value = lambda: EXAMPLE_URL
-    with gr.Row():
+    with gr.Row(elem_classes=["settings"]):
         model_name = gr.Dropdown(
             [(f"{n}: {CATALOGUE.get(n, 'local folder')}", n) for n in names],
             value=model.name,
@@ -242,7 +243,7 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
             min_width=280,
         )
         size = gr.Dropdown(SIZES, value=SIZES[0], label="Input size (longest side, pixels)", min_width=200)
-    with gr.Row():
+    with gr.Row(elem_classes=["settings"]):
         with gr.Row():
             cmap = gr.Dropdown(list(COLORMAPS), value="inferno", label="Colormap", min_width=120, elem_id="cmap")
             alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="Opacity", min_width=120)
@@ -253,7 +254,12 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
             elem_id="colour-scale",
             min_width=280,
         )
-    large = gr.Checkbox(False, label="Large text, for a projector", elem_id="large-text")
+    large = gr.Checkbox(
+        False,
+        label="Large text, for a projector",
+        info="Everything grows by a quarter; the introduction and the settings above hide, so the tabs come up",
+        elem_id="large-text",
+    )
     large.change(None, large, None, js=LARGE_TEXT_JS, api_visibility="private", queue=False)
     status = gr.Markdown(elem_id="status", label="Model and input")
     ctx = Context(

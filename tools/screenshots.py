@@ -1,0 +1,71 @@
+"""Screenshots of every tab, as a teacher sees them: `python -m tools.screenshots [OUT]` from the repository.
+
+Serves the app on a free loopback port and shoots each tab in Debian's Chromium at 1400x1000, at 1024x768 with
+"Large text, for a projector" on, and at 390x844 (a phone, by touch), on the astronaut photo. Writes
+OUT/<tab>-<size>.jpg (default OUT: docs/screens) and prints the smallest text each shot shows in the Explorer.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import cv2
+
+from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, running_app
+
+SIZES = [(1400, 1000, False, "1400x1000"), (1024, 768, True, "1024x768-projector"), (390, 844, False, "390x844")]
+TABS = ["1 · Tokens", "2 · Attention", "3 · Inside a head", "4 · Rollout", "5 · Positions", "6 · Heads", "7 · Output",
+        "8 · Depth", "9 · Attributions", "10 · Live", "11 · Lesson"]  # fmt: skip
+READY = {  # what each tab shows once it is drawn
+    "2 · Attention": "() => window.vitviz?.explorer?.state().loaded.length === 12",
+    "3 · Inside a head": "() => document.querySelector('#inside-values img')",
+    "6 · Heads": "() => document.querySelector('#norms img')",
+    "7 · Output": "() => document.querySelector('#dense img')",
+}
+
+
+def shoot(page, path: Path) -> None:
+    page.wait_for_function("() => !document.body.innerText.includes('processing')", timeout=60_000)
+    png = path.with_suffix(".png")
+    page.screenshot(path=str(png), full_page=True)
+    image = cv2.imread(str(png))
+    cv2.imwrite(str(path), image[:6000], [cv2.IMWRITE_JPEG_QUALITY, 80])
+    png.unlink()
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    out = Path(argv[0] if argv else "docs/screens")
+    out.mkdir(parents=True, exist_ok=True)
+    from playwright.sync_api import sync_playwright
+
+    with running_app() as (url, _), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for width, height, large, name in SIZES:
+            page = browser.new_page(viewport={"width": width, "height": height}, has_touch=width < 500)
+            page.goto(url)
+            page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+            if large:
+                page.locator("#large-text input").check()
+            page.locator("#examples img").nth(2).click()
+            page.locator("#status").get_by_text("grid 32×32").wait_for(timeout=60_000)
+            for tab in TABS:
+                page.get_by_role("tab", name=tab).click()
+                if tab in READY:
+                    page.wait_for_function(READY[tab], timeout=60_000)
+                page.wait_for_timeout(1500)
+                slug = tab.split(" · ")[1].lower().replace(" ", "-")
+                shoot(page, out / f"{tab.split(' ·')[0].zfill(2)}-{slug}-{name}.jpg")
+            sizes = page.evaluate(
+                """() => { const z = document.body.classList.contains('vitviz-large') ? 1.25 : 1;
+                  return Math.min(...[...document.querySelectorAll('.vx label, .vx figcaption, .vx-mech td')]
+                    .map((e) => parseFloat(getComputedStyle(e).fontSize) * z)); }"""
+            )
+            print(f"{name}: {len(TABS)} tabs shot; the Explorer's smallest text {sizes:.1f} px")
+            page.close()
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()
