@@ -397,3 +397,24 @@ def test_the_projector_mode_brings_the_tabs_and_the_explorer_onto_one_screen(pag
         shot(view, tmp_path, "explorer-1024x768-projector.png")
     finally:
         view.close()
+
+
+def test_stop_or_a_new_image_ends_a_running_attribution_and_says_so(page, tmp_path):
+    """Integrated Gradients (32 steps: tens of seconds here): Stop ends it within 2 s and says so; so does a
+    new image, and no result lands on it."""
+    page.get_by_role("tab", name="9 · Attributions").click()
+    page.locator("#method input").click()
+    page.locator('li[role=option][aria-label="Integrated Gradients"]').click()
+    before = src(page, "#attribution")
+    for stop in ("button", "new image"):
+        page.get_by_role("button", name="Compute attribution").click()
+        page.wait_for_timeout(3000)  # running: the batches have begun
+        if stop == "button":
+            page.get_by_role("button", name="Stop").click()
+        else:
+            page.locator("#examples img").nth(0).click()  # chelsea: a new analysis, a new key
+        page.locator("#attr-summary").get_by_text("Stopped.").wait_for(timeout=2_000 if stop == "button" else 60_000)
+        page.wait_for_timeout(6000)
+        assert "Stopped." in page.locator("#attr-summary").inner_text()  # it stays said
+        assert src(page, "#attribution") in (before, ""), stop  # nothing landed
+        before = src(page, "#attribution")

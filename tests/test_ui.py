@@ -331,10 +331,12 @@ def test_stop_ends_a_long_attribution_at_its_next_batch():
     while not any(f > 0 for f in fractions) and time.perf_counter() < deadline:  # the batches have begun
         time.sleep(0.1)
     stopped_at = time.perf_counter()
-    attributions.stop(Request())
+    assert attributions.stop(Request()) == attributions.STOPPED_NOTE  # what the page shows under the buttons
     worker.join(60)
     assert "stopped at" in outcome["error"]
     assert time.perf_counter() - stopped_at < 10  # 128 steps take about a minute here
+    assert "stop-test" not in attributions._STOPPED  # nothing kept for a session once its run is over
+    assert attributions.drop_stale(("old image", None), "new image") == (None, None, None, "", None)
 
 
 def test_maps_land_where_they_are_through_the_endpoints(client):

@@ -118,6 +118,8 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
         rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
     finally:
         FREED.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
+        if _STOPPED.get(session_of(request)) is stopped:  # a session keeps no event once its run is over
+            del _STOPPED[session_of(request)]
     same = input_analysis(model, image).rollout("mean", 0.0)  # rollout on the attribution's own input
     kept = (analysis_key(image, model_name, size), views.attribution_inputs(a, r, rel, same))
     shown, roll, rel_img = views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
@@ -148,10 +150,35 @@ def recolour(kept, key, cmap, alpha, colour_scale):
 _STOPPED: dict[str, threading.Event] = {}
 
 
-def stop(request: gr.Request) -> None:
-    """Stop this session's attribution at its next batch (the Stop button, or the page closed)."""
-    if session_of(request) in _STOPPED:
-        _STOPPED[session_of(request)].set()
+STOPPED_NOTE = "**Stopped.** The attribution ended at its next batch and kept nothing; press Compute to run it again."
+
+
+def stop(request: gr.Request) -> str:
+    """Stop this session's attribution at its next batch (the Stop button, a new or cleared image, the page
+    closed), and say so."""
+    stopped = _STOPPED.pop(session_of(request), None)
+    if stopped is None:
+        return gr.skip()
+    stopped.set()
+    return STOPPED_NOTE
+
+
+def stop_on_unload(request: gr.Request) -> None:
+    stop(request)
+
+
+def new_image(request: gr.Request):
+    """A new or cleared image: a running attribution stops (and says so); the result and the box go."""
+    said = stop(request)
+    return [], None, None, None, said if isinstance(said, str) else "", None
+
+
+def drop_stale(kept, key):
+    """A result that finished for another image than the one now shown is not shown (a new image stops a run,
+    but one may end in the same instant)."""
+    if kept is not None and kept[0] != key:
+        return None, None, None, "", None
+    return (gr.skip(),) * 5
 
 
 def build(ctx: Context) -> None:
@@ -196,9 +223,6 @@ def build(ctx: Context) -> None:
         kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
     results = [shown, roll, rel, summary, kept]
     ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block])
-    # A result belongs to one image: a new analysis clears it and the box.
-    ctx.key.change(lambda: ([], None, None, None, "", None), None, [box, *results], api_visibility="private",
-                   queue=False)  # fmt: skip
     running = button.click(
         run,
         [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale],
@@ -211,8 +235,12 @@ def build(ctx: Context) -> None:
     inputs = [kept, ctx.key, ctx.cmap, ctx.alpha, ctx.scale]
     gr.on([c.change for c in (ctx.cmap, ctx.alpha, ctx.scale)], recolour, inputs, [shown, roll, rel],
           trigger_mode="always_last", **recolouring)  # fmt: skip
-    running.success(recolour, inputs, [shown, roll, rel], **recolouring)
-    halt.click(stop, None, None, cancels=[running], api_visibility="private", queue=False)
-    ctx.demo.unload(stop)
+    running.success(drop_stale, [kept, ctx.key], results, api_visibility="private", queue=False).success(
+        recolour, inputs, [shown, roll, rel], **recolouring
+    )
+    halt.click(stop, None, summary, cancels=[running], api_visibility="private", queue=False)
+    # A result belongs to one image: a new or cleared image stops a run and clears the result and the box.
+    ctx.key.change(new_image, None, [box, *results], cancels=[running], api_visibility="private", queue=False)
+    ctx.demo.unload(stop_on_unload)
     box_img.select(pick_corner, [*ctx.where, box], [box, box_img], api_visibility="private")
     clear.click(clear_box, ctx.where, [box, box_img], api_visibility="private")
