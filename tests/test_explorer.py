@@ -87,13 +87,13 @@ def test_meta_names_the_grid_tokens_and_colours(family):
 # ---- the real script in a bare page, on the tiny models of every family
 
 
-def bare_page(pw, meta: dict, layers: dict[int, bytes], size=(1000, 800)):
+def bare_page(pw, meta: dict, layers: dict[int, bytes], size=(1000, 800), touch: bool = False):
     """The Explorer's script run as Gradio runs js_on_load, its layers served from `layers`."""
     browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]}, has_touch=touch)
     css = (STATIC / "explorer.css").read_text()
     html = f"""<html><head><style>{css}</style></head><body>
-    <div id="host" style="width:900px"><div class="vx"></div></div>
+    <div id="host" style="max-width:900px"><div class="vx"></div></div>
     <script>
       window.gradio_config = {{root: "http://vitviz.test"}};
       const watchers = [], props = {{value: null}};
@@ -202,6 +202,37 @@ def test_the_last_pointer_position_wins_and_a_click_pins():
         browser.close()
     assert state["pinned"] and state["query"] == a.n_prefix + 3 * gw + 4
     assert "patch 28 (row 3, column 4)" in caption and "register 1" in caption
+
+
+@pytest.mark.browser
+def test_a_finger_drags_the_query_on_a_phone_and_leaves_it_pinned():
+    """390 x 844 with touch: the query follows a dragging finger across the photo and stays where it lifts."""
+    sync_api = browser_or_skip()
+    model = FAMILIES["deit"]()  # two prefix tokens
+    a = vitviz.analyze(model, random_image(48, 64, seed=13), longest=64)
+    gh, gw = a.grid
+    with sync_api.sync_playwright() as pw:
+        browser, page, _ = bare_page(pw, *family_meta(a), size=(390, 844), touch=True)
+        page.evaluate("() => window.vitviz.explorer.hover(0, 0, 0)")
+        page.locator(".vx-big-canvas").scroll_into_view_if_needed()
+        box = page.locator(".vx-big-canvas").bounding_box()
+
+        def at(row, col):
+            return {"x": box["x"] + (col + 0.5) * box["width"] / gw, "y": box["y"] + (row + 0.5) * box["height"] / gh}
+
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [at(0, 1)]})
+        page.wait_for_timeout(100)
+        first = page.evaluate("() => window.vitviz.explorer.state().query")
+        for row, col in [(1, 2), (2, 3), (gh - 1, gw - 2)]:
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [at(row, col)]})
+            page.wait_for_timeout(60)
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+        page.wait_for_timeout(100)
+        state = page.evaluate("() => window.vitviz.explorer.state()")
+        browser.close()
+    assert first == a.n_prefix + 1
+    assert state["pinned"] and state["query"] == a.n_prefix + (gh - 1) * gw + gw - 2
 
 
 # ---- the real app, on the embedded model

@@ -28,13 +28,17 @@ def _where(a: Analysis, patch: int) -> str:
 def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     m, (gh, gw) = a.model, a.grid
     h, w = a.pixel_values.shape[2:]
-    prefix = ", ".join(m.prefix_tokens)
+    prefix = views.prefix_phrase(a)
+    if m.n_prefix > 1:
+        front = f"the learned prefix tokens, {prefix}: the first, CLS, is"
+    else:
+        front = "one learned token, CLS: it is"
     text = (
         f"The ViT never sees pixels one by one. It cuts the image, resized to {w}×{h}, into **{gh} × {gw} = "
         f"{gh * gw} patches** of {m.patch_size}×{m.patch_size} pixels, and a linear map turns each patch into "
-        f"a vector: a **patch token**. In front of them go {m.n_prefix} learned prefix token(s) ({prefix}); the "
-        f"first, CLS, is the **readout token** whose output summarises the image. So the transformer reads a "
-        f"sequence of **{a.attentions.shape[-1]} tokens**, numbered in scan order as in the picture."
+        f"a vector: a **patch token**. In front of them goes {front} the **readout token** whose output "
+        f"summarises the image. So the transformer reads a sequence of **{a.attentions.shape[-1]} tokens**, "
+        "numbered in scan order as in the picture."
     )
     return "Patches become tokens", views.tokens_view(a)[0], text
 

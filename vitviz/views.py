@@ -289,7 +289,8 @@ def rollout_note(a: Analysis, values: np.ndarray) -> str:
         h, w = sal.shape
         score = float(sal[row * h // gh : (row + 1) * h // gh, col * w // gw : (col + 1) * w // gw].mean())
         kind = "above" if score >= 0.5 else "below"
-        text += (f" The dense head scores that patch {score:.2f}, {kind} 0.5, the middle of its 0 (background) to 1 "
+        text += (f" The embedded model's dense head (tab 7, its saliency map) scores that patch {score:.2f}, "
+                 f"{kind} 0.5, the middle of its 0 (background) to 1 "
                  f"(object) scale.")  # fmt: skip
     return text
 
@@ -447,8 +448,8 @@ def inside_note(a: Analysis, d, u) -> str:
         f"$q = u W^Q_{h}$, $k = u W^K_{h}$, $v = u W^V_{h}$, each $d = {width}$ numbers wide "
         f"({m.num_heads} heads × {width} = {m.num_heads * width}). The query is **{token_name(a, q)}**.",
         f"**2 · Scores.** $s_j = q \\cdot k_j / \\sqrt{{d}}$ for each of the {n} keys; $\\sqrt{{d}} = "
-        f"{np.sqrt(width):.3g}$ is the softmax's temperature. Over the patches they run from {patches.min():.2f} "
-        f"to {patches.max():.2f}. Softmax ignores a shift shared by every key, so picture 2 shows "
+        f"{np.sqrt(width):.3g}$ keeps the scores' spread from growing with $d$. Over the patches they run from "
+        f"{patches.min():.2f} to {patches.max():.2f}. Softmax ignores a shift shared by every key, so picture 2 shows "
         f"$s_j - \\max_k s_k$: 0 for the top key, and a key 1 lower gets $e^{{-1}}$ = 37 % of its weight. "
         f"Prefix tokens, not pictured: {prefix}.",
         f"**3 · Softmax.** $\\alpha_j = e^{{s_j}} / \\sum_k e^{{s_k}}$ (picture 3: the Attention view's map). "

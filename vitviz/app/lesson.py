@@ -49,7 +49,7 @@ def build(ctx: Context) -> None:
         (
             f"A path through the ViT in {LAST} steps, on your image, in the order of the chapter: tokens, "
             "position embeddings, attention, layers, the readout token, dense decoding. Every picture and "
-            "number is computed on the image on the left. To show one step on a slide, link to it with "
+            "number is computed on your image. To show one step on a slide, link to it with "
             "`?step=N` after the app's address."
         ),
         id="lesson",

@@ -66,7 +66,8 @@ def build(ctx: Context) -> None:
         "10 · Live",
         (
             "Point the camera at something and watch the attention move. Each frame is resized to the "
-            "model's square input (224×224 for the embedded model) and analysed on its own; when the "
+            "model's square input (224×224 for the embedded model, the size its dense head was trained at, "
+            "whatever the input size chosen for uploads) and analysed on its own; when the "
             "server is busy, older frames are dropped, never queued. *Freeze* turns the current frame "
             "into the image of every other view."
         ),

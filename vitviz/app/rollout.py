@@ -40,6 +40,7 @@ def build(ctx: Context) -> None:
         with gr.Row():
             original = picture(label="Your image, for comparison")
             rollout = picture(label="Rollout (bilinear)", elem_id="rollout")
+        gr.Markdown(views.legend("clip"), elem_classes=["legend"])
         note = gr.Markdown(label="Brightest patch", elem_id="rollout-note")
     ctx.mirror_preview(original)
     ctx.view(

@@ -27,7 +27,8 @@ root.innerHTML = `
       <div class="vx-legend">
         <div class="vx-bar-row"><span class="vx-lo">0</span><span class="vx-ramp"></span><span class="vx-hi"></span></div>
         <div class="vx-scale-note"></div>
-        <div><span class="vx-swatch"></span> the query patch (white, black border). Hover to move it, click to pin it.</div>
+        <div><span class="vx-swatch"></span> the query patch (white, black border; none when the query is CLS).
+          Hover to move it, click to pin it.</div>
       </div>
     </div>
   </div>
@@ -46,7 +47,7 @@ const S = {
   meta: null, shape: null, layers: new Map(), wanted: [], inflight: null, generation: 0, photo: null,
   layer: -1, head: 0, query: 0, pinned: false, T: 1, measure: "w", view: "heads", scale: "own",
   scores: null, weights: null, work: null, tileCanvases: [], modelCanvases: [], pending: null, frame: 0,
-  waiters: [], pendingStamp: null, latencies: [], // latencies: pointer event -> its maps painted, ms
+  waiters: [], drag: null, pendingStamp: null, latencies: [], // latencies: pointer event -> its maps painted, ms
 };
 
 function endpoint(layer) {
@@ -194,9 +195,13 @@ function buildModelView() {
 
 // ---- pointer: the last position wins; one computation and paint per animation frame
 function attachPointer(canvas, head) {
+  // A mouse: hover moves the query, a click pins it (a second click on it unpins). A finger or a pen: the query
+  // follows it while it is down, and stays pinned where it lifts.
   canvas.addEventListener("pointermove", (e) => {
-    if (S.pinned) return;
-    S.pending = patchAt(canvas, e);
+    if (S.pinned && S.drag !== e.pointerId) return;
+    const t = patchAt(canvas, e);
+    if (t === null) return;
+    S.pending = t;
     S.pendingStamp = e.timeStamp;
     schedule();
   });
@@ -204,10 +209,14 @@ function attachPointer(canvas, head) {
     const t = patchAt(canvas, e);
     if (t === null) return;
     if (head !== undefined && head !== S.head) { S.head = head; ui.head.value = String(head); }
-    S.pinned = !(S.pinned && t === S.query);
+    if (e.pointerType === "mouse") S.pinned = !(S.pinned && t === S.query);
+    else { S.pinned = true; S.drag = e.pointerId; }
     S.pending = t;
     schedule();
   });
+  const lift = (e) => { if (S.drag === e.pointerId) S.drag = null; };
+  canvas.addEventListener("pointerup", lift);
+  canvas.addEventListener("pointercancel", lift);
 }
 
 function patchAt(canvas, e) {
@@ -307,8 +316,8 @@ function paint() {
   ui.lo.textContent = S.measure === "w" ? "0 %" : "0";
   ui.hi.textContent = label(bigTop);
   ui.scaleNote.textContent = S.scale === "own"
-    ? `Colour: 0 to each map's own largest value (${label(bigTop)} in the large map of head ${S.head}).`
-    : `Colour: 0 to the largest value over this layer's ${S.meta.heads} heads (${label(shared)}), one scale for every map of the layer.`;
+    ? `Colour, linear: 0 to each map's own largest value (${label(bigTop)} in the large map of head ${S.head}).`
+    : `Colour, linear: 0 to the largest value over this layer's ${S.meta.heads} heads (${label(shared)}), one scale for every map of the layer.`;
   caption(entropy);
   mechanism();
   const paintMs = performance.now() - t0;
@@ -335,10 +344,11 @@ function caption(entropy) {
   const n = S.meta.prefix.length, { tokens } = S.shape;
   const row = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens);
   const prefix = S.meta.prefix.map((name, i) => `${name} ${pct(row[i])}`).join(", ");
+  const hidden = S.meta.prefix.length > 1 ? "The prefix tokens are not on the photo; they get" : "Not on the photo:";
   ui.bigCap.innerHTML = `Layer ${S.layer}, <span class="vx-chip" style="background:${headColour(S.head)}"></span><b>head ${S.head}</b>: ` +
     `attention of <b>${tokenName(S.query)}</b>${S.pinned ? " (pinned: click it again to unpin)" : ""}. ` +
     `Over the ${tokens} keys it spreads like ${Math.exp(entropy).toFixed(1)} equal ones (e<sup>entropy</sup>); ` +
-    `the prefix tokens, not on the photo, take ${prefix}.`;
+    `${hidden} ${prefix}.`;
 }
 
 function mechanism() {
@@ -352,14 +362,17 @@ function mechanism() {
   const order = Array.from({ length: tokens }, (_, j) => j).sort((a, b) => w[b] - w[a]).slice(0, 6);
   const rows = order.map((j) => `<tr><td>${shortName(j)}</td><td>${s[j].toFixed(2)}</td><td>${(s[j] - hi).toFixed(2)}</td>` +
     `<td>${pct(w[j])}</td><td>${pct(model[j])}</td><td>${(w[j] * norms[j]).toPrecision(3)}</td></tr>`).join("");
-  const second = order.length > 1 ? s[order[1]] - hi : 0;
+  const second = order.length > 1 ? +(s[order[1]] - hi).toFixed(2) : 0;
+  const exponent = +(second / S.T).toFixed(2); // rounded as shown, so that e^x agrees with a calculator
   ui.mech.innerHTML = `<h4>How head ${S.head} of layer ${S.layer} computes this row</h4>
     <p>Scores s<sub>j</sub> = q·k<sub>j</sub>/√${dh} of the query against all ${tokens} keys run from ${lo.toFixed(2)} to ${hi.toFixed(2)}.
     Softmax ignores a shift that is the same for every key, so only s<sub>j</sub> − max s matters:
-    a key ${Math.abs(second).toFixed(2)} below the top gets e<sup>${(second / S.T).toFixed(2)}</sup> = ${pct(Math.exp(second / S.T))} of the top key's weight
+    a key ${Math.abs(second).toFixed(2)} below the top gets e<sup>${exponent.toFixed(2)}</sup> = ${pct(Math.exp(exponent))} of the top key's weight
     at T = ${S.T.toFixed(2)}. Weights α = softmax(s / T)${S.T === 1 ? " (T = 1: the model itself)" : "; T = 1 is the model, T &lt; 1 sharpens, T &gt; 1 flattens"}.</p>
     <table><thead><tr><th>key (row, column)</th><th>s<sub>j</sub></th><th>s<sub>j</sub> − max</th><th>α<sub>j</sub> at T</th><th>α<sub>j</sub> at T = 1</th><th>α<sub>j</sub> ‖W<sub>O</sub> v<sub>j</sub>‖</th></tr></thead>
-    <tbody>${rows}</tbody></table>`;
+    <tbody>${rows}</tbody></table>
+    <p>α<sub>j</sub> ‖W<sub>O</sub> v<sub>j</sub>‖: what key j really passes on, its weight times the size of its value
+    after this head's slice of the output projection (Kobayashi et al. 2020).</p>`;
 }
 
 // ---- controls
