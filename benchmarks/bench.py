@@ -352,7 +352,7 @@ def bench_interactions(model: VitModel, count: int = 60) -> None:
     heads (and the all-heads grid), queries, fusions and discard ratios. Server time of what the app's
     handlers draw, pictures and numbers (target <= 30 ms): once the background has filled the analysis, as
     the app does in the first second after an upload, and with nothing filled."""
-    from vitviz import views
+    from vitviz import sentences, views
 
     image = np.random.default_rng(0).integers(0, 256, (448, 448, 3), dtype=np.uint8)
     print(f"\n{count} mixed interactions on a fresh 448x448 analysis, first touches included (target p95 <= 30 ms)")
@@ -364,7 +364,7 @@ def bench_interactions(model: VitModel, count: int = 60) -> None:
             start = time.perf_counter()
             if move[0] == "attention":
                 views.attention_view(a, *move[1:])
-                views.attention_note(a, *move[1:])
+                sentences.attention_note(a, *move[1:])
             else:
                 views.rollout_view(a, *move[1:])
             times.append((time.perf_counter() - start) * 1000)

@@ -9,7 +9,7 @@ import pytest
 from conftest import FAMILIES, random_image
 
 import vitviz
-from vitviz import render, views
+from vitviz import render, sentences, views
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_the_attention_note_gives_the_selected_heads_own_numbers(coffee_224, wid
 
 
 def check_attention_note(wide, layer, head, patch, prefix):
-    text = views.attention_note(wide, layer, head, patch)
+    text = sentences.attention_note(wide, layer, head, patch)
     share, distance, entropy = bold_numbers(text)
     distances, entropies = wide.layer_statistics(layer)
     row = wide.attentions[layer, :, wide.n_prefix + patch].astype(np.float32)
@@ -83,7 +83,7 @@ def check_attention_note(wide, layer, head, patch, prefix):
 def test_the_rollout_note_names_the_brightest_patch_by_its_row_and_column(wide):
     """On a 5 x 9 grid a row and a column read from the wrong side cannot both be right."""
     values = wide.rollout("mean")
-    text = views.rollout_note(wide, values)
+    text = sentences.rollout_note(wide, values)
     row, col, patch = (int(x) for x in re.search(r"row (\d+), column (\d+) \(patch (\d+)\)", text).groups())
     assert patch == int(values.argmax()) and (row, col) == divmod(patch, wide.grid[1])
     share = float(re.search(r"gets ([\d.]+)% of all", text).group(1))
@@ -148,15 +148,15 @@ def test_every_view_draws_an_extreme_panorama(shape):
 
 def test_positions_say_when_the_table_is_interpolated_and_from_which_grid(wide):
     g0, g1 = wide.model.native_grid
-    text = views.positions_note(wide)
+    text = sentences.positions_note(wide)
     assert f"interpolated from {g0}×{g1} to 5×9" in text and (g0, g1) != (5, 9)
     native = vitviz.analyze(wide.model, random_image(g0 * 8, g1 * 8, seed=11), longest=max(g0, g1) * 8)
-    assert native.grid == (g0, g1) and "used as it is" in views.positions_note(native)
+    assert native.grid == (g0, g1) and "used as it is" in sentences.positions_note(native)
 
 
 def test_a_photo_enlarged_more_than_four_times_is_said_to_be(wide):
     small = vitviz.analyze(wide.model, random_image(14, 25, seed=12), longest=256)
-    note = views.upscale_note(small)
+    note = sentences.upscale_note(small)
     factor = max(small.pixel_values.shape[2] / 14, small.pixel_values.shape[3] / 25)
     assert factor > 4 and f"your 25×14 photo is enlarged {factor:.0f}×" in note
-    assert views.upscale_note(wide) == ""  # 72 px wide, read at 72
+    assert sentences.upscale_note(wide) == ""  # 72 px wide, read at 72

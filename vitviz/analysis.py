@@ -210,11 +210,11 @@ class Analysis:
         return [(self.model.labels[i], float(probs[i])) for i in best]
 
     def show(self, view: str = "attention", **options):
-        """This analysis drawn as the app draws it, for a notebook (see `views.show`): a PIL image or a
+        """This analysis drawn as the app draws it, for a notebook (see `notebook.show`): a PIL image or a
         Plotly figure, shown inline by Jupyter. E.g. a.show("attention", layer=3), a.show("rollout")."""
-        from . import views
+        from . import notebook
 
-        return views.show(self, view, **options)
+        return notebook.show(self, view, **options)
 
     @cached_property
     def _saliency(self) -> np.ndarray | None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import render, views
+from . import render, sentences, views
 from .analysis import Analysis
 from .depth import DepthResult
 from .maps import DEFAULT_SCALE
@@ -28,7 +28,7 @@ def _where(a: Analysis, patch: int) -> str:
 def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     m, (gh, gw) = a.model, a.grid
     h, w = a.pixel_values.shape[2:]
-    prefix = views.prefix_phrase(a)
+    prefix = sentences.prefix_phrase(a)
     if m.n_prefix > 1:
         front = f"the learned prefix tokens, {prefix}: the first, CLS, is"
     else:
@@ -117,7 +117,7 @@ def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth:
 def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     picture, note = views.rollout_view(a, "mean", 0.0, cmap, alpha, scale)
     share = float(a.attentions[-1, :, 0, : a.n_prefix].astype(np.float32).sum(-1).mean())
-    where = "itself" if a.n_prefix == 1 else f"the prefix tokens ({views.prefix_phrase(a)})"
+    where = "itself" if a.n_prefix == 1 else f"the prefix tokens ({sentences.prefix_phrase(a)})"
     text = (
         "The CLS **readout token** gathers the image for the output. *Attention rollout* follows attention "
         "through all layers (adding the residual path) to estimate how much of each patch reaches CLS at the "

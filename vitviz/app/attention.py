@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from .. import views
+from .. import sentences, views
 from ..models import VitModel
 from . import explorer
 from .session import ALL_HEADS, MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
@@ -60,7 +60,7 @@ def draw(
     overlay, picker = views.attention_view(
         a, int(layer), which, query, cmap, float(alpha), shared, colour_scale, measure
     )
-    return overlay, picker, views.attention_note(a, int(layer), which, query)
+    return overlay, picker, sentences.attention_note(a, int(layer), which, query)
 
 
 def controls_fitter(choices: Callable[[VitModel], list], fallback: int) -> Callable:
@@ -134,7 +134,7 @@ def build(ctx: Context) -> None:
             # All heads: the sheet gets a line of its own at the full width (tiles >= 200 px at 1400 and on a
             # projector), under a smaller picker. In the browser only: the API's outputs stay as they are.
             head.change(None, head, None, js=ALL_HEADS_LAYOUT)
-            gr.Markdown(views.legend("query", "clip"), elem_classes=["legend"])
+            gr.Markdown(sentences.legend("query", "clip"), elem_classes=["legend"])
             note = gr.Markdown(label="This layer in numbers", elem_id="attention-note")
     ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap], [shown], api_name="explorer")
     ctx.view(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import views
+from .. import sentences, views
 from .session import get_analysis, picture, user_errors
 from .source import Context, view_tab
 
@@ -34,7 +34,7 @@ def build(ctx: Context) -> None:
         with gr.Row():
             norms = picture(label="Output token norms", elem_id="norms")
             pca = picture(label="PCA of patch features as RGB")
-        gr.Markdown(views.legend("clip", "artifact"), elem_classes=["legend"])
+        gr.Markdown(sentences.legend("clip", "artifact"), elem_classes=["legend"])
         norms_note = gr.Markdown(label="Token norms")
     ctx.view(
         tab,

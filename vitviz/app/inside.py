@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import views
+from .. import sentences, views
 from ..models import VitModel
 from .attention import CLS_QUERY, QUERY_CHOICES, controls_fitter, patch_picker, query_of
 from .session import get_analysis, picture, user_errors
@@ -48,7 +48,7 @@ def build(ctx: Context) -> None:
             scores = picture(label="2 · Scores minus the top score, s − max s", elem_id="inside-scores")
             weights = picture(label="3 · Weights α = softmax(scores)", elem_id="inside-weights")
             values = picture(label="4 · Weight × value norm ‖α W_O v‖", elem_id="inside-values")
-        gr.Markdown(views.legend("query", "clip"), elem_classes=["legend"])
+        gr.Markdown(sentences.legend("query", "clip"), elem_classes=["legend"])
         note = gr.Markdown(label="The steps in numbers", latex_delimiters=LATEX, elem_id="inside-note")
         with gr.Row():
             strips = gr.Plot(label="1 · The query, and keys and values of some tokens", elem_id="inside-strips")

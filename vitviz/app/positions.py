@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
-from .. import VitModel, plots, views
+from .. import VitModel, plots, sentences, views
 from .session import get_analysis, get_model, picture, slots, user_errors
 from .source import Context, view_tab
 
@@ -39,7 +39,7 @@ def draw(model_name, row, col, cmap, request: gr.Request):
 @user_errors
 def note(image, model_name, size, request: gr.Request) -> str:
     """Whether this photo uses the table as it is, or interpolated from which grid to which."""
-    return views.positions_note(get_analysis(image, model_name, size, request))
+    return sentences.positions_note(get_analysis(image, model_name, size, request))
 
 
 def fit_controls(model_name, row, col):

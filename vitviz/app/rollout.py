@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import views
+from .. import sentences, views
 from ..maps import HEAD_FUSIONS
 from .session import get_analysis, picture, user_errors
 from .source import Context, view_tab
@@ -40,7 +40,7 @@ def build(ctx: Context) -> None:
         with gr.Row():
             original = picture(label="Your image, for comparison")
             rollout = picture(label="Rollout (bilinear)", elem_id="rollout")
-        gr.Markdown(views.legend("clip"), elem_classes=["legend"])
+        gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])
         note = gr.Markdown(label="Brightest patch", elem_id="rollout-note")
     ctx.mirror_preview(original)
     ctx.view(

@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 from gradio_client import handle_file
 
-from .. import CATALOGUE, ModelUnavailableError, VitModel, views
+from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, views
 from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS
 from .session import EXAMPLES, REDRAWS, SIZES, analysis_key, get_analysis, get_model, picture, slots, user_errors
@@ -181,7 +181,7 @@ def status_text(a) -> str:
         f"**{m.name}** on **{where}** · input {w}×{h} px · grid {a.grid[0]}×{a.grid[1]} patches of "
         f"{m.patch_size} px · {a.attentions.shape[-1]} tokens · {m.num_layers} layers × {m.num_heads} heads"
     )
-    return text + views.upscale_note(a)
+    return text + sentences.upscale_note(a)
 
 
 @user_errors

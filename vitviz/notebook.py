@@ -1,0 +1,60 @@
+"""Notebook helpers: one view of an analysis as a picture that Jupyter shows inline (`Analysis.show`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import plots, render
+from .analysis import Analysis
+from .views import (
+    ALL_HEADS,
+    attention_view,
+    display,
+    inside_views,
+    output_view,
+    rollout_view,
+    tokens_view,
+)
+
+SHOWN = ("tokens", "attention", "rollout", "inside", "pca", "dense", "distance", "entropy")
+
+
+def show(a: Analysis, view: str = "attention", **options):
+    """One view of `a` for a notebook: a PIL image (or a Plotly figure for "distance" and "entropy"),
+    which Jupyter shows inline. The same drawings as the app's.
+
+    "tokens"; "attention" (layer=last, head=None for the mean or "all", query="cls", cmap, alpha, scale);
+    "rollout" (fusion="mean", discard=0.0, cmap, alpha, scale); "inside" (layer, head=0, query="cls"):
+    scores, weights and weight × value side by side; "pca"; "dense" (the embedded dense head);
+    "distance" and "entropy": per layer and head.
+    """
+    from PIL import Image
+
+    if view not in SHOWN:
+        raise ValueError(f"unknown view {view!r}: use one of {SHOWN}")
+    last = a.model.num_layers - 1
+    look = {k: options.pop(k) for k in ("cmap", "alpha", "scale") if k in options}
+    if view == "tokens":
+        picture = tokens_view(a)[0]
+    elif view == "attention":
+        head = options.pop("head", None)
+        head = ALL_HEADS if head == "all" else head
+        picture = attention_view(a, options.pop("layer", last), head, options.pop("query", "cls"), **look)[0]
+    elif view == "rollout":
+        picture = rollout_view(a, options.pop("fusion", "mean"), options.pop("discard", 0.0), **look)[0]
+    elif view == "inside":
+        layer, head, query = options.pop("layer", last), options.pop("head", 0), options.pop("query", "cls")
+        picture = np.concatenate(inside_views(a, layer, head, query, **look)[:3], axis=1)
+    elif view == "pca":
+        picture = render.upsample_rgb(a.pca_rgb(), display(a).shape[:2])
+    elif view == "dense":
+        picture = output_view(a, **look)[1]
+        if picture is None:
+            raise ValueError(f"{a.model.name} has no dense head: only the embedded model has one")
+    if options:
+        raise ValueError(f"{view!r} does not take {sorted(options)}")
+    if view == "distance":
+        return plots.attention_distance(a.mean_attention_distance, a.model.patch_size)
+    if view == "entropy":
+        return plots.layer_head_heatmap(a.attention_entropy, "Attention entropy per head", "nats")
+    return Image.fromarray(picture)

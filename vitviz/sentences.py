@@ -1,0 +1,157 @@
+"""The sentences and legends the views print beside their pictures, each made from the numbers it describes.
+
+Nothing here draws; `views` puts these next to its pictures, and the tests parse them back and hold them against
+the analysis."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .analysis import Analysis
+from .maps import high_norm_tokens
+
+
+def upscale_note(a: Analysis, limit: float = 4.0) -> str:
+    """A warning when the model's input is the photo enlarged more than `limit` times: it then sees blur."""
+    (ih, iw), (h, w) = a.pixel_values.shape[2:], a.image.shape[:2]
+    factor = max(ih / h, iw / w)
+    if factor <= limit:
+        return ""
+    return (f" · **your {w}×{h} photo is enlarged {factor:.0f}× to fill the input**: the model sees blurred "
+            f"pixels, and each patch covers less than one pixel of the original")  # fmt: skip
+
+
+def positions_note(a: Analysis) -> str:
+    """Whether this photo uses the model's position table as it is or interpolated, from which grid to which."""
+    m, (gh, gw) = a.model, a.grid
+    g0, g1 = m.native_grid
+    table = f"This model's table holds {g0}×{g1} positions (for {g1 * m.patch_size}×{g0 * m.patch_size} px inputs)."
+    if (gh, gw) == (g0, g1):
+        return f"{table} Your photo is read as {gh}×{gw} patches: the table is used as it is."
+    return (f"{table} Your photo is read as {gh}×{gw} patches, so the table is interpolated from {g0}×{g1} "
+            f"to {gh}×{gw} before it is added to the patch tokens; the squares here are the {g0}×{g1} it "
+            "learned.")  # fmt: skip
+
+
+MARKS = {  # what each mark drawn on a picture means, for the legend beside it
+    "query": "**magenta square with a black border**: the query patch",
+    "clip": "**thin cyan outline**: a patch above the colour scale's top (its 99th-percentile clip), so brighter "
+    "than the bar shows",
+    "artifact": "**green box**: an artifact token, its output norm at least twice the median and apart from the "
+    "rest (none on most photos with this small model)",
+}
+
+
+def legend(*marks: str) -> str:
+    """One line that names every mark the pictures beside it can carry."""
+    return "Marks: " + "; ".join(MARKS[m] for m in marks) + "."
+
+
+def prefix_phrase(a: Analysis) -> str:
+    """The prefix tokens in words: "CLS", "CLS and distillation", "CLS and 4 registers"."""
+    names = list(a.model.prefix_tokens)
+    registers = sum(name.startswith("register") for name in names)
+    others = [n for n in names if not n.startswith("register")]
+    if registers:
+        others.append(f"{registers} register{'s' if registers > 1 else ''}")
+    return others[0] if len(others) == 1 else ", ".join(others[:-1]) + " and " + others[-1]
+
+
+def attention_note(a: Analysis, layer: int, head: int | str | None, query: str | int) -> str:
+    """What the map leaves out (the prefix tokens' share of the row) and how far and how spread out the head
+    (or the layer's heads) looks, from this model's own numbers on this image."""
+    q = a.query_index(query)
+    rows = a.attentions[layer, :, q].astype(np.float32)  # [H,N]
+    distances, entropies = a.layer_statistics(layer)
+    if isinstance(head, int):
+        rows, distances, entropies = rows[head : head + 1], distances[head : head + 1], entropies[head : head + 1]
+        who, mean = f"head {head} of layer {layer} looks", ""
+    else:
+        who, mean = f"layer {layer}'s {len(distances)} heads look", " (the mean over the heads)"
+    share = float(rows[:, : a.n_prefix].sum(-1).mean())
+    entropy, uniform = float(entropies.mean()), float(np.log(a.attentions.shape[-1]))
+    take = "takes" if a.n_prefix == 1 else "take"
+    return (f"The map shows the patches only: {prefix_phrase(a)}, not on the map, {take} **{share:.1%}** of this "
+            f"query's attention{mean}. Over all queries, {who} **{float(distances.mean()):.0f} px** away on average "
+            f"(mean attention distance), with entropy **{entropy:.2f} nats** against {uniform:.2f} for perfectly "
+            f"uniform attention ({entropy / uniform:.0%}).")  # fmt: skip
+
+
+def rollout_note(a: Analysis, values: np.ndarray) -> str:
+    """What the rollout's brightest patch is, in numbers: its share, how far it stands out, its norm."""
+    gh, gw = a.grid
+    best = int(values.argmax())
+    row, col = divmod(best, gw)
+    share = float(values.flat[best] / values.sum())
+    tail = float(values.flat[best] / max(np.percentile(values, 99), 1e-12))
+    norms = a.token_norms()
+    norm = float(norms.flat[best] / np.median(norms))
+    kind = "an artifact token" if high_norm_tokens(norms).flat[best] else "no artifact token (its norm is ordinary)"
+    text = (f"The brightest patch, row {row}, column {col} (patch {best}), gets {share:.1%} of all that the patches "
+            f"pass to the readout token: {tail:.1f} times as much as the patch at the 99th percentile. Its output "
+            f"norm is {norm:.2f}× the median: {kind}.")  # fmt: skip
+    sal = a.saliency()
+    if sal is not None:
+        h, w = sal.shape
+        score = float(sal[row * h // gh : (row + 1) * h // gh, col * w // gw : (col + 1) * w // gw].mean())
+        kind = "above" if score >= 0.5 else "below"
+        text += (f" The embedded model's dense head (tab 7, its saliency map) scores that patch {score:.2f}, "
+                 f"{kind} 0.5, the middle of its 0 (background) to 1 "
+                 f"(object) scale.")  # fmt: skip
+    return text
+
+
+def token_name(a: Analysis, index: int) -> str:
+    """A token index as a reader says it: 'CLS', 'register 2' or 'patch 37 (row 1, col 5)'."""
+    if index < a.n_prefix:
+        return a.model.prefix_tokens[index]
+    row, col = divmod(index - a.n_prefix, a.grid[1])
+    return f"patch {index - a.n_prefix} (row {row}, col {col})"
+
+
+def inside_note(a: Analysis, d, u) -> str:
+    """The five steps in the lecture's terms, each with this head's numbers on this image."""
+    m, n, h, width = a.model, a.attentions.shape[-1], d.head, d.head_width
+    big, most, best = int(np.argmax(d.weights)), int(np.argmax(d.contributions)), int(np.argmax(d.head_shares))
+    patches = d.scores[a.n_prefix :]
+    prefix = " · ".join(
+        f"{t}: score {d.scores[i]:.2f}, weight {d.weights[i]:.2g}" for i, t in enumerate(m.prefix_tokens)
+    )
+    same = (
+        "the key with the largest weight"
+        if most == big
+        else f"not the key with the largest weight ({token_name(a, big)})"
+    )
+    scaled = (
+        " Both updates pass through DINOv2's learned *LayerScale* first." if m.layer_parts(d.layer).layer_scale else ""
+    )
+    q = d.query
+    leader = "the most of any head" if best == h else f"head {best} gives the most, {d.head_shares[best]:.0%}"
+    steps = [
+        r"$$\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right)V$$",
+        f"**1 · Queries, keys, values.** Layer {d.layer} is a *pre-norm* layer: it first applies LayerNorm to "
+        f"every token, $u = \\mathrm{{LN}}(x)$. Head {h} maps each token with its own slice of the projections: "
+        f"$q = u W^Q_{h}$, $k = u W^K_{h}$, $v = u W^V_{h}$, each $d = {width}$ numbers wide "
+        f"({m.num_heads} heads × {width} = {m.num_heads * width}). The query is **{token_name(a, q)}**.",
+        f"**2 · Scores.** $s_j = q \\cdot k_j / \\sqrt{{d}}$ for each of the {n} keys; $\\sqrt{{d}} = "
+        f"{np.sqrt(width):.3g}$ keeps the scores' spread from growing with $d$. Over the patches they run from "
+        f"{patches.min():.2f} to {patches.max():.2f}. Softmax ignores a shift shared by every key, so picture 2 shows "
+        f"$s_j - \\max_k s_k$: 0 for the top key, and a key 1 lower gets $e^{{-1}}$ = 37 % of its weight. "
+        f"Prefix tokens, not pictured: {prefix}.",
+        f"**3 · Softmax.** $\\alpha_j = e^{{s_j}} / \\sum_k e^{{s_k}}$ (picture 3: the Attention view's map). "
+        f"The largest weight is **{d.weights[big]:.3f}**, on {token_name(a, big)}; the top 1 % of keys hold "
+        f"**{d.top_share:.0%}** of the weight; the effective number of keys, $e^{{\\text{{entropy}}}}$, is "
+        f"**{d.effective_keys:.1f}** of {n}.",
+        f"**4 · Values.** Each key passes on $\\alpha_j v_j$. Its size after this head's slice of the output "
+        f"projection, $\\lVert \\alpha_j W^O_{h} v_j \\rVert$ (picture 4), is what the key really contributes: "
+        f"attention is not only a weight (Kobayashi et al. 2020). The largest contribution comes from "
+        f"{token_name(a, most)}, {same}.",
+        f"**5 · Output.** The head's output is $z = \\sum_j \\alpha_j v_j$ ({width} numbers, norm "
+        f"{np.linalg.norm(d.output):.2f}). The heads' outputs are put side by side and projected by $W^O$: head {h} "
+        f"gives **{d.head_shares[h]:.0%}** of the heads' summed contributions "
+        f"({leader}). The layer "
+        f"adds this to the residual stream, $y = x + \\mathrm{{Attn}}(\\mathrm{{LN}}(x))$, then adds "
+        f"$\\mathrm{{MLP}}(\\mathrm{{LN}}(y))$.{scaled} For this token $\\lVert x \\rVert = {u.residual[q]:.1f}$, "
+        f"the attention update is {u.attention[q]:.1f} and the MLP update {u.mlp[q]:.1f}.",
+    ]
+    return "\n\n".join(steps)
