@@ -18,7 +18,7 @@ from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, photos, running_app
 
 EVENT_TO_FRAME = """async (count) => {
   // a pointer event, then the frame after the Explorer's animation-frame paint: what a user waits for
-  const c = document.querySelector('.vx-big-canvas'), r = c.getBoundingClientRect(), out = [];
+  const c = document.querySelector('#explorer .vx-big-canvas'), r = c.getBoundingClientRect(), out = [];
   for (let i = 0; i < count; i++) {
     const x = r.left + r.width * ((i * 37) % 100 + 0.5) / 100, y = r.top + r.height * ((i * 61) % 100 + 0.5) / 100;
     const t0 = performance.now();
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"448x448 photo, {tokens} tokens; a layer over the wire: {state['bytes'] / 1e6:.2f} MB (float32 q, k)")
         stats("fetch of one layer (127.0.0.1), in the background", state["fetchMs"])
         stats("hover: 6 heads computed + 7 maps painted", page.evaluate(HOVERS, [12, 6, tokens - 1, 300]))
-        box = page.locator(".vx-big-canvas").bounding_box()
+        box = page.locator("#explorer .vx-big-canvas").bounding_box()
         for i in range(200):  # real input events, through the browser's input pipeline
             page.mouse.move(box["x"] + box["width"] * ((i * 37) % 100 + 0.5) / 100, box["y"] + box["height"] * 0.5)
             page.wait_for_timeout(20)

@@ -385,12 +385,13 @@ def test_the_projector_mode_brings_the_tabs_and_the_explorer_onto_one_screen(pag
         assert box["y"] + box["height"] < 768
         view.get_by_role("tab", name="2 · Attention").click()
         view.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length > 0", timeout=60_000)
-        view.locator(".vx-bar").scroll_into_view_if_needed()
-        top = view.locator(".vx-bar").bounding_box()["y"]
-        canvas = view.locator(".vx-big-canvas").bounding_box()
+        view.locator("#explorer .vx-bar").scroll_into_view_if_needed()
+        top = view.locator("#explorer .vx-bar").bounding_box()["y"]
+        canvas = view.locator("#explorer .vx-big-canvas").bounding_box()
         assert canvas["y"] + canvas["height"] - top <= 768, (top, canvas)
         smallest = view.evaluate(
-            """() => Math.min(...[...document.querySelectorAll('.vx label, .vx figcaption, .vx-legend, .vx-mech td')]
+            """() => Math.min(...[...document.querySelectorAll(
+                   '#explorer :is(.vx label, .vx figcaption, .vx-legend, .vx-mech td)')]
                  .filter((e) => e.offsetParent).map((e) => parseFloat(getComputedStyle(e).fontSize) * 1.25))"""
         )
         assert smallest >= 18, smallest

@@ -93,7 +93,7 @@ def bare_page(pw, meta: dict, layers: dict[int, bytes], size=(1000, 800), touch:
     page = browser.new_page(viewport={"width": size[0], "height": size[1]}, has_touch=touch)
     css = (STATIC / "explorer.css").read_text()
     html = f"""<html><head><style>{css}</style></head><body>
-    <div id="host" style="max-width:900px"><div class="vx"></div></div>
+    <div id="host" style="max-width:900px"><div class="vx" data-mode="attention"></div></div>
     <script>
       window.gradio_config = {{root: "http://vitviz.test"}};
       const watchers = [], props = {{value: null}};
@@ -300,3 +300,23 @@ def test_the_layer_route_refuses_what_it_cannot_serve(app_page):
     assert got[2][0] == 400 and "session and key" in got[2][1]
     assert got[3][0] == 400
     page.evaluate("() => window.vitviz.explorer.hover(3, 1, 5)")
+
+
+@pytest.mark.browser
+def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_weights(app_page, embedded):
+    """Inside a head's live panel, on the same engine: its weights are the captured row, its layers come from
+    the Attention tab's (no second fetch), and its handle is window.vitviz.inside."""
+    page = app_page
+    page.get_by_role("tab", name="3 · Inside a head").click()
+    page.wait_for_function("() => window.vitviz.inside && window.vitviz.inside.state().loaded.length === 12",
+                           timeout=60_000)  # fmt: skip
+    state = page.evaluate("() => window.vitviz.inside.state()")
+    assert state["key"] == page.evaluate("() => window.vitviz.explorer.state().key")
+    suffix = state["key"].split("|")[-1]
+    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=None if suffix == "model default" else int(suffix))
+    cases = [(5, 3, 17), (11, 0, -1), (0, 5, a.grid[0] * a.grid[1] - 1)]
+    rows = np.array(page.evaluate(HOVER_ALL.replace("explorer", "inside"), cases))
+    assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
+    ranges = page.locator("#inside-explorer .vx-range").all_inner_texts()
+    assert "to 0, the top key" in ranges[0] and ranges[1].startswith("colour: 0 to ")
+    page.get_by_role("tab", name="2 · Attention").click()

@@ -64,14 +64,14 @@ def routes() -> list[Route]:
     return [Route(LAYER_PATH, layer_response, methods=["GET"])]
 
 
-def build(ctx) -> gr.HTML:
-    """The Explorer component, wired to redraw when the analysis or the colormap changes."""
-    html = gr.HTML(
+def build(ctx, mode: str = "attention") -> gr.HTML:
+    """The Explorer component. mode "attention": every head of a layer (the Attention tab, handle
+    `window.vitviz.explorer`); "inside": one head step by step (Inside a head, `window.vitviz.inside`)."""
+    return gr.HTML(
         value=None,
-        html_template='<div class="vx"></div>',
+        html_template=f'<div class="vx" data-mode="{mode}"></div>',  # the template, not a prop: read at load
         css_template=(STATIC / "explorer.css").read_text(),
         js_on_load=script(),
-        elem_id="explorer",
+        elem_id="explorer" if mode == "attention" else "inside-explorer",
         apply_default_css=False,
     )
-    return html

@@ -6,6 +6,7 @@ import gradio as gr
 
 from .. import sentences, views
 from ..models import VitModel
+from . import explorer
 from .attention import CLS_QUERY, QUERY_CHOICES, controls_fitter, patch_picker, query_of
 from .session import get_analysis, picture, user_errors
 from .source import Context, view_tab
@@ -35,10 +36,17 @@ def build(ctx: Context) -> None:
             "How one head computes its attention, step by step, on your image: each token is normalised "
             "(LayerNorm), then turned into a *query*, a *key* and a *value*; the query's scaled dot product "
             "with every key gives a *score*; softmax turns the scores into *weights*; the head's output is "
-            "the weighted sum of the values. Click any picture to choose the query patch."
+            "the weighted sum of the values. **Move the pointer over the photo** (or drag a finger): your browser "
+            "recomputes the chosen head's scores, weights and weight × value norms for the patch under it, from "
+            "the model's own queries and keys; click to pin it. Below, the server walks through every step, "
+            "LayerNorm and the layer's updates included, for the query you choose there."
         ),
         id="inside",
     ) as tab:
+        live = explorer.build(ctx, mode="inside")
+        gr.Markdown(
+            "**Every step, drawn by the server** (the API's `/inside_head`): click a picture to choose the query"
+        )
         with gr.Row():
             layer = gr.Slider(0, m.num_layers - 1, value=0, step=1, precision=0, label="Layer", elem_id="inside-layer")
             head = gr.Dropdown(single_heads(m), value=0, label="Head", elem_id="inside-head")
@@ -53,6 +61,7 @@ def build(ctx: Context) -> None:
         with gr.Row():
             strips = gr.Plot(label="1 · The query, and keys and values of some tokens", elem_id="inside-strips")
             bars = gr.Plot(label="5 · How the heads and the layer's updates add up", elem_id="inside-bars")
+    ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap], [live])
     ctx.view(
         tab,
         draw,

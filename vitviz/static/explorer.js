@@ -5,6 +5,9 @@
 const OPACITY = 0.65;
 
 const root = element.querySelector(".vx") || element;
+// data-mode "attention": every head of the layer; "inside": one head, step by step (the Inside a head tab)
+const INSIDE = root.dataset.mode === "inside";
+const STORE = ((window.vitviz = window.vitviz || {}).layerStore ||= new Map()); // layers, shared by both modes
 const $ = (sel) => root.querySelector(sel);
 root.innerHTML = `
   <div class="vx-bar">
@@ -76,8 +79,19 @@ function tokenName(t) {
 }
 
 // ---- data: one fetch at a time, the layer on screen first, then its neighbours
+function storeKey(layer) { return `${S.meta.session}|${S.meta.key}|${layer}`; }
+
+function arrived(layer, data) {
+  S.layers.set(layer, data);
+  showStatus();
+  if (layer === S.layer || S.view === "model") schedule();
+  S.waiters = S.waiters.filter((w) => (S.layers.has(w.layer) ? (w.resolve(), false) : true));
+}
+
 function want(layer, first) {
   if (layer < 0 || layer >= S.meta.layers || S.layers.has(layer) || (S.inflight && S.inflight.layer === layer)) return;
+  const kept = STORE.get(storeKey(layer)); // the other mode fetched it already
+  if (kept) { arrived(layer, kept); return; }
   S.wanted = S.wanted.filter((l) => l !== layer);
   if (first) S.wanted.unshift(layer); else S.wanted.push(layer);
   pump();
@@ -98,10 +112,8 @@ function pump() {
       const { tokens, heads, dh } = S.shape;
       const data = vitvizLayer(buffer, tokens, heads, dh);
       data.fetchMs = performance.now() - started;
-      S.layers.set(layer, data);
-      showStatus();
-      if (layer === S.layer || S.view === "model") schedule();
-      S.waiters = S.waiters.filter((w) => (S.layers.has(w.layer) ? (w.resolve(), false) : true));
+      STORE.set(storeKey(layer), data);
+      arrived(layer, data);
     })
     .catch((e) => {
       if (generation === S.generation && e.name !== "AbortError") ui.status.textContent = `Layer ${layer}: ${e.message}`;
@@ -134,6 +146,8 @@ function start(meta) {
   S.inflight = null; S.layers = new Map(); S.wanted = []; S.waiters = [];
   S.meta = meta;
   if (!meta || !meta.tokens) { ui.status.textContent = "Upload a photo or click an example."; return; }
+  const mine = `${meta.session}|${meta.key}|`;
+  for (const k of [...STORE.keys()]) if (!k.startsWith(mine)) STORE.delete(k); // one photo's layers at a time
   S.shape = { tokens: meta.tokens, heads: meta.heads, dh: meta.headWidth, scale: meta.scale };
   S.scores = new Float32Array(meta.tokens);
   S.weights = new Float32Array(meta.heads * meta.tokens);
@@ -160,9 +174,24 @@ function colourRamp() {
   ui.ramp.style.background = `linear-gradient(to right, ${stops.join(",")})`;
 }
 
+const STEPS = ["2 · Scores minus the top score, s − max s", "4 · Weight × value norm, α ‖W<sub>O</sub> v‖"];
+
 function buildTiles() {
   ui.tiles.innerHTML = "";
   S.tileCanvases = [];
+  if (INSIDE) {
+    ui.tiles.classList.add("vx-steps");
+    for (const step of STEPS) {
+      const fig = document.createElement("figure");
+      fig.className = "vx-tile vx-step";
+      fig.innerHTML = `<canvas class="vx-canvas"></canvas><figcaption>${step}</figcaption><div class="vx-range"></div>`;
+      attachPointer(fig.querySelector("canvas"));
+      ui.tiles.appendChild(fig);
+      S.tileCanvases.push(fig.querySelector("canvas"));
+    }
+    colourRamp();
+    return;
+  }
   for (let h = 0; h < S.meta.heads; h++) {
     const fig = document.createElement("figure");
     fig.className = "vx-tile";
@@ -308,7 +337,8 @@ function paint() {
   let shared = 0;
   for (let h = 0; h < S.meta.heads; h++) { const v = shown(S.layer, h).slice(); maps.push(v); shared = Math.max(shared, maxOf(v)); }
   const top = (v) => (S.scale === "own" ? maxOf(v) : shared);
-  if (S.view === "model") paintModel();
+  if (INSIDE) paintSteps();
+  else if (S.view === "model") paintModel();
   else maps.forEach((v, h) => drawMap(S.tileCanvases[h], v, top(v), true));
   const big = maps[S.head], bigTop = top(big);
   drawMap(ui.big, big, bigTop, true);
@@ -325,6 +355,26 @@ function paint() {
   if (S.latencies.length > 1000) S.latencies.splice(0, 500);
   const { tokens } = S.shape;
   return { weights: S.weights.slice(S.head * tokens, (S.head + 1) * tokens), paintMs };
+}
+
+function paintSteps() {
+  // the chosen head's scores as s - max s (softmax ignores a shift), and its weight x value norms
+  const n = S.meta.prefix.length, { tokens } = S.shape, s = S.scores;
+  let hi = -Infinity;
+  for (let j = 0; j < tokens; j++) if (s[j] > hi) hi = s[j];
+  let lo = 0;
+  for (let j = n; j < tokens; j++) lo = Math.min(lo, s[j] - hi);
+  const shifted = new Float32Array(tokens - n);
+  for (let j = n; j < tokens; j++) shifted[j - n] = s[j] - hi - lo; // 0 .. -lo, drawn on the colour scale
+  drawMap(S.tileCanvases[0], shifted, -lo, true);
+  const norms = S.layers.get(S.layer).valueNorms.subarray(S.head * tokens, (S.head + 1) * tokens);
+  const row = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens), wv = new Float32Array(tokens - n);
+  for (let j = n; j < tokens; j++) wv[j - n] = row[j] * norms[j];
+  const top = maxOf(wv);
+  drawMap(S.tileCanvases[1], wv, top, true);
+  const ranges = ui.tiles.querySelectorAll(".vx-range");
+  ranges[0].textContent = `colour: ${lo.toFixed(2)} (dark) to 0, the top key (bright)`;
+  ranges[1].textContent = `colour: 0 to ${top.toPrecision(3)}`;
 }
 
 function paintModel() {
@@ -345,9 +395,9 @@ function caption(entropy) {
   const row = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens);
   const prefix = S.meta.prefix.map((name, i) => `${name} ${pct(row[i])}`).join(", ");
   const hidden = S.meta.prefix.length > 1 ? "The prefix tokens are not on the photo; they get" : "Not on the photo:";
-  ui.bigCap.innerHTML = `Layer ${S.layer}, <span class="vx-chip" style="background:${headColour(S.head)}"></span><b>head ${S.head}</b>: ` +
+  ui.bigCap.innerHTML = (INSIDE ? "<b>3 · Weights α = softmax(s / T).</b> " : "") + `Layer ${S.layer}, <span class="vx-chip" style="background:${headColour(S.head)}"></span><b>head ${S.head}</b>: ` +
     `attention of <b>${tokenName(S.query)}</b>${S.pinned ? " (pinned: click it again to unpin)" : ""}. ` +
-    `Over the ${tokens} keys it spreads like ${Math.exp(entropy).toFixed(1)} equal ones (e<sup>entropy</sup>); ` +
+    `Over the ${tokens} keys it spreads like ${Math.exp(entropy).toFixed(1)} equal ones (e<sup>entropy</sup>). ` +
     `${hidden} ${prefix}.`;
 }
 
@@ -451,7 +501,10 @@ const handle = {
              fetchMs: [...S.layers.values()].map((d) => d.fetchMs), latencies: S.latencies.slice() };
   },
 };
-window.vitviz = Object.assign(window.vitviz || {}, { explorer: handle });
+window.vitviz[INSIDE ? "inside" : "explorer"] = handle;
+if (INSIDE) {
+  for (const control of [ui.view, ui.measure, ui.scale]) control.closest("label").hidden = true;
+}
 
 function apply(value) {
   const meta = value && typeof value === "object" ? value : null;
