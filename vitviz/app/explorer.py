@@ -9,6 +9,8 @@ component's `js_on_load`; `window.vitviz.explorer` is its test handle.
 from __future__ import annotations
 
 import logging
+import re
+import threading
 from pathlib import Path
 
 import gradio as gr
@@ -22,6 +24,9 @@ from .session import CACHE, REDRAWS, analysis_key, get_analysis, session_of, use
 log = logging.getLogger("vitviz")
 STATIC = Path(__file__).resolve().parent.parent / "static"
 LAYER_PATH = "/vitviz/explorer/layer"
+# Layers computed at once, over every user: a few ms each on the cached tokens, but a page that loops on the route
+# must not take the cores from the others. A request that waits longer than BUSY_S gets 503, which the page retries.
+LAYER_SLOTS, BUSY_S = threading.BoundedSemaphore(2), 5.0
 
 
 def script() -> str:
@@ -50,10 +55,17 @@ def layer_response(request: Request) -> Response:
     a = CACHE.get((session, key))
     if a is None:
         return PlainTextResponse("this photo's analysis is no longer kept: pick the photo again", status_code=404)
-    if not layer.isdigit() or not 0 <= int(layer) < a.model.num_layers:
-        return PlainTextResponse(f"layer must be an integer in [0, {a.model.num_layers}), got {layer!r}", 400)
-    with REDRAWS.interactive():  # the background warm pauses between its steps meanwhile
-        data = explorer.layer_data(a, int(layer)).tobytes()
+    if not re.fullmatch(r"[0-9]{1,4}", layer) or not 0 <= int(layer) < a.model.num_layers:
+        return PlainTextResponse(f"layer must be an integer in [0, {a.model.num_layers}), got {layer[:20]!r}", 400)
+    if not LAYER_SLOTS.acquire(timeout=BUSY_S):
+        return PlainTextResponse("the server is busy: the page asks again", status_code=503)
+    try:
+        with REDRAWS.interactive():  # the background warm pauses between its steps meanwhile
+            data = explorer.layer_data(a, int(layer)).tobytes()
+    except ValueError as exc:
+        return PlainTextResponse(str(exc), status_code=400)
+    finally:
+        LAYER_SLOTS.release()
     # identity: Gradio's middleware would spend ~20 ms compressing float32, which barely compresses
     headers = {"Cache-Control": "private, max-age=3600", "Content-Encoding": "identity"}
     return Response(data, media_type="application/octet-stream", headers=headers)

@@ -8,6 +8,7 @@ const root = element.querySelector(".vx") || element;
 // data-mode "attention": every head of the layer; "inside": one head, step by step (the Inside a head tab)
 const INSIDE = root.dataset.mode === "inside";
 const STORE = ((window.vitviz = window.vitviz || {}).layerStore ||= new Map()); // layers, shared by both modes
+const FETCHES = (window.vitviz.layerFetches ||= new Map()); // layers on their way, shared too: one fetch each
 const $ = (sel) => root.querySelector(sel);
 root.innerHTML = `
   <div class="vx-bar">
@@ -50,7 +51,7 @@ const S = {
   meta: null, shape: null, layers: new Map(), wanted: [], inflight: null, generation: 0, photo: null,
   layer: -1, head: 0, query: 0, pinned: false, T: 1, measure: "w", view: "heads", scale: "own",
   scores: null, weights: null, work: null, tileCanvases: [], modelCanvases: [], pending: null, frame: 0,
-  waiters: [], drag: null, pendingStamp: null, latencies: [], // latencies: pointer event -> its maps painted, ms
+  waiters: [], failed: new Map(), drag: null, pendingStamp: null, latencies: [], // latencies: pointer event -> its maps painted, ms
 };
 
 function endpoint(layer) {
@@ -98,36 +99,47 @@ function want(layer, first) {
 }
 
 function pump() {
-  if (S.inflight || !S.wanted.length || !S.meta) return;
-  const layer = S.wanted.shift(), generation = S.generation, started = performance.now();
-  const controller = new AbortController();
-  S.inflight = { layer, controller };
-  fetch(endpoint(layer), { signal: controller.signal, credentials: "same-origin" })
-    .then(async (r) => {
-      if (!r.ok) throw new Error((await r.text()) || `HTTP ${r.status}`);
-      return r.arrayBuffer();
-    })
-    .then((buffer) => {
-      if (generation !== S.generation) return;
-      const { tokens, heads, dh } = S.shape;
-      const data = vitvizLayer(buffer, tokens, heads, dh);
-      data.fetchMs = performance.now() - started;
-      STORE.set(storeKey(layer), data);
-      arrived(layer, data);
-    })
+  if (S.inflight || !S.meta) return;
+  while (S.wanted.length && S.layers.has(S.wanted[0])) S.wanted.shift(); // the other mode brought it meanwhile
+  if (!S.wanted.length) return;
+  const layer = S.wanted.shift(), generation = S.generation, started = performance.now(), key = storeKey(layer);
+  S.inflight = { layer };
+  let fetching = FETCHES.get(key);
+  if (!fetching) {
+    const { tokens, heads, dh } = S.shape;
+    fetching = fetch(endpoint(layer), { credentials: "same-origin" })
+      .then(async (r) => {
+        if (!r.ok) throw Object.assign(new Error((await r.text()) || `HTTP ${r.status}`), { status: r.status });
+        const data = vitvizLayer(await r.arrayBuffer(), tokens, heads, dh);
+        data.fetchMs = performance.now() - started;
+        STORE.set(key, data);
+        return data;
+      })
+      .finally(() => FETCHES.delete(key));
+    FETCHES.set(key, fetching);
+  }
+  fetching
+    .then((data) => { if (generation === S.generation) { S.failed.delete(layer); arrived(layer, data); } })
     .catch((e) => {
-      if (generation === S.generation && e.name !== "AbortError") ui.status.textContent = `Layer ${layer}: ${e.message}`;
+      if (generation !== S.generation) return;
+      if (e.status === 503) { setTimeout(() => want(layer, layer === S.layer), 300); return; } // busy: again soon
+      S.failed.set(layer, e.message);
+      ui.status.textContent = `Layer ${layer} could not be loaded: ${e.message}`;
+      if (layer === S.layer) ui.bigCap.textContent = `Layer ${layer} could not be loaded: ${e.message}`;
+      S.waiters = S.waiters.filter((w) => (w.layer === layer ? (w.reject(e), false) : true));
     })
     .finally(() => {
-      if (S.inflight && S.inflight.controller === controller) S.inflight = null;
+      if (generation !== S.generation) return;
+      S.inflight = null;
       pump();
     });
 }
 
 function whenLoaded(layer) {
   if (S.layers.has(layer)) return Promise.resolve();
-  want(layer, true);
-  return new Promise((resolve) => S.waiters.push({ layer, resolve }));
+  const waiting = new Promise((resolve, reject) => S.waiters.push({ layer, resolve, reject }));
+  want(layer, true); // after the waiter: a layer the other mode already holds arrives at once
+  return waiting;
 }
 
 function showStatus() {
@@ -142,10 +154,15 @@ function showStatus() {
 // ---- a new analysis
 function start(meta) {
   S.generation += 1;
-  if (S.inflight) S.inflight.controller.abort();
-  S.inflight = null; S.layers = new Map(); S.wanted = []; S.waiters = [];
+  S.inflight = null; S.layers = new Map(); S.wanted = []; S.waiters = []; S.failed = new Map();
   S.meta = meta;
-  if (!meta || !meta.tokens) { ui.status.textContent = "Upload a photo or click an example."; return; }
+  if (!meta || !meta.tokens) { // no photo: nothing of the last one stays on screen
+    S.meta = null;
+    for (const el of [ui.tiles, ui.model, ui.mech, ui.bigCap]) el.innerHTML = "";
+    ui.big.getContext("2d").clearRect(0, 0, ui.big.width, ui.big.height);
+    ui.status.textContent = "Upload a photo or click an example.";
+    return;
+  }
   const mine = `${meta.session}|${meta.key}|`;
   for (const k of [...STORE.keys()]) if (!k.startsWith(mine)) STORE.delete(k); // one photo's layers at a time
   S.shape = { tokens: meta.tokens, heads: meta.heads, dh: meta.headWidth, scale: meta.scale };
@@ -238,7 +255,7 @@ function attachPointer(canvas, head) {
     const t = patchAt(canvas, e);
     if (t === null) return;
     if (head !== undefined && head !== S.head) { S.head = head; ui.head.value = String(head); }
-    if (e.pointerType === "mouse") S.pinned = !(S.pinned && t === S.query);
+    if (e.pointerType === "mouse") S.pinned = !(S.pinned && t === (S.pending ?? S.query));
     else { S.pinned = true; S.drag = e.pointerId; }
     S.pending = t;
     schedule();
@@ -249,6 +266,7 @@ function attachPointer(canvas, head) {
 }
 
 function patchAt(canvas, e) {
+  if (!S.meta) return null;
   const r = canvas.getBoundingClientRect(), [gh, gw] = S.meta.grid;
   const x = (e.clientX - r.left) / r.width, y = (e.clientY - r.top) / r.height;
   if (!(x >= 0 && x < 1 && y >= 0 && y < 1)) return null;
@@ -330,7 +348,12 @@ function pct(x) { return x >= 0.1 ? `${(100 * x).toFixed(1)} %` : x >= 0.001 ? `
 function paint() {
   if (!S.meta || !S.meta.tokens) return null;
   if (S.pending !== null) { S.query = S.pending; S.pending = null; }
-  if (!S.layers.has(S.layer)) { ui.bigCap.textContent = `Loading layer ${S.layer}…`; return null; }
+  if (!S.layers.has(S.layer)) {
+    ui.bigCap.textContent = S.failed.has(S.layer) ? `Layer ${S.layer} could not be loaded: ${S.failed.get(S.layer)}`
+      : `Loading layer ${S.layer}…`;
+    S.pendingStamp = null; // the wait for a layer is not a pointer's latency
+    return null;
+  }
   const t0 = performance.now();
   const entropy = computeLayer(S.layer);
   const maps = [];
@@ -360,20 +383,22 @@ function paint() {
 function paintSteps() {
   // the chosen head's scores as s - max s (softmax ignores a shift), and its weight x value norms
   const n = S.meta.prefix.length, { tokens } = S.shape, s = S.scores;
-  let hi = -Infinity;
-  for (let j = 0; j < tokens; j++) if (s[j] > hi) hi = s[j];
-  let lo = 0;
-  for (let j = n; j < tokens; j++) lo = Math.min(lo, s[j] - hi);
+  let best = 0;
+  for (let j = 1; j < tokens; j++) if (s[j] > s[best]) best = j;
+  const hi = s[best];
+  let lo = 0, patchTop = -Infinity;
+  for (let j = n; j < tokens; j++) { lo = Math.min(lo, s[j] - hi); patchTop = Math.max(patchTop, s[j] - hi); }
   const shifted = new Float32Array(tokens - n);
-  for (let j = n; j < tokens; j++) shifted[j - n] = s[j] - hi - lo; // 0 .. -lo, drawn on the colour scale
-  drawMap(S.tileCanvases[0], shifted, -lo, true);
+  for (let j = n; j < tokens; j++) shifted[j - n] = s[j] - hi - lo; // from 0 (the lowest patch) up
+  drawMap(S.tileCanvases[0], shifted, patchTop - lo, true);
   const norms = S.layers.get(S.layer).valueNorms.subarray(S.head * tokens, (S.head + 1) * tokens);
   const row = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens), wv = new Float32Array(tokens - n);
   for (let j = n; j < tokens; j++) wv[j - n] = row[j] * norms[j];
   const top = maxOf(wv);
   drawMap(S.tileCanvases[1], wv, top, true);
   const ranges = ui.tiles.querySelectorAll(".vx-range");
-  ranges[0].textContent = `colour: ${lo.toFixed(2)} (dark) to 0, the top key (bright)`;
+  ranges[0].textContent = `colour: ${lo.toFixed(2)} (dark) to ${patchTop.toFixed(2)} (bright); 0 is the top key, ` +
+    `${best < n ? `${S.meta.prefix[best]}, not on the photo` : shortName(best)}`;
   ranges[1].textContent = `colour: 0 to ${top.toPrecision(3)}`;
 }
 
@@ -490,6 +515,7 @@ const handle = {
   },
   temperature(t) { setTemperature(t); return paint(); },
   layer(l) {
+    checkedIndex("layer", l, S.meta ? S.meta.layers : 0);
     const t0 = performance.now(), cached = S.layers.has(l);
     setLayer(l);
     return whenLoaded(l).then(() => { paint(); return { ms: performance.now() - t0, cached }; });
@@ -509,7 +535,9 @@ if (INSIDE) {
 function apply(value) {
   const meta = value && typeof value === "object" ? value : null;
   if (meta && S.meta && meta.key === S.meta.key && meta.session === S.meta.session) {
-    S.meta.cmap = meta.cmap; colourRamp(); schedule(); // a display setting, same analysis
+    S.meta.cmap = meta.cmap; colourRamp(); schedule(); // a display setting, or the same photo picked again:
+    for (const [layer] of S.failed) want(layer, layer === S.layer); // what failed (say, evicted) is asked again
+    S.failed.clear();
     return;
   }
   start(meta);
