@@ -226,6 +226,7 @@ def test_projector_and_phone_show_every_tab_and_no_label_on_a_picture(page, tmp_
             assert small.evaluate(OVERLAPS) == [], name
             if name == "2 · Attention":
                 shot(small, tmp_path, f"attention-{width}x{height}.png")
+        small.locator("#inside-values").scroll_into_view_if_needed()  # under the live panel, lazily loaded
         small.locator("#inside-values img").first.wait_for(timeout=30_000)
         small.locator("#inside-strips .js-plotly-plot").first.wait_for(timeout=30_000)
         shot(small, tmp_path, f"inside-{width}x{height}.png")

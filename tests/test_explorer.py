@@ -338,6 +338,7 @@ def test_the_app_computes_the_captured_weights_of_the_embedded_model(app_page, e
 def test_the_layer_route_refuses_what_it_cannot_serve(app_page):
     """A bad layer or an unknown analysis: a 4xx that says why, and the app goes on."""
     page = app_page
+    page.wait_for_function("() => window.vitviz?.explorer?.state().key", timeout=60_000)
     key = page.evaluate("() => window.vitviz.explorer.state().key")
     got = page.evaluate(
         """async (key) => {
@@ -368,7 +369,8 @@ def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_wei
     state = page.evaluate("() => window.vitviz.inside.state()")
     assert state["key"] == page.evaluate("() => window.vitviz.explorer.state().key")
     asked = [parse_qs(urlparse(u).query) for u in page.layer_requests]
-    layers = sorted(int(q["layer"][0]) for q in asked if q["key"][0] == state["key"])
+    mine = [q for q in asked if q.get("key") == [state["key"]] and q.get("session") == [state["session"]]]
+    layers = sorted(int(q["layer"][0]) for q in mine if q["layer"][0] in {str(i) for i in range(12)})
     assert layers == list(range(12))  # each layer fetched once, for both modes
     suffix = state["key"].split("|")[-1]
     a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=None if suffix == "model default" else int(suffix))
