@@ -112,7 +112,7 @@ class Analysis:
         update (after LayerScale where the family has it)."""
         self._check_layer_head(layer, None)
         if self.update_norms is not None:
-            residual = np.linalg.norm(self.hidden_states[layer].astype(np.float32), axis=-1)
+            residual = np.linalg.norm(self.hidden_states[layer], axis=-1)
             return inside.LayerUpdates(residual, *self.update_norms[layer])
         if layer not in self._updates:
             self._updates[layer] = inside.layer_updates(self.model, self.hidden_states[layer], layer)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from . import inside, plots, render
+from . import inside, plots, render, views
 from .analysis import Analysis
 
 LUT_COLORMAPS = ("inferno", "viridis", "magma", "turbo", "gray")  # what the browser can paint with
@@ -51,7 +51,7 @@ def meta(a: Analysis) -> dict:
     """What the browser needs besides the layers: sizes, token names, the photo and the colormaps."""
     m = a.model
     gh, gw = a.grid
-    photo = render.fit(a.image)
+    photo = views.display(a)  # the display image the server-drawn views use, made once per analysis
     ok, jpeg = cv2.imencode(".jpg", photo[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 88])
     if not ok:
         raise ValueError("the photo could not be encoded for the Explorer")

@@ -8,7 +8,6 @@ component's `js_on_load`; `window.vitviz.explorer` is its test handle.
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from pathlib import Path
@@ -21,7 +20,6 @@ from starlette.routing import Route
 from .. import explorer
 from .session import CACHE, REDRAWS, analysis_key, get_analysis, session_of, user_errors
 
-log = logging.getLogger("vitviz")
 STATIC = Path(__file__).resolve().parent.parent / "static"
 LAYER_PATH = "/vitviz/explorer/layer"
 # Layers computed at once, over every user: a few ms each on the cached tokens, but a page that loops on the route
