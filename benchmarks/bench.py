@@ -118,7 +118,7 @@ def bench_app(model: VitModel, repeats: int, bare_forward: Callable[[], object])
                     client.predict(image, **where, api_name="/tokens")
                 person = i % 4 == 0  # looks at the shown view before choosing a tab; else back to back, a script
                 for name, args in {
-                    "/attention": (11, -1, "CLS token", -1, "weight", "inferno", 0.6, "shared across heads"),
+                    "/attention": (11, -1, "readout", -1, "weight", "inferno", 0.6, "shared across heads"),
                     "/rollout": ("mean", 0.0, "inferno", 0.6),
                     "/output": ("inferno", 0.6),
                     "/heads": ("inferno",),
@@ -222,7 +222,7 @@ def api_interactions(http, path, model: VitModel, look_s: float | None, count: i
         if move[0] == "attention":
             _, layer, head, query = move
             head = {None: -1, "all": -2}.get(head, head)  # the API's head values
-            query = ("CLS token", -1) if query == "cls" else ("a patch (click the picture on the left)", query)
+            query = ("readout", -1) if query == "cls" else ("a patch (click the picture on the left)", query)
             args = ("attention", image, model_name, "448", layer, head, *query, "weight", "inferno", 0.6,
                     "shared across heads", DEFAULT_SCALE)  # fmt: skip
         else:

@@ -48,8 +48,55 @@ def tiny_dinov2_registers() -> vitviz.VitModel:
     return vitviz.wrap(tf.Dinov2WithRegistersModel(cfg), "tiny-dinov2-registers")
 
 
-FAMILIES = {"vit": tiny_vit, "deit": tiny_deit, "dinov2_registers": tiny_dinov2_registers}
-PREFIX_COUNT = {"vit": 1, "deit": 2, "dinov2_registers": 5}
+def tiny_dino_vit() -> vitviz.VitModel:
+    """DINO's ViT: a ViTModel with no head, its readout the CLS token's norm."""
+    torch.manual_seed(3)
+    return vitviz.wrap(tf.ViTModel(tf.ViTConfig(**TINY), add_pooling_layer=False), "tiny-dino")
+
+
+def tiny_dinov2() -> vitviz.VitModel:
+    torch.manual_seed(4)
+    return vitviz.wrap(tf.Dinov2Model(tf.Dinov2Config(**TINY)), "tiny-dinov2")
+
+
+TINY_TEXT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99)
+
+
+def tiny_clip_vision() -> vitviz.VitModel:
+    torch.manual_seed(5)
+    return vitviz.wrap(tf.CLIPVisionModel(tf.CLIPVisionConfig(**TINY)), "tiny-clip-vision")
+
+
+def tiny_clip() -> vitviz.VitModel:
+    torch.manual_seed(6)
+    cfg = tf.CLIPConfig(vision_config=TINY, text_config={**TINY_TEXT, "bos_token_id": 0, "eos_token_id": 2},
+                        projection_dim=16)  # fmt: skip
+    return vitviz.wrap(tf.CLIPModel(cfg), "tiny-clip")
+
+
+def tiny_siglip_vision() -> vitviz.VitModel:
+    torch.manual_seed(7)
+    return vitviz.wrap(tf.SiglipVisionModel(tf.SiglipVisionConfig(**TINY)), "tiny-siglip-vision")
+
+
+def tiny_siglip() -> vitviz.VitModel:
+    torch.manual_seed(8)
+    return vitviz.wrap(tf.SiglipModel(tf.SiglipConfig(vision_config=TINY, text_config=TINY_TEXT)), "tiny-siglip")
+
+
+FAMILIES = {
+    "vit": tiny_vit,
+    "deit": tiny_deit,
+    "dino": tiny_dino_vit,
+    "dinov2": tiny_dinov2,
+    "dinov2_registers": tiny_dinov2_registers,
+    "clip_vision": tiny_clip_vision,
+    "clip": tiny_clip,
+    "siglip_vision": tiny_siglip_vision,
+    "siglip": tiny_siglip,
+}
+PREFIX_COUNT = {"vit": 1, "deit": 2, "dino": 1, "dinov2": 1, "dinov2_registers": 5, "clip_vision": 1, "clip": 1}
+PREFIX_COUNT |= {"siglip_vision": 0, "siglip": 0}
 
 
 @pytest.fixture(params=sorted(FAMILIES))
@@ -75,12 +122,34 @@ def reference_outputs(model: vitviz.VitModel, pixel_values: np.ndarray):
     """transformers' own forward with output_attentions: the independent ground truth."""
     extra = {"interpolate_pos_encoding": True} if model.fixed_size else {}
     with torch.no_grad():
-        return model.net(
+        return model.family.runner(model.net)(
             pixel_values=torch.from_numpy(pixel_values),
             output_attentions=True,
             output_hidden_states=True,
             **extra,
         )
+
+
+def reference_readout_rows(model: vitviz.VitModel, ref) -> np.ndarray | None:
+    """[H,N] an attention-pool's probe attention, per head, by calling transformers' own pooling module on its
+    final tokens (not through vitviz's hooks); None for token readouts."""
+    encoder = model.family.encoder(model.net)
+    head = getattr(encoder, "head", None)
+    if head is None or not model.readout.pool:
+        return None
+    with torch.no_grad():
+        tokens = encoder.post_layernorm(ref.hidden_states[-1])
+        probe = head.probe.repeat(len(tokens), 1, 1)
+        return head.attention(probe, tokens, tokens, average_attn_weights=False)[1][0, :, 0].numpy()
+
+
+def expected_readout_row(model: vitviz.VitModel, ref, layer: int) -> np.ndarray:
+    """[H,N] the readout's attention row in `layer` from transformers' outputs: the readout tokens' rows
+    averaged, or the probe's attention (the same for every layer)."""
+    pool = reference_readout_rows(model, ref)
+    if pool is not None:
+        return pool
+    return ref.attentions[layer][0][:, list(model.readout.tokens)].numpy().mean(1)
 
 
 TINY_ENCODER = {**TINY, "num_hidden_layers": 4, "image_size": 64, "patch_size": 16}

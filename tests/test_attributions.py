@@ -13,9 +13,29 @@ from vitviz.preprocess import prepare_input
 
 
 def independent_score(model: vitviz.VitModel, out, target):
+    """A class logit, or the norm of transformers' own pooled output (CLIP: the CLS token after the final norm;
+    SigLIP: its attention-pool's output), else of the normalised CLS token."""
     if model.labels is not None:
         return out.logits[0, target]
-    return model.base.layernorm(out.hidden_states[-1][:, 0])[0].norm()
+    pooled = getattr(out, "pooler_output", None)
+    return (pooled if pooled is not None else out.last_hidden_state[:, 0])[0].norm()
+
+
+def pool_by_hand(model: vitviz.VitModel, last_hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """SigLIP's attention-pooling head written out from its modules' weights: (pooled [B,D], the probe's
+    attention per head [B,H,N], a leaf of the graph for relevancy's gradient)."""
+    encoder = model.family.encoder(model.net)
+    head, tokens = encoder.head, encoder.post_layernorm(last_hidden)
+    mha, (b, n, d), h = head.attention, tokens.shape, model.num_heads
+    wq, wk, wv = mha.in_proj_weight.chunk(3)
+    bq, bk, bv = mha.in_proj_bias.chunk(3)
+    q = (head.probe @ wq.T + bq).view(1, h, d // h).transpose(0, 1)  # [H,1,dh]
+    k = (tokens @ wk.T + bk).view(b, n, h, d // h).transpose(1, 2)  # [B,H,N,dh]
+    v = (tokens @ wv.T + bv).view(b, n, h, d // h).transpose(1, 2)
+    weights = torch.softmax((q @ k.transpose(-1, -2)) / (d // h) ** 0.5, -1)[:, :, 0]  # [B,H,N]
+    weights.retain_grad()
+    mixed = mha.out_proj((weights[:, :, None] @ v).transpose(1, 2).reshape(b, 1, d))
+    return (mixed + head.mlp(head.layernorm(mixed)))[:, 0], weights
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -27,20 +47,30 @@ def test_relevancy_equals_a_step_by_step_computation(name):
     x = torch.from_numpy(prepare_input(image, (40, 56), model.patch_size, model.mean, model.std))
     assert r.grid == (5, 7)
     extra = {"interpolate_pos_encoding": True} if model.fixed_size else {}
-    out = model.net(pixel_values=x, output_attentions=True, output_hidden_states=True, **extra)
+    out = model.family.runner(model.net)(pixel_values=x, output_attentions=True, output_hidden_states=True, **extra)
     for a in out.attentions:
         a.retain_grad()
     target = None if model.labels is None else int(out.logits[0].argmax())
-    independent_score(model, out, target).backward()
+    if model.readout.pool:
+        pooled, probe = pool_by_hand(model, out.hidden_states[-1])
+        np.testing.assert_allclose(pooled.detach().numpy(), out.pooler_output.detach().numpy(), atol=1e-5)
+        pooled[0].norm().backward()
+    else:
+        independent_score(model, out, target).backward()
     n = out.attentions[0].shape[-1]
+
+    def cam(attn: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        return sum(np.maximum(grad[h] * attn[h], 0) for h in range(len(attn))) / len(attn)
+
     rel = np.eye(n)
     for a in out.attentions:
-        attn, grad = a[0].detach().double().numpy(), a.grad[0].double().numpy()
-        cam = np.zeros((n, n))
-        for h in range(attn.shape[0]):
-            cam += np.maximum(grad[h] * attn[h], 0) / attn.shape[0]
-        rel = rel + cam @ rel
-    expected = rel[0, model.n_prefix :].reshape(r.grid)
+        rel = rel + cam(a[0].detach().double().numpy(), a.grad[0].double().numpy()) @ rel
+    if model.readout.pool:  # the probe's own relevance row: it has no residual path over the tokens
+        readout = cam(probe[0].detach().double().numpy(), probe.grad[0].double().numpy())
+    else:
+        readout = np.zeros(n)
+        readout[list(model.readout.tokens)] = 1 / len(model.readout.tokens)
+    expected = (readout @ rel)[model.n_prefix :].reshape(r.grid)
     np.testing.assert_allclose(r.raw, expected, rtol=1e-4, atol=1e-7)
     assert r.map.shape == image.shape[:2]
 

@@ -74,16 +74,17 @@ def test_shipped_queries_and_keys_give_the_captured_weights(family):
 def value_norms64(a: vitviz.Analysis, layer: int) -> np.ndarray:
     """[H,N] ||W_O,h v_hj|| in float64 NumPy from the modules' weights: LayerNorm, V and O by hand."""
     parts, heads = a.model.layer_parts(layer), a.model.num_heads
-    w = {k: v.detach().double().numpy() for k, v in parts.attention.state_dict().items()}
+    w = {k: v.detach().double().numpy() for k, v in (("v", parts.v.weight), ("o", parts.o.weight))}
+    w["v bias"] = 0.0 if parts.v.bias is None else parts.v.bias.detach().double().numpy()
     ln = {k: v.detach().double().numpy() for k, v in parts.norm1.state_dict().items()}
     x = a.hidden_states[layer].astype(np.float64)
     u = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + parts.norm1.eps) * ln["weight"] + ln[
         "bias"
     ]
-    v = u @ w["v_proj.weight"].T + w.get("v_proj.bias", 0.0)
+    v = u @ w["v"].T + w["v bias"]
     dh = v.shape[1] // heads
     return np.stack(
-        [np.linalg.norm(v[:, h * dh : (h + 1) * dh] @ w["o_proj.weight"][:, h * dh : (h + 1) * dh].T, axis=-1)
+        [np.linalg.norm(v[:, h * dh : (h + 1) * dh] @ w["o"][:, h * dh : (h + 1) * dh].T, axis=-1)
          for h in range(heads)]
     )  # fmt: skip
 

@@ -20,13 +20,23 @@ def sharpened(name: str) -> vitviz.VitModel:
     model = FAMILIES[name]()
     gen = torch.Generator().manual_seed(7)
     with torch.no_grad():
-        for block in model.blocks:
-            block.attention.q_proj.weight.mul_(12)
-            block.attention.k_proj.weight.mul_(12)
-            for scale in (getattr(block, "layer_scale1", None), getattr(block, "layer_scale2", None)):
-                if scale is not None:
-                    scale.lambda1.copy_(torch.rand(scale.lambda1.shape, generator=gen) + 0.5)
+        for layer in range(model.num_layers):
+            parts = model.layer_parts(layer)
+            parts.q.weight.mul_(12)
+            parts.k.weight.mul_(12)
+            for scale in (parts.scale1, parts.scale2) if parts.layer_scale else ():
+                scale.lambda1.copy_(torch.rand(scale.lambda1.shape, generator=gen) + 0.5)
     return model
+
+
+def token_queries(a: vitviz.Analysis) -> tuple:
+    """CLS where the model has one, the first patch and the last."""
+    return ("cls",) * a.model.has_cls + (0, a.grid[0] * a.grid[1] - 1)
+
+
+def first(out) -> torch.Tensor:
+    """A module's output (a tensor, or a tuple led by one) for the batch's first image."""
+    return (out[0] if isinstance(out, tuple) else out)[0]
 
 
 @pytest.fixture(params=sorted(FAMILIES))
@@ -39,11 +49,15 @@ def case(request):
 def hooked(model: vitviz.VitModel, pixel_values: np.ndarray, layer: int) -> dict[str, torch.Tensor]:
     """transformers' own forward, with what enters the block, what the attention module returns and
     what leaves the block caught by forward hooks on the real modules."""
-    block, seen = model.blocks[layer], {}
+    block, parts, seen = model.blocks[layer], model.layer_parts(layer), {}
+
+    def entering(_m, args, kwargs, out):
+        seen.update(x=(args[0] if args else kwargs["hidden_states"])[0], y=first(out))
+
     hooks = [
-        block.register_forward_hook(lambda m, args, out: seen.update(x=args[0][0], y=out[0])),
-        block.attention.register_forward_hook(lambda m, args, out: seen.update(attn=out[0][0])),
-        block.attention.v_proj.register_forward_hook(lambda m, args, out: seen.update(v=out[0])),
+        block.register_forward_hook(entering, with_kwargs=True),
+        parts.attention.register_forward_hook(lambda m, args, out: seen.update(attn=first(out))),
+        parts.v.register_forward_hook(lambda m, args, out: seen.update(v=out[0])),
     ]
     try:
         seen["attentions"] = reference_outputs(model, pixel_values).attentions[layer][0]
@@ -55,12 +69,12 @@ def hooked(model: vitviz.VitModel, pixel_values: np.ndarray, layer: int) -> dict
 
 def test_softmax_of_the_recomputed_scores_is_the_captured_attention(case):
     model, a = case
-    heads, width = model.num_heads, model.net.config.hidden_size
+    heads, width = model.num_heads, model.config.hidden_size
     assert a.attentions[0, 0].std() > 1e-3, "the test model's attention should be far from uniform"
     for layer in range(model.num_layers):
         truth = reference_outputs(model, a.pixel_values).attentions[layer][0].numpy()
         for head in range(heads):
-            for query in ("cls", 0, a.grid[0] * a.grid[1] - 1):
+            for query in token_queries(a):
                 d = a.inside_head(layer, head, query)
                 q = a.query_index(query)
                 assert d.head_width == width // heads
@@ -75,9 +89,9 @@ def test_heads_through_the_output_projection_give_the_attention_sub_layer(case):
     heads = model.num_heads
     for layer in range(model.num_layers):
         seen = hooked(model, a.pixel_values, layer)
-        o_proj = model.blocks[layer].attention.o_proj
-        dh = model.net.config.hidden_size // heads
-        for query in ("cls", 5):
+        o_proj = model.layer_parts(layer).o
+        dh = model.config.hidden_size // heads
+        for query in token_queries(a):
             q = a.query_index(query)
             parts = [a.inside_head(layer, h, query) for h in range(heads)]
             joined = torch.from_numpy(np.concatenate([d.output for d in parts]))
@@ -100,8 +114,8 @@ def test_layer_updates_match_hooks_on_the_block(case):
     model, a = case
     for layer in range(model.num_layers):
         seen = hooked(model, a.pixel_values, layer)
-        block = model.blocks[layer]
-        attention = seen["attn"] * block.layer_scale1.lambda1 if hasattr(block, "layer_scale1") else seen["attn"]
+        parts = model.layer_parts(layer)
+        attention = seen["attn"] * parts.scale1.lambda1 if parts.layer_scale else seen["attn"]
         mlp = seen["y"] - seen["x"] - attention
         kept, recomputed = a.layer_updates(layer), inside.layer_updates(model, a.hidden_states[layer], layer)
         for u in (kept, recomputed):

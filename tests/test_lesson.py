@@ -45,12 +45,20 @@ def test_the_steps_numbers_are_this_analysis_own(chelsea):
     assert f"largest weight is {cls.weights.max():.3f}" in text
 
 
-def test_a_classifier_without_a_dense_head_gets_every_step_too():
-    model = FAMILIES["deit"]()
-    a = vitviz.analyze(model, random_image(32, 32))
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_gets_every_step_and_the_inside_step_names_its_query(name):
+    """Classifiers and encoders without a dense head, with one readout token, two or an attention-pool: the
+    inside step's query is the readout token where there is one, else the centre patch, and its largest
+    weight is that query's own."""
+    a = vitviz.analyze(FAMILIES[name](), random_image(32, 40), longest=40)
     pictures = [lesson.lesson_step(a, s)[1] for s in range(1, len(lesson.STEPS) + 1)]
-    assert all(p.dtype == np.uint8 for p in pictures)
+    assert all(p.dtype == np.uint8 and p.ndim == 3 for p in pictures)
     assert "PCA" in lesson.lesson_step(a, 8)[2]
+    text = lesson.lesson_step(a, 7)[2]
+    query = "readout" if len(a.model.readout.tokens) == 1 else (a.grid[0] // 2) * a.grid[1] + a.grid[1] // 2
+    d = a.inside_head(a.model.num_layers - 1, 0, query)
+    assert f"the query {vitviz.sentences.token_name(a, d.query)} in layer" in text
+    assert f"largest weight is {d.weights.max():.3f}" in text
 
 
 @pytest.mark.parametrize("step", [0, 9, -1])

@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import ASSETS, PREFIX_COUNT, random_image, reference_outputs
+from conftest import ASSETS, PREFIX_COUNT, expected_readout_row, random_image, reference_outputs, reference_readout_rows
 
 import vitviz
 from vitviz import maps
 
 
-def independent_rollout(attn: np.ndarray, fusion: str, discard: float) -> np.ndarray:
-    """The textbook form: full N×N matrices, R ← Â_l · R from the first layer up."""
+def independent_rollout(attn: np.ndarray, fusion: str, discard: float, keep: tuple[int, ...] = (0,)) -> np.ndarray:
+    """The textbook form: full N×N matrices, R ← Â_l · R from the first layer up; the `keep` columns (the
+    readout tokens) are never discarded."""
     n = attn.shape[-1]
     result = np.eye(n)
     for layer_attn in attn.astype(np.float64):
@@ -20,9 +21,9 @@ def independent_rollout(attn: np.ndarray, fusion: str, discard: float) -> np.nda
         if discard > 0:
             k = max(1, int(a.size * discard))
             threshold = np.sort(a.ravel())[k - 1]
-            cls_column = a[:, 0].copy()
+            kept = a[:, list(keep)].copy()
             a = np.where(a > threshold, a, 0.0)
-            a[:, 0] = cls_column
+            a[:, list(keep)] = kept
         a = a + np.eye(n)
         a = a / a.sum(axis=1, keepdims=True)
         result = a @ result
@@ -58,7 +59,7 @@ def test_attention_map_keys_on_all_distinct_values():
     for head, query in [(1, 0), (None, prefix + 5), (2, n - 1)]:
         rows = attn[1, :, query, prefix:] if head is None else attn[1, head, query, prefix:][None]
         expected = np.array([[rows[:, r * grid[1] + c].mean() for c in range(grid[1])] for r in range(grid[0])])
-        got = maps.attention_map(attn[1], grid, prefix, head, query)
+        got = maps.attention_map(attn[1, :, query], grid, prefix, head)
         np.testing.assert_allclose(got, expected, rtol=1e-6)
         full = attn[1, :, query] if head is None else attn[1, head, query][None]
         shifted = full[:, prefix - 1 : prefix - 1 + 12].mean(0).reshape(grid)  # an off-by-one slice
@@ -86,10 +87,12 @@ def test_captured_attentions_match_transformers(analysis):
 
 def test_attention_map_is_a_row_of_the_attention_matrix(analysis):
     _, a = analysis
-    ref = torch.cat(reference_outputs(a.model, a.pixel_values).attentions).numpy()
+    ref_out = reference_outputs(a.model, a.pixel_values)
+    ref = torch.cat(ref_out.attentions).numpy()
     p, grid = a.n_prefix, a.grid
     patch = grid[0] * grid[1] - 2
-    np.testing.assert_allclose(a.attention_map(1, 2, "cls"), ref[1, 2, 0, p:].reshape(grid), **F16)
+    readout = expected_readout_row(a.model, ref_out, 1)[2, p:].reshape(grid)
+    np.testing.assert_allclose(a.attention_map(1, 2, "readout"), readout, **F16)
     mean_of_heads = ref[2, :, p + patch, p:].mean(0).reshape(grid)
     np.testing.assert_allclose(a.attention_map(2, None, patch), mean_of_heads, **F16)
     np.testing.assert_allclose(a.head_maps(0, patch)[3], ref[0, 3, p + patch, p:].reshape(grid), **F16)
@@ -99,22 +102,39 @@ def test_attention_map_is_a_row_of_the_attention_matrix(analysis):
 @pytest.mark.parametrize("discard", [0.0, 0.3, 0.9])
 def test_rollout_matches_full_matrix_chain(analysis, fusion, discard):
     _, a = analysis
-    ref = torch.cat(reference_outputs(a.model, a.pixel_values).attentions).numpy()
+    ref_out = reference_outputs(a.model, a.pixel_values)
+    ref = torch.cat(ref_out.attentions).numpy()
+    keep = a.model.readout.tokens
     # The capture is float16; the independent chain runs on exactly those values.
-    full = independent_rollout(a.attentions.astype(np.float32), fusion, discard)
+    full = independent_rollout(a.attentions.astype(np.float32), fusion, discard, keep)
     np.testing.assert_allclose(full.sum(axis=1), 1.0, atol=1e-9)  # row-stochastic
-    expected = full[0, a.n_prefix :].reshape(a.grid)
+    start = independent_start(a.model, ref_out, fusion, a.attentions.shape[-1])
+    expected = (start @ full)[a.n_prefix :].reshape(a.grid)
     np.testing.assert_allclose(a.rollout(fusion, discard), expected, atol=2e-5)
     # And on transformers' float32 attentions, through the pure function.
-    row = maps.rollout(maps.fuse_heads(torch.from_numpy(ref), fusion), discard)
+    row = maps.rollout(maps.fuse_heads(torch.from_numpy(ref), fusion), discard, None, start, keep)
     assert row.sum() == pytest.approx(1.0, abs=1e-5)
     if discard == 0.0:
-        np.testing.assert_allclose(row, independent_rollout(ref, fusion, 0.0)[0], atol=1e-5)
+        np.testing.assert_allclose(row, start @ independent_rollout(ref, fusion, 0.0, keep), atol=1e-5)
+
+
+def independent_start(model: vitviz.VitModel, ref, fusion: str, n: int) -> np.ndarray:
+    """[N] the last row of the full product: the probe's attention (heads fused, summing to 1) for an
+    attention-pool, else the readout tokens sharing 1."""
+    pool = reference_readout_rows(model, ref)
+    if pool is None:
+        start = np.zeros(n)
+        start[list(model.readout.tokens)] = 1 / len(model.readout.tokens)
+        return start
+    fused = {"mean": pool.mean(0), "max": pool.max(0), "min": pool.min(0)}[fusion].astype(np.float64)
+    return fused / fused.sum()
 
 
 def test_rollout_of_non_percent_ratio_matches(analysis):
     _, a = analysis
-    expected = independent_rollout(a.attentions.astype(np.float32), "mean", 0.137)[0, a.n_prefix :]
+    start = independent_start(a.model, reference_outputs(a.model, a.pixel_values), "mean", a.attentions.shape[-1])
+    expected = start @ independent_rollout(a.attentions.astype(np.float32), "mean", 0.137, a.model.readout.tokens)
+    expected = expected[a.n_prefix :]
     np.testing.assert_allclose(a.rollout("mean", 0.137).ravel(), expected, atol=2e-5)
 
 
@@ -123,7 +143,7 @@ def test_pos_embed_similarity_matches_weights(family):
     sim = model.pos_embed_similarity()
     g = model.native_grid
     assert sim.shape == (*g, *g)
-    pos = model.base.embeddings.position_embeddings[0].detach()
+    pos = model.family.position_table(model.encoder).detach()
     patches = pos[-g[0] * g[1] :]  # prefix positions (CLS, distillation) come first
     expected = torch.nn.functional.cosine_similarity(patches[:, None], patches[None], dim=-1)
     np.testing.assert_allclose(sim.reshape(g[0] * g[1], -1), expected.numpy(), atol=1e-5)
@@ -162,7 +182,7 @@ def test_token_norms_and_pca_against_transformers(analysis):
     expected = last[a.n_prefix :].norm(dim=-1).numpy().reshape(a.grid)
     np.testing.assert_allclose(a.token_norms(), expected, rtol=5e-3)
     # PCA: the first component must be the top eigenvector of the feature covariance.
-    x = a.model.base.layernorm(last).detach().numpy()[a.n_prefix :].astype(np.float64)
+    x = a.model.family.final_norm(a.model.encoder)(last).detach().numpy()[a.n_prefix :].astype(np.float64)
     x -= x.mean(0)
     eigvals, eigvecs = np.linalg.eigh(x.T @ x)
     first = x @ eigvecs[:, -1]
@@ -445,7 +465,7 @@ def test_maps_come_back_as_float32_whatever_the_input():
     attn /= attn.sum(-1, keepdims=True)
     for dtype in (np.float16, np.float64):
         a = attn.astype(dtype)
-        assert maps.attention_map(a[0], (2, 3), 1, None, 0).dtype == np.float32
+        assert maps.attention_map(a[0, :, 0], (2, 3), 1, None).dtype == np.float32
         assert maps.mean_attention_distance(a, (2, 3), 14, 1).dtype == np.float32
         assert maps.attention_entropy(a).dtype == np.float32
         assert maps.token_norms(rng.normal(size=(7, 4)).astype(dtype), (2, 3), 1).dtype == np.float32

@@ -90,7 +90,10 @@ def test_scan_margins_keep_the_picture_whole_and_the_strip_shows_the_sequence():
 
 def test_which_prefix_tokens_get_a_position_embedding(family):
     name, model = family
-    expected = {"vit": (True,), "deit": (True, True), "dinov2_registers": (True, False, False, False, False)}
+    expected = {"deit": (True, True), "dinov2_registers": (True, False, False, False, False)}
+    expected |= {"siglip": (), "siglip_vision": ()} | {
+        n: (True,) for n in ("vit", "dino", "dinov2", "clip", "clip_vision")
+    }
     assert model.prefix_with_position == expected[name]
 
 

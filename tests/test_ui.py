@@ -39,7 +39,7 @@ def test_analyze_then_change_layer_and_head(client):
         image=image,
         model_name="dinov2-small",
         size="model default",
-        query_mode="CLS token",
+        query_mode="readout",
         patch=-1,
         cmap="inferno",
         alpha=0.6,
@@ -124,12 +124,12 @@ def test_malformed_arguments_name_the_argument(client):
         client.predict(image, "dinov2-small", "model default", 3, 2, "a patch (click the picture on the left)", 5000,
                        "weight", "inferno", 0.6, "per head", api_name="/attention")  # fmt: skip
     with pytest.raises(Exception, match="layer: Value 99 is greater than maximum value 11"):  # Gradio's check
-        client.predict(image, "dinov2-small", "model default", 99, 2, "CLS token", -1, "weight", "inferno", 0.6,
+        client.predict(image, "dinov2-small", "model default", 99, 2, "readout", -1, "weight", "inferno", 0.6,
                        "per head", api_name="/attention")  # fmt: skip
     with pytest.raises(Exception, match="discard: Value -0.5 is less than minimum value 0"):
         client.predict(image, "dinov2-small", "model default", "mean", -0.5, "inferno", 0.6, api_name="/rollout")
     with pytest.raises(Exception, match="head: Value: -1 is not in the list of choices"):  # one head, not the mean
-        client.predict(image, "dinov2-small", "model default", 3, -1, "CLS token", -1, "inferno", 0.6, "robust",
+        client.predict(image, "dinov2-small", "model default", 3, -1, "readout", -1, "inferno", 0.6, "robust",
                        api_name="/inside_head")  # fmt: skip
     with pytest.raises(Exception, match="box must be two corners"):
         client.predict(image, "dinov2-small", "model default", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11,
@@ -348,7 +348,7 @@ def test_maps_land_where_they_are_through_the_endpoints(client):
     image = handle_file(str(ASSETS / "astronaut.jpg"))
     a = vitviz.analyze(vitviz.load_model(device="cpu"), ASSETS / "astronaut.jpg")
     where = dict(image=image, model_name="dinov2-small", size="model default", cmap="gray", alpha=1.0)
-    query = dict(layer=11, head=2, query_mode="CLS token", patch=-1, measure="weight", grid_scale="shared across heads")
+    query = dict(layer=11, head=2, query_mode="readout", patch=-1, measure="weight", grid_scale="shared across heads")
     overlay = client.predict(**where, **query, colour_scale="min-max", api_name="/attention")[0]
     roll = client.predict(**where, fusion="mean", discard=0.0, colour_scale="min-max", api_name="/rollout")[0]
     gh, gw = a.grid

@@ -122,8 +122,30 @@ def test_the_readout_step_says_where_cls_keeps_its_attention(which, where, reque
 
     a = request.getfixturevalue(which)
     text = lesson.readout(a, "inferno", 0.6, "log")[2]
-    share = float(re.search(r"CLS keeps (\d+)% of its attention " + re.escape(where), text).group(1))
+    assert "The CLS token is the *readout token*" in text
+    share = float(re.search(r"the readout keeps (\d+)% of its attention " + re.escape(where), text).group(1))
     assert share == pytest.approx(100 * a.attentions[-1, :, 0, : a.n_prefix].astype(np.float32).sum(-1).mean(), abs=0.6)
+
+
+@pytest.mark.parametrize("name", ["siglip", "deit"])
+def test_the_readout_sentences_name_the_models_own_readout(name):
+    """SigLIP's probe and its top share, read back from the text and compared with the pool's weights; DeiT's two
+    readout tokens; neither lesson claims a CLS readout, and the tokens view says the same."""
+    from vitviz import lesson
+
+    a = vitviz.analyze(FAMILIES[name](), random_image(48, 64, seed=12), longest=64)
+    text = lesson.readout(a, "inferno", 0.6, "log")[2]
+    tokens = views.tokens_view(a)[1]
+    assert "readout token*" not in text + tokens
+    if name == "siglip":
+        assert "attention-pooling probe" in text and "no prefix token" in tokens and "no CLS token" in tokens
+        top = float(re.search(r"largest share on one patch is (\d+)%", text).group(1))
+        assert top == pytest.approx(100 * a.pool_attention.mean(0).max(), abs=0.6)
+        note = sentences.attention_note(a, 1, None, "readout")
+        assert "no prefix token" in note and "the same whatever layer" in note
+    else:
+        assert "2 tokens, CLS and distillation" in text and "logits are averaged" in tokens
+        assert "the readout keeps" in text
 
 
 @pytest.mark.parametrize("shape", [(30, 2000), (2000, 30)])

@@ -3,7 +3,7 @@
 import vitviz
 model = vitviz.load_model()          # embedded offline DINOv2 ViT-S/14
 a = vitviz.analyze(model, vitviz.example("chelsea"))
-a.attention_map(layer=11, head=None, query="cls")   # [gh,gw]
+a.attention_map(layer=11, head=None, query="readout")   # [gh,gw]
 a.rollout(head_fusion="mean", discard_ratio=0.0)    # [gh,gw]
 a.show("attention", layer=3)                        # a PIL image, shown inline in a notebook
 

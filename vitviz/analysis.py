@@ -27,6 +27,7 @@ class Analysis:
     (None where the forward did not, e.g. a depth model's encoder).
     tokens: [N,D] float32, the final tokens after the last LayerNorm.
     logits: [C] float32 for classifiers, else None.
+    pool_attention: [H,N] float32, an attention-pool readout's probe attention over the tokens (SigLIP), else None.
     """
 
     model: VitModel = field(repr=False)
@@ -37,6 +38,7 @@ class Analysis:
     tokens: np.ndarray = field(repr=False)
     logits: np.ndarray | None = field(repr=False)
     update_norms: np.ndarray | None = field(default=None, repr=False)
+    pool_attention: np.ndarray | None = field(default=None, repr=False)
     _fused: dict = field(default_factory=dict, repr=False)
     _thresholds: dict = field(default_factory=dict, repr=False)
     _layer_stats: dict = field(default_factory=dict, repr=False)
@@ -60,17 +62,37 @@ class Analysis:
         arrays = (self.image, self.pixel_values, self.attentions, self.hidden_states, self.tokens)
         fused = sum(t.numel() * t.element_size() for t in list(self._fused.values()))  # a request may add one
         projections = self._projections.nbytes if self._projections is not None else 0
-        kept = 0 if self.update_norms is None else self.update_norms.nbytes
+        kept = sum(a.nbytes for a in (self.update_norms, self.pool_attention) if a is not None)
         return sum(a.nbytes for a in arrays) + fused + projections + kept
 
     def query_index(self, query: str | int) -> int:
-        """'cls' or a patch index (row-major over the grid) -> token index."""
-        if query == "cls":
+        """A query as one token index: 'readout' where the readout is one token, 'cls' where the model has a
+        CLS token, or a patch index (row-major over the grid)."""
+        readout = self.model.readout
+        if query == "readout" and len(readout.tokens) == 1:
+            return readout.tokens[0]
+        if query == "readout":
+            raise ValueError(f"{self.model.name} reads out from {readout.name}, which is not one token: pick a patch")
+        if query == "cls" and self.model.has_cls:
             return 0
+        if query == "cls":
+            raise ValueError(f"{self.model.name} has no CLS token: use 'readout' ({readout.name}) or a patch index")
         patches = self.grid[0] * self.grid[1]
         if not isinstance(query, (int, np.integer)) or not 0 <= query < patches:
-            raise ValueError(f"query must be 'cls' or a patch index in [0, {patches}), got {query!r}")
+            raise ValueError(f"query must be 'readout', 'cls' or a patch index in [0, {patches}), got {query!r}")
         return self.n_prefix + int(query)
+
+    def query_rows(self, layer: int, query: str | int) -> np.ndarray:
+        """[H,N] float32 the attention of `query` over all tokens in `layer`, per head. The 'readout' of several
+        tokens is their rows' mean; an attention-pool's is the probe's attention, the same for every layer:
+        the probe attends once, after the last layer."""
+        self._check_layer_head(layer, None)
+        readout = self.model.readout
+        if query == "readout" and readout.pool:
+            return self.pool_attention.astype(np.float32)
+        if query == "readout" and len(readout.tokens) > 1:
+            return self.attentions[layer][:, list(readout.tokens)].astype(np.float32).mean(1)
+        return self.attentions[layer, :, self.query_index(query)].astype(np.float32)
 
     def _check_layer_head(self, layer: int, head: int | None) -> None:
         num_layers, num_heads = self.attentions.shape[:2]
@@ -79,16 +101,14 @@ class Analysis:
         if head is not None and not 0 <= head < num_heads:
             raise ValueError(f"head must be None or in [0, {num_heads}), got {head}")
 
-    def attention_map(self, layer: int, head: int | None = None, query: str | int = "cls") -> np.ndarray:
+    def attention_map(self, layer: int, head: int | None = None, query: str | int = "readout") -> np.ndarray:
         """[gh,gw] attention of `query` over the patches in `layer` (head=None: mean of heads)."""
         self._check_layer_head(layer, head)
-        return maps.attention_map(self.attentions[layer], self.grid, self.n_prefix, head, self.query_index(query))
+        return maps.attention_map(self.query_rows(layer, query), self.grid, self.n_prefix, head)
 
-    def head_maps(self, layer: int, query: str | int = "cls") -> np.ndarray:
+    def head_maps(self, layer: int, query: str | int = "readout") -> np.ndarray:
         """[H,gh,gw] the attention of `query` in every head of `layer`."""
-        self._check_layer_head(layer, None)
-        q = self.query_index(query)
-        return self.attentions[layer, :, q, self.n_prefix :].astype(np.float32).reshape(-1, *self.grid)
+        return self.query_rows(layer, query)[:, self.n_prefix :].reshape(-1, *self.grid)
 
     def projections(self, layer: int) -> inside.LayerProjections:
         """Queries, keys and values of `layer`, recomputed from its cached input tokens. Only the last
@@ -99,8 +119,8 @@ class Analysis:
             p = self._projections = inside.project(self.model, self.hidden_states[layer], layer)
         return p
 
-    def inside_head(self, layer: int, head: int, query: str | int = "cls") -> inside.HeadInside:
-        """Head `head` of `layer` for `query` ('cls' or a row-major patch index), step by step: q, k, v,
+    def inside_head(self, layer: int, head: int, query: str | int = "readout") -> inside.HeadInside:
+        """Head `head` of `layer` for `query` (see `query_index`), step by step: q, k, v,
         scores, weights, contributions, output (see `inside.HeadInside`)."""
         self._check_layer_head(layer, head)
         if head is None:
@@ -118,12 +138,13 @@ class Analysis:
             self._updates[layer] = inside.layer_updates(self.model, self.hidden_states[layer], layer)
         return self._updates[layer]
 
-    def contribution_map(self, layer: int, head: int | None = None, query: str | int = "cls") -> np.ndarray:
+    def contribution_map(self, layer: int, head: int | None = None, query: str | int = "readout") -> np.ndarray:
         """[gh,gw] weight × value norm ||α_j W_O,h v_j|| of `query` over the patches (head=None: mean of
         heads): attention is not only a weight (Kobayashi et al. 2020)."""
         self._check_layer_head(layer, head)
-        q = self.query_index(query)
-        values = self.attentions[layer, :, q].astype(np.float32) * self.projections(layer).value_norms
+        if query == "readout" and self.model.readout.pool:
+            raise ValueError(f"{self.model.name}'s probe has values of its own: weight × value reads a token query")
+        values = self.query_rows(layer, query) * self.projections(layer).value_norms
         rows = values if head is None else values[head : head + 1]
         return rows[:, self.n_prefix :].mean(axis=0).reshape(self.grid)
 
@@ -136,11 +157,21 @@ class Analysis:
             return self._fused[head_fusion]
 
     def rollout(self, head_fusion: str = "mean", discard_ratio: float = 0.0) -> np.ndarray:
-        """[gh,gw] attention rollout: the CLS row of Â_L ... Â_1 over the patches."""
+        """[gh,gw] attention rollout: the readout's row of Â_L ... Â_1 over the patches (see `readout_start`)."""
         thresholds, percent = None, round(discard_ratio * 100)
         if 0 < discard_ratio < 1 and abs(percent - discard_ratio * 100) < 1e-9:
             thresholds = self.percent_thresholds(head_fusion)[:, percent]
-        return maps.rollout(self.fused(head_fusion), discard_ratio, thresholds)[self.n_prefix :].reshape(self.grid)
+        start, keep = self.readout_start(head_fusion), self.model.readout.tokens
+        rolled = maps.rollout(self.fused(head_fusion), discard_ratio, thresholds, start, keep)
+        return rolled[self.n_prefix :].reshape(self.grid)
+
+    def readout_start(self, head_fusion: str = "mean") -> np.ndarray:
+        """[N] the readout's weights over the last layer's tokens, where rollout starts: the readout tokens
+        share 1; an attention-pool gives its probe's attention, its heads fused as the layers' are, summing to 1."""
+        n = self.attentions.shape[-1]
+        if self.pool_attention is None:
+            return self.model.readout.start(n)
+        return self.model.readout.start(n, maps.fuse_heads(self.pool_attention[None, :, None], head_fusion)[0, 0])
 
     def percent_thresholds(self, head_fusion: str = "mean") -> torch.Tensor:
         """[L,100] the discard thresholds of 0 %, 1 %, ..., 99 % (a slider's steps), counted once per fusion:
@@ -283,6 +314,7 @@ def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out) -> 
         tokens=tokens,
         logits=None if logits is None else logits[0].float().cpu().numpy(),
         update_norms=out.get("update_norms"),
+        pool_attention=out.get("pool_attention"),
     )
 
 

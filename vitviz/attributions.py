@@ -85,7 +85,7 @@ def describe(model: VitModel, target: int | None, box: Box | None) -> str:
     if model.decoder is not None:
         inside = "inside the box" if box else "over the whole image"
         return f"the dense head's mean output {inside}"
-    return "the norm of the final readout (CLS) token (this encoder has no output head)"
+    return f"the norm of the readout vector, read from {model.readout.name} (this encoder has no output head)"
 
 
 def attribute(
@@ -127,7 +127,7 @@ def attribute(
     start = time.perf_counter()
     with model.lock:
         with torch.no_grad():
-            out = model.forward_grad(x)  # one plain forward: the default class and the target's value
+            out = model.forward(x, attentions="all", grad=True)  # the default class and the target's value
         if model.labels is not None and target is None:
             target = int(out.logits[0].argmax())
         if model.labels is not None and not 0 <= int(target) < len(model.labels):
@@ -169,19 +169,24 @@ def relevancy(model: VitModel, x: torch.Tensor, score_fn: Callable[..., torch.Te
 
     R starts as the identity; for each layer in forward order, R <- R + mean_h(clamp(dA * A, 0)) @ R,
     where dA is the gradient of the target with respect to that layer's attention A. The answer
-    is the row of R for the token the output reads, over the patch tokens: the readout (CLS)
-    row for a class or the readout norm; for the dense head, which reads the patch tokens, the
+    is the row of R for the tokens the output reads, over the patch tokens: the readout token's row
+    (the mean of the readout tokens' rows) for a class or the readout norm; for an attention-pool readout
+    (SigLIP), the pool's own relevance row mean_h(clamp(dA * A, 0)) for its probe, times R (the probe has
+    no residual path of its own over the tokens); for the dense head, which reads the patch tokens, the
     sum of their rows (those inside the box, weighted by how much of each patch it covers).
     """
-    out = model.forward_grad(x, output_attentions=True)
-    attentions = out.attentions
+    out = model.forward(x, attentions="all", grad=True)
+    attentions = tuple(out.attentions) + ((out.pool_attention,) if model.pool is not None else ())
     grads = torch.autograd.grad(score_fn.from_output(out, x).sum(), attentions)
     n = attentions[0].shape[-1]
     r = torch.eye(n, dtype=torch.float32, device=x.device)
-    for a, g in zip(attentions, grads, strict=True):
+    for a, g in zip(attentions[: model.num_layers], grads, strict=False):
         cam = (g[0].float() * a[0].float()).clamp(min=0).mean(0)
         r = r + cam @ r
-    rows = score_fn.readout_rows(n)
+    if model.pool is not None and model.decoder is None:
+        rows = (grads[-1][0].float() * attentions[-1][0].float()).clamp(min=0).mean(0)[0]  # [H,1,N] -> [N]
+    else:
+        rows = score_fn.readout_rows(n)
     return (rows @ r)[model.n_prefix :].reshape(score_fn.grid).detach().cpu().numpy()
 
 
@@ -193,7 +198,7 @@ class _CountingScore:
         self.progress, self.calls, self.expected = progress, 0, 1
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        score = self.from_output(self.model.forward_grad(x), x)
+        score = self.from_output(self.model.forward(x, attentions="all", grad=True), x)
         self.calls += 1
         if self.progress is not None:
             self.progress(min(1.0, self.calls / max(self.expected, 1)))
@@ -201,11 +206,11 @@ class _CountingScore:
 
     def readout_rows(self, n: int) -> torch.Tensor:
         """[N] weights of the output tokens that the target reads (for relevancy)."""
-        rows = torch.zeros(n, dtype=torch.float32, device=self.model.device)
         k = self.model.n_prefix
         if self.model.decoder is None:
-            rows[0] = 1
-        elif self.region is None:
+            return torch.from_numpy(self.model.readout.start(n)).to(self.model.device)
+        rows = torch.zeros(n, dtype=torch.float32, device=self.model.device)
+        if self.region is None:
             rows[k:] = 1
         else:
             (gh, gw), (h, w) = self.grid, self.region.shape
@@ -223,7 +228,7 @@ class _CountingScore:
             if self.region is None:
                 return dense.mean((1, 2))
             return (dense * self.region).sum((1, 2)) / self.region.sum()
-        return m.base.layernorm(out.hidden_states[-1][:, 0]).norm(dim=-1)
+        return m.readout_vector(out).norm(dim=-1)
 
 
 def input_analysis(model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:

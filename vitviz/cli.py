@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="vitviz", description="See inside a Vision Transformer.", epilog=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     top.add_argument("--version", action="version", version=f"vitviz {__version__}")
-    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats,check}")
     sub.add_parser("serve", help="start the web app (vitviz serve --help lists its options)")
 
     analyze = sub.add_parser("analyze", help="write an image's maps as PNG files, its arrays and a summary")
@@ -61,6 +61,13 @@ def parser() -> argparse.ArgumentParser:
     stats.add_argument("--shard", default="0/1", help="i/n: take every n-th file from the i-th (0-based)")
     stats.add_argument("--merge", nargs="+", type=Path, help="merge the stats.csv of shards instead")
     stats.set_defaults(run=run_stats)
+
+    check = sub.add_parser("check", help="compare vitviz's capture of a model with transformers' own outputs")
+    check.add_argument("model", help="hub id, local folder or catalogue name")
+    check.add_argument("--image", type=Path, default=None, help="the photo to compare on (default: a bundled one)")
+    check.add_argument("--size", type=int, default=None, help="input's longest side in pixels (default: the model's)")
+    check.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    check.set_defaults(run=run_check)
     return top
 
 
@@ -212,6 +219,24 @@ def run_stats(args: argparse.Namespace) -> int:
     print(stats.summary_table(table))
     print(f"wrote {args.out}/stats.csv, stats.html and stats.png")
     return 1 if skipped else 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Exit 0 when every quantity agrees within its tolerance, 1 on a mismatch."""
+    from . import check, example
+
+    model = _load(args)
+    try:
+        rows = check.check(model, args.image or example("coffee"), args.size)
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print(check.table(model, rows))
+    bad = [r.quantity for r in rows if not r.ok]
+    if bad:
+        print(f"vitviz: MISMATCH in {', '.join(bad)}: vitviz's views of this model cannot be trusted", file=sys.stderr)
+        return 1
+    print("every quantity matches transformers' own outputs")
+    return 0
 
 
 if __name__ == "__main__":

@@ -126,12 +126,11 @@ def _run(model: VitModel, x: np.ndarray, fn):
 def project(model: VitModel, x: np.ndarray, layer: int) -> LayerProjections:
     """Queries, keys and values of layer `layer` from the tokens x [N,D] that enter it."""
     parts = model.layer_parts(layer)
-    attn = parts.attention
 
     def kv(t):
-        u, wq = parts.norm1(t), attn.q_proj.weight
-        bq = attn.q_proj.bias if attn.q_proj.bias is not None else wq.new_zeros(len(wq))  # qkv_bias=False
-        return u[0], wq, bq, attn.k_proj(u)[0], attn.v_proj(u)[0], attn.o_proj.weight
+        u, wq = parts.norm1(t), parts.q.weight
+        bq = parts.q.bias if parts.q.bias is not None else wq.new_zeros(len(wq))  # qkv_bias=False
+        return u[0], wq, bq, parts.k(u)[0], parts.v(u)[0], parts.o.weight
 
     u, wq, bq, k, v, wo = _run(model, x, kv)
     heads = model.num_heads
@@ -141,9 +140,9 @@ def project(model: VitModel, x: np.ndarray, layer: int) -> LayerProjections:
 
 def head_geometry(model: VitModel) -> tuple[int, float]:
     """(dh, scale): each head's width and the factor of its scores, 1/sqrt(dh) unless the module says."""
-    attn = model.layer_parts(0).attention
-    dh = attn.q_proj.weight.shape[0] // model.num_heads
-    return int(dh), float(getattr(attn, "scaling", dh**-0.5))
+    parts = model.layer_parts(0)
+    dh = parts.q.weight.shape[0] // model.num_heads
+    return int(dh), float(getattr(parts.attention, "scaling", dh**-0.5))
 
 
 def inside_head(p: LayerProjections, head: int, query: int) -> HeadInside:

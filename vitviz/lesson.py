@@ -30,15 +30,16 @@ def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult 
     h, w = a.pixel_values.shape[2:]
     prefix = sentences.prefix_phrase(a)
     if m.n_prefix > 1:
-        front = f"the learned prefix tokens, {prefix}: the first, CLS, is"
+        front = f" In front of them go the learned prefix tokens, {prefix}."
+    elif m.n_prefix:
+        front = f" In front of them goes one learned token, {prefix}."
     else:
-        front = "one learned token, CLS: it is"
+        front = ""
     text = (
         f"The ViT never sees pixels one by one. It cuts the image, resized to {w}×{h}, into **{gh} × {gw} = "
         f"{gh * gw} patches** of {m.patch_size}×{m.patch_size} pixels, and a linear map turns each patch into "
-        f"a vector: a **patch token**. In front of them goes {front} the **readout token** whose output "
-        f"summarises the image. So the transformer reads a sequence of **{a.attentions.shape[-1]} tokens**, "
-        "numbered in scan order as in the picture."
+        f"a vector: a **patch token**.{front} {sentences.readout_phrase(a)} So the transformer reads a sequence "
+        f"of **{a.attentions.shape[-1]} tokens**, numbered in scan order as in the picture."
     )
     return "Patches become tokens", views.tokens_view(a)[0], text
 
@@ -116,23 +117,31 @@ def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth:
 
 def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     picture, note = views.rollout_view(a, "mean", 0.0, cmap, alpha, scale)
-    share = float(a.attentions[-1, :, 0, : a.n_prefix].astype(np.float32).sum(-1).mean())
-    where = "itself" if a.n_prefix == 1 else f"the prefix tokens ({sentences.prefix_phrase(a)})"
-    text = (
-        "The CLS **readout token** gathers the image for the output. *Attention rollout* follows attention "
-        "through all layers (adding the residual path) to estimate how much of each patch reaches CLS at the "
-        f"end; the picture is the rollout. In the last layer, CLS keeps {share:.0%} of its attention on "
-        f"{where} and spreads the rest over the patches. {note}"
-    )
-    return "The readout token and rollout", picture, text
+    last = a.query_rows(a.model.num_layers - 1, "readout")  # [H,N]
+    trace = ("*Attention rollout* follows attention through all layers (adding the residual path) to estimate how "
+             "much of each patch reaches the readout at the end; the picture is the rollout.")  # fmt: skip
+    if a.model.readout.pool:
+        top = float(last.mean(0).max())
+        text = (f"{sentences.readout_phrase(a)} {trace} Here rollout starts from the probe's own attention, "
+                f"whose largest share on one patch is {top:.0%} (the mean over its heads). {note}")  # fmt: skip
+    else:
+        share = float(last[:, : a.n_prefix].sum(-1).mean())
+        where = "itself" if a.n_prefix == 1 else f"the prefix tokens ({sentences.prefix_phrase(a)})"
+        text = (f"{sentences.readout_phrase(a)} It gathers the image for the output. {trace} In the last layer, "
+                f"the readout keeps {share:.0%} of its attention on {where} and spreads the rest over the patches. "
+                f"{note}")  # fmt: skip
+    return "The readout and rollout", picture, text
 
 
 def inside(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     layer, head = a.model.num_layers - 1, 0
-    scores, weights, *_ = views.inside_views(a, layer, head, "cls", cmap, alpha, scale)
-    d = a.inside_head(layer, head, "cls")
+    # the readout where it is one token; else (SigLIP's probe, DeiT's two tokens) the centre patch
+    query = "readout" if len(a.model.readout.tokens) == 1 else _centre(a)
+    scores, weights, *_ = views.inside_views(a, layer, head, query, cmap, alpha, scale)
+    d = a.inside_head(layer, head, query)
     text = (
-        f"How one head makes its weights, for the CLS query in layer {layer}, head {head}: the *scores* "
+        f"How one head makes its weights, for the query {sentences.token_name(a, d.query)} in layer {layer}, "
+        f"head {head}: the *scores* "
         f"q·k_j/√d (left, d = {d.head_width}) become *weights* by a softmax (right): positive, summing to 1, "
         f"and exponential in the score. The largest weight is {d.weights.max():.3f}, the top 1 % of keys "
         f"hold {d.top_share:.0%}, and the weights spread over about {d.effective_keys:.0f} of {len(d.weights)} "

@@ -16,14 +16,14 @@ COLOUR_SCALES = ("log", "robust", "min-max")  # log and robust clip at the 99th 
 DEFAULT_SCALE = "log"  # the one that keeps every photo's attention and rollout off black (see the README)
 
 
-def attention_map(attn: np.ndarray, grid: tuple[int, int], n_prefix: int, head: int | None, query: int) -> np.ndarray:
-    """One attention row over the patches.
+def attention_map(rows: np.ndarray, grid: tuple[int, int], n_prefix: int, head: int | None) -> np.ndarray:
+    """One query's attention over the patches.
 
-    attn: [H,N,N] one layer's attention; query: a token index (0 = CLS).
-    head=None averages the heads. Returns [gh,gw] float32; prefix keys are dropped.
+    rows: [H,N] the query's attention row in every head of one layer. head=None averages the heads.
+    Returns [gh,gw] float32; prefix keys are dropped.
     """
-    rows = attn[:, query, n_prefix:] if head is None else attn[head, query, n_prefix:][None]
-    return rows.astype(np.float32).mean(axis=0).reshape(grid)
+    kept = rows[:, n_prefix:] if head is None else rows[head, n_prefix:][None]
+    return kept.astype(np.float32).mean(axis=0).reshape(grid)
 
 
 def fuse_heads(attn: np.ndarray | torch.Tensor, how: str = "mean") -> torch.Tensor:
@@ -43,29 +43,35 @@ def rollout(
     fused: torch.Tensor,
     discard_ratio: float = 0.0,
     thresholds: torch.Tensor | None = None,
+    start: np.ndarray | None = None,
+    keep: tuple[int, ...] = (0,),
 ) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema 2020), the CLS row over the patches.
+    """Attention rollout (Abnar & Zuidema 2020), the readout's row over the tokens.
 
     fused: [L,N,N] head-fused attention (see `fuse_heads`). Per layer: weights at or below
-    the `discard_ratio` quantile are zeroed (never those in the CLS column), the identity
-    is added for the residual path and rows are re-normalised: Â_l. The rollout is
-    R = Â_L ... Â_1; only its CLS row is needed, so it runs as a vector times matrices
-    from the last layer down, O(L·N²). thresholds: [L] the per-layer quantile values if
-    already known (see `discard_thresholds`). Returns the CLS row [N] float32: it sums
-    to 1, prefix tokens first.
+    the `discard_ratio` quantile are zeroed (never those in the `keep` columns, the readout tokens), the
+    identity is added for the residual path and rows are re-normalised: Â_l. The rollout is
+    start · Â_L ... Â_1, with start [N] the readout's weights over the tokens (default: the CLS token's
+    one-hot row; an attention-pool's probe attention for SigLIP, the full product's last row). It runs as a
+    vector times matrices from the last layer down, O(L·N²). thresholds: [L] the per-layer quantile values
+    if already known (see `discard_thresholds`). Returns [N] float32: it sums to 1, prefix tokens first.
     """
     if not 0.0 <= discard_ratio < 1.0:
         raise ValueError(f"discard_ratio must be in [0, 1), got {discard_ratio}")
     if discard_ratio > 0.0 and thresholds is None:
         thresholds = discard_thresholds(fused, [discard_ratio])[:, 0]
     n = fused.shape[-1]
-    row = torch.zeros(n, dtype=torch.float32)
-    row[0] = 1.0
+    if start is None:
+        row = torch.zeros(n, dtype=torch.float32)
+        row[0] = 1.0
+    else:
+        row = torch.as_tensor(np.asarray(start, np.float32))
+    kept_columns = list(keep)
     for layer in range(fused.shape[0] - 1, -1, -1):
         a = fused[layer]
         if discard_ratio > 0.0:
             kept = torch.nn.functional.threshold(a, float(thresholds[layer]), 0.0)  # a if a > t, else 0
-            kept[:, 0] = a[:, 0]
+            kept[:, kept_columns] = a[:, kept_columns]
             a = kept
         a = a.float()
         # v·Â = (v / rowsum) · (A + I): A + I is never materialised.

@@ -1,8 +1,8 @@
 """Model loading and the model adapter: the only module that knows transformers' classes.
 
-`VitModel` answers, for every family (ViT, DeiT, DINO, DINOv2, DINOv2 with registers),
-the questions the rest of vitviz asks: patch size, prefix tokens, native grid, position
-embeddings, normalisation and labels. Nothing else branches on the family.
+Each family (ViT, DeiT, DINO, DINOv2, DINOv2 with registers, CLIP, SigLIP) is one `Family` record, and
+`VitModel` answers from it the questions the rest of vitviz asks: patch size, prefix tokens, the readout,
+native grid, position embeddings, normalisation and labels. Nothing else branches on the family.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -34,6 +35,10 @@ CATALOGUE: dict[str, str] = {
     "facebook/dino-vits16": "DINO ViT-S/16, self-supervised",
     "facebook/dinov2-small": "DINOv2 ViT-S/14 from the hub",
     "facebook/dinov2-with-registers-small": "DINOv2 ViT-S/14 with 4 register tokens",
+    "facebook/deit-small-distilled-patch16-224": "DeiT-S/16 distilled: two readout tokens, their logits averaged",
+    "openai/clip-vit-base-patch16": "CLIP ViT-B/16 (its vision tower; CLS readout, CLIP's mean and std)",
+    "openai/clip-vit-base-patch32": "CLIP ViT-B/32 (its vision tower; 7×7 patches at 224 px)",
+    "google/siglip-base-patch16-224": "SigLIP B/16: no CLS token, read out by an attention-pooling probe",
 }
 
 
@@ -42,8 +47,9 @@ class LayerParts:
     """One pre-norm transformer layer as the texts write it:
     y = x + scale1(attention(norm1(x))), then out = y + scale2(mlp(norm2(y))).
 
-    attention has q_proj, k_proj, v_proj, o_proj (heads side by side, head_dim wide each).
-    scale1/scale2 are DINOv2's LayerScale, or identities where the family has none.
+    q, k, v, o: the attention's projections (heads side by side, head_dim wide each), whatever the family
+    calls them (o_proj in ViT, out_proj in CLIP and SigLIP). scale1/scale2 are DINOv2's LayerScale, or
+    identities where the family has none.
     """
 
     norm1: nn.Module
@@ -52,10 +58,168 @@ class LayerParts:
     norm2: nn.Module
     mlp: nn.Module
     scale2: nn.Module
+    q: nn.Linear
+    k: nn.Linear
+    v: nn.Linear
+    o: nn.Linear
 
     @property
     def layer_scale(self) -> bool:
         return not isinstance(self.scale1, nn.Identity)
+
+
+@dataclass(frozen=True)
+class Readout:
+    """Where the model's output reads its tokens.
+
+    tokens: the token indices whose final vectors (after the last norm) the output reads, averaged where
+    there are several (DeiT's distilled classifier averages the logits of its CLS and distillation heads,
+    which is the same as one linear head on their mean). pool: an attention-pooling probe after the last
+    layer (SigLIP): a learned query that attends over every token, so the readout has no token of its own.
+    name: how the UI's sentences call it.
+    """
+
+    tokens: tuple[int, ...] = (0,)
+    pool: bool = False
+    name: str = "the CLS token"
+
+    def start(self, n: int, pool_attention: np.ndarray | None = None) -> np.ndarray:
+        """[N] float32 weights over the tokens: the row that rollout and relevancy follow back through the
+        layers. Readout tokens share 1 equally; a pool gives its (head-fused) attention, `pool_attention` [N]."""
+        if self.pool:
+            if pool_attention is None:
+                raise ValueError("an attention-pool readout needs the probe's attention")
+            row = np.asarray(pool_attention, np.float32)
+            return row / row.sum()
+        row = np.zeros(n, np.float32)
+        row[list(self.tokens)] = 1.0 / len(self.tokens)
+        return row
+
+
+CLS_READOUT = Readout()
+
+
+def _vit_parts(b: nn.Module) -> LayerParts:
+    a = b.attention
+    if not hasattr(a, "q_proj"):  # DPT's own ViT keeps transformers 4's module layout
+        raise ValueError("this model's layers are not in the q_proj/k_proj/v_proj/o_proj layout")
+    if hasattr(b, "norm1"):  # DINOv2 (with registers): LayerScale after both sub-layers
+        return LayerParts(b.norm1, a, b.layer_scale1, b.norm2, b.mlp, b.layer_scale2, a.q_proj, a.k_proj, a.v_proj,
+                          a.o_proj)  # fmt: skip
+    return LayerParts(b.layernorm_before, a, nn.Identity(), b.layernorm_after, b.mlp, nn.Identity(), a.q_proj,
+                      a.k_proj, a.v_proj, a.o_proj)  # fmt: skip
+
+
+def _clip_parts(b: nn.Module) -> LayerParts:
+    a = b.self_attn
+    return LayerParts(b.layer_norm1, a, nn.Identity(), b.layer_norm2, b.mlp, nn.Identity(), a.q_proj, a.k_proj,
+                      a.v_proj, a.out_proj)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Family:
+    """Every fact vitviz needs about one family of transformers models, in one record (as timm's
+    `pretrained_cfg`): the only place that knows transformers' module names. Adding a family is one record
+    here and a tiny model in the tests' fixtures.
+
+    name: for sentences. encoder(net): the vision transformer (embeddings, blocks, final norm). runner(net):
+    the module a pixel forward calls (the classifier where there is one, the vision tower of a CLIP or
+    SigLIP model with a text tower). blocks/final_norm/position_table(encoder): the layers, the norm after the
+    last one and the learned position table [T,D] (T = the prefix tokens that carry a position, then the
+    patches). parts(block): one layer's modules. prefix(net) and readout(net): the tokens before the patches
+    and where the output reads. fixed_size: trained at one size, so other sizes interpolate the position
+    table. embedding(net, pooled): the model's image embedding from its readout vector, for models with no
+    classifier.
+    """
+
+    name: str
+    prefix: Callable[[nn.Module], tuple[str, ...]]
+    readout: Callable[[nn.Module], Readout]
+    encoder: Callable[[nn.Module], nn.Module]
+    blocks: Callable[[nn.Module], nn.ModuleList]
+    parts: Callable[[nn.Module], LayerParts]
+    final_norm: Callable[[nn.Module], nn.Module]
+    position_table: Callable[[nn.Module], torch.Tensor]
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    fixed_size: bool = True
+    runner: Callable[[nn.Module], nn.Module] = lambda net: net
+    pool: Callable[[nn.Module], nn.Module | None] = lambda encoder: None
+    embedding: Callable[[nn.Module, torch.Tensor], torch.Tensor] = lambda net, pooled: pooled
+    # where transformers' own output holds the readout vector (what `vitviz check` compares with): ViT's, DeiT's
+    # and DINOv2's CLS token in last_hidden_state, which is after the final norm (their pooler_output, where
+    # there is one, is a separate learned layer); CLIP's and SigLIP's pooler_output
+    readout_in_output: Callable = lambda out: out.last_hidden_state[:, 0]
+
+
+def _base(net: nn.Module) -> nn.Module:
+    return getattr(net, net.base_model_prefix, net)
+
+
+def _tower(net: nn.Module) -> nn.Module:
+    return getattr(net, "vision_model", net)  # CLIPModel/SiglipModel hold a CLIPVisionModel/SiglipVisionModel
+
+
+def _deit_readout(net: nn.Module) -> Readout:
+    if hasattr(net, "distillation_classifier"):
+        return Readout((0, 1), name="the CLS and distillation tokens (their two classifiers' logits are averaged)")
+    return CLS_READOUT
+
+
+_VIT = dict(
+    encoder=_base,
+    # transformers 5 keeps ViT's and DeiT's blocks at `.layers`, DINOv2's at `.encoder.layer`
+    blocks=lambda enc: enc.layers if hasattr(enc, "layers") else enc.encoder.layer,
+    parts=_vit_parts,
+    final_norm=lambda enc: enc.layernorm,
+    position_table=lambda enc: enc.embeddings.position_embeddings[0],
+)
+_CLIP = dict(
+    readout_in_output=lambda out: out.pooler_output,
+    encoder=_tower,
+    runner=_tower,
+    blocks=lambda enc: enc.encoder.layers,
+    parts=_clip_parts,
+    final_norm=lambda enc: enc.post_layernorm,
+    position_table=lambda enc: enc.embeddings.position_embedding.weight,
+)
+_REGISTERS = "register"
+_CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+_SIGLIP_POOL = Readout((), pool=True, name="the attention-pooling probe (a learned query after the last layer)")
+
+FAMILIES: dict[str, Family] = {
+    "vit": Family("ViT", lambda net: ("CLS",), lambda net: CLS_READOUT, **_VIT),
+    "deit": Family("DeiT", lambda net: ("CLS", "distillation"), _deit_readout, **_VIT),
+    "dinov2": Family("DINOv2", lambda net: ("CLS",), lambda net: CLS_READOUT, fixed_size=False, **_VIT),
+    "dinov2_with_registers": Family(
+        "DINOv2 with registers",
+        lambda net: ("CLS",) + tuple(f"{_REGISTERS} {i + 1}" for i in range(net.config.num_register_tokens)),
+        lambda net: CLS_READOUT,
+        fixed_size=False,
+        **_VIT,
+    ),
+    "dpt": Family("DPT's ViT", lambda net: ("CLS",), lambda net: CLS_READOUT, **_VIT),  # the ViT inside a DPT
+    "clip": Family(
+        "CLIP",
+        lambda net: ("CLS",),
+        lambda net: CLS_READOUT,
+        mean=_CLIP_MEAN,
+        std=_CLIP_STD,
+        embedding=lambda net, pooled: net.visual_projection(pooled) if hasattr(net, "visual_projection") else pooled,
+        **_CLIP,
+    ),
+    "siglip": Family(
+        "SigLIP",
+        lambda net: (),
+        lambda net: _SIGLIP_POOL,
+        mean=(0.5, 0.5, 0.5),
+        std=(0.5, 0.5, 0.5),
+        pool=lambda enc: getattr(enc, "head", None),
+        **_CLIP,
+    ),
+}
+FAMILIES["clip_vision_model"] = FAMILIES["clip"]
+FAMILIES["siglip_vision_model"] = FAMILIES["siglip"]
 
 
 class ModelUnavailableError(RuntimeError):
@@ -64,16 +228,18 @@ class ModelUnavailableError(RuntimeError):
 
 @dataclass
 class VitModel:
-    """A loaded ViT plus the facts about it that the rest of vitviz needs.
+    """A loaded ViT plus the facts about it that the rest of vitviz needs (from its `Family`).
 
-    `prefix_tokens` names the tokens before the patches, e.g. ("CLS",),
-    ("CLS", "distillation") or ("CLS", "register 1", ..., "register 4").
+    `prefix_tokens` names the tokens before the patches, e.g. ("CLS",), ("CLS", "distillation"),
+    ("CLS", "register 1", ..., "register 4") or () (SigLIP). `readout` says where the output reads them.
     """
 
     name: str
     net: nn.Module
+    family: Family
     patch_size: int
     prefix_tokens: tuple[str, ...]
+    readout: Readout
     native_grid: tuple[int, int]
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
@@ -82,113 +248,161 @@ class VitModel:
     fixed_size: bool  # classifiers trained at one size; other sizes interpolate position embeddings
     decoder: nn.Module | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Re-entrant: an attribution holds it around several forwards, each of which takes it too.
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property
     def n_prefix(self) -> int:
         return len(self.prefix_tokens)
 
     @property
-    def base(self) -> nn.Module:
-        """The encoder without any classification head (has `.embeddings` and `.layernorm`)."""
-        return getattr(self.net, self.net.base_model_prefix, self.net)
+    def encoder(self) -> nn.Module:
+        """The vision transformer without any classification head or text tower."""
+        return self.family.encoder(self.net)
+
+    @property
+    def config(self):
+        """The vision transformer's config (a full CLIP or SigLIP model's vision_config)."""
+        return getattr(self.net.config, "vision_config", None) or self.net.config
 
     @property
     def num_layers(self) -> int:
-        return self.net.config.num_hidden_layers
+        return self.config.num_hidden_layers
 
     @property
     def num_heads(self) -> int:
-        return self.net.config.num_attention_heads
+        return self.config.num_attention_heads
+
+    @property
+    def has_cls(self) -> bool:
+        return "CLS" in self.prefix_tokens
+
+    @property
+    def pool(self) -> nn.Module | None:
+        """The attention-pooling head after the last layer (SigLIP), or None."""
+        return self.family.pool(self.encoder) if self.readout.pool else None
 
     @property
     def prefix_with_position(self) -> tuple[bool, ...]:
         """For each prefix token, whether a learned position embedding is added to it: CLS (and DeiT's
         distillation token) have one in the table; DINOv2's registers have none."""
-        table = self.base.embeddings.position_embeddings.shape[1]
-        with_pos = table - self.native_grid[0] * self.native_grid[1]
+        with_pos = len(self.family.position_table(self.encoder)) - self.native_grid[0] * self.native_grid[1]
         return tuple(i < with_pos for i in range(self.n_prefix))
 
     def position_embeddings(self) -> np.ndarray:
         """Learned patch position embeddings [g0*g0, D] at the native grid, prefix dropped."""
-        pos = self.base.embeddings.position_embeddings.detach().float().cpu().numpy()[0]
-        # Registers carry no position embedding: the table holds CLS (and distillation) only.
-        n_with_pos = pos.shape[0] - self.native_grid[0] * self.native_grid[1]
-        return pos[n_with_pos:]
+        pos = self.family.position_table(self.encoder).detach().float().cpu().numpy()
+        return pos[len(pos) - self.native_grid[0] * self.native_grid[1] :]
 
     def pos_embed_similarity(self) -> np.ndarray:
         """Cosine similarity of every patch position embedding with every other, [g0,g0,g0,g0]."""
         return maps.pos_embed_similarity(self.position_embeddings(), self.native_grid)
 
-    def forward(self, pixel_values: torch.Tensor, **kwargs):
-        """One eager forward returning attentions and hidden states of every layer, and in
-        `update_norms` [L,2,N] float32 the norms of each layer's attention and MLP updates to the first
-        image's tokens (after LayerScale): the forward computes them anyway, so keeping them is free.
+    def forward(self, pixel_values: torch.Tensor, attentions: str | Callable = "keep", grad: bool = False):
+        """The one forward pass of vitviz: every layer's hidden states, and the attention as asked.
 
-        In the q/k/v/o layout, `attentions` is the first image's weights, one float16 tensor [L,H,N,N],
-        each layer's copied by a hook as it is made: the forward then reuses one layer's float32 buffer
-        rather than allocating and keeping all of them (300 MB at 448 px). Otherwise a tuple, as
-        transformers gives it."""
-        extra = {"interpolate_pos_encoding": True} if self.fixed_size else {}
-        updates: list[list[torch.Tensor]] = [[] for _ in range(self.num_layers)]
-        weights: dict[str, torch.Tensor] = {}
+        attentions="keep": `attentions` is the first image's weights, one float16 tensor [L,H,N,N], each
+        layer's copied by a hook as it is made (the forward then reuses one layer's float32 buffer rather
+        than keeping all of them: 300 MB at 448 px); `update_norms` [L,2,N] float32 holds the norms of each
+        layer's attention and MLP updates to the first image's tokens (after LayerScale), which the forward
+        computes anyway; `pool_attention` [H,N] float32 the first image's probe attention (pool readouts).
+        attentions="all": `attentions` is a tuple of every layer's [B,H,N,N] and `pool_attention` [B,H,1,N], in
+        the autograd graph when `grad` (relevancy). attentions=f: f(layer, weights [B,H,N,N]) is called as each
+        layer makes them, which are then dropped (statistics over batches). grad: keep the autograd graph
+        (attributions); otherwise under inference mode.
+        """
+        layers = self.num_layers
+        kept: dict = {"layers": [None] * layers}
+        updates: list[list[torch.Tensor]] = [[] for _ in range(layers)]
         hooks = []
+        extra = {"interpolate_pos_encoding": True} if self.fixed_size else {}
+        mode = attentions if isinstance(attentions, str) else "call"
+        if mode not in ("keep", "all", "call"):
+            raise ValueError(f"attentions must be 'keep', 'all' or a function, got {attentions!r}")
         with self.lock:  # the hooks sit on shared modules: no other forward may run while they are on
-            if hasattr(self.blocks[0].attention, "q_proj"):
-                for i in range(self.num_layers):
-                    parts = self.layer_parts(i)
-                    keep = partial(_keep_weights, weights, i, self.num_layers)
-                    hooks.append(parts.attention.register_forward_hook(keep))
-                    for module, scale in ((parts.attention, parts.scale1), (parts.mlp, parts.scale2)):
-                        hooks.append(module.register_forward_hook(partial(_record_norm, updates[i], scale)))
             try:
-                with torch.inference_mode():
-                    out = self.net(
+                hookable = self._hookable()
+                for i in range(layers) if hookable else ():
+                    parts = self.layer_parts(i)
+                    hooks.append(parts.attention.register_forward_hook(partial(_keep_weights, kept, i, attentions)))
+                    if mode == "keep":
+                        for module, scale in ((parts.attention, parts.scale1), (parts.mlp, parts.scale2)):
+                            hooks.append(module.register_forward_hook(partial(_record_norm, updates[i], scale)))
+                if self.pool is not None:
+                    pool = self.pool.attention
+                    hooks.append(pool.register_forward_pre_hook(_per_head, with_kwargs=True))
+                    hooks.append(pool.register_forward_hook(partial(_keep_pool, kept, grad), with_kwargs=True))
+                with torch.inference_mode(not grad):
+                    out = self.family.runner(self.net)(
                         pixel_values=pixel_values.to(self.device),
-                        output_attentions=not hooks,
+                        output_attentions=not hookable,
                         output_hidden_states=True,
                         **extra,
-                        **kwargs,
                     )
             finally:
                 for h in hooks:
                     h.remove()
-        if hooks:
-            out["attentions"] = weights["all"]
+        if hookable and mode != "call":
+            out["attentions"] = kept["all"] if mode == "keep" else tuple(kept["layers"])
+        if "pool" in kept:  # [B,H,1,N]; as it is for "all": autograd differentiates the very tensor in the graph
+            out["pool_attention"] = kept["pool"][0, :, 0].float().cpu().numpy() if mode == "keep" else kept["pool"]
+        if hookable and mode == "keep":
             out["update_norms"] = torch.stack([torch.stack(u) for u in updates]).cpu().numpy()
         return out
 
-    def final_norm(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The encoder's final LayerNorm, applied to the last layer's tokens."""
+    def reference_forward(self, pixel_values: torch.Tensor):
+        """transformers' own forward with its attentions and hidden states, and no hook of vitviz's: what
+        `vitviz check` compares the capture with."""
+        extra = {"interpolate_pos_encoding": True} if self.fixed_size else {}
+        with self.lock, torch.inference_mode():
+            return self.family.runner(self.net)(
+                pixel_values=pixel_values.to(self.device), output_attentions=True, output_hidden_states=True, **extra
+            )
+
+    def probe_attention(self, last_hidden: torch.Tensor) -> torch.Tensor:
+        """[B,H,N] an attention-pool's probe attention over the last layer's tokens [B,N,D], per head, by calling
+        the pool's own module directly (not through the forward's hooks)."""
+        pool = self.pool
         with torch.inference_mode():
-            return self.base.layernorm(hidden)
+            tokens = self.final_norm(last_hidden)
+            probe = pool.probe.repeat(len(tokens), 1, 1)
+            return pool.attention(probe, tokens, tokens, average_attn_weights=False)[1][:, :, 0]
+
+    def _hookable(self) -> bool:
+        try:
+            self.layer_parts(0)
+        except ValueError:
+            return False
+        return True
+
+    def final_norm(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The encoder's final LayerNorm, applied to the last layer's tokens (in the autograd graph if they are)."""
+        return self.family.final_norm(self.encoder)(hidden)
+
+    def readout_vector(self, out) -> torch.Tensor:
+        """[B,D] what the output reads, from a forward's `out`: the readout tokens after the final norm (their
+        mean where there are several), or the attention-pool's output (the very one whose weights the forward
+        kept, so that gradients reach them)."""
+        if self.readout.pool:
+            return out.pooler_output
+        return self.final_norm(out.hidden_states[-1])[:, list(self.readout.tokens)].mean(1)
+
+    def embedding(self, out) -> torch.Tensor:
+        """[B,D'] the image embedding of a model without a classifier (CLIP's after its projection)."""
+        return self.family.embedding(self.net, self.readout_vector(out))
 
     @property
     def blocks(self) -> nn.ModuleList:
         """The transformer blocks (pre-norm layers), first to last."""
-        base = self.base
-        # transformers 5 keeps ViT's blocks at `.layers`; DeiT and DINOv2 still at `.encoder.layer`.
-        return base.layers if hasattr(base, "layers") else base.encoder.layer
+        return self.family.blocks(self.encoder)
 
     def layer_parts(self, layer: int) -> LayerParts:
         """The modules of block `layer`, named the same for every family."""
-        b = self.blocks[layer]
-        if not hasattr(b.attention, "q_proj"):  # DPT's own ViT keeps transformers 4's module layout
-            raise ValueError(f"{self.name}: its layers are not in the q_proj/k_proj/v_proj/o_proj layout")
-        if hasattr(b, "norm1"):  # DINOv2 (with registers): LayerScale after both sub-layers
-            return LayerParts(b.norm1, b.attention, b.layer_scale1, b.norm2, b.mlp, b.layer_scale2)
-        return LayerParts(b.layernorm_before, b.attention, nn.Identity(), b.layernorm_after, b.mlp, nn.Identity())
-
-    def forward_grad(self, pixel_values: torch.Tensor, output_attentions: bool = False):
-        """A forward that keeps the autograd graph, for attributions. The caller holds `lock`."""
-        extra = {"interpolate_pos_encoding": True} if self.fixed_size else {}
-        return self.net(
-            pixel_values=pixel_values, output_attentions=output_attentions, output_hidden_states=True, **extra
-        )
+        return self.family.parts(self.blocks[layer])
 
     def dense_output(self, last_hidden: torch.Tensor, grid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
         """The dense head on the last layer's tokens [B,N,D]: [B,1,h,w] in [0,1] at `size`."""
-        patches = self.base.layernorm(last_hidden)[:, self.n_prefix :]
+        patches = self.final_norm(last_hidden)[:, self.n_prefix :]
         return self.decoder(patches.reshape(len(patches), *grid, -1).permute(0, 3, 1, 2), size)
 
     def dense_head(self, image: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
@@ -218,13 +432,42 @@ class VitModel:
         return self
 
 
-def _keep_weights(into: dict, layer: int, layers: int, _module: nn.Module, _args, out) -> None:
-    """Forward hook on a layer's attention: its weights for the batch's first image, into one float16
-    tensor [L,H,N,N] that the first layer allocates."""
-    w = out[1][0]
-    if "all" not in into:
-        into["all"] = torch.empty((layers, *w.shape), dtype=torch.float16, device=w.device)
-    into["all"][layer].copy_(w)
+def _keep_weights(into: dict, layer: int, mode, _module: nn.Module, _args, out) -> None:
+    """Forward hook on a layer's attention. mode "keep": the weights for the batch's first image, into one
+    float16 tensor [L,H,N,N] that the first layer allocates; "all": every image's, as they are; a function:
+    called with (layer, weights)."""
+    w = out[1]
+    if callable(mode):
+        mode(layer, w)
+    elif mode == "all":
+        into["layers"][layer] = w
+    else:
+        if "all" not in into:
+            into["all"] = torch.empty((len(into["layers"]), *w.shape[1:]), dtype=torch.float16, device=w.device)
+        into["all"][layer].copy_(w[0])
+
+
+def _per_head(_module: nn.Module, args, kwargs):
+    """Forward pre-hook on an attention-pool's nn.MultiheadAttention: return its weights per head, not averaged."""
+    return args, {**kwargs, "need_weights": True, "average_attn_weights": False}
+
+
+def _keep_pool(into: dict, grad: bool, module: nn.MultiheadAttention, args, kwargs, out):
+    """Forward hook on an attention-pool's nn.MultiheadAttention (batch first): keep its weights [B,H,1,N].
+
+    With `grad`, its output is recomputed from those very weights, out_proj(weights · v): PyTorch returns a
+    view of the weights that its output does not depend on, so autograd would give them no gradient
+    (relevancy needs it). The recomputation is the same arithmetic as PyTorch's."""
+    weights = out[1]
+    into["pool"] = weights
+    if not grad:
+        return None
+    value = args[2] if len(args) > 2 else kwargs["value"]
+    (b, s, e), h = value.shape, module.num_heads
+    bias = None if module.in_proj_bias is None else module.in_proj_bias[2 * e :]
+    v = nn.functional.linear(value, module.in_proj_weight[2 * e :], bias).view(b, s, h, e // h).transpose(1, 2)
+    mixed = (weights @ v).transpose(1, 2).reshape(b, weights.shape[2], e)
+    return module.out_proj(mixed), weights
 
 
 def _record_norm(into: list, scale: nn.Module, _module: nn.Module, _args, out) -> None:
@@ -243,40 +486,46 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def wrap(net: nn.Module, name: str, decoder: nn.Module | None = None) -> VitModel:
-    """Build the adapter for a transformers ViT/DeiT/DINOv2(-with-registers) model."""
-    cfg = net.config
-    if getattr(cfg, "_attn_implementation", "eager") != "eager":
-        cfg._attn_implementation = "eager"  # other kernels return no attention weights
-    family = cfg.model_type
+def family_of(net: nn.Module) -> Family:
+    """The family record of a transformers model, or a ValueError naming what vitviz reads."""
+    family = FAMILIES.get(net.config.model_type)
+    if family is None:
+        names = sorted({f.name for f in FAMILIES.values()})
+        raise ValueError(f"unsupported model type {net.config.model_type!r}: vitviz reads {', '.join(names)}")
+    return family
+
+
+def wrap(net: nn.Module, name: str, decoder: nn.Module | None = None, preprocessor: dict | None = None) -> VitModel:
+    """Build the adapter for a transformers model of one of the FAMILIES.
+
+    preprocessor: the model's preprocessor_config.json where it has one: its image_mean and image_std
+    override the family's.
+    """
+    family = family_of(net)
+    for cfg in (net.config, getattr(net.config, "vision_config", None)):
+        if cfg is not None and getattr(cfg, "_attn_implementation", "eager") != "eager":
+            cfg._attn_implementation = "eager"  # other kernels return no attention weights
+    cfg = getattr(net.config, "vision_config", None) or net.config
     patch = int(cfg.patch_size)
     g0 = int(cfg.image_size) // patch
-    if family == "vit":
-        prefix: tuple[str, ...] = ("CLS",)
-    elif family == "deit":
-        prefix = ("CLS", "distillation")
-    elif family in ("dinov2", "dpt"):  # dpt: the ViT inside a DPT depth model
-        prefix = ("CLS",)
-    elif family == "dinov2_with_registers":
-        prefix = ("CLS",) + tuple(f"register {i + 1}" for i in range(cfg.num_register_tokens))
-    else:
-        raise ValueError(f"unsupported model type {family!r}: vitviz reads ViT, DeiT, DINOv2 and DPT encoders")
     labels = None
     if hasattr(net, "classifier") or hasattr(net, "cls_classifier"):
-        labels = [cfg.id2label[i] for i in range(len(cfg.id2label))]
-    is_dinov2 = family.startswith("dinov2")
+        labels = [net.config.id2label[i] for i in range(len(net.config.id2label))]
+    pre = preprocessor or {}
     return VitModel(
         name=name,
         net=net.eval(),
+        family=family,
         patch_size=patch,
-        prefix_tokens=prefix,
+        prefix_tokens=family.prefix(net),
+        readout=family.readout(net),
         native_grid=(g0, g0),
-        mean=IMAGENET_MEAN,
-        std=IMAGENET_STD,
+        mean=tuple(pre.get("image_mean", family.mean)),
+        std=tuple(pre.get("image_std", family.std)),
         labels=labels,
-        # DINOv2 interpolates its position embeddings natively; ViT/DeiT were trained at one size.
-        default_longest=448 if is_dinov2 else int(cfg.image_size),
-        fixed_size=not is_dinov2,
+        # DINOv2 interpolates its position embeddings natively; the others were trained at one size.
+        default_longest=int(cfg.image_size) if family.fixed_size else 448,
+        fixed_size=family.fixed_size,
         decoder=decoder.eval() if decoder is not None else None,
     )
 
@@ -293,7 +542,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto") -> VitModel:
         net, decoder = load_embedded()
         model = wrap(net, name, decoder)
     else:
-        model = wrap(_load_transformers(name), name)
+        net, preprocessor = _load_transformers(name)
+        model = wrap(net, name, preprocessor=preprocessor)
     return model.to(resolve_device(device))
 
 
@@ -396,23 +646,11 @@ def load_depth_model(name: str = DEFAULT_DEPTH_MODEL, device: str = "auto", dtyp
     id fails within seconds with ModelUnavailableError. dtype: "auto" is float16 on a GPU and
     float32 on the CPU; "float32", "float16" or "bfloat16" force one.
     """
-    import json
-
     from transformers import AutoModelForDepthEstimation
 
     source, kwargs = _pretrained_source(name, "--depth-model")
     net = AutoModelForDepthEstimation.from_pretrained(source, attn_implementation="eager", **kwargs)
-    preprocessor = None
-    try:
-        if Path(source).is_dir():
-            config_file = Path(source) / "preprocessor_config.json"
-        else:
-            from huggingface_hub import hf_hub_download
-
-            config_file = Path(hf_hub_download(source, "preprocessor_config.json", **kwargs))
-        preprocessor = json.loads(config_file.read_text())
-    except Exception:  # a missing or unreadable preprocessor file is normal: the family's defaults apply
-        log.info("no preprocessor_config.json for %s; using the family's defaults", name)
+    preprocessor = _preprocessor(name, source, kwargs)
     model = wrap_depth(net, name, preprocessor)
     target = resolve_device(device)
     if dtype == "auto":
@@ -426,14 +664,33 @@ def load_depth_model(name: str = DEFAULT_DEPTH_MODEL, device: str = "auto", dtyp
     return model
 
 
-def _load_transformers(name: str) -> nn.Module:
+def _load_transformers(name: str) -> tuple[nn.Module, dict | None]:
+    """(the model, its preprocessor_config.json or None) for a hub id or a local folder."""
     from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
 
     source, kwargs = _pretrained_source(name, "--model")
     config = AutoConfig.from_pretrained(source, local_files_only=kwargs.get("local_files_only", False))
     archs = getattr(config, "architectures", None) or []
     auto = AutoModelForImageClassification if any("Classification" in a for a in archs) else AutoModel
-    return auto.from_pretrained(source, attn_implementation="eager", **kwargs)
+    net = auto.from_pretrained(source, attn_implementation="eager", **kwargs)
+    return net, _preprocessor(name, source, kwargs)
+
+
+def _preprocessor(name: str, source: str, kwargs: dict) -> dict | None:
+    """The model's preprocessor_config.json (mean, std, size), or None where it has none."""
+    import json
+
+    try:
+        if Path(source).is_dir():
+            config_file = Path(source) / "preprocessor_config.json"
+        else:
+            from huggingface_hub import hf_hub_download
+
+            config_file = Path(hf_hub_download(source, "preprocessor_config.json", **kwargs))
+        return json.loads(config_file.read_text())
+    except Exception:  # a missing or unreadable preprocessor file is normal: the family's defaults apply
+        log.info("no preprocessor_config.json for %s; using the family's defaults", name)
+        return None
 
 
 def _pretrained_source(name: str, flag: str) -> tuple[str, dict]:

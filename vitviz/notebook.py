@@ -23,8 +23,8 @@ def show(a: Analysis, view: str = "attention", **options):
     """One view of `a` for a notebook: a PIL image (or a Plotly figure for "distance" and "entropy"),
     which Jupyter shows inline. The same drawings as the app's.
 
-    "tokens"; "attention" (layer=last, head=None for the mean or "all", query="cls", cmap, alpha, scale);
-    "rollout" (fusion="mean", discard=0.0, cmap, alpha, scale); "inside" (layer, head=0, query="cls"):
+    "tokens"; "attention" (layer=last, head=None for the mean or "all", query="readout", cmap, alpha, scale);
+    "rollout" (fusion="mean", discard=0.0, cmap, alpha, scale); "inside" (layer, head=0, query="readout"):
     scores, weights and weight × value side by side; "pca"; "dense" (the embedded dense head);
     "distance" and "entropy": per layer and head.
     """
@@ -39,11 +39,11 @@ def show(a: Analysis, view: str = "attention", **options):
     elif view == "attention":
         head = options.pop("head", None)
         head = ALL_HEADS if head == "all" else head
-        picture = attention_view(a, options.pop("layer", last), head, options.pop("query", "cls"), **look)[0]
+        picture = attention_view(a, options.pop("layer", last), head, options.pop("query", "readout"), **look)[0]
     elif view == "rollout":
         picture = rollout_view(a, options.pop("fusion", "mean"), options.pop("discard", 0.0), **look)[0]
     elif view == "inside":
-        layer, head, query = options.pop("layer", last), options.pop("head", 0), options.pop("query", "cls")
+        layer, head, query = options.pop("layer", last), options.pop("head", 0), options.pop("query", "readout")
         picture = np.concatenate(inside_views(a, layer, head, query, **look)[:3], axis=1)
     elif view == "pca":
         picture = render.upsample_rgb(a.pca_rgb(), display(a).shape[:2])

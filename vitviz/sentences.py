@@ -54,14 +54,30 @@ def prefix_phrase(a: Analysis) -> str:
     others = [n for n in names if not n.startswith("register")]
     if registers:
         others.append(f"{registers} register{'s' if registers > 1 else ''}")
+    if not others:
+        return "no prefix token"
     return others[0] if len(others) == 1 else ", ".join(others[:-1]) + " and " + others[-1]
+
+
+def readout_phrase(a: Analysis) -> str:
+    """Where this model's output reads the tokens, in words, from its readout record."""
+    r, m = a.model.readout, a.model
+    if r.pool:
+        return (f"{m.family.name} has no CLS token: its readout is an *attention-pooling probe*, a learned query "
+                f"that attends over all {a.attentions.shape[-1]} patch tokens once, after the last layer, and whose "
+                "output summarises the image.")  # fmt: skip
+    names = " and ".join(m.prefix_tokens[i] for i in r.tokens)
+    if len(r.tokens) > 1:
+        return (f"The readout is {len(r.tokens)} tokens, {names}: each feeds its own classifier, and the two "
+                "classifiers' logits are averaged.")  # fmt: skip
+    return (f"The {names} token is the *readout token*: a learned vector put in front of the patches, whose "
+            "output summarises the image.")  # fmt: skip
 
 
 def attention_note(a: Analysis, layer: int, head: int | str | None, query: str | int) -> str:
     """What the map leaves out (the prefix tokens' share of the row) and how far and how spread out the head
     (or the layer's heads) looks, from this model's own numbers on this image."""
-    q = a.query_index(query)
-    rows = a.attentions[layer, :, q].astype(np.float32)  # [H,N]
+    rows = a.query_rows(layer, query)  # [H,N]
     distances, entropies = a.layer_statistics(layer)
     if isinstance(head, int):
         rows, distances, entropies = rows[head : head + 1], distances[head : head + 1], entropies[head : head + 1]
@@ -71,8 +87,14 @@ def attention_note(a: Analysis, layer: int, head: int | str | None, query: str |
     share = float(rows[:, : a.n_prefix].sum(-1).mean())
     entropy, uniform = float(entropies.mean()), float(np.log(a.attentions.shape[-1]))
     take = "takes" if a.n_prefix == 1 else "take"
-    return (f"The map shows the patches only: {prefix_phrase(a)}, not on the map, {take} **{share:.1%}** of this "
-            f"query's attention{mean}. Over all queries, {who} **{float(distances.mean()):.0f} px** away on average "
+    if a.n_prefix:
+        first = (f"The map shows the patches only: {prefix_phrase(a)}, not on the map, {take} **{share:.1%}** of "
+                 f"this query's attention{mean}.")  # fmt: skip
+    else:
+        first = f"This model has no prefix token: the map holds all of this query's attention{mean}."
+    if query == "readout" and a.model.readout.pool:
+        first += " The probe attends once, after the last layer: its map is the same whatever layer is picked."
+    return (f"{first} Over all queries, {who} **{float(distances.mean()):.0f} px** away on average "
             f"(mean attention distance), with entropy **{entropy:.2f} nats** against {uniform:.2f} for perfectly "
             f"uniform attention ({entropy / uniform:.0%}).")  # fmt: skip
 
@@ -88,7 +110,7 @@ def rollout_note(a: Analysis, values: np.ndarray) -> str:
     norm = float(norms.flat[best] / np.median(norms))
     kind = "an artifact token" if high_norm_tokens(norms).flat[best] else "no artifact token (its norm is ordinary)"
     text = (f"The brightest patch, row {row}, column {col} (patch {best}), gets {share:.1%} of all that the patches "
-            f"pass to the readout token: {tail:.1f} times as much as the patch at the 99th percentile. Its output "
+            f"pass to the readout: {tail:.1f} times as much as the patch at the 99th percentile. Its output "
             f"norm is {norm:.2f}× the median: {kind}.")  # fmt: skip
     sal = a.saliency()
     if sal is not None:

@@ -97,23 +97,12 @@ def batch_statistics(model: VitModel, pixel_values: np.ndarray) -> list[np.ndarr
     grid = (pixel_values.shape[2] // p, pixel_values.shape[3] // p)
     out = np.empty((len(pixel_values), 2, model.num_layers, model.num_heads), np.float32)
 
-    def reduce(layer: int):
-        def hook(_module, _args, result):
-            weights = result[1]  # eager attention returns its weights: reduced where they are (CPU or GPU)
-            out[:, 0, layer] = maps.mean_attention_distance(weights, grid, p, model.n_prefix)
-            out[:, 1, layer] = maps.attention_entropy(weights)
+    def reduce(layer: int, weights: torch.Tensor) -> None:
+        # eager attention returns its weights: reduced where they are (CPU or GPU), then dropped
+        out[:, 0, layer] = maps.mean_attention_distance(weights, grid, p, model.n_prefix)
+        out[:, 1, layer] = maps.attention_entropy(weights)
 
-        return hook
-
-    extra = {"interpolate_pos_encoding": True} if model.fixed_size else {}
-    with model.lock:
-        hooks = [model.blocks[i].attention.register_forward_hook(reduce(i)) for i in range(model.num_layers)]
-        try:
-            with torch.inference_mode():
-                model.net(pixel_values=torch.from_numpy(pixel_values).to(model.device), **extra)
-        finally:
-            for h in hooks:
-                h.remove()
+    model.forward(torch.from_numpy(pixel_values), attentions=reduce)
     return list(out)
 
 

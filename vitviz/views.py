@@ -15,7 +15,7 @@ from .attributions import SIGNED, Attribution
 from .depth import DepthResult
 from .maps import DEFAULT_SCALE, colour_scale, high_norm_tokens
 from .models import VitModel
-from .sentences import inside_note, rollout_note, token_name
+from .sentences import inside_note, readout_phrase, rollout_note, token_name
 
 ALL_HEADS = "all"
 SHEET_TILE = 300  # the longest side of one tile of the all-heads sheet, in pixels
@@ -40,16 +40,16 @@ def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
     gh, gw = a.grid
     h, w = a.pixel_values.shape[2:]
     prefix = ", ".join(m.prefix_tokens)
+    plus = (f", **plus {m.n_prefix} prefix token{'s' if m.n_prefix > 1 else ''}: {prefix}**" if m.n_prefix
+            else " and no prefix token")  # fmt: skip
+    order = (f"In the sequence the prefix tokens come first, so patch p*i* sits at position #*i*+{m.n_prefix} (the "
+             "strip under the picture). " if m.n_prefix else "")  # fmt: skip
     text = (
         f"**{gh} × {gw} = {gh * gw} patch tokens** of {m.patch_size}×{m.patch_size} pixels "
-        f"(the model sees the image at {w}×{h}), **plus {m.n_prefix} prefix token"
-        f"{'s' if m.n_prefix > 1 else ''}: {prefix}** → {a.attentions.shape[-1]} tokens in all. "
+        f"(the model sees the image at {w}×{h}){plus} → {a.attentions.shape[-1]} tokens in all. "
         f"Patches are numbered p0, p1, … in scan order, left to right and top to bottom (left margin: the first "
-        f"patch of each row; top: the column). In the sequence the prefix tokens come first, so patch p*i* sits "
-        f"at position #*i*+{m.n_prefix} (the strip under the picture). "
-        "The CLS token is the *readout token*: a learned vector put in front of the patches, "
-        "whose output summarises the image. Each patch token also gets a learned "
-        "*position embedding* added (+ pos), so the model knows where the patch came from."
+        f"patch of each row; top: the column). {order}{readout_phrase(a)} Each patch token also gets a "
+        "learned *position embedding* added (+ pos), so the model knows where the patch came from."
     )
     grid = render.scan_margins(display(a), a.grid)
     named = list(zip(m.prefix_tokens, m.prefix_with_position, strict=True))
@@ -115,7 +115,7 @@ def attention_view(
         raise ValueError(f"measure must be {WEIGHT!r} or {WEIGHT_VALUE!r}, got {measure!r}")
     one = a.attention_map if measure == WEIGHT else a.contribution_map
     base = display(a)
-    marked = None if query == "cls" else int(query)
+    marked = None if isinstance(query, str) else int(query)
     picker = base if marked is None else render.mark_patch(base, a.grid, marked)
     if head != ALL_HEADS:
         values = one(layer, head, query)
@@ -128,7 +128,7 @@ def attention_sheet(
     a: Analysis,
     layer: int,
     heads: list[int],
-    query: str | int = "cls",
+    query: str | int = "readout",
     cmap: str = "inferno",
     alpha: float = 0.6,
     shared_scale: bool = True,
@@ -138,7 +138,7 @@ def attention_sheet(
     """`heads` of one layer and the mean of all heads, tiled, with the query marked; shared_scale puts
     them on one colour scale with one colorbar, else each tile has its own."""
     one = a.attention_map if measure == WEIGHT else a.contribution_map
-    marked = None if query == "cls" else int(query)
+    marked = None if isinstance(query, str) else int(query)
     maps = np.stack([one(layer, h, query) for h in heads] + [one(layer, None, query)])
     labels = [f"head {h}" for h in heads] + ["mean of heads"]
     small = render.fit(display(a), SHEET_TILE)
@@ -294,7 +294,7 @@ def inside_views(
     u = a.layer_updates(layer)
     # Three maps side by side are shown a third as wide: drawn small, their colorbars' numbers stay legible.
     base = render.fit(display(a), INSIDE_SIDE)
-    marked = None if query == "cls" else int(query)
+    marked = None if isinstance(query, str) else int(query)
     n = a.n_prefix
     # Softmax ignores a shift shared by every key: s - max s is what decides the weights (0: the top key).
     shifted = d.scores[n:] - d.scores.max()
@@ -348,7 +348,7 @@ def live_views(
         raise ValueError(f"the live view draws {LIVE_LAYERS}, not {sorted(unknown)}")
     base = render.fit(a.image, LIVE_DISPLAY)
     maps = {  # name -> (how to compute it, one flat square per patch); only what is shown is computed
-        "attention": (lambda: a.attention_map(layer, head, "cls"), True),
+        "attention": (lambda: a.attention_map(layer, head, "readout"), True),
         "rollout": (lambda: a.rollout("mean"), False),
         "dense head": (a.saliency, False),
     }

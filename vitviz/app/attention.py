@@ -1,4 +1,4 @@
-"""2 · Attention: one layer's attention of a query token (CLS or a clicked patch), per head or averaged."""
+"""2 · Attention: one layer's attention of a query (the readout or a clicked patch), per head or averaged."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from . import explorer
 from .session import ALL_HEADS, MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
-CLS_QUERY, PATCH_QUERY = "CLS token", "a patch (click the picture on the left)"  # the API's values
+READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click the picture on the left)"  # the API's values
 # What the radio shows: inside a head has three clickable pictures, none of them "on the left" on a phone.
-QUERY_CHOICES = [(CLS_QUERY, CLS_QUERY), ("a patch: click one on a picture", PATCH_QUERY)]
+QUERY_CHOICES = [
+    ("the readout (CLS, where there is one)", READOUT_QUERY),
+    ("a patch: click one on a picture", PATCH_QUERY),
+]
 SHARED, PER_HEAD = "shared across heads", "per head"
 
 
@@ -30,7 +33,7 @@ CSS = """#attention-pictures.all-heads { flex-wrap: wrap; }
 
 
 def query_of(mode: str, patch: int | None) -> str | int:
-    return "cls" if mode == CLS_QUERY or patch is None or patch < 0 else int(patch)
+    return "readout" if mode == READOUT_QUERY or patch is None or patch < 0 else int(patch)
 
 
 @user_errors
@@ -54,8 +57,8 @@ def draw(
     a = get_analysis(image, model_name, size, request)
     query = query_of(query_mode, patch)
     gh, gw = a.grid
-    if query != "cls" and not 0 <= query < gh * gw:
-        raise ValueError(f"patch must be -1 (CLS) or in [0, {gh * gw}) for this {gh}×{gw} grid, got {query}")
+    if query != "readout" and not 0 <= query < gh * gw:
+        raise ValueError(f"patch must be -1 (the readout) or in [0, {gh * gw}) for this {gh}×{gw} grid, got {query}")
     shared, which = grid_scale != PER_HEAD, head_arg(head, a.model)
     overlay, picker = views.attention_view(
         a, int(layer), which, query, cmap, float(alpha), shared, colour_scale, measure
@@ -68,7 +71,8 @@ def controls_fitter(choices: Callable[[VitModel], list], fallback: int) -> Calla
 
     @user_errors
     def fit_controls(image, model_name, size, layer, head, patch, request: gr.Request):
-        """A new analysis: the layer range and heads of its model, and CLS if the query patch is off its grid."""
+        """A new analysis: the layer range and heads of its model, and the readout if the query patch is off
+        its grid."""
         if not image:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         a = get_analysis(image, model_name, size, request)
@@ -78,7 +82,7 @@ def controls_fitter(choices: Callable[[VitModel], list], fallback: int) -> Calla
             gr.Slider(maximum=last, value=layer if layer <= last else last),
             gr.Dropdown(choices=choices(m), value=head if head < m.num_heads else fallback),
             gr.skip() if patch_ok else -1,
-            gr.skip() if patch_ok else CLS_QUERY,
+            gr.skip() if patch_ok else READOUT_QUERY,
         )
 
     return fit_controls
@@ -119,7 +123,7 @@ def build(ctx: Context) -> None:
                 last = m.num_layers - 1
                 layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Layer", elem_id="layer")
                 head = gr.Dropdown(head_choices(m), value=MEAN_OF_HEADS, label="Head", elem_id="head")
-                query_mode = gr.Radio(QUERY_CHOICES, value=CLS_QUERY, label="Query")
+                query_mode = gr.Radio(QUERY_CHOICES, value=READOUT_QUERY, label="Query")
                 patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
                 grid_scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
                 measure = gr.Radio(

@@ -7,7 +7,7 @@ import gradio as gr
 from .. import sentences, views
 from ..models import VitModel
 from . import explorer
-from .attention import CLS_QUERY, QUERY_CHOICES, controls_fitter, patch_picker, query_of
+from .attention import QUERY_CHOICES, READOUT_QUERY, controls_fitter, patch_picker, query_of
 from .session import get_analysis, picture, user_errors
 from .source import Context, view_tab
 
@@ -50,7 +50,7 @@ def build(ctx: Context) -> None:
         with gr.Row():
             layer = gr.Slider(0, m.num_layers - 1, value=0, step=1, precision=0, label="Layer", elem_id="inside-layer")
             head = gr.Dropdown(single_heads(m), value=0, label="Head", elem_id="inside-head")
-            query_mode = gr.Radio(QUERY_CHOICES, value=CLS_QUERY, label="Query")
+            query_mode = gr.Radio(QUERY_CHOICES, value=READOUT_QUERY, label="Query")
             patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="inside-patch")
         with gr.Row():
             scores = picture(label="2 · Scores minus the top score, s − max s", elem_id="inside-scores")

@@ -145,7 +145,7 @@ def get_attribution_model(name: str) -> VitModel:
             with model.lock:  # a forward running now has hooks on the modules: they must not be copied
                 decoder = None if model.decoder is None else copy.deepcopy(model.decoder)
                 net = copy.deepcopy(model.net)
-            _ATTRIBUTION_MODELS[name] = replace(model, net=net, decoder=decoder, lock=threading.Lock())
+            _ATTRIBUTION_MODELS[name] = replace(model, net=net, decoder=decoder, lock=threading.RLock())
         return _ATTRIBUTION_MODELS[name]
 
 

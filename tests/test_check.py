@@ -1,0 +1,64 @@
+"""`vitviz check`: every family, saved as a hub model is, passes; a planted fault in the capture is caught."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import FAMILIES, random_image
+from test_cli import vitviz_cli
+
+from vitviz import check
+from vitviz.models import Readout
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_from_a_saved_folder_matches_transformers(name, tmp_path):
+    """The command end to end: a tiny model saved with save_pretrained (as from the hub) is loaded by its folder,
+    and its attentions, hidden states, probe attention (SigLIP) and logits or readout agree."""
+    FAMILIES[name]().net.save_pretrained(tmp_path / name, safe_serialization=True)
+    done = vitviz_cli("check", str(tmp_path / name), "--device", "cpu", "--size", "48")
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.endswith(("(abs)", "(rel)"))]
+    expected = 3 + ("siglip" in name)  # attentions, hidden states, logits or readout; and the probe
+    assert len(rows) == expected and all(" ok " in line for line in rows), done.stdout
+
+
+def with_output(model, change):
+    """The model with `change(out)` applied to what its forward returns (a fault in the capture)."""
+    real = model.forward
+
+    def forward(*args, **kwargs):
+        out = real(*args, **kwargs)
+        change(out)
+        return out
+
+    object.__setattr__(model, "forward", forward)
+    return model
+
+
+def heads_averaged(out) -> None:
+    """The probe's weights averaged over its heads, as PyTorch returns them by default."""
+    pool = out.get("pool_attention")
+    if isinstance(pool, np.ndarray):
+        out["pool_attention"] = np.broadcast_to(pool.mean(0), pool.shape)
+
+
+def layers_rolled(out) -> None:
+    if not isinstance(out.attentions, tuple):
+        out["attentions"] = out.attentions.roll(1, 0)
+
+
+@pytest.mark.parametrize(
+    "name, fault, wrong, right",
+    [
+        ("dinov2", lambda m: dataclasses.replace(m, readout=Readout((1,))), "readout vector", "attentions [L,H,N,N]"),
+        ("siglip", lambda m: dataclasses.replace(m, readout=Readout((0,))), "readout vector", "attentions [L,H,N,N]"),
+        ("dino", lambda m: with_output(m, layers_rolled), "attentions [L,H,N,N]", "readout vector"),
+        ("siglip_vision", lambda m: with_output(m, heads_averaged), "probe attention [H,N]", "attentions [L,H,N,N]"),
+    ],
+)
+def test_a_fault_in_the_capture_is_a_mismatch(name, fault, wrong, right):
+    rows = {r.quantity: r for r in check.check(fault(FAMILIES[name]()), random_image(48, 48), 48)}
+    assert not rows[wrong].ok and rows[right].ok, rows
