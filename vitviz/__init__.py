@@ -35,7 +35,7 @@ _WHERE = {
     "DEFAULT_MODEL": "models",
     "DEPTH_CATALOGUE": "models",
     "DepthModel": "models",
-    "ModelUnavailableError": "models",
+    "ModelUnavailableError": "hub",
     "VitModel": "models",
     "load_depth_model": "models",
     "load_model": "models",

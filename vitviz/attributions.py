@@ -180,7 +180,7 @@ def relevancy(model: VitModel, x: torch.Tensor, score_fn: Callable[..., torch.Te
     grads = torch.autograd.grad(score_fn.from_output(out, x).sum(), attentions)
     n = attentions[0].shape[-1]
     r = torch.eye(n, dtype=torch.float32, device=x.device)
-    for a, g in zip(attentions[: model.num_layers], grads, strict=False):
+    for a, g in zip(out.attentions, grads[: model.num_layers], strict=True):
         cam = (g[0].float() * a[0].float()).clamp(min=0).mean(0)
         r = r + cam @ r
     if model.pool is not None and model.decoder is None:

@@ -7,22 +7,18 @@ native grid, position embeddings, normalisation and labels. Nothing else branche
 
 from __future__ import annotations
 
-import logging
-import os
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
 from . import maps
+from .hub import pretrained_source, read_preprocessor
 
-log = logging.getLogger("vitviz")
 DEFAULT_MODEL = "dinov2-small"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -128,8 +124,7 @@ class Family:
     last one and the learned position table [T,D] (T = the prefix tokens that carry a position, then the
     patches). parts(block): one layer's modules. prefix(net) and readout(net): the tokens before the patches
     and where the output reads. fixed_size: trained at one size, so other sizes interpolate the position
-    table. embedding(net, pooled): the model's image embedding from its readout vector, for models with no
-    classifier.
+    table.
     """
 
     name: str
@@ -145,7 +140,6 @@ class Family:
     fixed_size: bool = True
     runner: Callable[[nn.Module], nn.Module] = lambda net: net
     pool: Callable[[nn.Module], nn.Module | None] = lambda encoder: None
-    embedding: Callable[[nn.Module, torch.Tensor], torch.Tensor] = lambda net, pooled: pooled
     # where transformers' own output holds the readout vector (what `vitviz check` compares with): ViT's, DeiT's
     # and DINOv2's CLS token in last_hidden_state, which is after the final norm (their pooler_output, where
     # there is one, is a separate learned layer); CLIP's and SigLIP's pooler_output
@@ -205,7 +199,6 @@ FAMILIES: dict[str, Family] = {
         lambda net: CLS_READOUT,
         mean=_CLIP_MEAN,
         std=_CLIP_STD,
-        embedding=lambda net, pooled: net.visual_projection(pooled) if hasattr(net, "visual_projection") else pooled,
         **_CLIP,
     ),
     "siglip": Family(
@@ -220,10 +213,6 @@ FAMILIES: dict[str, Family] = {
 }
 FAMILIES["clip_vision_model"] = FAMILIES["clip"]
 FAMILIES["siglip_vision_model"] = FAMILIES["siglip"]
-
-
-class ModelUnavailableError(RuntimeError):
-    """A model cannot be had here: no network for a hub model, or no safetensors."""
 
 
 @dataclass
@@ -386,10 +375,6 @@ class VitModel:
         if self.readout.pool:
             return out.pooler_output
         return self.final_norm(out.hidden_states[-1])[:, list(self.readout.tokens)].mean(1)
-
-    def embedding(self, out) -> torch.Tensor:
-        """[B,D'] the image embedding of a model without a classifier (CLIP's after its projection)."""
-        return self.family.embedding(self.net, self.readout_vector(out))
 
     @property
     def blocks(self) -> nn.ModuleList:
@@ -648,9 +633,9 @@ def load_depth_model(name: str = DEFAULT_DEPTH_MODEL, device: str = "auto", dtyp
     """
     from transformers import AutoModelForDepthEstimation
 
-    source, kwargs = _pretrained_source(name, "--depth-model")
+    source, kwargs = pretrained_source(name, "--depth-model")
     net = AutoModelForDepthEstimation.from_pretrained(source, attn_implementation="eager", **kwargs)
-    preprocessor = _preprocessor(name, source, kwargs)
+    preprocessor = read_preprocessor(name, source, kwargs)
     model = wrap_depth(net, name, preprocessor)
     target = resolve_device(device)
     if dtype == "auto":
@@ -668,72 +653,9 @@ def _load_transformers(name: str) -> tuple[nn.Module, dict | None]:
     """(the model, its preprocessor_config.json or None) for a hub id or a local folder."""
     from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
 
-    source, kwargs = _pretrained_source(name, "--model")
+    source, kwargs = pretrained_source(name, "--model")
     config = AutoConfig.from_pretrained(source, local_files_only=kwargs.get("local_files_only", False))
     archs = getattr(config, "architectures", None) or []
     auto = AutoModelForImageClassification if any("Classification" in a for a in archs) else AutoModel
     net = auto.from_pretrained(source, attn_implementation="eager", **kwargs)
-    return net, _preprocessor(name, source, kwargs)
-
-
-def _preprocessor(name: str, source: str, kwargs: dict) -> dict | None:
-    """The model's preprocessor_config.json (mean, std, size), or None where it has none."""
-    import json
-
-    try:
-        if Path(source).is_dir():
-            config_file = Path(source) / "preprocessor_config.json"
-        else:
-            from huggingface_hub import hf_hub_download
-
-            config_file = Path(hf_hub_download(source, "preprocessor_config.json", **kwargs))
-        return json.loads(config_file.read_text())
-    except Exception:  # a missing or unreadable preprocessor file is normal: the family's defaults apply
-        log.info("no preprocessor_config.json for %s; using the family's defaults", name)
-        return None
-
-
-def _pretrained_source(name: str, flag: str) -> tuple[str, dict]:
-    """(source, from_pretrained kwargs) for a local folder or a hub id; fails fast when offline.
-
-    flag: the command-line option that takes a local folder instead, for the error message.
-    """
-    path = Path(name).expanduser()
-    if name.startswith((".", "/", "~")) or name.count("/") > 1:  # a path, never a hub id ("owner/name")
-        if not path.is_dir():
-            raise ValueError(f"no such folder: {path} (a model folder in save_pretrained layout)")
-    if path.is_dir():
-        if not list(path.glob("*.safetensors")):
-            raise ModelUnavailableError(f"{path} holds no .safetensors weights; vitviz never loads pickle files")
-        return str(path), {"use_safetensors": True}
-    if "/" in name and not path.exists():
-        if hub_reachable():
-            return name, {}
-        if _hub_cached(name):
-            return name, {"local_files_only": True}
-        raise ModelUnavailableError(
-            f"cannot download {name}: no network connection to the model hub. "
-            f"Connect once to download it, or pass a local folder with {flag} PATH."
-        )
-    raise ValueError(f"unknown model {name!r}: use a catalogue name, a hub id or a folder")
-
-
-def _hub_cached(repo_id: str) -> bool:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
-    except Exception:
-        return False
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """A quick TCP check so that offline machines fail fast instead of retrying for minutes."""
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", ""):
-        return False
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]
-    try:
-        socket.create_connection((endpoint, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
+    return net, read_preprocessor(name, source, kwargs)

@@ -12,7 +12,7 @@ import gradio as gr
 
 from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, views
 from ..depth import save_depth
-from ..models import hub_reachable
+from ..hub import hub_reachable
 from .session import (
     MEAN_OF_HEADS,
     depth_key,

@@ -1,0 +1,77 @@
+"""Where a model's files come from: a local folder in save_pretrained layout, or the model hub (when it can be
+reached, or from its cache), and its preprocessor_config.json. Fails fast offline; knows no model family."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+
+log = logging.getLogger("vitviz")
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model cannot be had here: no network for a hub model, or no safetensors."""
+
+
+def read_preprocessor(name: str, source: str, kwargs: dict) -> dict | None:
+    """The model's preprocessor_config.json (mean, std, size), or None where it has none."""
+    try:
+        if Path(source).is_dir():
+            config_file = Path(source) / "preprocessor_config.json"
+        else:
+            from huggingface_hub import hf_hub_download
+
+            config_file = Path(hf_hub_download(source, "preprocessor_config.json", **kwargs))
+        return json.loads(config_file.read_text())
+    except Exception:  # a missing or unreadable preprocessor file is normal: the family's defaults apply
+        log.info("no preprocessor_config.json for %s; using the family's defaults", name)
+        return None
+
+
+def pretrained_source(name: str, flag: str) -> tuple[str, dict]:
+    """(source, from_pretrained kwargs) for a local folder or a hub id; fails fast when offline.
+
+    flag: the command-line option that takes a local folder instead, for the error message.
+    """
+    path = Path(name).expanduser()
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:  # a path, never a hub id ("owner/name")
+        if not path.is_dir():
+            raise ValueError(f"no such folder: {path} (a model folder in save_pretrained layout)")
+    if path.is_dir():
+        if not list(path.glob("*.safetensors")):
+            raise ModelUnavailableError(f"{path} holds no .safetensors weights; vitviz never loads pickle files")
+        return str(path), {"use_safetensors": True}
+    if "/" in name and not path.exists():
+        if hub_reachable():
+            return name, {}
+        if hub_cached(name):
+            return name, {"local_files_only": True}
+        raise ModelUnavailableError(
+            f"cannot download {name}: no network connection to the model hub. "
+            f"Connect once to download it, or pass a local folder with {flag} PATH."
+        )
+    raise ValueError(f"unknown model {name!r}: use a catalogue name, a hub id or a folder")
+
+
+def hub_cached(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:
+        return False
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP check so that offline machines fail fast instead of retrying for minutes."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", ""):
+        return False
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]
+    try:
+        socket.create_connection((endpoint, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
