@@ -10,6 +10,10 @@ upload to the shown view drawn (target <= 1.5x a bare forward of that model in t
 the server's allocator settings), the first draw of each other view on that image (target <= 300
 ms; the heads view's statistics over all the attention are the exception), and mixed slider moves.
 
+`--faithfulness [FOLDER ...]` instead prints each attribution method's faithfulness (deletion, insertion and
+random areas, images where it beat every random order, seconds per map and per set of curves) over the bundled
+photos and the folders given, with the code of the app's panel and of `vitviz faithfulness`.
+
 `--explorer` also times the Explorer in Chromium (see `benchmarks/explorer.py`): hover p50/p95, pointer to
 paint, layer switch with and without a fetch, bytes per layer and the page's JS heap over ten photos.
 """
@@ -52,7 +56,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--explorer", action="store_true", help="also time the Explorer in Chromium (benchmarks.explorer)"
     )
+    parser.add_argument("--faithfulness", nargs="*", metavar="FOLDER", help="only the faithfulness table (see above)")
     args = parser.parse_args(argv)
+    if args.faithfulness is not None:
+        bench_faithfulness(load_model(args.model, device=args.device), args.faithfulness)
+        return
 
     memory.tune_malloc()  # as the server does: its forward and the bare one here allocate alike
     model = load_model(args.model, device=args.device)
@@ -298,6 +306,18 @@ def bench_live_app(model_name: str, rounds: int = 15) -> None:
     print(f"  idle                          {idle:8.1f} ms")
     print(f"  while a camera streams        {streaming:8.1f} ms   {streaming / idle:.2f}x idle")
     print(f"  the stream's last frame: {info}")
+
+
+def bench_faithfulness(model: VitModel, folders: list[str]) -> None:
+    from vitviz import EXAMPLES, example
+    from vitviz.attributions import METHODS
+    from vitviz.cli import image_files
+    from vitviz.faithfulness import MAPS, over_images, table
+
+    files = [example(name) for name in EXAMPLES] + (image_files(folders) if folders else [])
+    print(f"faithfulness of every map on {len(files)} photos, model {model.name}, torch threads "
+          f"{torch.get_num_threads()}: 10 % steps, 5 random orders, hidden patches blurred")  # fmt: skip
+    print(table(over_images(model, files, [*METHODS, *MAPS], on_skip=lambda p, e: print(f"skipped {p}: {e}"))))
 
 
 def bench_stats(model: VitModel, counts: tuple[int, ...] = (16, 64), batch: int = 4) -> None:

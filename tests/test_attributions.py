@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
-from conftest import FAMILIES, random_image, tiny_vit
+from conftest import FAMILIES, random_image, reference_outputs, tiny_vit
 
 import vitviz
 from vitviz.attributions import METHODS, attribute
@@ -75,6 +77,60 @@ def test_relevancy_equals_a_step_by_step_computation(name):
     assert r.map.shape == image.shape[:2]
 
 
+def truncated(model: vitviz.VitModel, layers: int) -> torch.nn.Module:
+    """A float64 copy of the model that stops after `layers` blocks, its output head kept: transformers' own
+    forward of it reads the output from that layer's tokens (the layer lens, computed independently)."""
+    net = copy.deepcopy(model.net).double()
+    del model.family.blocks(model.family.encoder(net))[layers:]
+    return net
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_the_output_read_from_the_last_layer_is_the_models_own(name):
+    model = FAMILIES[name]()
+    x = torch.from_numpy(prepare_input(random_image(40, 56, seed=5), (40, 56), model.patch_size, model.mean, model.std))
+    out = model.forward(x)
+    ref = reference_outputs(model, x.numpy())
+    with torch.inference_mode():
+        lens = model.output_from(out.hidden_states[-1])
+    expected = ref.logits if model.labels is not None else independent_readout(model, ref)
+    np.testing.assert_allclose(lens.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def independent_readout(model: vitviz.VitModel, out) -> torch.Tensor:
+    """[B,D] transformers' own pooled output, else its normalised CLS token (DINO's ViT has no pooler)."""
+    pooled = getattr(out, "pooler_output", None)
+    return pooled if pooled is not None else out.last_hidden_state[:, 0]
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_legrad_equals_a_float64_computation_from_truncated_models(name):
+    """Bousselham et al. (2024), eq. by eq.: for layer l, the model cut after l blocks gives s_l through its own
+    output head; ReLU(ds_l/dA_l) averaged over heads and query rows, per key; the patches' values averaged over
+    the layers."""
+    model = FAMILIES[name]()
+    # At init the final LayerNorm has weight 1 and bias 0, which makes a readout's norm sqrt(D) whatever the
+    # tokens: its gradient would be float noise. Trained models have neither.
+    with torch.no_grad():
+        for p in model.family.final_norm(model.encoder).parameters():
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.5 + 1)
+    image = random_image(40, 56, seed=6)
+    r = attribute(model, image, "legrad", longest=56)
+    x = torch.from_numpy(prepare_input(image, (40, 56), model.patch_size, model.mean, model.std)).double()
+    extra = {"interpolate_pos_encoding": True} if model.fixed_size else {}
+    target = None if model.labels is None else int(reference_outputs(model, x.float().numpy()).logits[0].argmax())
+    maps = []
+    for layers in range(1, model.num_layers + 1):
+        net = truncated(model, layers)
+        out = model.family.runner(net)(pixel_values=x, output_attentions=True, output_hidden_states=True, **extra)
+        s = out.logits[0, target] if model.labels is not None else independent_readout(model, out)[0].norm()
+        (g,) = torch.autograd.grad(s, out.attentions[-1])
+        maps.append(g[0].clamp(min=0).mean((0, 1)).numpy())
+    expected = np.mean(maps, 0)[model.n_prefix :].reshape(r.grid)
+    assert np.abs(expected).max() > 0
+    np.testing.assert_allclose(r.raw, expected, rtol=1e-5, atol=1e-7 * np.abs(expected).max())
+
+
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_method_runs_for_every_family(name, method):
@@ -86,7 +142,7 @@ def test_every_method_runs_for_every_family(name, method):
     gh, gw = r.grid
     if not model.fixed_size:
         assert (gh, gw) == (5, 9), "the grid comes from pixels, never sqrt(N)"
-    if method in ("grad_cam", "relevancy", "occlusion"):
+    if method in ("grad_cam", "relevancy", "occlusion", "legrad"):
         assert r.raw.shape == (gh, gw)
     else:
         assert r.raw.shape == (1, 3, gh * model.patch_size, gw * model.patch_size)

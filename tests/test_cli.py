@@ -87,12 +87,31 @@ def test_analyze_names_a_bad_layer():
         (["analyze", "x.jpg", "--out", "o", "--model", "not-a-model"], "unknown model 'not-a-model'"),
         (["analyze", "x.jpg", "--out", "o", "--heads", "one"], "--heads must be 'all' or numbers"),
         (["analyze", "x.jpg", "--out", "o", "--bogus"], "unrecognized arguments: --bogus"),
+        (["faithfulness", ".", "--methods", "lime"], "--methods: unknown lime"),
+        (["faithfulness", ".", "--replacement", "noise"], "--replacement must be one of blur, mean, black"),
     ],
 )
 def test_every_usage_error_exits_2_with_a_message_and_no_traceback(args, message, tmp_path):
     run = vitviz_cli(*args, cwd=tmp_path)
     assert run.returncode == 2, (run.returncode, run.stderr)
     assert message in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.slow
+def test_faithfulness_table_equals_the_python_api_and_names_a_bad_file(embedded, mixed):
+    from vitviz.faithfulness import faithfulness
+
+    run = vitviz_cli("faithfulness", str(mixed / "chelsea.jpg"), str(mixed / "notes.jpg"), "--methods",
+                     "saliency,rollout", "--steps", "4", "--random", "2")  # fmt: skip
+    assert run.returncode == 1 and "notes.jpg" in run.stderr and "Traceback" not in run.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in run.stdout.splitlines()[2:4]}
+    assert set(rows) == {"saliency", "rollout"}
+    for method, row in rows.items():
+        f = faithfulness(embedded, ASSETS / "chelsea.jpg", method, steps=4, random_orders=2)
+        expected = [f.deletion_auc, f.insertion_auc, f.random_auc]
+        np.testing.assert_allclose([float(v) for v in row[:3]], expected, atol=1e-4)
+        assert row[3] == f"{int(f.verdict == 'faithful')}/1"
+    assert "1 image; target: the dense head's mean output over the whole image" in run.stdout
 
 
 def test_stats_on_a_folder_without_a_readable_image_names_each_file(tmp_path):

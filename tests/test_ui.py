@@ -303,6 +303,69 @@ def test_limits_refuse_heavy_requests_with_a_message(client, tmp_path):
     assert "tokens" in client.predict(image, api_name="/analyze")[1]
 
 
+@pytest.mark.slow
+def test_the_faithfulness_panel_says_what_the_curves_show(client):
+    """/faithfulness on the image and target of the attribution: its figure holds the Python API's curves, and
+    each sentence's areas and verdict are that map's own."""
+    import base64
+    import json
+
+    from gradio_client import handle_file
+
+    from vitviz.faithfulness import faithfulness
+
+    image = handle_file(str(ASSETS / "coffee.jpg"))
+    args = [image, "dinov2-small", "224", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, []]
+    figure, note = client.predict(*args, api_name="/faithfulness")
+    traces = json.loads(figure["plot"])["data"]
+    for t in traces:  # Plotly sends arrays as {"dtype": "f8", "bdata": base64}
+        if isinstance(t.get("y"), dict):
+            t["y"] = np.frombuffer(base64.b64decode(t["y"]["bdata"]), t["y"]["dtype"])
+    model = vitviz.load_model(device="cpu")
+    for name, method in (("Saliency (|gradient|)", "saliency"), ("Attention rollout", "rollout")):
+        f = faithfulness(model, ASSETS / "coffee.jpg", method)
+        mine = [t for t in traces if t.get("name") == name]
+        np.testing.assert_allclose(mine[0]["y"], f.deletion, rtol=1e-4)
+        np.testing.assert_allclose(mine[1]["y"], f.insertion, rtol=1e-4)
+        said = note.split(f"**{name}.**")[1].split("\n\n")[0]
+        assert f"area under the deletion curve {f.deletion_auc:.3g}" in said
+        assert f"random orders {f.random_aucs.min():.3g} to {f.random_aucs.max():.3g}" in said
+        assert f": {f.verdict}" in said
+    band = [t for t in traces if t.get("fill") == "tonexty"][0]
+    np.testing.assert_allclose(band["y"], f.random.min(0), rtol=1e-4)
+
+
+def test_the_layer_lens_shows_every_layer_with_its_sentence(client):
+    """/lens on the embedded model: one tile per layer, in order, and the sentence of the lens on that image."""
+    from gradio_client import handle_file
+
+    from vitviz.lens import layer_lens
+
+    image = handle_file(str(ASSETS / "coffee.jpg"))
+    tiles, figure, note = client.predict(image, "dinov2-small", "224", "inferno", 0.6, "min-max", api_name="/lens")
+    tiles, figure = tiles["value"], figure["value"]  # with their visibility: a dense head shows tiles, not a plot
+    assert [t["caption"] for t in tiles] == [f"layer {i}" for i in range(12)] and figure is None
+    assert note == layer_lens(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg").sentence()
+    first, last = read(tiles[0]["image"]), read(tiles[-1]["image"])
+    assert first.shape == last.shape and np.abs(first.astype(int) - last.astype(int)).mean() > 1
+
+
+@pytest.mark.slow
+def test_the_sanity_check_tiles_carry_the_cascades_correlations(client):
+    from gradio_client import handle_file
+
+    from vitviz.sanity import sanity_check
+
+    image = handle_file(str(ASSETS / "coffee.jpg"))
+    args = [image, "dinov2-small", "224", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [], "inferno", 0.6]
+    tiles, note = client.predict(*args, "min-max", api_name="/sanity")
+    s = sanity_check(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg", "saliency")
+    assert tiles[0]["caption"] == "the model" and len(tiles) == 13
+    for k in (1, 6, 12):
+        assert tiles[k]["caption"] == f"last {k} random · ρ = {s.correlation[k]:.2f}"
+    assert s.sentence() in note
+
+
 def test_stop_ends_a_long_attribution_at_its_next_batch():
     """Stop (or the page closing) ends an Integrated Gradients run within seconds, not after its minutes."""
     import threading

@@ -10,6 +10,9 @@ a.show("attention", layer=3)                        # a PIL image, shown inline 
 dm = vitviz.load_depth_model("Intel/dpt-hybrid-midas")   # or a local folder
 r = vitviz.estimate_depth(dm, "photo.jpg")          # r.depth [H,W], r.stages, r.encoder
 r = vitviz.attribute(model, "photo.jpg", method="integrated_gradients")   # r.map [H,W], r.delta
+f = vitviz.faithfulness(model, "photo.jpg", method="integrated_gradients")  # f.deletion, f.sentence()
+s = vitviz.sanity_check(model, "photo.jpg", method="saliency")   # s.correlation as layers turn random
+lens = vitviz.layer_lens(model, "photo.jpg")    # every layer's tokens read by the output head
 
 The names below are imported on first use, so that `vitviz --help` answers without loading torch.
 """
@@ -30,6 +33,12 @@ _WHERE = {
     "DecoderStage": "depth",
     "DepthResult": "depth",
     "estimate_depth": "depth",
+    "Faithfulness": "faithfulness",
+    "faithfulness": "faithfulness",
+    "LayerLens": "lens",
+    "layer_lens": "lens",
+    "SanityCheck": "sanity",
+    "sanity_check": "sanity",
     "CATALOGUE": "models",
     "DEFAULT_DEPTH_MODEL": "models",
     "DEFAULT_MODEL": "models",

@@ -20,6 +20,7 @@ from torch import nn
 from .analysis import Analysis, capture
 from .models import VitModel
 from .preprocess import ImageInput, input_size, load_image, prepare_input
+from .relevance import legrad, relevancy
 
 METHODS: dict[str, str] = {
     "integrated_gradients": "Integrated Gradients",
@@ -28,6 +29,7 @@ METHODS: dict[str, str] = {
     "grad_cam": "Grad-CAM on one block",
     "occlusion": "Occlusion (one patch at a time)",
     "relevancy": "Transformer relevancy (Chefer et al. 2021)",
+    "legrad": "LeGrad (Bousselham et al. 2024)",
 }
 BASELINES = ("blurred", "black", "mean colour")  # blurred first: IG converges along its path
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels of the original image
@@ -122,20 +124,10 @@ def attribute(
     if not 1 <= internal_batch_size <= 256:
         raise ValueError(f"internal_batch_size must be between 1 and 256, got {internal_batch_size}")
     rgb = load_image(image)
-    x = torch.from_numpy(_input(model, rgb, longest)).to(model.device)
-    grid = (x.shape[2] // model.patch_size, x.shape[3] // model.patch_size)
     start = time.perf_counter()
     with model.lock:
-        with torch.no_grad():
-            out = model.forward(x, attentions="all", grad=True)  # the default class and the target's value
-        if model.labels is not None and target is None:
-            target = int(out.logits[0].argmax())
-        if model.labels is not None and not 0 <= int(target) < len(model.labels):
-            raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {target}")
-        region = _box_mask(box, rgb.shape[:2], x.shape[2:], model.device) if model.decoder is not None else None
-        score_fn = _CountingScore(model, target, grid, region, progress)
-        with torch.no_grad():
-            score = float(score_fn.from_output(out, x)[0])
+        x, score_fn, score, target = target_function(model, rgb, target, box, longest, progress)
+        grid = score_fn.grid
         score_fn.expected = _expected_batches(method, n_steps, nt_samples, internal_batch_size, grid)
         raw, delta = _run(method, model, score_fn, x, rgb, grid, n_steps, baseline, nt_samples, nt_stdev, layer,
                           internal_batch_size)  # fmt: skip
@@ -151,6 +143,33 @@ def attribute(
     )
 
 
+def target_function(
+    model: VitModel,
+    rgb: np.ndarray,
+    target: int | None = None,
+    box: Box | None = None,
+    longest: int | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> tuple[torch.Tensor, _CountingScore, float, int | None]:
+    """The input that attributions use for `rgb` [H,W,3] (see attribution_size), the target as a function of
+    such inputs ([B,3,h,w] -> [B]), its value on this image, and the class it reads (the top-1 class when
+    `target` is None; None without labels)."""
+    x = torch.from_numpy(_input(model, rgb, longest)).to(model.device)
+    grid = (x.shape[2] // model.patch_size, x.shape[3] // model.patch_size)
+    with model.lock:
+        with torch.no_grad():
+            out = model.forward(x, attentions="all", grad=True)  # the default class and the target's value
+        if model.labels is not None and target is None:
+            target = int(out.logits[0].argmax())
+        if model.labels is not None and not 0 <= int(target) < len(model.labels):
+            raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {target}")
+        region = _box_mask(box, rgb.shape[:2], x.shape[2:], model.device) if model.decoder is not None else None
+        score_fn = _CountingScore(model, target, grid, region, progress)
+        with torch.no_grad():
+            score = float(score_fn.from_output(out, x)[0])
+    return x, score_fn, score, target
+
+
 def to_image(raw: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """Attributions on the input ([1,3,h,w], summed over colour) or on patches ([gh,gw]) -> [H,W].
 
@@ -164,30 +183,14 @@ def to_image(raw: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return cv2.resize(m, (w, h), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
 
 
-def relevancy(model: VitModel, x: torch.Tensor, score_fn: Callable[..., torch.Tensor]) -> np.ndarray:
-    """Chefer et al. (2021), generic attention explainability: [gh,gw] relevance of each patch.
-
-    R starts as the identity; for each layer in forward order, R <- R + mean_h(clamp(dA * A, 0)) @ R,
-    where dA is the gradient of the target with respect to that layer's attention A. The answer
-    is the row of R for the tokens the output reads, over the patch tokens: the readout token's row
-    (the mean of the readout tokens' rows) for a class or the readout norm; for an attention-pool readout
-    (SigLIP), the pool's own relevance row mean_h(clamp(dA * A, 0)) for its probe, times R (the probe has
-    no residual path of its own over the tokens); for the dense head, which reads the patch tokens, the
-    sum of their rows (those inside the box, weighted by how much of each patch it covers).
-    """
-    out = model.forward(x, attentions="all", grad=True)
-    attentions = tuple(out.attentions) + ((out.pool_attention,) if model.pool is not None else ())
-    grads = torch.autograd.grad(score_fn.from_output(out, x).sum(), attentions)
-    n = attentions[0].shape[-1]
-    r = torch.eye(n, dtype=torch.float32, device=x.device)
-    for a, g in zip(out.attentions, grads[: model.num_layers], strict=True):
-        cam = (g[0].float() * a[0].float()).clamp(min=0).mean(0)
-        r = r + cam @ r
-    if model.pool is not None and model.decoder is None:
-        rows = (grads[-1][0].float() * attentions[-1][0].float()).clamp(min=0).mean(0)[0]  # [H,1,N] -> [N]
-    else:
-        rows = score_fn.readout_rows(n)
-    return (rows @ r)[model.n_prefix :].reshape(score_fn.grid).detach().cpu().numpy()
+def patch_scores(raw: np.ndarray, patch: int) -> np.ndarray:
+    """[gh,gw] one value per patch: patch maps as they are; pixel maps ([1,3,h,w]) summed over colour and over
+    each patch's pixels (for Integrated Gradients, the patch's share of f(x) - f(baseline))."""
+    if raw.ndim == 2:
+        return raw.astype(np.float32)
+    m = raw[0].sum(0)
+    gh, gw = m.shape[0] // patch, m.shape[1] // patch
+    return m.reshape(gh, patch, gw, patch).sum((1, 3)).astype(np.float32)
 
 
 class _CountingScore:
@@ -221,14 +224,23 @@ class _CountingScore:
         m = self.model
         if m.labels is not None:
             return out.logits[:, self.target]
-        if m.decoder is not None:
-            dense = m.dense_output(out.hidden_states[-1], self.grid, tuple(x.shape[2:]))[:, 0]
-            # The mean, not the sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
-            # targets. Summed over ~50,000 pixels, its gradient term dwarfed the identity (values up to 1e18).
-            if self.region is None:
-                return dense.mean((1, 2))
-            return (dense * self.region).sum((1, 2)) / self.region.sum()
-        return m.readout_vector(out).norm(dim=-1)
+        if m.decoder is None:
+            return m.readout_vector(out).norm(dim=-1)
+        return self.from_tokens(out.hidden_states[-1], x)
+
+    def from_tokens(self, hidden: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The target read from any layer's tokens [B,N,D] through the model's own output head, as if they were
+        the last layer's (on the last layer's, the target itself; on earlier ones, a layer lens)."""
+        m = self.model
+        if m.decoder is None:
+            out = m.output_from(hidden)
+            return out[:, self.target] if m.labels is not None else out.norm(dim=-1)
+        dense = m.dense_output(hidden, self.grid, tuple(x.shape[2:]))[:, 0]
+        # The mean, not the sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
+        # targets. Summed over ~50,000 pixels, its gradient term dwarfed the identity (values up to 1e18).
+        if self.region is None:
+            return dense.mean((1, 2))
+        return (dense * self.region).sum((1, 2)) / self.region.sum()
 
 
 def input_analysis(model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:
@@ -332,6 +344,8 @@ def _run(method, model, score_fn, x, rgb, grid, n_steps, baseline, nt_samples, n
 
     if method == "relevancy":
         return relevancy(model, x, score_fn), None
+    if method == "legrad":
+        return legrad(model, x, score_fn), None
     if method == "grad_cam":
         return _grad_cam(model, score_fn, x, grid, layer), None
     if method in ("saliency", "input_x_gradient"):

@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="vitviz", description="See inside a Vision Transformer.", epilog=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     top.add_argument("--version", action="version", version=f"vitviz {__version__}")
-    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats,check}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats,check,faithfulness}")
     sub.add_parser("serve", help="start the web app (vitviz serve --help lists its options)")
 
     analyze = sub.add_parser("analyze", help="write an image's maps as PNG files, its arrays and a summary")
@@ -68,6 +68,15 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--size", type=int, default=None, help="input's longest side in pixels (default: the model's)")
     check.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     check.set_defaults(run=run_check)
+
+    faith = sub.add_parser("faithfulness", help="how faithful each attribution map is, over many images")
+    faith.add_argument("inputs", nargs="+", help="folders, image files or glob patterns (quote them)")
+    _model_options(faith)
+    faith.add_argument("--methods", default="all", help="all, or e.g. integrated_gradients,rollout")
+    faith.add_argument("--steps", type=int, default=10, help="points on each curve, less one (10: every 10 %%)")
+    faith.add_argument("--replacement", default="blur", help="what a hidden patch shows: blur, mean or black")
+    faith.add_argument("--random", type=int, default=5, help="random orders for the baseline band (default 5)")
+    faith.set_defaults(run=run_faithfulness)
     return top
 
 
@@ -237,6 +246,46 @@ def run_check(args: argparse.Namespace) -> int:
         return 1
     print("every quantity matches transformers' own outputs")
     return 0
+
+
+def run_faithfulness(args: argparse.Namespace) -> int:
+    """Per method: the mean deletion, insertion and random areas over the images, how many beat every random
+    order, and the seconds per map and per set of curves."""
+    from .attributions import METHODS
+    from .faithfulness import MAPS, REPLACEMENTS, over_images, table
+
+    known = [*METHODS, *MAPS]
+    methods = known if args.methods == "all" else args.methods.split(",")
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        raise UsageError(f"--methods: unknown {', '.join(unknown)}; use all or some of {', '.join(known)}")
+    if args.replacement not in REPLACEMENTS:
+        raise UsageError(f"--replacement must be one of {', '.join(REPLACEMENTS)}, got {args.replacement!r}")
+    files = image_files(args.inputs)
+    if not files:
+        raise UsageError(f"no image files in {' '.join(args.inputs)}")
+    model = _load(args)
+    skipped = []
+    try:
+        rows = over_images(model, files, methods, on_skip=lambda p, e: (skipped.append(p), _skip(p, e)),
+                           longest=args.size, steps=args.steps, replacement=args.replacement,
+                           random_orders=args.random)  # fmt: skip
+    except ValueError as exc:
+        if skipped:
+            print(f"vitviz: none of the {len(files)} files could be read", file=sys.stderr)
+            return 1
+        raise UsageError(str(exc)) from None
+    print(table(rows))
+    from .attributions import describe
+
+    target = "each image's top class logit" if model.labels is not None else describe(model, None, None)
+    n = len(files) - len(skipped)
+    print(
+        f"{n} image{'s' * (n != 1)}; target: {target}; hidden patches show "
+        f"{args.replacement}. Lower deletion and higher insertion areas are better; 'faithful' counts the images "
+        f"where deletion fell faster than every random order."
+    )
+    return 1 if skipped else 0
 
 
 if __name__ == "__main__":

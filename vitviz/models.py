@@ -144,6 +144,8 @@ class Family:
     # and DINOv2's CLS token in last_hidden_state, which is after the final norm (their pooler_output, where
     # there is one, is a separate learned layer); CLIP's and SigLIP's pooler_output
     readout_in_output: Callable = lambda out: out.last_hidden_state[:, 0]
+    # the classifier head of each readout token, their logits averaged (DeiT distilled: two); () without one
+    heads: Callable[[nn.Module], tuple[nn.Module, ...]] = lambda net: ()
 
 
 def _base(net: nn.Module) -> nn.Module:
@@ -160,8 +162,15 @@ def _deit_readout(net: nn.Module) -> Readout:
     return CLS_READOUT
 
 
+def _classifiers(net: nn.Module) -> tuple[nn.Module, ...]:
+    if hasattr(net, "distillation_classifier"):
+        return net.cls_classifier, net.distillation_classifier
+    return (net.classifier,) if hasattr(net, "classifier") else ()
+
+
 _VIT = dict(
     encoder=_base,
+    heads=_classifiers,
     # transformers 5 keeps ViT's and DeiT's blocks at `.layers`, DINOv2's at `.encoder.layer`
     blocks=lambda enc: enc.layers if hasattr(enc, "layers") else enc.encoder.layer,
     parts=_vit_parts,
@@ -375,6 +384,18 @@ class VitModel:
         if self.readout.pool:
             return out.pooler_output
         return self.final_norm(out.hidden_states[-1])[:, list(self.readout.tokens)].mean(1)
+
+    def output_from(self, hidden: torch.Tensor) -> torch.Tensor:
+        """What the model outputs if `hidden` [B,N,D], any layer's tokens, were the last layer's: the logits
+        [B,C] of a classifier, else the readout vector [B,D]. On the last layer's tokens this is the model's
+        own output; on earlier ones it is a layer lens (the output head was never trained to read them)."""
+        normed = self.final_norm(hidden)
+        if self.readout.pool:
+            return self.pool(normed)
+        heads = self.family.heads(self.net)
+        if not heads:
+            return normed[:, list(self.readout.tokens)].mean(1)
+        return sum(head(normed[:, t]) for head, t in zip(heads, self.readout.tokens, strict=True)) / len(heads)
 
     @property
     def blocks(self) -> nn.ModuleList:

@@ -206,3 +206,57 @@ def distance_with_spread(mean: np.ndarray, std: np.ndarray, title: str) -> go.Fi
         height=520,
     )
     return fig
+
+
+def faithfulness_curves(results: list, names: list[str]) -> go.Figure:
+    """Deletion (left) and insertion (right) curves of each map in `results` (faithfulness.Faithfulness, one
+    name each), with the random orders' min-max band. Putting patches back in a random order is deleting them
+    in the reversed order, so the insertion band is the deletion band read from the other end."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+        "Deletion: most relevant patches hidden first (lower is better)",
+        "Insertion: most relevant patches shown first (higher is better)"))  # fmt: skip
+    first = results[0]
+    x = 100 * first.fractions
+    for col, band in ((1, first.random), (2, first.random[:, ::-1])):
+        fig.add_scatter(x=x, y=band.max(0), mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip",
+                        row=1, col=col)  # fmt: skip
+        fig.add_scatter(x=x, y=band.min(0), mode="lines", line=dict(width=0), fill="tonexty",
+                        fillcolor="rgba(128,128,128,0.3)", name=f"{len(band)} random orders (min–max)",
+                        showlegend=col == 1, legendgroup="random", hoverinfo="skip", row=1, col=col)  # fmt: skip
+    dashes = ("solid", "dash", "dot")
+    for i, (r, name) in enumerate(zip(results, names, strict=True)):
+        style = dict(color=HEAD_COLOURS[(4, 5, 2)[i % 3]], width=4, dash=dashes[i % 3])
+        for col, curve, auc in ((1, r.deletion, r.deletion_auc), (2, r.insertion, r.insertion_auc)):
+            hover = f"{name}<br>%{{x:.0f}} %: %{{y:.4g}} (area {auc:.3g})<extra></extra>"
+            fig.add_scatter(x=x, y=curve, mode="lines+markers", line=style, marker=dict(size=8), name=name,
+                            legendgroup=name, showlegend=col == 1, row=1, col=col, hovertemplate=hover)  # fmt: skip
+    fig.update_xaxes(title="patches hidden (%)", row=1, col=1)
+    fig.update_xaxes(title="patches shown (%)", row=1, col=2)
+    fig.update_yaxes(title=first.target, row=1, col=1)
+    fig.update_layout(height=460, margin=dict(l=10, r=10, t=60, b=10), font=dict(size=15),
+                      legend=dict(orientation="h", y=-0.25))  # fmt: skip
+    fig.update_annotations(font_size=15)
+    return fig
+
+
+def layer_lens(values: np.ndarray, labels: list[str] | None, k: int = 5) -> go.Figure:
+    """The lens through depth. values: [L,C] class probabilities (the last layer's top k classes, one line each)
+    or [L] the readout's cosine with the last layer's."""
+    fig = go.Figure()
+    layers = np.arange(len(values))
+    if values.ndim == 1:
+        fig.add_scatter(x=layers, y=values, mode="lines+markers", name="readout", line=dict(width=4),
+                        marker=dict(size=10), hovertemplate="layer %{x}: cosine %{y:.3f}<extra></extra>")  # fmt: skip
+        title, axis = "The readout, each layer's against the last's", "cosine similarity with the last layer"
+    else:
+        for i, c in enumerate(np.argsort(-values[-1])[:k]):
+            fig.add_scatter(x=layers, y=values[:, c], mode="lines+markers", name=labels[c],
+                            line=dict(width=4, color=HEAD_COLOURS[i]), marker=dict(size=10, **head_style(i)),
+                            hovertemplate=f"layer %{{x}}: {labels[c]} %{{y:.1%}}<extra></extra>")  # fmt: skip
+        title, axis = "Each layer's tokens read by the classifier", "probability"
+    fig.update_layout(title=title, xaxis=dict(title="layer (depth)", dtick=1), yaxis=dict(title=axis),
+                      height=420, margin=dict(l=10, r=10, t=50, b=10), font=dict(size=15),
+                      legend=dict(orientation="h", y=-0.2))  # fmt: skip
+    return fig

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import contextmanager
 
 import gradio as gr
 import numpy as np
 
-from .. import render, views
+from .. import faithfulness, plots, render, sanity, views
 from ..analysis import Analysis
 from ..attributions import BASELINES, METHODS, attribute, attribution_size, input_analysis, model_passes, targets
 from ..maps import DEFAULT_SCALE
@@ -76,50 +77,68 @@ def clear_box(image, model_name, size, request: gr.Request):
     return [], None if not image else box_picture(get_analysis(image, model_name, size, request), [])
 
 
-@user_errors
-def run(image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block, points, cmap, alpha,
-        colour_scale=DEFAULT_SCALE, request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
-    """Attribute the chosen output with the chosen method; rollout and relevancy beside it. Also returns the
-    result itself, kept for the session so that a display setting recolours it without running it again."""
-    a = get_analysis(image, model_name, size, request)
+def _choices(a: Analysis, image, method_label, target, points) -> tuple[str, dict]:
+    """The method's key and the target options (`attribute`'s target and box) from the tab's controls."""
     method = METHOD_BY_LABEL.get(method_label, method_label)
     if method not in METHODS:
         raise ValueError(f"method must be one of {list(METHODS.values())}, got {method_label!r}")
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
     rank = TARGETS.index(target)
-    h, w = attribution_size(a.model, *a.image.shape[:2])
-    p = a.model.patch_size
-    cost = model_passes(method, int(n_steps), int(noise_samples), (h // p, w // p)) * h * w / 224**2
-    if cost > BUDGET:
-        raise ValueError(
-            f"{METHODS[method]} with {int(n_steps)} steps and {int(noise_samples)} NoiseTunnel samples needs "
-            f"{cost:.0f} passes through the model (at 224×224), over this server's limit of {BUDGET} "
-            "(VITVIZ_ATTRIBUTION_BUDGET): lower the steps or the samples"
-        )
-    model = get_attribution_model(model_name)
-    options = dict(
+    return method, dict(
         target=None if rank == 0 or a.model.labels is None else targets(a.model, image)[rank][1],
         box=parse_box(points) if a.model.decoder is not None else None,
     )
-    progress(0.0, desc=f"{METHODS[method]}: running the model")
-    passes = f"{METHODS[method]}: forward and backward passes"
+
+
+def _within_budget(a: Analysis, passes_at_grid, what: str) -> None:
+    """Refuse work that would send more images through the model (counted at 224×224) than BUDGET.
+    passes_at_grid: the attribution grid (gh, gw) -> images through the model."""
+    h, w = attribution_size(a.model, *a.image.shape[:2])
+    p = a.model.patch_size
+    cost = passes_at_grid((h // p, w // p)) * h * w / 224**2
+    if cost > BUDGET:
+        raise ValueError(
+            f"{what} needs {cost:.0f} passes through the model (at 224×224), over this server's limit of {BUDGET} "
+            "(VITVIZ_ATTRIBUTION_BUDGET): lower the steps or the samples"
+        )
+
+
+@contextmanager
+def _stoppable(request: gr.Request, name: str, desc: str, progress):
+    """A progress callback for one heavy run of this session, which ends the run at its next batch when Stop is
+    pressed (or the image changes, or the page closes), and lets other users' new images through between batches."""
     stopped = _STOPPED[session_of(request)] = threading.Event()  # this run's; Stop sets the latest one
 
     def report(fraction: float) -> None:
-        if stopped.is_set():  # Stop pressed, or the page closed: end at this batch, not minutes later
-            raise ValueError(f"{METHODS[method]} stopped at {fraction:.0%}")
-        progress(fraction, desc=passes)
-        PRIORITY.wait_for_interactive()  # between batches, let other users' new images through
+        if stopped.is_set():
+            raise ValueError(f"{name} stopped at {fraction:.0%}")
+        progress(fraction, desc=desc)
+        PRIORITY.wait_for_interactive()
 
     try:
-        r = attribute(model, image, method, n_steps=int(n_steps), baseline=baseline, nt_samples=int(noise_samples),
-                      layer=int(block), internal_batch_size=4, progress=report, **options)  # fmt: skip
-        rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
+        yield report
     finally:
         FREED.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
         if _STOPPED.get(session_of(request)) is stopped:  # a session keeps no event once its run is over
             del _STOPPED[session_of(request)]
+
+
+@user_errors
+def run(image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block, points, cmap, alpha,
+        colour_scale=DEFAULT_SCALE, request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
+    """Attribute the chosen output with the chosen method; rollout and relevancy beside it. Also returns the
+    result itself, kept for the session so that a display setting recolours it without running it again."""
+    a = get_analysis(image, model_name, size, request)
+    method, options = _choices(a, image, method_label, target, points)
+    what = f"{METHODS[method]} with {int(n_steps)} steps and {int(noise_samples)} NoiseTunnel samples"
+    _within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid), what)
+    model = get_attribution_model(model_name)
+    progress(0.0, desc=f"{METHODS[method]}: running the model")
+    with _stoppable(request, METHODS[method], f"{METHODS[method]}: forward and backward passes", progress) as report:
+        r = attribute(model, image, method, n_steps=int(n_steps), baseline=baseline, nt_samples=int(noise_samples),
+                      layer=int(block), internal_batch_size=4, progress=report, **options)  # fmt: skip
+        rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
     same = input_analysis(model, image).rollout("mean", 0.0)  # rollout on the attribution's own input
     kept = (analysis_key(image, model_name, size), views.attribution_inputs(a, r, rel, same))
     shown, roll, rel_img = views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
@@ -134,6 +153,65 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
             "Near 0 means the attributions add up to f(image) − f(baseline); if it is large, raise the steps."
         )
     return shown, roll, rel_img, "\n\n".join(lines), kept
+
+
+@user_errors
+def check_faithfulness(image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block,
+                       points, request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
+    """Deletion and insertion curves of the chosen method's map and of the rollout beside it, on this image and
+    this target, against random orders: a figure and a sentence for each map."""
+    a = get_analysis(image, model_name, size, request)
+    method, options = _choices(a, image, method_label, target, points)
+    curves = 2 * faithfulness.passes()
+    _within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid) + curves + 1,
+                   f"The faithfulness of {METHODS[method]} and of the rollout")  # fmt: skip
+    model = get_attribution_model(model_name)
+    name = f"The faithfulness check of {METHODS[method]}"
+    with _stoppable(request, name, f"{name}: the map, then hiding patches", progress) as report:
+        results = [
+            faithfulness.faithfulness(
+                model,
+                image,
+                method,
+                n_steps=int(n_steps),
+                baseline=baseline,
+                nt_samples=int(noise_samples),
+                layer=int(block),
+                internal_batch_size=4,
+                progress=report,
+                **options,
+            ),  # fmt: skip
+            faithfulness.faithfulness(model, image, "rollout", progress=report, **options),
+        ]
+    names = [METHODS[method], "Attention rollout"]
+    text = "\n\n".join(f"**{name}.** {r.sentence()} Map {r.map_seconds:.1f} s, curves {r.seconds:.1f} s."
+                        for name, r in zip(names, results, strict=True))  # fmt: skip
+    return plots.faithfulness_curves(results, names), text
+
+
+@user_errors
+def check_sanity(image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block, points,
+                 cmap, alpha, colour_scale=DEFAULT_SCALE, request: gr.Request = None,
+                 progress=gr.Progress()):  # fmt: skip
+    """The map after randomising the last 1, 2, ... layers of a copy of the model: one tile per step, captioned
+    with its rank correlation with the original map, and a sentence."""
+    a = get_analysis(image, model_name, size, request)
+    method, options = _choices(a, image, method_label, target, points)
+    steps = a.model.num_layers + 1
+    _within_budget(a, lambda grid: steps * model_passes(method, int(n_steps), int(noise_samples), grid),
+                   f"The sanity check of {METHODS[method]} ({steps} maps)")  # fmt: skip
+    model = get_attribution_model(model_name)
+    name = f"The sanity check of {METHODS[method]}"
+    with _stoppable(request, name, f"{name}: one map per randomised layer", progress) as report:
+        s = sanity.sanity_check(model, image, method, n_steps=int(n_steps), baseline=baseline,
+                                nt_samples=int(noise_samples), layer=int(block), internal_batch_size=4,
+                                progress=report, **options)  # fmt: skip
+    base = render.fit(views.display(a), 200)
+    tiles = []
+    for k, m, rho in zip(s.randomised, s.maps, s.correlation, strict=True):
+        tile = views.scaled_overlay(base, m, cmap, float(alpha), colour_scale, False, colorbar=None)
+        tiles.append((tile, "the model" if k == 0 else f"last {k} random · ρ = {rho:.2f}"))
+    return tiles, f"**{METHODS[method]}.** {s.sentence()} {s.seconds:.0f} s."
 
 
 @user_errors
@@ -219,6 +297,26 @@ def build(ctx: Context) -> None:
             shown = picture(label="Attribution", elem_id="attribution")
             roll = picture(label="Attention rollout")
             rel = picture(label="Relevancy (Chefer et al.)")
+        with gr.Row():
+            faithful = gr.Button("Check faithfulness: hide the top patches", size="sm", elem_id="check-faithfulness")
+        gr.Markdown(
+            "How far to trust the map on **this** image: hide its most relevant patches first (showing a blur of "
+            "the image there) and follow the target. A faithful map makes it fall faster than random orders do.",
+            elem_classes=["caption"],
+        )
+        curves = gr.Plot(label="Faithfulness: deletion and insertion curves", elem_id="faithfulness-plot")
+        verdict = gr.Markdown(elem_id="faithfulness-note", label="Faithfulness")
+        randomising = gr.Button("Sanity check: randomise the model from the top", size="sm", elem_id="check-sanity")
+        gr.Markdown(
+            "Does the map depend on what the model learned? The layers of a copy of the model get random weights, "
+            "the last first, and the map is made again after each (Adebayo et al. 2018). ρ is its rank correlation "
+            "with the original map: a map that stays near 1 while the weights turn random shows the input, "
+            "not the model.",
+            elem_classes=["caption"],
+        )
+        cascade = gr.Gallery(label="Sanity check: the map as the layers turn random", columns=5, height="auto",
+                             format="jpeg", elem_id="sanity-tiles")  # fmt: skip
+        cascade_note = gr.Markdown(elem_id="sanity-note", label="Sanity check")
         box = gr.JSON([], visible=False, label="Box")  # a component, so that the API can pass a box
         kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
     results = [shown, roll, rel, summary, kept]
@@ -238,9 +336,26 @@ def build(ctx: Context) -> None:
     running.success(drop_stale, [kept, ctx.key], results, api_visibility="private", queue=False).success(
         recolour, inputs, [shown, roll, rel], **recolouring
     )
-    halt.click(stop, None, summary, cancels=[running], api_visibility="private", queue=False)
+    checking = faithful.click(
+        check_faithfulness,
+        [*ctx.where, method, target, baseline, steps, noise, block, box],
+        [curves, verdict],
+        api_name="faithfulness",
+        **slots("heavy"),
+    )
+    cascading = randomising.click(
+        check_sanity,
+        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale],
+        [cascade, cascade_note],
+        api_name="sanity",
+        **slots("heavy"),
+    )
+    heavy = [running, checking, cascading]
+    halt.click(stop, None, summary, cancels=heavy, api_visibility="private", queue=False)
     # A result belongs to one image: a new or cleared image stops a run and clears the result and the box.
-    ctx.key.change(new_image, None, [box, *results], cancels=[running], api_visibility="private", queue=False)
+    ctx.key.change(new_image, None, [box, *results], cancels=heavy, api_visibility="private", queue=False)
+    ctx.key.change(lambda: (None, "", None, ""), None, [curves, verdict, cascade, cascade_note],
+                   api_visibility="private", queue=False)  # fmt: skip
     ctx.demo.unload(stop_on_unload)
     box_img.select(pick_corner, [*ctx.where, box], [box, box_img], api_visibility="private")
     clear.click(clear_box, ctx.where, [box, box_img], api_visibility="private")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import views
-from .session import get_analysis, get_model, picture, user_errors
+from .. import plots, views
+from ..lens import layer_lens
+from .session import get_analysis, get_model, picture, slots, user_errors
 from .source import Context, view_tab
 
 
@@ -14,6 +15,19 @@ def draw(image, model_name, size, cmap, alpha, colour_scale, request: gr.Request
     """(top-5 {label: probability} or None, dense-head overlay or None)."""
     top5, dense = views.output_view(get_analysis(image, model_name, size, request), cmap, float(alpha), colour_scale)
     return top5 or None, dense
+
+
+@user_errors
+def show_lens(image, model_name, size, cmap, alpha, colour_scale, request: gr.Request):
+    """The layer lens: every layer's tokens read by the output head. (tiles for a dense head or None, a figure
+    for a classifier or an encoder or None, the sentence)."""
+    a = get_analysis(image, model_name, size, request)
+    lens = layer_lens(a.model, a.image)
+    if lens.kind == "dense":
+        tiles = views.lens_tiles(a, lens.values, cmap, float(alpha), colour_scale)
+        return gr.Gallery(tiles, visible=True), gr.Plot(None, visible=False), lens.sentence()
+    figure = plots.layer_lens(lens.values, lens.labels)
+    return gr.Gallery(None, visible=False), gr.Plot(figure, visible=True), lens.sentence()
 
 
 def fit_outputs(model_name):
@@ -36,6 +50,15 @@ def build(ctx: Context) -> None:
     ) as tab:
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
         dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.decoder is not None)
+        lens_button = gr.Button("Show the layer lens: every layer read by the output head", size="sm")
+        lens_tiles = gr.Gallery(label="Layer lens", columns=4, height="auto", visible=False, format="jpeg",
+                                elem_id="lens-tiles")  # fmt: skip
+        lens_plot = gr.Plot(label="Layer lens", visible=False, elem_id="lens-plot")
+        lens_note = gr.Markdown(elem_id="lens-note")
+    lens_button.click(show_lens, [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale], [lens_tiles, lens_plot, lens_note],
+                      api_name="lens", **slots("forward"))  # fmt: skip
+    ctx.key.change(lambda: (gr.Gallery(None, visible=False), gr.Plot(None, visible=False), ""), None,
+                   [lens_tiles, lens_plot, lens_note], api_visibility="private", queue=False)  # fmt: skip
     outputs = [top5, dense]
     ctx.view(
         tab,

@@ -1,0 +1,132 @@
+"""Faithfulness: deletion and insertion curves, checked by masking patches by hand and running transformers."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from conftest import random_image, reference_outputs, tiny_dinov2, tiny_vit
+
+from vitviz.faithfulness import faithfulness
+from vitviz.preprocess import prepare_input
+
+
+def blurred_by_hand(rgb: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The replacement, made here: the image at the input size, blurred with a Gaussian of sigma = side / 16."""
+    h, w = size
+    small = cv2.resize(rgb, (w, h), interpolation=cv2.INTER_AREA)
+    return cv2.GaussianBlur(small, (0, 0), sigmaX=max(h, w) / 16)
+
+
+def curve_by_hand(model, x, base, order, counts, grid, target, insert=False) -> np.ndarray:
+    """The target after replacing (or, inserting, keeping) the first `count` patches of `order`, for each count."""
+    p, gw = model.patch_size, grid[1]
+    values = []
+    for count in counts:
+        img = (base if insert else x).copy()
+        for i in order[:count]:
+            r, c = divmod(int(i), gw)
+            img[:, :, r * p : (r + 1) * p, c * p : (c + 1) * p] = (x if insert else base)[
+                :, :, r * p : (r + 1) * p, c * p : (c + 1) * p
+            ]
+        out = reference_outputs(model, img)
+        values.append(float(out.logits[0, target] if target is not None else out.pooler_output[0].norm()))
+    return np.array(values)
+
+
+@pytest.mark.parametrize(("tiny", "target"), [(tiny_vit, 2), (tiny_dinov2, None)])
+def test_curves_equal_patches_masked_by_hand(tiny, target):
+    """ViT: its native 4x4 grid and a class logit; DINOv2: a 5x7 grid (56 px wide) and the readout's norm."""
+    model, image = tiny(), random_image(40, 56, seed=11)
+    size = (32, 32) if model.fixed_size else (40, 56)
+    grid = (size[0] // 8, size[1] // 8)
+    n = grid[0] * grid[1]
+    scores = np.random.default_rng(1).normal(size=grid).astype(np.float32)
+    f = faithfulness(model, image, scores=scores, steps=4, random_orders=3, target=target, batch=5,
+                     longest=None if model.fixed_size else 56)  # fmt: skip
+    x = prepare_input(image, size, 8, model.mean, model.std)
+    base = prepare_input(blurred_by_hand(image, size), size, 8, model.mean, model.std)
+    np.testing.assert_array_equal(f.order, np.argsort(-scores.ravel(), kind="stable"))
+    assert f.order[0] == scores.argmax() and f.grid == grid
+    counts = np.rint(np.linspace(0, n, 5)).astype(int)
+    np.testing.assert_allclose(f.fractions, counts / n)
+    by_hand = curve_by_hand(model, x, base, f.order, counts, grid, target)
+    np.testing.assert_allclose(f.deletion, by_hand, rtol=1e-5, atol=1e-5)
+    by_hand = curve_by_hand(model, x, base, f.order, counts, grid, target, insert=True)
+    np.testing.assert_allclose(f.insertion, by_hand, rtol=1e-5, atol=1e-5)
+    for o, curve in zip(f.random_order, f.random, strict=True):
+        assert sorted(o) == list(range(n))
+        np.testing.assert_allclose(curve, curve_by_hand(model, x, base, o, counts, grid, target), rtol=1e-5, atol=1e-5)
+    assert len({tuple(o) for o in f.random_order}) == 3
+    assert f.deletion_auc == pytest.approx(np.trapezoid(f.deletion, f.fractions))
+    assert ("class 2" in f.target) if target is not None else ("norm" in f.target)
+
+
+def test_mean_colour_replacement_is_zero_after_normalisation():
+    model, image = tiny_vit(), random_image(32, 32, seed=12)
+    f = faithfulness(model, image, scores=np.arange(16.0).reshape(4, 4), steps=2, random_orders=1, target=0,
+                     replacement="mean")  # fmt: skip
+    assert f.deletion[-1] == pytest.approx(float(reference_outputs(model, np.zeros((1, 3, 32, 32), np.float32))
+                                                 .logits[0, 0]), abs=1e-5)  # fmt: skip
+    np.testing.assert_array_equal(f.order[:3], [15, 14, 13])
+
+
+def test_the_verdict_and_the_sentence_follow_the_areas():
+    model, image = tiny_vit(), random_image(32, 32, seed=13)
+    f = faithfulness(model, image, scores=np.ones((4, 4)), steps=4, random_orders=4, target=1)
+    low, high = f.random_aucs.min(), f.random_aucs.max()
+    for auc, verdict in ((low - 1, "faithful"), (high + 1, "worse than random"), ((low + high) / 2, "no better")):
+        f.deletion = f.deletion - f.deletion_auc + auc  # a flat shift moves the area by exactly that much
+        assert f.verdict.startswith(verdict)
+        assert verdict in f.sentence() and f"{f.deletion_auc:.3g}" in f.sentence()
+        assert f"{low:.3g} to {high:.3g}" in f.sentence()
+
+
+@pytest.mark.slow
+def test_the_oracle_scores_best_and_a_shuffled_map_like_random(embedded, coffee):
+    """The oracle: each patch hidden alone, sorted by the drop. A random permutation of it is a random order."""
+    drops = faithfulness(embedded, coffee, "occlusion", baseline="blurred", steps=2, random_orders=1)
+    oracle = faithfulness(embedded, coffee, scores=oracle_by_hand(embedded, coffee), random_orders=5, seed=1)
+    shuffled = np.random.default_rng(7).permutation(oracle_by_hand(embedded, coffee).ravel()).reshape(16, 16)
+    shuffle = faithfulness(embedded, coffee, scores=shuffled, random_orders=5, seed=1)
+    np.testing.assert_array_equal(drops.order, oracle.order)  # occlusion with the same replacement is the oracle
+    assert oracle.verdict == "faithful" and oracle.deletion_auc < shuffle.deletion_auc
+    assert oracle.insertion_auc > oracle.random_aucs.max()
+    low, high = oracle.random_aucs.min(), oracle.random_aucs.max()
+    spread = high - low
+    assert low - spread <= shuffle.deletion_auc <= high + spread, (shuffle.deletion_auc, low, high)
+
+
+_ORACLE: dict = {}
+
+
+def oracle_by_hand(model, rgb) -> np.ndarray:
+    """[16,16] the drop of the dense head's mean when each patch alone shows the blurred image."""
+    if "drops" not in _ORACLE:
+        x = prepare_input(rgb, (224, 224), 14, model.mean, model.std)
+        base = prepare_input(blurred_by_hand(rgb, (224, 224)), (224, 224), 14, model.mean, model.std)
+        inputs = np.repeat(x, 257, 0)
+        for i in range(256):
+            r, c = divmod(i, 16)
+            inputs[i + 1, :, r * 14 : (r + 1) * 14, c * 14 : (c + 1) * 14] = base[0, :, r * 14 : (r + 1) * 14,
+                                                                                c * 14 : (c + 1) * 14]  # fmt: skip
+        values = []
+        for chunk in np.array_split(inputs, 17):
+            out = model.forward(torch.from_numpy(chunk))
+            with torch.inference_mode():
+                values += model.dense_output(out.hidden_states[-1], (16, 16), (224, 224)).mean((1, 2, 3)).tolist()
+        _ORACLE["drops"] = (values[0] - np.array(values[1:])).reshape(16, 16)
+    return _ORACLE["drops"]
+
+
+def test_bad_arguments_name_the_problem():
+    model, image = tiny_vit(), random_image(32, 32)
+    with pytest.raises(ValueError, match="unknown replacement"):
+        faithfulness(model, image, replacement="noise")
+    with pytest.raises(ValueError, match="unknown method"):
+        faithfulness(model, image, method="lime")
+    with pytest.raises(ValueError, match=r"one value per patch, \(4, 4\)"):
+        faithfulness(model, image, scores=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="steps must be"):
+        faithfulness(model, image, steps=0)

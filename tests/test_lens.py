@@ -1,0 +1,74 @@
+"""The layer lens, checked against transformers' own forward of the model cut after each layer."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from conftest import FAMILIES, random_image
+
+from vitviz.lens import LayerLens, layer_lens
+from vitviz.preprocess import prepare_input
+
+
+def cut_after(model, layers: int) -> torch.nn.Module:
+    net = copy.deepcopy(model.net)
+    del model.family.blocks(model.family.encoder(net))[layers:]
+    return net
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_each_layer_reads_as_the_model_cut_after_it(name):
+    model = FAMILIES[name]()
+    image = random_image(40, 56, seed=9)
+    lens = layer_lens(model, image, longest=None if model.fixed_size else 56)
+    size = (32, 32) if model.fixed_size else (40, 56)
+    x = torch.from_numpy(prepare_input(image, size, model.patch_size, model.mean, model.std))
+    extra = {"interpolate_pos_encoding": True} if model.fixed_size else {}
+    readings = []
+    for layers in range(1, model.num_layers + 1):
+        with torch.no_grad():
+            out = model.family.runner(cut_after(model, layers))(pixel_values=x, **extra)
+        if model.labels is not None:
+            readings.append(torch.softmax(out.logits[0], -1))
+        else:
+            pooled = getattr(out, "pooler_output", None)
+            readings.append(pooled[0] if pooled is not None else out.last_hidden_state[0, 0])
+    assert lens.layers == model.num_layers
+    if model.labels is not None:
+        assert lens.kind == "classes"
+        np.testing.assert_allclose(lens.values, torch.stack(readings).numpy(), atol=1e-5)
+    else:
+        assert lens.kind == "readout"
+        cos = [float(torch.nn.functional.cosine_similarity(r, readings[-1], 0)) for r in readings]
+        np.testing.assert_allclose(lens.values, cos, atol=1e-5)
+        assert lens.values[-1] == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_the_dense_lens_is_the_dense_head_on_each_cut_model(embedded, coffee):
+    lens = layer_lens(embedded, coffee)
+    x = torch.from_numpy(prepare_input(coffee, (224, 224), 14, embedded.mean, embedded.std))
+    assert lens.kind == "dense" and lens.values.shape == (12, 224, 224)
+    np.testing.assert_allclose(lens.values[-1], embedded.dense_head(coffee, (224, 224)), atol=1e-5)
+    for layers in (1, 6):
+        with torch.no_grad():
+            tokens = cut_after(embedded, layers)(pixel_values=x).last_hidden_state  # after transformers' own norm
+            grid = tokens[:, 1:].reshape(1, 16, 16, -1).permute(0, 3, 1, 2)
+            np.testing.assert_allclose(lens.values[layers - 1], embedded.decoder(grid, (224, 224))[0, 0], atol=1e-5)
+
+
+def test_settles_is_the_first_layer_from_which_the_reading_stays():
+    probs = np.array([[0.6, 0.4], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8], [0.1, 0.9]])
+    lens = LayerLens("classes", probs, ["cat", "dog"])
+    assert lens.settles() == 3
+    said = lens.sentence()
+    assert "**dog**" in said and "from layer 3 on" in said and "80%" in said and "90% at layer 4" in said
+    assert LayerLens("classes", probs[[1, 3, 4]], ["cat", "dog"]).settles() == 0
+    readout = LayerLens("readout", np.array([0.2, 0.95, 0.5, 0.97, 1.0]))
+    assert readout.settles() == 3  # within 10 % of the largest gap (0.8): 0.03 and 0
+    assert "from layer 3 on" in readout.sentence()
+    late = LayerLens("dense", np.array([[[0.0]], [[0.5]], [[1.0]]]))
+    assert late.settles() == 2 and "layer 1's is 50% of the largest difference away" in late.sentence()

@@ -1,0 +1,125 @@
+"""Sanity checks for maps (Adebayo et al. 2018): randomise the model from the top and see whether the map changes.
+
+The layers are re-initialised one at a time, from the last to the first, on a copy of the model (never the served
+one): each linear map gets random weights (normal, the config's initializer_range, zero bias) and each LayerNorm
+its initial (1, 0). A map that stays the same while the weights become random shows a property of the input (its
+edges, its contrast), not of the model.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from torch import nn
+
+from .attributions import attribute, input_analysis, patch_scores
+from .models import VitModel
+from .preprocess import ImageInput, load_image
+
+
+@dataclass(eq=False)
+class SanityCheck:
+    """maps [S+1,gh,gw]: the map on the model, then after each step; randomised [S+1]: how many of the last
+    layers are random at that step (0, 1, 2, ...); correlation [S+1]: Spearman's rank correlation of each map
+    with the first."""
+
+    method: str
+    maps: np.ndarray
+    randomised: np.ndarray
+    correlation: np.ndarray
+    layers: int
+    seconds: float
+
+    def sentence(self) -> str:
+        """What the check shows on this image, from its own numbers."""
+        first, last = self.correlation[1], self.correlation[-1]
+        k = int(self.randomised[-1])
+        said = f"With the last layer's weights random, the map's rank correlation with the original is {first:.2f}"
+        if k < self.layers:
+            follows = "already follows" if first < 0.9 else "hardly follows"
+            return (
+                f"{said}; with the last {k} of the {self.layers} layers random, {last:.2f}. The map {follows} the "
+                f"last layer's weights; randomise all {self.layers} layers to complete the check."
+            )
+        if last > 0.5:
+            verdict = "it barely depends on the model's weights, so it fails the check: it shows the input"
+        else:
+            verdict = "it depends on the model's weights, so it passes the check"
+        return f"{said}; with all {self.layers} layers random, {last:.2f}: {verdict}."
+
+
+def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation of two maps of one shape (ties broken by position)."""
+    ra = np.argsort(np.argsort(a.ravel(), kind="stable"), kind="stable").astype(np.float64)
+    rb = np.argsort(np.argsort(b.ravel(), kind="stable"), kind="stable").astype(np.float64)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def randomise(block: nn.Module, std: float, generator: torch.Generator) -> None:
+    """Re-initialise one transformer block in place: random linear maps, initial LayerNorms."""
+    with torch.no_grad():
+        for module in block.modules():
+            if isinstance(module, nn.Linear):
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
+                if module.bias is not None:
+                    module.bias.zero_()
+            elif isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+                module.bias.zero_()
+
+
+def sanity_check(
+    model: VitModel,
+    image: ImageInput,
+    method: str = "integrated_gradients",
+    layers: int | None = None,
+    seed: int = 0,
+    longest: int | None = None,
+    progress: Callable[[float], None] | None = None,
+    **options,
+) -> SanityCheck:
+    """The map of `method` (an attribution method or "rollout"; `options` as `attribute`'s) on `image`, then again
+    after randomising the last 1, 2, ... `layers` layers (default: all) of a copy of `model`."""
+    from .attributions import METHODS
+    from .faithfulness import MAPS
+
+    if method not in METHODS and method not in MAPS:
+        raise ValueError(f"unknown method {method!r}: use one of {', '.join([*METHODS, *MAPS])}")
+    total = model.num_layers
+    layers = total if layers is None else int(layers)
+    if not 1 <= layers <= total:
+        raise ValueError(f"layers must be between 1 and {total}, got {layers}")
+    rgb = load_image(image)
+    start = time.perf_counter()
+    with model.lock:
+        net = copy.deepcopy(model.net)
+        decoder = None if model.decoder is None else copy.deepcopy(model.decoder)
+    twin = replace(model, net=net, decoder=decoder, lock=threading.RLock())
+    std = float(getattr(twin.config, "initializer_range", 0.02))
+    generator = torch.Generator().manual_seed(seed)
+
+    def current_map() -> np.ndarray:
+        if method == "rollout":
+            return input_analysis(twin, rgb, longest).rollout()
+        return patch_scores(attribute(twin, rgb, method, longest=longest, **options).raw, twin.patch_size)
+
+    maps = [current_map()]
+    for step in range(1, layers + 1):
+        if progress is not None:
+            progress(step / (layers + 1))
+        randomise(twin.blocks[total - step], std, generator)
+        maps.append(current_map())
+    return SanityCheck(
+        method=method,
+        maps=np.stack(maps),
+        randomised=np.arange(layers + 1),
+        correlation=np.array([rank_correlation(maps[0], m) for m in maps]),
+        layers=total,
+        seconds=time.perf_counter() - start,
+    )
