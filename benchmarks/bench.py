@@ -192,12 +192,14 @@ def app_in_process(model: VitModel) -> Iterator[str]:
 
     from tests.support.harness import free_port
     from vitviz.app import main as serve
-    from vitviz.app import session
+    from vitviz.app.session import Server
 
-    session._MODELS[model.name] = model
+    server = Server(device=model.device.type)
+    server.models[model.name] = model
     port = free_port()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
-    demo = serve(["--port", str(port), "--model", model.name, "--device", model.device.type], block=False)
+    demo = serve(["--port", str(port), "--model", model.name, "--device", model.device.type], block=False,
+                 server=server)  # fmt: skip
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

@@ -40,21 +40,22 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     import weakref
 
     from vitviz import maps
-    from vitviz.app import session
+    from vitviz.app.session import Server
 
+    server = Server(device="cpu")
     a = vitviz.analyze(tiny_vit(), random_image(32, 32))
     ref, key = weakref.ref(a), ("warm-test", "m", 0)
-    session.CACHE.put(key, a)
+    server.cache.put(key, a)
     step = 0
-    while session._warm_step(ref, step):
+    while server.warm_step(ref, step):
         step += 1
     assert step == 4 + a.model.num_layers and set(a._layer_stats) == set(range(a.model.num_layers))
     assert set(a._thresholds) == set(a._fused) == {"mean", "max", "min"}  # no rollout control computes them
     assert "_saliency" in vars(a)  # filled, if only with None (tiny_vit has no dense head)
-    session.CACHE._items.pop(key)
+    server.cache._items.pop(key)
     a._layer_stats.clear()
     first_layer = 1 + len(maps.HEAD_FUSIONS)  # the step of layer 0's statistics
-    assert not session._warm_step(ref, first_layer)  # no longer cached: not warmed
+    assert not server.warm_step(ref, first_layer)  # no longer cached: not warmed
     assert not a._layer_stats
     del a
     gc.collect()
@@ -105,7 +106,7 @@ def test_eviction_counts_what_it_dropped_and_keeps_only_the_newest_over_the_cap(
 def test_entries_that_grow_in_place_are_brought_back_under_the_cap():
     """A background warm fills fused heads into analyses already cached: the total may then pass the cap
     until `enforce_cap` evicts the oldest, which the app's warm step calls after each step."""
-    from vitviz.app import session
+    from vitviz.app.session import Server
 
     model = tiny_vit()
     analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(4)]
@@ -121,12 +122,9 @@ def test_entries_that_grow_in_place_are_brought_back_under_the_cap():
     assert cache.enforce_cap() == 1 and cache.get(("s", 0)) is None and cache.holds(analyses[2])
     assert cache.nbytes <= cache.max_bytes
 
-    old = session.CACHE
-    session.CACHE = AnalysisCache(max_bytes=2 * size + growth // 2, per_session=5)
-    try:
-        for i, a in enumerate(analyses[:2]):
-            session.CACHE.put(("warm", i), a)
-        session._warm_step(__import__("weakref").ref(analyses[1]), 1)  # the step that fuses the heads
-        assert not session.CACHE.holds(analyses[0]) and session.CACHE.nbytes <= session.CACHE.max_bytes
-    finally:
-        session.CACHE = old
+    server = Server(device="cpu", cache_mb=(2 * size + growth // 2) / 2**20)
+    server.cache.per_session = 5
+    for i, a in enumerate(analyses[:2]):
+        server.cache.put(("warm", i), a)
+    server.warm_step(__import__("weakref").ref(analyses[1]), 1)  # the step that fuses the heads
+    assert not server.cache.holds(analyses[0]) and server.cache.nbytes <= server.cache.max_bytes

@@ -32,3 +32,32 @@ def test_a_bug_is_logged_with_its_traceback_and_named_to_the_user(caplog):
         draw()
     assert "unexpected error: KeyError" in raised.value.message
     assert len(caplog.records) == 1 and caplog.records[0].exc_info is not None
+
+
+def test_importing_every_module_starts_no_thread_and_makes_no_folder(tmp_path):
+    """The server's state lives in the `Server` that `main()` builds: importing vitviz leaves the process as it was."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, tempfile, threading, os\n"
+        "before = set(os.listdir(tempfile.gettempdir())), threading.active_count()\n"
+        "import vitviz\n"
+        "for m in pkgutil.walk_packages(vitviz.__path__, 'vitviz.'):\n"
+        "    if not m.name.endswith('__main__'):  # it would run the command\n"
+        "        importlib.import_module(m.name)\n"
+        "made = sorted(set(os.listdir(tempfile.gettempdir())) - before[0])\n"
+        "print(threading.active_count() - before[1], [n for n in made if 'vitviz' in n])\n"
+    )
+    env = {**__import__("os").environ, "TMPDIR": str(tmp_path), "GRADIO_ANALYTICS_ENABLED": "False"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split("\n")[-2] == "0 []", out
+
+
+def test_a_server_stops_its_threads():
+    from vitviz.app.session import Server
+
+    server = Server(device="cpu").start()
+    assert all(t.is_alive() for t in server._threads) and len(server._threads) == 2
+    server.stop()
+    assert not any(t.is_alive() for t in server._threads)

@@ -155,12 +155,13 @@ def test_bad_upload_is_an_error_and_the_app_keeps_serving(client, tmp_path, payl
 
 def test_offline_model_change_keeps_the_current_model(tmp_path, monkeypatch):
     from vitviz.app import source
+    from vitviz.app.session import Server
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     start = time.perf_counter()
     with pytest.warns(UserWarning, match="no network"):
-        result = source.change_model("google/vit-base-patch16-224", "dinov2-small")
+        result = source.change_model(Server(device="cpu"), "google/vit-base-patch16-224", "dinov2-small")
     assert time.perf_counter() - start < 5.0
     assert result[0] == "dinov2-small" and result[1] == "dinov2-small"
 
@@ -245,23 +246,26 @@ def test_a_display_setting_recolours_the_attribution_without_running_it_again(mo
     import gradio as gr
 
     from vitviz.app import attributions
-    from vitviz.app.session import analysis_key
+    from vitviz.app.session import Server
 
+    server = Server(device="cpu")
+    analysis_key = server.analysis_key
     where = (str(ASSETS / "coffee.jpg"), "dinov2-small", "224")
     args = (*where, "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [], "inferno", 0.6)
-    shown, roll, rel, _, kept = attributions.run(*args, "log", request=None, progress=lambda *a, **k: None)
+    shown, roll, rel, _, kept = attributions.run(server, *args, "log", request=None, progress=lambda *a, **k: None)
     assert sum(x.nbytes for x in kept[1] if isinstance(x, np.ndarray)) < 2**20  # kept at the size shown
-    for name in ("attribute", "get_analysis", "get_attribution_model"):  # drawn from the kept result alone
-        monkeypatch.setattr(attributions, name, lambda *a, **k: pytest.fail("recolouring ran the model"))
-    viridis = attributions.recolour(kept, analysis_key(*where), "viridis", 0.6, "min-max")
+    monkeypatch.setattr(attributions, "attribute", lambda *a, **k: pytest.fail("recolouring ran the model"))
+    for name in ("get_analysis", "get_attribution_model"):  # drawn from the kept result alone
+        monkeypatch.setattr(server, name, lambda *a, **k: pytest.fail("recolouring ran the model"))
+    viridis = attributions.recolour(server, kept, analysis_key(*where), "viridis", 0.6, "min-max")
     for before, after in zip((shown, roll, rel), viridis, strict=True):
         assert np.abs(before.astype(int) - after.astype(int)).mean() > 1  # every picture recoloured
-    again = attributions.recolour(kept, analysis_key(*where), "inferno", 0.6, "log")
+    again = attributions.recolour(server, kept, analysis_key(*where), "inferno", 0.6, "log")
     for before, after in zip((shown, roll, rel), again, strict=True):
         np.testing.assert_array_equal(before, after)  # back to the run's settings: its very pictures
     other = analysis_key(str(ASSETS / "chelsea.jpg"), "dinov2-small", "224")
-    assert attributions.recolour(kept, other, "viridis", 0.6, "log") == (gr.skip(),) * 3
-    assert attributions.recolour(None, other, "viridis", 0.6, "log") == (gr.skip(),) * 3
+    assert attributions.recolour(server, kept, other, "viridis", 0.6, "log") == (gr.skip(),) * 3
+    assert attributions.recolour(server, None, other, "viridis", 0.6, "log") == (gr.skip(),) * 3
 
 
 def test_readme_api_example_runs(client):
@@ -373,18 +377,34 @@ def test_stop_ends_a_long_attribution_at_its_next_batch():
     import gradio as gr
 
     from vitviz.app import attributions
+    from vitviz.app.session import Server
 
     class Request:
         session_hash = "stop-test"
 
+    server = Server(device="cpu")
     outcome, fractions = {}, []
 
     def long_run():
         start = time.perf_counter()
         try:
-            attributions.run(str(ASSETS / "coffee.jpg"), "dinov2-small", "224", "Integrated Gradients", "default",
-                             "blurred", 128, 0, 11, [], "inferno", 0.6, request=Request(),
-                             progress=lambda f, **k: fractions.append(f))  # fmt: skip
+            attributions.run(
+                server,
+                str(ASSETS / "coffee.jpg"),
+                "dinov2-small",
+                "224",
+                "Integrated Gradients",
+                "default",
+                "blurred",
+                128,
+                0,
+                11,
+                [],
+                "inferno",
+                0.6,
+                request=Request(),
+                progress=lambda f, **k: fractions.append(f),
+            )
         except gr.Error as exc:
             outcome["error"] = str(exc)
         outcome["seconds"] = time.perf_counter() - start
@@ -395,11 +415,11 @@ def test_stop_ends_a_long_attribution_at_its_next_batch():
     while not any(f > 0 for f in fractions) and time.perf_counter() < deadline:  # the batches have begun
         time.sleep(0.1)
     stopped_at = time.perf_counter()
-    assert attributions.stop(Request()) == attributions.STOPPED_NOTE  # what the page shows under the buttons
+    assert attributions.stop(server, Request()) == attributions.STOPPED_NOTE  # what the page shows under the buttons
     worker.join(60)
     assert "stopped at" in outcome["error"]
     assert time.perf_counter() - stopped_at < 10  # 128 steps take about a minute here
-    assert "stop-test" not in attributions._STOPPED  # nothing kept for a session once its run is over
+    assert "stop-test" not in server.stopped  # nothing kept for a session once its run is over
     assert attributions.drop_stale(("old image", None), "new image") == (None, None, None, "", None)
 
 
@@ -430,24 +450,23 @@ def test_the_app_serves_from_a_process_that_goes_on(embedded):
     gradio_client = pytest.importorskip("gradio_client")
     from support.harness import free_port
 
-    from vitviz.app import main, session
+    from vitviz.app import main
+    from vitviz.app.session import Server
 
-    session._MODELS[embedded.name] = embedded
+    server = Server(device="cpu")
+    server.models[embedded.name] = embedded
     port = free_port()
-    demo = main(["--port", str(port), "--device", "cpu", "--model", embedded.name], block=False)
+    demo = main(["--port", str(port), "--device", "cpu", "--model", embedded.name], block=False, server=server)
     url, made = f"http://127.0.0.1:{port}/", []
     try:
         image = gradio_client.handle_file(str(ASSETS / "coffee.jpg"))
         client = gradio_client.Client(url, verbose=False, ssl_verify=False)
         assert "673 tokens" in client.predict(image, api_name="/analyze")[1]  # the default size, 448 px
-        with session.CACHE._lock:
-            made = [key for key, a in session.CACHE._items.items() if a.model is embedded]
+        with server.cache._lock:
+            made = [key for key, a in server.cache._items.items() if a.model is embedded]
         assert made  # the server analysed with the object given, not a model of its own
     finally:
         demo.close()
-        with session.CACHE._lock:
-            for key in made:
-                session.CACHE._items.pop(key, None)
-        session._MODELS.pop(embedded.name, None)
+        server.stop()
     with pytest.raises(OSError):
         urllib.request.urlopen(url, timeout=5)

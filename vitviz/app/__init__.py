@@ -37,9 +37,10 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None, prog: str | None = None, block: bool = True):
+def main(argv: list[str] | None = None, prog: str | None = None, block: bool = True, server=None):
     """Serve the app; with block=False return the running Blocks at once (the benchmark serves it from its
-    own process; `close()` stops it)."""
+    own process; `close()` stops it). server: a `session.Server` to serve from (a test's or the benchmark's,
+    holding its own model objects); by default a new one on --device."""
     args = parse_args(argv, prog)
     from .. import memory
 
@@ -53,8 +54,8 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     from .explorer import routes
     from .layout import CSS, build
 
-    session.DEVICE["name"] = args.device
-    demo = build(args.model, args.depth_model)
+    server = (server or session.Server(device=args.device)).start()
+    demo = build(server, args.model, args.depth_model)
     # Concurrency groups: "forward" (new images), "draw" (views from the cache) and "heavy"
     # (attributions, depth) each have their own slots, so slow work never queues before a new image.
     demo.queue(default_concurrency_limit=2, max_size=args.max_queue).launch(
@@ -67,6 +68,6 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
         max_file_size=int(args.max_upload_mb * 2**20),
         prevent_thread_lock=not block,
         quiet=not block,
-        app_kwargs={"routes": routes()},  # the Explorer's layers, beside Gradio's own routes
+        app_kwargs={"routes": routes(server)},  # the Explorer's layers, beside Gradio's own routes
     )
     return demo

@@ -9,7 +9,7 @@ import gradio as gr
 from .. import sentences, views
 from ..models import VitModel
 from . import explorer
-from .session import ALL_HEADS, MEAN_OF_HEADS, get_analysis, head_arg, head_choices, picture, user_errors
+from .session import ALL_HEADS, MEAN_OF_HEADS, Server, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
 READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click the picture on the left)"  # the API's values
@@ -38,9 +38,7 @@ def query_of(mode: str, patch: int | None) -> str | int:
 
 @user_errors
 def draw(
-    image,
-    model_name,
-    size,
+    a,
     layer,
     head,
     query_mode,
@@ -54,7 +52,6 @@ def draw(
 ):
     """(overlay, query picker, the layer in numbers): the query's attention in one layer, one head, the
     mean or all heads."""
-    a = get_analysis(image, model_name, size, request)
     query = query_of(query_mode, patch)
     gh, gw = a.grid
     if query != "readout" and not 0 <= query < gh * gw:
@@ -70,12 +67,12 @@ def controls_fitter(choices: Callable[[VitModel], list], fallback: int) -> Calla
     """The `prepare` step of a view with a layer, a head and a query patch, for heads from `choices`."""
 
     @user_errors
-    def fit_controls(image, model_name, size, layer, head, patch, request: gr.Request):
+    def fit_controls(server: Server, image, model_name, size, layer, head, patch, request: gr.Request):
         """A new analysis: the layer range and heads of its model, and the readout if the query patch is off
         its grid."""
         if not image:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        a = get_analysis(image, model_name, size, request)
+        a = server.get_analysis(image, model_name, size, request)
         m, patches = a.model, a.grid[0] * a.grid[1]
         last, patch_ok = m.num_layers - 1, patch < patches
         return (
@@ -95,8 +92,8 @@ def patch_picker(locate: Callable) -> Callable:
     """A click handler that makes the patch under the pointer the query; `locate(a, x, y)` knows the picture."""
 
     @user_errors
-    def pick_patch(image, model_name, size, evt: gr.SelectData, request: gr.Request):
-        patch = locate(get_analysis(image, model_name, size, request), *evt.index)
+    def pick_patch(server: Server, image, model_name, size, evt: gr.SelectData, request: gr.Request):
+        patch = locate(server.get_analysis(image, model_name, size, request), *evt.index)
         return (gr.skip(), gr.skip()) if patch is None else (patch, PATCH_QUERY)
 
     return pick_patch
@@ -148,6 +145,6 @@ def build(ctx: Context) -> None:
         [overlay, picker, note],
         [c.change for c in (layer, head, query_mode, patch, measure, grid_scale)],
         api_name="attention",
-        prepare=(fit_controls, [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
+        prepare=(ctx.server.bind(fit_controls), [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
     )
-    picker.select(pick_patch, ctx.where, [patch, query_mode], api_visibility="private")
+    picker.select(ctx.server.bind(pick_patch), ctx.where, [patch, query_mode], api_visibility="private")

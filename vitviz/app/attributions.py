@@ -9,17 +9,13 @@ from contextlib import contextmanager
 import gradio as gr
 import numpy as np
 
-from .. import faithfulness, plots, render, sanity, views
+from .. import plots, render, sanity, views
 from ..analysis import Analysis
 from ..attributions import BASELINES, METHODS, attribute, attribution_size, input_analysis, model_passes, targets
+from ..faithfulness import faithfulness, passes
 from ..maps import DEFAULT_SCALE
 from .session import (
-    FREED,
-    PRIORITY,
-    REDRAWS,
-    analysis_key,
-    get_analysis,
-    get_attribution_model,
+    Server,
     picture,
     session_of,
     slots,
@@ -52,18 +48,17 @@ def box_picture(a: Analysis, points) -> np.ndarray:
 
 
 @user_errors
-def setup(image, model_name, size, points, request: gr.Request):
+def setup(a, points, request: gr.Request):
     """The targets this model offers on this image, the box picker and the Grad-CAM block range."""
-    a = get_analysis(image, model_name, size, request)
-    choices = [(label, value) for (label, _), value in zip(targets(a.model, image), TARGETS, strict=False)]
+    choices = [(label, value) for (label, _), value in zip(targets(a.model, a.image), TARGETS, strict=False)]
     last = a.model.num_layers - 1
     return gr.Dropdown(choices=choices, value=TARGETS[0]), box_picture(a, points), gr.Slider(maximum=last, value=last)
 
 
 @user_errors
-def pick_corner(image, model_name, size, points, evt: gr.SelectData, request: gr.Request):
+def pick_corner(server: Server, image, model_name, size, points, evt: gr.SelectData, request: gr.Request):
     """Clicks on the picture set the box's corners: the first click starts a box, the second ends it."""
-    a = get_analysis(image, model_name, size, request)
+    a = server.get_analysis(image, model_name, size, request)
     if a.model.decoder is None:
         raise ValueError("A box only applies to the embedded model's dense head; this model's target is one class.")
     scale = a.image.shape[1] / views.display(a).shape[1]
@@ -73,8 +68,8 @@ def pick_corner(image, model_name, size, points, evt: gr.SelectData, request: gr
 
 
 @user_errors
-def clear_box(image, model_name, size, request: gr.Request):
-    return [], None if not image else box_picture(get_analysis(image, model_name, size, request), [])
+def clear_box(server: Server, image, model_name, size, request: gr.Request):
+    return [], None if not image else box_picture(server.get_analysis(image, model_name, size, request), [])
 
 
 def _choices(a: Analysis, image, method_label, target, points) -> tuple[str, dict]:
@@ -105,42 +100,70 @@ def _within_budget(a: Analysis, passes_at_grid, what: str) -> None:
 
 
 @contextmanager
-def _stoppable(request: gr.Request, name: str, desc: str, progress):
+def _stoppable(server: Server, request: gr.Request, name: str, desc: str, progress):
     """A progress callback for one heavy run of this session, which ends the run at its next batch when Stop is
     pressed (or the image changes, or the page closes), and lets other users' new images through between batches."""
-    stopped = _STOPPED[session_of(request)] = threading.Event()  # this run's; Stop sets the latest one
+    stopped = server.stopped[session_of(request)] = threading.Event()  # this run's; Stop sets the latest one
 
     def report(fraction: float) -> None:
         if stopped.is_set():
             raise ValueError(f"{name} stopped at {fraction:.0%}")
         progress(fraction, desc=desc)
-        PRIORITY.wait_for_interactive()
+        server.priority.wait_for_interactive()
 
     try:
         yield report
     finally:
-        FREED.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
-        if _STOPPED.get(session_of(request)) is stopped:  # a session keeps no event once its run is over
-            del _STOPPED[session_of(request)]
+        server.freed.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
+        if server.stopped.get(session_of(request)) is stopped:  # a session keeps no event once its run is over
+            del server.stopped[session_of(request)]
 
 
 @user_errors
-def run(image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block, points, cmap, alpha,
-        colour_scale=DEFAULT_SCALE, request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
+def run(
+    server: Server,
+    image,
+    model_name,
+    size,
+    method_label,
+    target,
+    baseline,
+    n_steps,
+    noise_samples,
+    block,
+    points,
+    cmap,
+    alpha,
+    colour_scale=DEFAULT_SCALE,
+    request: gr.Request = None,
+    progress=gr.Progress(),
+):
     """Attribute the chosen output with the chosen method; rollout and relevancy beside it. Also returns the
     result itself, kept for the session so that a display setting recolours it without running it again."""
-    a = get_analysis(image, model_name, size, request)
+    a = server.get_analysis(image, model_name, size, request)
     method, options = _choices(a, image, method_label, target, points)
     what = f"{METHODS[method]} with {int(n_steps)} steps and {int(noise_samples)} NoiseTunnel samples"
     _within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid), what)
-    model = get_attribution_model(model_name)
+    model = server.get_attribution_model(model_name)
     progress(0.0, desc=f"{METHODS[method]}: running the model")
-    with _stoppable(request, METHODS[method], f"{METHODS[method]}: forward and backward passes", progress) as report:
-        r = attribute(model, image, method, n_steps=int(n_steps), baseline=baseline, nt_samples=int(noise_samples),
-                      layer=int(block), internal_batch_size=4, progress=report, **options)  # fmt: skip
+    with _stoppable(
+        server, request, METHODS[method], f"{METHODS[method]}: forward and backward passes", progress
+    ) as report:
+        r = attribute(
+            model,
+            image,
+            method,
+            n_steps=int(n_steps),
+            baseline=baseline,
+            nt_samples=int(noise_samples),
+            layer=int(block),
+            internal_batch_size=4,
+            progress=report,
+            **options,
+        )
         rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
     same = input_analysis(model, image).rollout("mean", 0.0)  # rollout on the attribution's own input
-    kept = (analysis_key(image, model_name, size), views.attribution_inputs(a, r, rel, same))
+    kept = (server.analysis_key(image, model_name, size), views.attribution_inputs(a, r, rel, same))
     shown, roll, rel_img = views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
     size = f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px"
     lines = [f"**{METHODS[method]}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
@@ -156,20 +179,33 @@ def run(image, model_name, size, method_label, target, baseline, n_steps, noise_
 
 
 @user_errors
-def check_faithfulness(image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block,
-                       points, request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
+def check_faithfulness(
+    server: Server,
+    image,
+    model_name,
+    size,
+    method_label,
+    target,
+    baseline,
+    n_steps,
+    noise_samples,
+    block,
+    points,
+    request: gr.Request = None,
+    progress=gr.Progress(),
+):
     """Deletion and insertion curves of the chosen method's map and of the rollout beside it, on this image and
     this target, against random orders: a figure and a sentence for each map."""
-    a = get_analysis(image, model_name, size, request)
+    a = server.get_analysis(image, model_name, size, request)
     method, options = _choices(a, image, method_label, target, points)
-    curves = 2 * faithfulness.passes()
+    curves = 2 * passes()
     _within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid) + curves + 1,
                    f"The faithfulness of {METHODS[method]} and of the rollout")  # fmt: skip
-    model = get_attribution_model(model_name)
+    model = server.get_attribution_model(model_name)
     name = f"The faithfulness check of {METHODS[method]}"
-    with _stoppable(request, name, f"{name}: the map, then hiding patches", progress) as report:
+    with _stoppable(server, request, name, f"{name}: the map, then hiding patches", progress) as report:
         results = [
-            faithfulness.faithfulness(
+            faithfulness(
                 model,
                 image,
                 method,
@@ -181,7 +217,7 @@ def check_faithfulness(image, model_name, size, method_label, target, baseline, 
                 progress=report,
                 **options,
             ),  # fmt: skip
-            faithfulness.faithfulness(model, image, "rollout", progress=report, **options),
+            faithfulness(model, image, "rollout", progress=report, **options),
         ]
     names = [METHODS[method], "Attention rollout"]
     text = "\n\n".join(f"**{name}.** {r.sentence()} Map {r.map_seconds:.1f} s, curves {r.seconds:.1f} s."
@@ -190,19 +226,34 @@ def check_faithfulness(image, model_name, size, method_label, target, baseline, 
 
 
 @user_errors
-def check_sanity(image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block, points,
-                 cmap, alpha, colour_scale=DEFAULT_SCALE, request: gr.Request = None,
-                 progress=gr.Progress()):  # fmt: skip
+def check_sanity(
+    server: Server,
+    image,
+    model_name,
+    size,
+    method_label,
+    target,
+    baseline,
+    n_steps,
+    noise_samples,
+    block,
+    points,
+    cmap,
+    alpha,
+    colour_scale=DEFAULT_SCALE,
+    request: gr.Request = None,
+    progress=gr.Progress(),
+):
     """The map after randomising the last 1, 2, ... layers of a copy of the model: one tile per step, captioned
     with its rank correlation with the original map, and a sentence."""
-    a = get_analysis(image, model_name, size, request)
+    a = server.get_analysis(image, model_name, size, request)
     method, options = _choices(a, image, method_label, target, points)
     steps = a.model.num_layers + 1
     _within_budget(a, lambda grid: steps * model_passes(method, int(n_steps), int(noise_samples), grid),
                    f"The sanity check of {METHODS[method]} ({steps} maps)")  # fmt: skip
-    model = get_attribution_model(model_name)
+    model = server.get_attribution_model(model_name)
     name = f"The sanity check of {METHODS[method]}"
-    with _stoppable(request, name, f"{name}: one map per randomised layer", progress) as report:
+    with _stoppable(server, request, name, f"{name}: one map per randomised layer", progress) as report:
         s = sanity.sanity_check(model, image, method, n_steps=int(n_steps), baseline=baseline,
                                 nt_samples=int(noise_samples), layer=int(block), internal_batch_size=4,
                                 progress=report, **options)  # fmt: skip
@@ -215,39 +266,36 @@ def check_sanity(image, model_name, size, method_label, target, baseline, n_step
 
 
 @user_errors
-def recolour(kept, key, cmap, alpha, colour_scale):
+def recolour(server: Server, kept, key, cmap, alpha, colour_scale):
     """The kept result's three pictures in the current colormap, opacity and colour scale, drawn from what
     it kept (no model, no analysis); nothing when the result belongs to another image (a new image clears
     it) or there is none."""
     if kept is None or kept[0] != key:
         return gr.skip(), gr.skip(), gr.skip()
-    with REDRAWS.interactive():  # milliseconds: the background warm waits for it
+    with server.redraws.interactive():  # milliseconds: the background warm waits for it
         return views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
-
-
-_STOPPED: dict[str, threading.Event] = {}
 
 
 STOPPED_NOTE = "**Stopped.** The attribution ended at its next batch and kept nothing; press Compute to run it again."
 
 
-def stop(request: gr.Request) -> str:
+def stop(server: Server, request: gr.Request) -> str:
     """Stop this session's attribution at its next batch (the Stop button, a new or cleared image, the page
     closed), and say so."""
-    stopped = _STOPPED.pop(session_of(request), None)
+    stopped = server.stopped.pop(session_of(request), None)
     if stopped is None:
         return gr.skip()
     stopped.set()
     return STOPPED_NOTE
 
 
-def stop_on_unload(request: gr.Request) -> None:
-    stop(request)
+def stop_on_unload(server: Server, request: gr.Request) -> None:
+    stop(server, request)
 
 
-def new_image(request: gr.Request):
+def new_image(server: Server, request: gr.Request):
     """A new or cleared image: a running attribution stops (and says so); the result and the box go."""
-    said = stop(request)
+    said = stop(server, request)
     return [], None, None, None, said if isinstance(said, str) else "", None
 
 
@@ -321,8 +369,9 @@ def build(ctx: Context) -> None:
         kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
     results = [shown, roll, rel, summary, kept]
     ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block])
+    bind = ctx.server.bind
     running = button.click(
-        run,
+        bind(run),
         [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale],
         results,
         api_name="attribute",
@@ -331,31 +380,31 @@ def build(ctx: Context) -> None:
     # A display setting recolours the kept result; so does the end of a run, for settings changed during it.
     recolouring = dict(api_visibility="private", show_progress="minimal", **slots("draw"))
     inputs = [kept, ctx.key, ctx.cmap, ctx.alpha, ctx.scale]
-    gr.on([c.change for c in (ctx.cmap, ctx.alpha, ctx.scale)], recolour, inputs, [shown, roll, rel],
+    gr.on([c.change for c in (ctx.cmap, ctx.alpha, ctx.scale)], bind(recolour), inputs, [shown, roll, rel],
           trigger_mode="always_last", **recolouring)  # fmt: skip
     running.success(drop_stale, [kept, ctx.key], results, api_visibility="private", queue=False).success(
-        recolour, inputs, [shown, roll, rel], **recolouring
+        bind(recolour), inputs, [shown, roll, rel], **recolouring
     )
     checking = faithful.click(
-        check_faithfulness,
+        bind(check_faithfulness),
         [*ctx.where, method, target, baseline, steps, noise, block, box],
         [curves, verdict],
         api_name="faithfulness",
         **slots("heavy"),
     )
     cascading = randomising.click(
-        check_sanity,
+        bind(check_sanity),
         [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale],
         [cascade, cascade_note],
         api_name="sanity",
         **slots("heavy"),
     )
     heavy = [running, checking, cascading]
-    halt.click(stop, None, summary, cancels=heavy, api_visibility="private", queue=False)
+    halt.click(bind(stop), None, summary, cancels=heavy, api_visibility="private", queue=False)
     # A result belongs to one image: a new or cleared image stops a run and clears the result and the box.
-    ctx.key.change(new_image, None, [box, *results], cancels=heavy, api_visibility="private", queue=False)
+    ctx.key.change(bind(new_image), None, [box, *results], cancels=heavy, api_visibility="private", queue=False)
     ctx.key.change(lambda: (None, "", None, ""), None, [curves, verdict, cascade, cascade_note],
                    api_visibility="private", queue=False)  # fmt: skip
-    ctx.demo.unload(stop_on_unload)
-    box_img.select(pick_corner, [*ctx.where, box], [box, box_img], api_visibility="private")
-    clear.click(clear_box, ctx.where, [box, box_img], api_visibility="private")
+    ctx.demo.unload(bind(stop_on_unload))
+    box_img.select(bind(pick_corner), [*ctx.where, box], [box, box_img], api_visibility="private")
+    clear.click(bind(clear_box), ctx.where, [box, box_img], api_visibility="private")

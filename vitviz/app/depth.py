@@ -15,9 +15,7 @@ from ..depth import save_depth
 from ..hub import hub_reachable
 from .session import (
     MEAN_OF_HEADS,
-    depth_key,
-    get_depth,
-    get_depth_model,
+    Server,
     head_arg,
     head_choices,
     picture,
@@ -67,12 +65,13 @@ def encoder_attention(r: DepthResult, layer: int, head: int, cmap: str):
 
 
 @user_errors
-def draw(image, depth_name, cmap, alpha, layer, head, request: gr.Request, progress=gr.Progress(track_tqdm=True)):
+def draw(image, depth_name, cmap, alpha, layer, head, server: Server, request: gr.Request,
+         progress=gr.Progress(track_tqdm=True)):  # fmt: skip
     """Depth over the image, 3-D cloud, decoder stages and table, encoder attention, downloads."""
     progress(0.1, desc=f"Depth with {depth_name} (a hub model downloads once)")
-    key = depth_key(image, depth_name, request)
+    key = server.depth_key(image, depth_name, request)
     try:
-        r = get_depth(image, depth_name, key)
+        r = server.get_depth(image, depth_name, key)
     except ModelUnavailableError as exc:
         return (f"**Depth is not available here:** {exc} (`python app.py --depth-model PATH`, PATH a folder "
                 "saved with `save_pretrained`, safetensors)",) + (None,) * 7  # fmt: skip
@@ -89,15 +88,16 @@ def draw(image, depth_name, cmap, alpha, layer, head, request: gr.Request, progr
 
 
 @user_errors
-def draw_attention(image, depth_name, layer, head, cmap, request: gr.Request):
+def draw_attention(server: Server, image, depth_name, layer, head, cmap, request: gr.Request):
     """The depth encoder's CLS attention in one layer: one head, the mean, or all heads."""
-    return encoder_attention(get_depth(image, depth_name, depth_key(image, depth_name, request)), layer, head, cmap)
+    r = server.get_depth(image, depth_name, server.depth_key(image, depth_name, request))
+    return encoder_attention(r, layer, head, cmap)
 
 
-def fit_controls(depth_name, layer, head):
+def fit_controls(server: Server, depth_name, layer, head):
     """Another depth model: the layer range and heads of its encoder (nothing to fit while it cannot load)."""
     try:
-        encoder = get_depth_model(depth_name).encoder
+        encoder = server.get_depth_model(depth_name).encoder
     except (ModelUnavailableError, ValueError, OSError):
         return gr.skip(), gr.skip()
     last = encoder.num_layers - 1
@@ -110,7 +110,7 @@ def fit_controls(depth_name, layer, head):
 def build(ctx: Context) -> None:
     names = list(DEPTH_CATALOGUE)
     if ctx.depth_model is not None:
-        encoder = get_depth_model(ctx.depth_model).encoder
+        encoder = ctx.server.get_depth_model(ctx.depth_model).encoder
         if ctx.depth_model not in names:
             names.insert(0, ctx.depth_model)
     with view_tab(
@@ -174,10 +174,10 @@ def build(ctx: Context) -> None:
         concurrency_id="heavy",
         progress="full",
     )
-    model.change(fit_controls, [model, layer, head], [layer, head], api_visibility="private")
+    model.change(ctx.server.bind(fit_controls), [model, layer, head], [layer, head], api_visibility="private")
     gr.on(
         [layer.change, head.change],
-        draw_attention,
+        ctx.server.bind(draw_attention),
         [ctx.image, model, layer, head, ctx.cmap],
         attention,
         api_name="depth_attention",

@@ -18,7 +18,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from .. import explorer
-from .session import CACHE, REDRAWS, analysis_key, get_analysis, session_of, user_errors
+from .session import Server, session_of, user_errors
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 LAYER_PATH = "/vitviz/explorer/layer"
@@ -33,24 +33,24 @@ def script() -> str:
 
 
 @user_errors
-def draw(image, model_name, size, cmap, request: gr.Request) -> dict:
+def draw(image, model_name, size, cmap, server: Server, request: gr.Request) -> dict:
     """The meta of the session's analysis, with where its layers are: the browser does the rest."""
-    a = get_analysis(image, model_name, size, request)
+    a = server.get_analysis(image, model_name, size, request)
     return {
         **explorer.meta(a),
         "session": session_of(request),
-        "key": analysis_key(image, model_name, size),
+        "key": server.analysis_key(image, model_name, size),
         "cmap": cmap if cmap in explorer.LUT_COLORMAPS else "inferno",
     }
 
 
-def layer_response(request: Request) -> Response:
+def layer_response(server: Server, request: Request) -> Response:
     """GET ?session=&key=&layer=: one layer's bytes (see `vitviz.explorer`), or a 4xx that says why."""
     params = request.query_params
     session, key, layer = params.get("session"), params.get("key"), params.get("layer", "")
     if not session or not key:
         return PlainTextResponse("session and key are required", status_code=400)
-    a = CACHE.get((session, key))
+    a = server.cache.get((session, key))
     if a is None:
         return PlainTextResponse("this photo's analysis is no longer kept: pick the photo again", status_code=404)
     if not re.fullmatch(r"[0-9]{1,4}", layer) or not 0 <= int(layer) < a.model.num_layers:
@@ -58,7 +58,7 @@ def layer_response(request: Request) -> Response:
     if not LAYER_SLOTS.acquire(timeout=BUSY_S):
         return PlainTextResponse("the server is busy: the page asks again", status_code=503)
     try:
-        with REDRAWS.interactive():  # the background warm pauses between its steps meanwhile
+        with server.redraws.interactive():  # the background warm pauses between its steps meanwhile
             data = explorer.layer_data(a, int(layer)).tobytes()
     except ValueError as exc:
         return PlainTextResponse(str(exc), status_code=400)
@@ -69,9 +69,13 @@ def layer_response(request: Request) -> Response:
     return Response(data, media_type="application/octet-stream", headers=headers)
 
 
-def routes() -> list[Route]:
-    """The routes the app adds to Gradio's (see `vitviz.app.main`)."""
-    return [Route(LAYER_PATH, layer_response, methods=["GET"])]
+def routes(server: Server) -> list[Route]:
+    """The routes the app adds to Gradio's (see `vitviz.app.main`), answering from `server`."""
+
+    def layer(request: Request) -> Response:  # a function: Starlette takes anything else for an ASGI app
+        return layer_response(server, request)
+
+    return [Route(LAYER_PATH, layer, methods=["GET"])]
 
 
 def build(ctx, mode: str = "attention") -> gr.HTML:

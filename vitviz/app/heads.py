@@ -5,14 +5,13 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import sentences, views
-from .session import get_analysis, picture, user_errors
+from .session import picture, user_errors
 from .source import Context, view_tab
 
 
 @user_errors
-def draw(image, model_name, size, cmap, colour_scale, request: gr.Request, progress=gr.Progress()):
+def draw(a, cmap, colour_scale, request: gr.Request, progress=gr.Progress()):
     """(attention distance, entropy, token norms, PCA); the statistics read every weight once per analysis."""
-    a = get_analysis(image, model_name, size, request)
     progress(0.2, desc="Statistics over every layer's and head's attention (once per image)")
     return views.heads_views(a, cmap, colour_scale)
 

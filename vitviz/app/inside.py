@@ -8,7 +8,7 @@ from .. import sentences, views
 from ..models import VitModel
 from . import explorer
 from .attention import QUERY_CHOICES, READOUT_QUERY, controls_fitter, patch_picker, query_of
-from .session import get_analysis, picture, user_errors
+from .session import picture, user_errors
 from .source import Context, view_tab
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
@@ -19,9 +19,8 @@ def single_heads(model: VitModel) -> list[tuple[str, int]]:
 
 
 @user_errors
-def draw(image, model_name, size, layer, head, query_mode, patch, cmap, alpha, colour_scale, request: gr.Request):
+def draw(a, layer, head, query_mode, patch, cmap, alpha, colour_scale, request: gr.Request):
     """(scores, weights, weight × value norm, q/k/v strips, heads and layer bars, the steps in words)."""
-    a = get_analysis(image, model_name, size, request)
     head = int(head)
     if not 0 <= head < a.model.num_heads:
         raise ValueError(f"head must be in [0, {a.model.num_heads}) here (one head, not the mean), got {head}")
@@ -69,7 +68,12 @@ def build(ctx: Context) -> None:
         [scores, weights, values, strips, bars, note],
         [c.change for c in (layer, head, query_mode, patch)],
         api_name="inside_head",
-        prepare=(controls_fitter(single_heads, 0), [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
+        prepare=(
+            ctx.server.bind(controls_fitter(single_heads, 0)),
+            [*ctx.where, layer, head, patch],
+            [layer, head, patch, query_mode],
+        ),
     )
+    picking = ctx.server.bind(patch_picker(views.patch_at_inside))
     for shown in (scores, weights, values):
-        shown.select(patch_picker(views.patch_at_inside), ctx.where, [patch, query_mode], api_visibility="private")
+        shown.select(picking, ctx.where, [patch, query_mode], api_visibility="private")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from . import attention, attributions, depth, heads, inside, lesson, live, output, positions, rollout, tokens
-from .session import get_depth_model, get_model, name_refusals
+from .session import Server, name_refusals
 from .source import CSS as SOURCE_CSS
 from .source import INTRO, build_source
 
@@ -14,16 +14,16 @@ VIEWS = [tokens, attention, inside, rollout, positions, heads, output, depth, at
 CSS = "\n".join([SOURCE_CSS, *(getattr(view, "CSS", "") for view in VIEWS)])  # a view may bring its own
 
 
-def build(default_model: str, depth_model: str | None = None) -> gr.Blocks:
-    """The app. depth_model: a depth model to load now (a local folder works offline)."""
-    model = get_model(default_model)
+def build(server: Server, default_model: str, depth_model: str | None = None) -> gr.Blocks:
+    """The app, serving from `server`. depth_model: a depth model to load now (a local folder works offline)."""
+    model = server.get_model(default_model)
     if depth_model is not None:
-        get_depth_model(depth_model)
+        server.get_depth_model(depth_model)
     with gr.Blocks(title="vitviz: see inside a Vision Transformer", delete_cache=(1800, 3600)) as demo:
         gr.Markdown(INTRO, elem_id="intro")
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
-                ctx = build_source(demo, model, depth_model)
+                ctx = build_source(demo, server, model, depth_model)
             # Below ~1100 px (a 1024x768 projector) the views wrap under the image panel at full width,
             # so that every tab shows and the pictures are large.
             with gr.Column(scale=3, min_width=760):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import lesson
-from .session import depth_key, get_analysis, get_depth, picture, user_errors
+from .session import picture, user_errors
 from .source import Context, view_tab
 
 LAST = len(lesson.STEPS)
@@ -37,10 +37,11 @@ def build(ctx: Context) -> None:
     def draw(image, model_name, size, step, cmap, alpha, colour_scale, request: gr.Request):
         """(the step's title, its picture, its sentences). The last step shows the depth model's map when
         the app was started with one (--depth-model)."""
-        a = get_analysis(image, model_name, size, request)
+        server = ctx.server
+        a = server.get_analysis(image, model_name, size, request)
         depth = None
         if int(step) == LAST and ctx.depth_model is not None:
-            depth = get_depth(image, ctx.depth_model, depth_key(image, ctx.depth_model, request))
+            depth = server.get_depth(image, ctx.depth_model, server.depth_key(image, ctx.depth_model, request))
         title, shown, text = lesson.lesson_step(a, int(step), cmap, float(alpha), colour_scale, depth)
         return f"### Step {int(step)} of {LAST} · {title}", shown, text
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import cv2
 import gradio as gr
@@ -13,7 +11,7 @@ import numpy as np
 
 from .. import views
 from ..analysis import analyze_frame
-from .session import MEAN_OF_HEADS, get_model, head_choices, picture, user_errors
+from .session import MEAN_OF_HEADS, Server, head_choices, picture, user_errors
 from .source import Context, view_tab
 
 STREAM_EVERY_S = 0.1  # how often the browser sends a frame; a busy server keeps only the newest one
@@ -22,19 +20,18 @@ STREAM_EVERY_S = 0.1  # how often the browser sends a frame; a busy server keeps
 CPU_FRAME_INTERVAL_S = 0.2
 STREAM_LIMIT_S = 300  # one stream's share of the server, then the camera stops (press record again)
 LIVE_SLOTS = 2  # streams served at once; more wait in the queue, and never hold a slot of the other views
-_FROZEN = Path(tempfile.mkdtemp(prefix="vitviz-frozen-"))
-_FROZEN_KEEP = 64  # frozen frames kept on disk, newest first: each one is an upload the views may read
+FROZEN_KEEP = 64  # frozen frames kept on disk, newest first: each one is an upload the views may read
 _freeze_lock = threading.Lock()
 
 
 @user_errors
-def frame(camera, model_name, layer, head, shown, cmap, alpha, colour_scale, started):
+def frame(server: Server, camera, model_name, layer, head, shown, cmap, alpha, colour_scale, started):
     """One camera frame: (attention, rollout, dense head, the frame for "freeze", server time, when this
     frame started). A frame that comes too soon after the last one on a CPU is dropped."""
     if camera is None:
         return None, None, None, None, "", None
     start = time.perf_counter()
-    model = get_model(model_name)
+    model = server.get_model(model_name)
     if model.device.type == "cpu" and started is not None and start - started < CPU_FRAME_INTERVAL_S:
         return (gr.skip(),) * 6
     a = analyze_frame(model, camera)
@@ -48,14 +45,14 @@ def frame(camera, model_name, layer, head, shown, cmap, alpha, colour_scale, sta
 
 
 @user_errors
-def freeze(last: np.ndarray | None) -> str:
+def freeze(server: Server, last: np.ndarray | None) -> str:
     """The last analysed frame as an upload: every view opens on it."""
     if last is None:
         raise ValueError("no frame yet: start the camera first (the record button under it)")
     with _freeze_lock:
-        path = _FROZEN / f"frame-{time.time_ns()}.png"
+        path = server.scratch() / f"frame-{time.time_ns()}.png"
         cv2.imwrite(str(path), cv2.cvtColor(np.asarray(last, np.uint8), cv2.COLOR_RGB2BGR))
-        for old in sorted(_FROZEN.glob("frame-*.png"))[:-_FROZEN_KEEP]:
+        for old in sorted(server.scratch().glob("frame-*.png"))[:-FROZEN_KEEP]:
             old.unlink(missing_ok=True)
     return str(path)
 
@@ -89,7 +86,7 @@ def build(ctx: Context) -> None:
             dense = picture(label="Dense head", elem_id="live-dense")
         last, started = gr.State(None), gr.State(None)
     camera.stream(
-        frame,
+        ctx.server.bind(frame),
         [camera, ctx.model_name, layer, head, shown, ctx.cmap, ctx.alpha, ctx.scale, started],
         [attention, rollout, dense, last, info, started],
         stream_every=STREAM_EVERY_S,
@@ -99,5 +96,5 @@ def build(ctx: Context) -> None:
         show_progress="hidden",
         api_visibility="private",
     )
-    freeze_button.click(freeze, last, ctx.image, api_visibility="private")
+    freeze_button.click(ctx.server.bind(freeze), last, ctx.image, api_visibility="private")
     tab.select(lambda: "live", None, ctx.shown, api_visibility="private", queue=False)

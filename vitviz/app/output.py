@@ -6,22 +6,22 @@ import gradio as gr
 
 from .. import plots, views
 from ..lens import layer_lens
-from .session import get_analysis, get_model, picture, slots, user_errors
+from .session import Server, picture, slots, user_errors
 from .source import Context, view_tab
 
 
 @user_errors
-def draw(image, model_name, size, cmap, alpha, colour_scale, request: gr.Request):
+def draw(a, cmap, alpha, colour_scale, request: gr.Request):
     """(top-5 {label: probability} or None, dense-head overlay or None)."""
-    top5, dense = views.output_view(get_analysis(image, model_name, size, request), cmap, float(alpha), colour_scale)
+    top5, dense = views.output_view(a, cmap, float(alpha), colour_scale)
     return top5 or None, dense
 
 
 @user_errors
-def show_lens(image, model_name, size, cmap, alpha, colour_scale, request: gr.Request):
+def show_lens(server: Server, image, model_name, size, cmap, alpha, colour_scale, request: gr.Request):
     """The layer lens: every layer's tokens read by the output head. (tiles for a dense head or None, a figure
     for a classifier or an encoder or None, the sentence)."""
-    a = get_analysis(image, model_name, size, request)
+    a = server.get_analysis(image, model_name, size, request)
     lens = layer_lens(a.model, a.image)
     if lens.kind == "dense":
         tiles = views.lens_tiles(a, lens.values, cmap, float(alpha), colour_scale)
@@ -30,9 +30,9 @@ def show_lens(image, model_name, size, cmap, alpha, colour_scale, request: gr.Re
     return gr.Gallery(None, visible=False), gr.Plot(figure, visible=True), lens.sentence()
 
 
-def fit_outputs(model_name):
+def fit_outputs(server: Server, model_name):
     """Show only what this model has: classes, a dense head, or neither."""
-    m = get_model(model_name)
+    m = server.get_model(model_name)
     return gr.Label(visible=m.labels is not None), gr.Image(visible=m.decoder is not None)
 
 
@@ -51,12 +51,23 @@ def build(ctx: Context) -> None:
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
         dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.decoder is not None)
         lens_button = gr.Button("Show the layer lens: every layer read by the output head", size="sm")
-        lens_tiles = gr.Gallery(label="Layer lens", columns=4, height="auto", visible=False, format="jpeg",
-                                elem_id="lens-tiles")  # fmt: skip
-        lens_plot = gr.Plot(label="Layer lens", visible=False, elem_id="lens-plot")
-        lens_note = gr.Markdown(elem_id="lens-note")
-    lens_button.click(show_lens, [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale], [lens_tiles, lens_plot, lens_note],
-                      api_name="lens", **slots("forward"))  # fmt: skip
+        lens_tiles = gr.Gallery(
+            label="Layer lens: the dense head on each layer",
+            columns=4,
+            height="auto",
+            visible=False,
+            format="jpeg",
+            elem_id="lens-tiles",
+        )
+        lens_plot = gr.Plot(label="Layer lens: the output through depth", visible=False, elem_id="lens-plot")
+        lens_note = gr.Markdown(elem_id="lens-note", label="Layer lens")
+    lens_button.click(
+        ctx.server.bind(show_lens),
+        [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale],
+        [lens_tiles, lens_plot, lens_note],
+        api_name="lens",
+        **slots("forward"),
+    )
     ctx.key.change(lambda: (gr.Gallery(None, visible=False), gr.Plot(None, visible=False), ""), None,
                    [lens_tiles, lens_plot, lens_note], api_visibility="private", queue=False)  # fmt: skip
     outputs = [top5, dense]
@@ -66,5 +77,5 @@ def build(ctx: Context) -> None:
         [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale],
         outputs,
         api_name="output",
-        prepare=(fit_outputs, [ctx.model_name], outputs),
+        prepare=(ctx.server.bind(fit_outputs), [ctx.model_name], outputs),
     )

@@ -6,45 +6,43 @@ import gradio as gr
 import numpy as np
 
 from .. import VitModel, plots, sentences, views
-from .session import get_analysis, get_model, picture, slots, user_errors
+from .session import Server, picture, slots, user_errors
 from .source import Context, view_tab
 
-_SIMILARITY: dict[str, np.ndarray] = {}
 
-
-def similarity(model: VitModel) -> np.ndarray:
+def similarity(server: Server, model: VitModel) -> np.ndarray:
     """[g,g,g,g] cosine similarities of the position embeddings, computed once per model."""
-    if model.name not in _SIMILARITY:
-        _SIMILARITY[model.name] = model.pos_embed_similarity()
-    return _SIMILARITY[model.name]
+    if model.name not in server.similarity:
+        server.similarity[model.name] = model.pos_embed_similarity()
+    return server.similarity[model.name]
 
 
 @user_errors
-def position_map(model_name, row, col, cmap):
+def position_map(server: Server, model_name, row, col, cmap):
     """One position's similarity map, large; the grid of grids stays as it is."""
-    model = get_model(model_name)
+    model = server.get_model(model_name)
     g = model.native_grid[0]
     if not (0 <= int(row) < g and 0 <= int(col) < g):
         raise ValueError(f"row and col must be in [0, {g}) for {model.name}'s {g}×{g} grid, got ({row}, {col})")
-    return views.pos_embed_map(model, similarity(model), int(row), int(col), cmap)
+    return views.pos_embed_map(model, similarity(server, model), int(row), int(col), cmap)
 
 
 @user_errors
-def draw(model_name, row, col, cmap, request: gr.Request):
+def draw(model_name, row, col, cmap, server: Server, request: gr.Request):
     """The grid of grids and one position's map, large."""
-    return plots.pos_embed_grid(similarity(get_model(model_name))), position_map(model_name, row, col, cmap)
+    grid = plots.pos_embed_grid(similarity(server, server.get_model(model_name)))
+    return grid, position_map(server, model_name, row, col, cmap)
 
 
 @user_errors
-@user_errors
-def note(image, model_name, size, request: gr.Request) -> str:
+def note(a, request: gr.Request) -> str:
     """Whether this photo uses the table as it is, or interpolated from which grid to which."""
-    return sentences.positions_note(get_analysis(image, model_name, size, request))
+    return sentences.positions_note(a)
 
 
-def fit_controls(model_name, row, col):
+def fit_controls(server: Server, model_name, row, col):
     """Another model: sliders over its own grid, centred if the old position is off it."""
-    g = get_model(model_name).native_grid[0]
+    g = server.get_model(model_name).native_grid[0]
     inside = row < g and col < g
     return (
         gr.Slider(maximum=g - 1, value=row if inside else g // 2),
@@ -53,9 +51,9 @@ def fit_controls(model_name, row, col):
 
 
 @user_errors
-def pick_position(model_name, evt: gr.SelectData):
+def pick_position(server: Server, model_name, evt: gr.SelectData):
     """A click on the large similarity map picks the position to show."""
-    return views.position_at(get_model(model_name), *evt.index)
+    return views.position_at(server.get_model(model_name), *evt.index)
 
 
 def build(ctx: Context) -> None:
@@ -85,11 +83,11 @@ def build(ctx: Context) -> None:
         inputs,
         [grid, large],
         api_name="position_embeddings",
-        prepare=(fit_controls, [ctx.model_name, row, col], [row, col]),
+        prepare=(ctx.server.bind(fit_controls), [ctx.model_name, row, col], [row, col]),
     )
     gr.on(
         [row.change, col.change],
-        position_map,
+        ctx.server.bind(position_map),
         inputs,
         large,
         api_name="position_map",
@@ -97,4 +95,4 @@ def build(ctx: Context) -> None:
         show_progress="minimal",
         **slots("draw"),
     )
-    large.select(pick_position, [ctx.model_name], [row, col], api_visibility="private")
+    large.select(ctx.server.bind(pick_position), [ctx.model_name], [row, col], api_visibility="private")

@@ -6,18 +6,16 @@ import gradio as gr
 
 from .. import sentences, views
 from ..maps import HEAD_FUSIONS
-from .session import get_analysis, picture, user_errors
+from .session import picture, user_errors
 from .source import Context, view_tab
 
 
 @user_errors
-def draw(image, model_name, size, fusion, discard, cmap, alpha, colour_scale, request: gr.Request):
+def draw(a, fusion, discard, cmap, alpha, colour_scale, request: gr.Request):
     """Attention rollout with head fusion and discard ratio."""
     if fusion not in HEAD_FUSIONS:
         raise ValueError(f"fusion must be one of {HEAD_FUSIONS}, got {fusion!r}")
-    return views.rollout_view(
-        get_analysis(image, model_name, size, request), fusion, float(discard), cmap, float(alpha), colour_scale
-    )
+    return views.rollout_view(a, fusion, float(discard), cmap, float(alpha), colour_scale)
 
 
 def build(ctx: Context) -> None:

@@ -9,13 +9,16 @@ from __future__ import annotations
 import atexit
 import copy
 import hashlib
+import inspect
 import logging
 import os
 import queue
+import tempfile
 import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import wraps
@@ -45,13 +48,6 @@ EXAMPLES = [str(example(name)) for name in EXAMPLE_NAMES]
 DEFAULT_SIZE = "model default"
 SIZES = [DEFAULT_SIZE, "224", "336", "448", "518", "672"]
 MEAN_OF_HEADS, ALL_HEADS = -1, -2  # the head dropdown's values besides head indices
-
-CACHE = AnalysisCache(max_bytes=int(os.environ.get("VITVIZ_CACHE_MB", 2048)) * 2**20)
-DEPTH_CACHE = AnalysisCache(max_bytes=int(os.environ.get("VITVIZ_DEPTH_CACHE_MB", 1024)) * 2**20, per_session=1)
-_MODELS: dict[str, VitModel] = {}
-_DEPTH_MODELS: dict[str, DepthModel] = {}
-_MODELS_LOCK = threading.Lock()
-DEVICE = {"name": "auto"}  # set once by the command line, before the first model loads
 
 
 def user_error(message: str, where: str) -> gr.Error:
@@ -99,15 +95,6 @@ def _naming(preprocess, name: str):
     return named
 
 
-def get_model(name: str, progress: gr.Progress | None = None) -> VitModel:
-    with _MODELS_LOCK:
-        if name not in _MODELS:
-            if progress is not None:
-                progress(0.05, desc=f"Loading {name} (a hub model downloads once)")
-            _MODELS[name] = load_model(name, device=DEVICE["name"])
-        return _MODELS[name]
-
-
 class Priority:
     """Work that someone waits for goes first: background work pauses between its steps while one runs."""
 
@@ -131,154 +118,197 @@ class Priority:
             self._changed.wait_for(lambda: self._running == 0, timeout)
 
 
-PRIORITY = Priority()  # new images' forward passes: attributions and the warm wait for them
-REDRAWS = Priority()  # redraws from the cache: only the warm waits for them (an attribution would starve)
-_ATTRIBUTION_MODELS: dict[str, VitModel] = {}
-
-
-def get_attribution_model(name: str) -> VitModel:
-    """A copy of the model for attributions, with its own lock: a minutes-long attribution never holds the
-    lock that other users' analyses wait for (and its hooks never touch their forward passes)."""
-    model = get_model(name)
-    with _MODELS_LOCK:
-        if name not in _ATTRIBUTION_MODELS:
-            with model.lock:  # a forward running now has hooks on the modules: they must not be copied
-                decoder = None if model.decoder is None else copy.deepcopy(model.decoder)
-                net = copy.deepcopy(model.net)
-            _ATTRIBUTION_MODELS[name] = replace(model, net=net, decoder=decoder, lock=threading.RLock())
-        return _ATTRIBUTION_MODELS[name]
-
-
-def get_depth_model(name: str) -> DepthModel:
-    with _MODELS_LOCK:
-        if name not in _DEPTH_MODELS:
-            _DEPTH_MODELS[name] = load_depth_model(name, device=DEVICE["name"])
-        return _DEPTH_MODELS[name]
-
-
-_DIGESTS: OrderedDict[tuple, str] = OrderedDict()
-_DIGESTS_LOCK = threading.Lock()
-
-
-def digest(image: str | None) -> str:
-    """SHA-1 of an uploaded file, read and hashed once per upload (uploads are never rewritten in place)."""
-    if not image:
-        raise ValueError("no image: upload one or click an example")
-    stat = Path(image).stat()
-    key = (image, stat.st_size, stat.st_mtime_ns)
-    with _DIGESTS_LOCK:
-        if key in _DIGESTS:
-            return _DIGESTS[key]
-    value = hashlib.sha1(Path(image).read_bytes()).hexdigest()
-    with _DIGESTS_LOCK:
-        _DIGESTS[key] = value
-        while len(_DIGESTS) > 4096:
-            _DIGESTS.popitem(last=False)
-    return value
-
-
 def session_of(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "local"
 
 
-def analysis_key(image: str | None, model_name: str, size: str) -> str | None:
-    """What identifies an analysis within a session (None without an image): views redraw when it changes."""
-    return None if not image else f"{digest(image)}|{model_name}|{size}"
+class Server:
+    """Everything the app holds while it serves, as FastAPI apps keep `app.state`: the models (and the attribution
+    copies), the analysis and depth caches, the priorities, each session's stop event for its heavy work, and the
+    background threads. Built in `main()` and carried on every view's `Context`; tests build their own.
+    Nothing starts before `start()`: importing vitviz starts no thread, makes no folder and changes no global.
 
+    Views never run a model themselves: they ask `get_analysis` for the cached capture of the session's
+    image, which runs one forward pass only when the cache has none.
+    """
 
-def get_analysis(
-    image: str | None, model_name: str, size: str, request: gr.Request | None, progress: gr.Progress | None = None
-) -> Analysis:
-    """The cached analysis of this session's image, or one forward pass to make it."""
-    if size not in SIZES:
-        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
-    key = (session_of(request), analysis_key(image, model_name, size))
-    a = CACHE.get(key)
-    if a is None:
-        model = get_model(model_name, progress)
-        if progress is not None:
-            progress(0.3, desc="Running the ViT: one forward pass captures every layer")
-        with PRIORITY.interactive():
-            a = analyze(model, image, longest=None if size == DEFAULT_SIZE else int(size))
-        if CACHE.put(key, a):
-            FREED.set()
-        _TO_WARM.put((time.monotonic(), weakref.ref(a)))
-    return a
+    def __init__(self, device: str = "auto", cache_mb: float | None = None, depth_cache_mb: float | None = None):
+        cache_mb = float(os.environ.get("VITVIZ_CACHE_MB", 2048)) if cache_mb is None else cache_mb
+        depth_mb = float(os.environ.get("VITVIZ_DEPTH_CACHE_MB", 1024)) if depth_cache_mb is None else depth_cache_mb
+        self.device = device
+        self.cache = AnalysisCache(max_bytes=int(cache_mb * 2**20))
+        self.depth_cache = AnalysisCache(max_bytes=int(depth_mb * 2**20), per_session=1)
+        self.models: dict[str, VitModel] = {}
+        self.depth_models: dict[str, DepthModel] = {}
+        self.attribution_models: dict[str, VitModel] = {}
+        self.similarity: dict[str, object] = {}  # each model's position-embedding similarity, computed once
+        self.priority = Priority()  # new images' forward passes: attributions and the warm wait for them
+        self.redraws = Priority()  # redraws from the cache: only the warm waits for them (an attribution would starve)
+        self.freed = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon
+        self.stopped: dict[str, threading.Event] = {}  # each session's running heavy work, which Stop ends
+        self._models_lock = threading.Lock()
+        self._digests: OrderedDict[tuple, str] = OrderedDict()
+        self._digests_lock = threading.Lock()
+        self._to_warm: queue.SimpleQueue = queue.SimpleQueue()  # (when queued, weak reference to an analysis)
+        self._exiting = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._scratch: Path | None = None
 
+    def start(self) -> Server:
+        """Start the background warm and the memory janitor; they stop at exit (or at `stop()`)."""
+        if self._threads:
+            return self
+        for target, name in ((self._warmer, "vitviz-warmer"), (self._janitor, "vitviz-janitor")):
+            thread = threading.Thread(target=target, daemon=True, name=name)
+            thread.start()
+            self._threads.append(thread)
+        atexit.register(self.stop)
+        return self
 
-FREED = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon
-_TO_WARM: queue.SimpleQueue = queue.SimpleQueue()  # (when queued, weak reference to an analysis)
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Let the warm step under way end: a thread killed inside torch aborts the whole process
+        ("terminate called without an active exception", exit status 134)."""
+        self._exiting.set()
+        self._to_warm.put((0.0, lambda: None))  # wakes a warmer that waits for work
+        self.freed.set()  # wakes the janitor
+        for thread in self._threads:
+            thread.join(timeout_s)
 
+    def scratch(self) -> Path:
+        """This server's folder for files it makes (frozen camera frames), made on first use."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="vitviz-"))
+        return self._scratch
 
-def _warmer(delay_s: float = 0.3) -> None:
-    """One background thread fills each new analysis' warm steps (see `Analysis.warm_step`) in turn,
-    starting `delay_s` after the analysis was made, which leaves its shown view time to draw first, so that
-    switching tabs or moving a slider finds them ready. A step that fails is logged and that analysis left."""
-    while not _EXITING.is_set():
-        queued, ref = _TO_WARM.get()
-        time.sleep(max(0.0, queued + delay_s - time.monotonic()))
-        step = 0
-        try:
-            while _warm_step(ref, step):
-                step += 1
-        except Exception:  # the warm is an optimisation: the view that needs it computes it itself
-            log.exception("background warm, step %d", step)
+    def bind(self, fn: Callable) -> Callable:
+        """fn(server, *args) as a handler that Gradio calls with *args (its signature without `server`)."""
 
+        @wraps(fn)
+        def handler(*args, **kwargs):
+            return fn(self, *args, **kwargs)
 
-def _warm_step(ref: weakref.ref, step: int) -> bool:
-    """Wait while a new image is analysed or a view redrawn, then run one step, if the cache still holds the
-    analysis. Only a weak reference is held while waiting: a thread per analysis, each holding it while it
-    waited, could keep analyses alive that the cache had let go."""
-    PRIORITY.wait_for_interactive()
-    REDRAWS.wait_for_interactive()
-    a = ref()
-    if a is None or not CACHE.holds(a) or _EXITING.is_set():
-        return False
-    done = a.warm_step(step)
-    if CACHE.enforce_cap():  # the step grew an analysis the cache holds: back under the cap
-        FREED.set()
-    return done
+        signature = inspect.signature(fn)
+        handler.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+        return handler
 
+    def get_model(self, name: str, progress: gr.Progress | None = None) -> VitModel:
+        with self._models_lock:
+            if name not in self.models:
+                if progress is not None:
+                    progress(0.05, desc=f"Loading {name} (a hub model downloads once)")
+                self.models[name] = load_model(name, device=self.device)
+            return self.models[name]
 
-_EXITING = threading.Event()
-_WARMER = threading.Thread(target=_warmer, daemon=True, name="vitviz-warmer")
-_WARMER.start()
+    def get_attribution_model(self, name: str) -> VitModel:
+        """A copy of the model for attributions, with its own lock: a minutes-long attribution never holds the
+        lock that other users' analyses wait for (and its hooks never touch their forward passes)."""
+        model = self.get_model(name)
+        with self._models_lock:
+            if name not in self.attribution_models:
+                with model.lock:  # a forward running now has hooks on the modules: they must not be copied
+                    decoder = None if model.decoder is None else copy.deepcopy(model.decoder)
+                    net = copy.deepcopy(model.net)
+                self.attribution_models[name] = replace(model, net=net, decoder=decoder, lock=threading.RLock())
+            return self.attribution_models[name]
 
+    def get_depth_model(self, name: str) -> DepthModel:
+        with self._models_lock:
+            if name not in self.depth_models:
+                self.depth_models[name] = load_depth_model(name, device=self.device)
+            return self.depth_models[name]
 
-@atexit.register
-def _stop_warming(timeout_s: float = 5.0) -> None:
-    """At exit, let the warm step under way end: a thread killed inside torch aborts the whole process
-    ("terminate called without an active exception", exit status 134)."""
-    _EXITING.set()
-    _TO_WARM.put((0.0, lambda: None))  # wakes a warmer that waits for work
-    _WARMER.join(timeout_s)
+    def digest(self, image: str | None) -> str:
+        """SHA-1 of an uploaded file, read and hashed once per upload (uploads are never rewritten in place)."""
+        if not image:
+            raise ValueError("no image: upload one or click an example")
+        stat = Path(image).stat()
+        key = (image, stat.st_size, stat.st_mtime_ns)
+        with self._digests_lock:
+            if key in self._digests:
+                return self._digests[key]
+        value = hashlib.sha1(Path(image).read_bytes()).hexdigest()
+        with self._digests_lock:
+            self._digests[key] = value
+            while len(self._digests) > 4096:
+                self._digests.popitem(last=False)
+        return value
 
+    def analysis_key(self, image: str | None, model_name: str, size: str) -> str | None:
+        """What identifies an analysis within a session (None without an image): views redraw when it changes."""
+        return None if not image else f"{self.digest(image)}|{model_name}|{size}"
 
-def _janitor(period_s: float = 10.0) -> None:
-    """At most once per period after FREED is set, give back what was freed (see `memory.trim`).
-    A full collection takes 0.2 to 0.4 s with Gradio loaded: once per eviction would slow every new image."""
-    while True:
-        FREED.wait()
-        time.sleep(period_s)
-        FREED.clear()
-        memory.trim()
+    def get_analysis(
+        self,
+        image: str | None,
+        model_name: str,
+        size: str,
+        request: gr.Request | None,
+        progress: gr.Progress | None = None,
+    ) -> Analysis:
+        """The cached analysis of this session's image, or one forward pass to make it."""
+        if size not in SIZES:
+            raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+        key = (session_of(request), self.analysis_key(image, model_name, size))
+        a = self.cache.get(key)
+        if a is None:
+            model = self.get_model(model_name, progress)
+            if progress is not None:
+                progress(0.3, desc="Running the ViT: one forward pass captures every layer")
+            with self.priority.interactive():
+                a = analyze(model, image, longest=None if size == DEFAULT_SIZE else int(size))
+            if self.cache.put(key, a):
+                self.freed.set()
+            self._to_warm.put((time.monotonic(), weakref.ref(a)))
+        return a
 
+    def depth_key(self, image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
+        return session_of(request), depth_name, self.digest(image)
 
-threading.Thread(target=_janitor, daemon=True, name="vitviz-janitor").start()
+    def get_depth(self, image: str | None, depth_name: str, key: tuple) -> DepthResult:
+        """The cached depth result for `key` (from depth_key), or one forward pass of the depth model."""
+        r = self.depth_cache.get(key)
+        if r is None:
+            r = estimate_depth(self.get_depth_model(depth_name), image)
+            if self.depth_cache.put(key, r):
+                self.freed.set()
+        return r
 
+    def _warmer(self, delay_s: float = 0.3) -> None:
+        """One background thread fills each new analysis' warm steps (see `Analysis.warm_step`) in turn,
+        starting `delay_s` after the analysis was made, which leaves its shown view time to draw first, so that
+        switching tabs or moving a slider finds them ready. A step that fails is logged and that analysis left."""
+        while not self._exiting.is_set():
+            queued, ref = self._to_warm.get()
+            time.sleep(max(0.0, queued + delay_s - time.monotonic()))
+            step = 0
+            try:
+                while self.warm_step(ref, step):
+                    step += 1
+            except Exception:  # the warm is an optimisation: the view that needs it computes it itself
+                log.exception("background warm, step %d", step)
 
-def depth_key(image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
-    return session_of(request), depth_name, digest(image)
+    def warm_step(self, ref: weakref.ref, step: int) -> bool:
+        """Wait while a new image is analysed or a view redrawn, then run one step, if the cache still holds the
+        analysis. Only a weak reference is held while waiting: a thread per analysis, each holding it while it
+        waited, could keep analyses alive that the cache had let go."""
+        self.priority.wait_for_interactive()
+        self.redraws.wait_for_interactive()
+        a = ref()
+        if a is None or not self.cache.holds(a) or self._exiting.is_set():
+            return False
+        done = a.warm_step(step)
+        if self.cache.enforce_cap():  # the step grew an analysis the cache holds: back under the cap
+            self.freed.set()
+        return done
 
-
-def get_depth(image: str | None, depth_name: str, key: tuple) -> DepthResult:
-    """The cached depth result for `key` (from depth_key), or one forward pass of the depth model."""
-    r = DEPTH_CACHE.get(key)
-    if r is None:
-        r = estimate_depth(get_depth_model(depth_name), image)
-        if DEPTH_CACHE.put(key, r):
-            FREED.set()
-    return r
+    def _janitor(self, period_s: float = 10.0) -> None:
+        """At most once per period after `freed` is set, give back what was freed (see `memory.trim`).
+        A full collection takes 0.2 to 0.4 s with Gradio loaded: once per eviction would slow every new image."""
+        while not self._exiting.is_set():
+            self.freed.wait()
+            self._exiting.wait(period_s)
+            self.freed.clear()
+            memory.trim()
 
 
 def head_choices(model: VitModel) -> list[tuple[str, int]]:

@@ -19,7 +19,7 @@ from gradio_client import handle_file
 from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, views
 from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS
-from .session import EXAMPLES, REDRAWS, SIZES, analysis_key, get_analysis, get_model, picture, slots, user_errors
+from .session import EXAMPLES, SIZES, Server, picture, slots, user_errors
 
 INTRO = """# vitviz: see inside a Vision Transformer
 Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, adds a **position
@@ -38,6 +38,7 @@ class Context:
     """The components every view reads, and the wiring that draws a view only when it is looked at."""
 
     demo: gr.Blocks
+    server: Server
     model: VitModel  # the model at start-up, for the controls' initial ranges
     image: gr.File
     model_name: gr.Dropdown
@@ -73,7 +74,9 @@ class Context:
         progress: str = "minimal",
         prepare: tuple[Callable, Sequence, Sequence] | None = None,
     ) -> None:
-        """Wire one view. draw(*inputs, request) returns its outputs.
+        """Wire one view. draw(*inputs, request) returns its outputs. A draw whose first parameter is `a` gets the
+        session's analysis in place of the first three inputs (ctx.where: image, model and size), and one with a
+        `server` parameter gets the server.
 
         `triggers` (its own controls' events) redraw it at once, as the endpoint `api_name`. A new analysis or a display
         setting redraws it if its tab is shown; otherwise selecting the tab draws it. Nothing is
@@ -86,16 +89,30 @@ class Context:
         n = len(outputs)
         inputs, outputs = list(inputs), list(outputs)
         params = inspect.signature(draw).parameters
-        names = [name for name in params if name not in ("request", "progress")]
-        extra = "progress" in params
+        names = [name for name in params if name not in ("request", "progress", "server")]
+        takes_analysis = names[0] == "a"
+        if takes_analysis:
+            names = ["image", "model_name", "size", *names[1:]]
+        extra = {"server": self.server} if "server" in params else {}
+        server = self.server
+
+        def call(args, request, progress):
+            kwargs = {**extra, **({"progress": progress} if "progress" in params else {})}
+            if takes_analysis:
+                a = server.get_analysis(*args[:3], request)
+                return draw(a, *args[3:], request=request, **kwargs)
+            return draw(*args, request=request, **kwargs)
+
+        call.__name__ = draw.__name__
+        call = user_errors(call)
 
         def drawn_now(key, args, request, progress) -> tuple:
             if not args[0]:  # no image: an empty view, not an error
                 out = (None,) * n
             else:
                 # a redraw takes milliseconds: the background warm waits for it
-                with REDRAWS.interactive() if concurrency_id == "draw" else nullcontext():
-                    out = draw(*args, request=request, **({"progress": progress} if extra else {}))
+                with server.redraws.interactive() if concurrency_id == "draw" else nullcontext():
+                    out = call(args, request, progress)
             return (*(out if isinstance(out, tuple) else (out,)), (key, *args))
 
         def render(*values):  # key, *inputs, request, progress
@@ -185,18 +202,18 @@ def status_text(a) -> str:
 
 
 @user_errors
-def analyze_image(image, model_name, size, request: gr.Request, progress=gr.Progress()):
+def analyze_image(server: Server, image, model_name, size, request: gr.Request, progress=gr.Progress()):
     """Analyse an image: one forward pass, cached. Clearing the upload clears the views."""
     if not image:
         return None, "", None
-    a = get_analysis(image, model_name, size, request, progress)
-    return views.display(a), status_text(a), analysis_key(image, model_name, size)
+    a = server.get_analysis(image, model_name, size, request, progress)
+    return views.display(a), status_text(a), server.analysis_key(image, model_name, size)
 
 
-def change_model(name: str, current: str, progress=gr.Progress(track_tqdm=True)):
+def change_model(server: Server, name: str, current: str, progress=gr.Progress(track_tqdm=True)):
     """Load another model; offline, say so within seconds and keep the current one."""
     try:
-        get_model(name, progress)
+        server.get_model(name, progress)
     except (ModelUnavailableError, ValueError, OSError) as exc:
         gr.Warning(f"{name} is not available: {exc} Keeping {current}.")
         return current, current
@@ -207,7 +224,7 @@ def pick_example(evt: gr.SelectData) -> str:
     return EXAMPLES[evt.index]
 
 
-def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> Context:
+def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: str | None) -> Context:
     """The left column: the image and its settings. Returns the context the views are built in."""
     names = list(CATALOGUE)
     if model.name not in names:
@@ -263,22 +280,26 @@ def build_source(demo: gr.Blocks, model: VitModel, depth_model: str | None) -> C
     large.change(None, large, None, js=LARGE_TEXT_JS, api_visibility="private", queue=False)
     status = gr.Markdown(elem_id="status", label="Model and input")
     ctx = Context(
-        demo, model, image, model_name, size, cmap, alpha, scale, gr.State(None), gr.State(model.name), preview
+        demo, server, model, image, model_name, size, cmap, alpha, scale, gr.State(None), gr.State(model.name), preview
     )
     ctx.depth_model = depth_model
 
     analyze_out = [preview, status, ctx.key]
-    demo.load(analyze_image, ctx.where, analyze_out, api_visibility="private", **slots("forward"))
+    analyzing = server.bind(analyze_image)
+    demo.load(analyzing, ctx.where, analyze_out, api_visibility="private", **slots("forward"))
     gr.on(
         [image.change, size.change, ctx.current_model.change],
-        analyze_image,
+        analyzing,
         ctx.where,
         analyze_out,
         api_name="analyze",
         **slots("forward"),
     )
     model_name.change(
-        change_model, [model_name, ctx.current_model], [model_name, ctx.current_model], api_visibility="private"
+        server.bind(change_model),
+        [model_name, ctx.current_model],
+        [model_name, ctx.current_model],
+        api_visibility="private",
     )
     gallery.select(pick_example, None, image, api_visibility="private")
     return ctx

@@ -5,14 +5,14 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import views
-from .session import get_analysis, picture, user_errors
+from .session import picture, user_errors
 from .source import Context, view_tab
 
 
 @user_errors
-def draw(image, model_name, size, request: gr.Request):
+def draw(a, request: gr.Request):
     """The patch grid with the scan order, and a sentence on the token sequence."""
-    return views.tokens_view(get_analysis(image, model_name, size, request))
+    return views.tokens_view(a)
 
 
 def build(ctx: Context) -> None:
