@@ -15,6 +15,7 @@ from support.harness import CHROMIUM, fake_camera, start_live_stream
 from support.harness import CHROMIUM_ARGS as ARGS
 
 from vitviz.app.layout import VIEWS
+from vitviz.tabs import label
 from vitviz.views import SHEET_TILE
 
 
@@ -71,7 +72,7 @@ def test_example_slider_and_patch_click_change_the_overlay(page, tmp_path):
     page.locator("#examples img").nth(2).click()  # astronaut.jpg
     page.locator("#status").get_by_text("grid 32×32").wait_for(timeout=60_000)
 
-    page.get_by_role("tab", name="2 · Attention").click()
+    page.get_by_role("tab", name=label("attention")).click()
     open_server_pictures(page)
     page.locator("#attention img").first.wait_for(timeout=30_000)
     start = overlay_src(page)
@@ -94,11 +95,11 @@ def test_example_slider_and_patch_click_change_the_overlay(page, tmp_path):
     assert patch // 32 == 9 and patch % 32 == 16  # row 30 %, column 50 % of a 32x32 grid
     assert after_click != start
     shot(page, tmp_path, "attention.png")
-    for name, tab in [("rollout.png", "4 · Rollout"), ("position.png", "5 · Positions"),
-                      ("heads.png", "6 · Heads"), ("output.png", "7 · Output")]:  # fmt: skip
+    for name, tab in [("rollout.png", label("rollout")), ("position.png", label("positions")),
+                      ("heads.png", label("heads")), ("output.png", label("output"))]:  # fmt: skip
         page.get_by_role("tab", name=tab).click()
         page.wait_for_timeout(1500)
-        if tab == "6 · Heads":  # its statistics take a moment: shoot the result, not the progress bars
+        if tab == label("heads"):  # its statistics take a moment: shoot the result, not the progress bars
             page.locator("#norms img").first.wait_for(timeout=60_000)
         shot(page, tmp_path, name)
 
@@ -120,14 +121,14 @@ def wait_for_src_change(page, selector: str, before: str) -> str:
 def test_a_view_is_drawn_when_looked_at_and_follows_the_display_settings(page, tmp_path):
     """A new image draws the shown view only; another view draws when its tab is selected; the
     colormap, shared by every view, redraws the shown one at once."""
-    page.get_by_role("tab", name="1 · Tokens").click()
+    page.get_by_role("tab", name=label("tokens")).click()
     tokens_before, dense_before = src(page, "#tokens"), src(page, "#dense")
     page.locator("#examples img").nth(1).click()  # coffee.jpg
     page.locator("#status").get_by_text("grid 21×32").wait_for(timeout=60_000)
     wait_for_src_change(page, "#tokens", tokens_before)
     page.wait_for_timeout(1500)
     assert src(page, "#dense") == dense_before  # the Output view is not drawn while nobody looks at it
-    page.get_by_role("tab", name="7 · Output").click()
+    page.get_by_role("tab", name=label("output")).click()
     dense = wait_for_src_change(page, "#dense", dense_before)
     page.locator("#cmap input").click()
     page.locator('li[role=option][aria-label="viridis"]').click()
@@ -135,7 +136,7 @@ def test_a_view_is_drawn_when_looked_at_and_follows_the_display_settings(page, t
 
 
 def test_clearing_the_upload_is_not_an_error(page, tmp_path):
-    page.get_by_role("tab", name="1 · Tokens").click()
+    page.get_by_role("tab", name=label("tokens")).click()
     page.locator("#upload button[aria-label='Clear']").first.click()
     page.wait_for_function("() => !document.querySelector('#tokens img')", timeout=30_000)
     page.wait_for_timeout(1000)
@@ -148,7 +149,7 @@ def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_
     """No tab hides in an overflow menu; offline, the Depth tab explains itself instead of hanging."""
     names = [t.inner_text().strip() for t in page.get_by_role("tab").all() if t.is_visible()]
     assert [n.split(" · ")[0] for n in names] == [str(i) for i in range(1, len(names) + 1)] and len(names) >= 7
-    page.get_by_role("tab", name="8 · Depth").click()
+    page.get_by_role("tab", name=label("depth")).click()
     page.locator("#depth-note").get_by_text("--depth-model PATH").first.wait_for(timeout=20_000)
     page.wait_for_timeout(2000)  # the tab's own attempt at depth has answered
     assert page.get_by_text("--depth-model PATH").count() == 1  # one notice
@@ -170,7 +171,7 @@ def test_selecting_each_tab_leaves_the_tab_bar_as_it_was(page, tmp_path):
 
 
 def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
-    page.get_by_role("tab", name="9 · Attributions").click()
+    page.get_by_role("tab", name=label("attributions")).click()
     page.locator("#method input").click()
     page.locator('li[role=option][aria-label="Saliency (|gradient|)"]').click()
     page.get_by_role("button", name="Compute attribution").click()
@@ -215,16 +216,20 @@ def test_projector_and_phone_show_every_tab_and_no_label_on_a_picture(page, tmp_
         tabs = [t.inner_text().strip() for t in small.get_by_role("tab").all() if t.is_visible()]
         if width >= 1024:
             assert len(tabs) == len(VIEWS), tabs
-            box = small.get_by_role("tab", name="1 · Tokens").bounding_box()
+            box = small.get_by_role("tab", name=label("tokens")).bounding_box()
             assert box["y"] + box["height"] < height  # the tab bar comes up without scrolling
-        names = ["1 · Tokens", "2 · Attention", "4 · Rollout", INSIDE] if width >= 1024 else ["2 · Attention", INSIDE]
+        names = (
+            [label("tokens"), label("attention"), label("rollout"), INSIDE]
+            if width >= 1024
+            else [label("attention"), INSIDE]
+        )
         for name in names:
             small.get_by_role("tab", name=name).click()
             small.wait_for_timeout(2000)
             small.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # lazy images load
             small.wait_for_timeout(500)
             assert small.evaluate(OVERLAPS) == [], name
-            if name == "2 · Attention":
+            if name == label("attention"):
                 shot(small, tmp_path, f"attention-{width}x{height}.png")
         small.locator("#inside-values").scroll_into_view_if_needed()  # under the live panel, lazily loaded
         small.locator("#inside-values img").first.wait_for(timeout=30_000)
@@ -234,7 +239,7 @@ def test_projector_and_phone_show_every_tab_and_no_label_on_a_picture(page, tmp_
         small.close()
 
 
-INSIDE = "3 · Inside a head"
+INSIDE = label("inside")
 STEPS = ("#inside-scores", "#inside-weights", "#inside-values")
 
 
@@ -274,7 +279,7 @@ def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, h
     try:
         view.goto(page.url)
         view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
-        view.get_by_role("tab", name="2 · Attention").click()
+        view.get_by_role("tab", name=label("attention")).click()
         open_server_pictures(view)
         view.locator("#attention img").first.wait_for(timeout=30_000)
         one = overlay_src(view)
@@ -297,7 +302,7 @@ def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, h
 
 
 def test_large_text_grows_what_the_back_row_reads(page, tmp_path):
-    tab = page.get_by_role("tab", name="1 · Tokens")  # one line of text: its box grows with the text
+    tab = page.get_by_role("tab", name=label("tokens"))  # one line of text: its box grows with the text
     before = tab.bounding_box()["height"]
     page.locator("#large-text input").check()
     page.wait_for_function("() => document.body.classList.contains('vitviz-large')", timeout=10_000)
@@ -330,7 +335,7 @@ def test_live_camera_draws_changing_overlays_and_freeze_feeds_every_view(page, t
         live.locator("#freeze").click()
         live.locator("#status").get_by_text("grid 24×32").wait_for(timeout=60_000)  # the 640x480 frame
         tokens = src(live, "#tokens")
-        live.get_by_role("tab", name="1 · Tokens").click()
+        live.get_by_role("tab", name=label("tokens")).click()
         wait_for_src_change(live, "#tokens", tokens)
     finally:
         browser.close()
@@ -344,7 +349,7 @@ def test_the_lesson_walks_every_step_and_a_link_opens_one(page, tmp_path):
     """Next goes through all the steps, each with its own picture; ?step=3 opens step 3 directly."""
     from vitviz.lesson import STEPS
 
-    page.get_by_role("tab", name="11 · Lesson").click()
+    page.get_by_role("tab", name=label("lesson")).click()
     page.locator("#lesson-title").get_by_text(f"Step 1 of {len(STEPS)}").wait_for(timeout=60_000)
     page.locator("#lesson-picture img").first.wait_for(timeout=30_000)
     pictures = [lesson_picture(page)]
@@ -382,9 +387,9 @@ def test_the_projector_mode_brings_the_tabs_and_the_explorer_onto_one_screen(pag
         view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
         view.locator("#large-text input").check()
         view.wait_for_function("() => document.body.classList.contains('vitviz-large')", timeout=10_000)
-        box = view.get_by_role("tab", name="2 · Attention").bounding_box()
+        box = view.get_by_role("tab", name=label("attention")).bounding_box()
         assert box["y"] + box["height"] < 768
-        view.get_by_role("tab", name="2 · Attention").click()
+        view.get_by_role("tab", name=label("attention")).click()
         view.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length > 0", timeout=60_000)
         view.locator("#explorer .vx-bar").scroll_into_view_if_needed()
         top = view.locator("#explorer .vx-bar").bounding_box()["y"]
@@ -404,7 +409,7 @@ def test_the_projector_mode_brings_the_tabs_and_the_explorer_onto_one_screen(pag
 def test_stop_or_a_new_image_ends_a_running_attribution_and_says_so(page, tmp_path):
     """Integrated Gradients (32 steps: tens of seconds here): Stop ends it within 2 s and says so; so does a
     new image, and no result lands on it."""
-    page.get_by_role("tab", name="9 · Attributions").click()
+    page.get_by_role("tab", name=label("attributions")).click()
     page.locator("#method input").click()
     page.locator('li[role=option][aria-label="Integrated Gradients"]').click()
     before = src(page, "#attribution")

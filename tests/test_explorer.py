@@ -21,6 +21,7 @@ from support.harness import CHROMIUM_ARGS as ARGS
 import vitviz
 from vitviz import explorer
 from vitviz.app.explorer import STATIC, script
+from vitviz.tabs import label
 
 BOUND = 1e-3  # the issue's bound on a row; the float16 capture alone rounds by up to 2.4e-4
 
@@ -301,7 +302,7 @@ def app_page():
         page.on("request", lambda r: page.layer_requests.append(r.url) if "/vitviz/explorer/layer" in r.url else None)
         page.goto(url)
         page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
-        page.get_by_role("tab", name="2 · Attention").click()
+        page.get_by_role("tab", name=label("attention")).click()
         yield page
         browser.close()
 
@@ -364,7 +365,7 @@ def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_wei
     """Inside a head's live panel, on the same engine: its weights are the captured row, its layers come from
     the Attention tab's (no second fetch), and its handle is window.vitviz.inside."""
     page = app_page
-    page.get_by_role("tab", name="3 · Inside a head").click()
+    page.get_by_role("tab", name=label("inside")).click()
     page.wait_for_function("() => window.vitviz.inside && window.vitviz.inside.state().loaded.length === 12",
                            timeout=60_000)  # fmt: skip
     state = page.evaluate("() => window.vitviz.inside.state()")
@@ -380,4 +381,4 @@ def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_wei
     assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
     ranges = page.locator("#inside-explorer .vx-range").all_inner_texts()
     assert "(bright); 0 is the top key, " in ranges[0] and ranges[1].startswith("colour: 0 to ")
-    page.get_by_role("tab", name="2 · Attention").click()
+    page.get_by_role("tab", name=label("attention")).click()

@@ -132,10 +132,11 @@ def test_the_readmes_python_blocks_run_as_written(tmp_path):
     np.testing.assert_allclose(d.weights, a.attentions[6, 3, 0].astype(np.float32), atol=2e-3)
     assert r.map.shape == scope["vitviz"].load_image(scope["vitviz"].example("coffee")).shape[:2]
     assert depth.depth.shape == a.image.shape[:2]
-    assert depth.show("stages").size[0] > 0 and a.show("inside", layer=6, head=3).size[0] > 0
+    show = scope["vitviz"].show
+    assert show(depth, "stages").size[0] > 0 and show(a, "inside", layer=6, head=3).size[0] > 0
     for view in ("inside", "distance"):  # an option a view does not take is refused, not ignored
         with pytest.raises(ValueError, match="does not take"):
-            a.show(view, fusion="max")
+            show(a, view, fusion="max")
 
 
 def test_the_quickstart_notebook_runs_top_to_bottom(monkeypatch):

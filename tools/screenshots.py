@@ -13,15 +13,15 @@ from pathlib import Path
 import cv2
 
 from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, running_app
+from vitviz.tabs import ORDER, label
 
 SIZES = [(1400, 1000, False, "1400x1000"), (1024, 768, True, "1024x768-projector"), (390, 844, False, "390x844")]
-TABS = ["1 · Tokens", "2 · Attention", "3 · Inside a head", "4 · Rollout", "5 · Positions", "6 · Heads", "7 · Output",
-        "8 · Depth", "9 · Attributions", "10 · Live", "11 · Lesson"]  # fmt: skip
+TABS = [label(tab) for tab in ORDER]
 READY = {  # what each tab shows once it is drawn
-    "2 · Attention": "() => window.vitviz?.explorer?.state().loaded.length === 12",
-    "3 · Inside a head": "() => document.querySelector('#inside-values img')",
-    "6 · Heads": "() => document.querySelector('#norms img')",
-    "7 · Output": "() => document.querySelector('#dense img')",
+    label("attention"): "() => window.vitviz?.explorer?.state().loaded.length === 12",
+    label("inside"): "() => document.querySelector('#inside-values img')",
+    label("heads"): "() => document.querySelector('#norms img')",
+    label("output"): "() => document.querySelector('#dense img')",
 }
 
 

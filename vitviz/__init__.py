@@ -5,7 +5,7 @@ model = vitviz.load_model()          # embedded offline DINOv2 ViT-S/14
 a = vitviz.analyze(model, vitviz.example("chelsea"))
 a.attention_map(layer=11, head=None, query="readout")   # [gh,gw]
 a.rollout(head_fusion="mean", discard_ratio=0.0)    # [gh,gw]
-a.show("attention", layer=3)                        # a PIL image, shown inline in a notebook
+vitviz.show(a, "attention", layer=3)                # a PIL image, shown inline in a notebook
 
 dm = vitviz.load_depth_model("Intel/dpt-hybrid-midas")   # or a local folder
 r = vitviz.estimate_depth(dm, "photo.jpg")          # r.depth [H,W], r.stages, r.encoder
@@ -51,6 +51,7 @@ _WHERE = {
     "wrap": "models",
     "wrap_depth": "models",
     "load_image": "preprocess",
+    "show": "notebook",
 }
 __all__ = sorted([*_WHERE, "EXAMPLES", "example", "__version__"])
 ASSETS = Path(__file__).resolve().parent / "assets"  # package data: the example photos travel in the wheel

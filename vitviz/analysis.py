@@ -240,13 +240,6 @@ class Analysis:
         best = np.argsort(-probs)[:k]
         return [(self.model.labels[i], float(probs[i])) for i in best]
 
-    def show(self, view: str = "attention", **options):
-        """This analysis drawn as the app draws it, for a notebook (see `notebook.show`): a PIL image or a
-        Plotly figure, shown inline by Jupyter. E.g. a.show("attention", layer=3), a.show("rollout")."""
-        from . import notebook
-
-        return notebook.show(self, view, **options)
-
     @cached_property
     def _saliency(self) -> np.ndarray | None:
         return self.model.dense_head(self.image, tuple(self.pixel_values.shape[2:]))

@@ -121,6 +121,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     import numpy as np
 
     from . import analyze, views
+    from .notebook import show
 
     model = _load(args)
     layers = _indices(args.layers, model.num_layers, "layers")
@@ -143,7 +144,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         pictures = {"tokens.png": views.tokens_view(a)[0], "rollout.png": views.rollout_view(a, "mean", 0.0)[0]}
         for layer in layers:
             pictures[f"attention_layer{layer:02d}.png"] = views.attention_sheet(a, layer, heads)
-        pictures["pca.png"] = np.asarray(a.show("pca"))
+        pictures["pca.png"] = np.asarray(show(a, "pca"))
         if a.saliency() is not None:
             pictures["dense.png"] = views.output_view(a)[1]
         for file, picture in pictures.items():

@@ -57,22 +57,6 @@ class DepthResult:
         pictures = sum(s.picture.nbytes for s in self.stages)
         return self.depth.nbytes + self.prediction.nbytes + self.pixel_values.nbytes + pictures + self.encoder.nbytes
 
-    def show(self, view: str = "depth", cmap: str = "magma"):
-        """For a notebook, a PIL image: "depth" (with its colorbar, bright = near) or "stages" (the
-        reassemble and fusion maps); the encoder's attention views are `self.encoder.show(...)`."""
-        from PIL import Image
-
-        from . import render, views
-
-        if view == "depth":
-            return Image.fromarray(views.depth_view(self, cmap)[1])
-        if view == "stages":
-            pictures, _ = views.decoder_stage_views(self)
-            h, w = pictures[0][0].shape[:2]  # stages of one image differ by a rounding pixel at most
-            tiles = [cv2.resize(p, (w, h), interpolation=cv2.INTER_NEAREST) for p, _ in pictures]
-            return Image.fromarray(render.tile(tiles, [c for _, c in pictures], cols=4))
-        raise ValueError(f"unknown view {view!r}: use 'depth' or 'stages'")
-
 
 def depth_input_size(model: DepthModel, height: int, width: int, longest: int | None = None) -> tuple[int, int]:
     """(h, w) of the model input: square for DPT's own ViT, aspect kept (multiples of p) otherwise.

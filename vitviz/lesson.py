@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import render, sentences, views
+from . import render, sentences, tabs, views
 from .analysis import Analysis
 from .depth import DepthResult
 from .maps import DEFAULT_SCALE
@@ -145,7 +145,8 @@ def inside(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult 
         f"q·k_j/√d (left, d = {d.head_width}) become *weights* by a softmax (right): positive, summing to 1, "
         f"and exponential in the score. The largest weight is {d.weights.max():.3f}, the top 1 % of keys "
         f"hold {d.top_share:.0%}, and the weights spread over about {d.effective_keys:.0f} of {len(d.weights)} "
-        "keys. The head's output is the weighted sum of the values. Tab 3 walks through every step."
+        f"keys. The head's output is the weighted sum of the values. Tab {tabs.number('inside')} walks through "
+        "every step."
     )
     return "Inside a head", np.concatenate([scores, weights], axis=1), text
 
@@ -154,7 +155,7 @@ def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult |
     common = (
         "Dense prediction needs a value per pixel, not one per image. A *Dense Prediction Transformer* (DPT) "
         "*reassembles* the tokens of several layers into image-like maps at several scales and *fuses* them "
-        "from coarse to fine into, for example, a depth map (tab 8)."
+        f"from coarse to fine into, for example, a depth map (tab {tabs.number('depth')})."
     )
     if depth is not None:
         stages = [s for s in depth.stages if s.kind == "reassemble"]

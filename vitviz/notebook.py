@@ -1,14 +1,19 @@
-"""Notebook helpers: one view of an analysis as a picture that Jupyter shows inline (`Analysis.show`)."""
+"""Notebook helpers: one view of a result as a picture that Jupyter shows inline (`vitviz.show`). The results
+(an Analysis, a DepthResult) do not know how they are drawn: this module does."""
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from . import plots, render
 from .analysis import Analysis
+from .depth import DepthResult
 from .views import (
     ALL_HEADS,
     attention_view,
+    decoder_stage_views,
+    depth_view,
     display,
     inside_views,
     output_view,
@@ -19,10 +24,14 @@ from .views import (
 SHOWN = ("tokens", "attention", "rollout", "inside", "pca", "dense", "distance", "entropy")
 
 
-def show(a: Analysis, view: str = "attention", **options):
+def show(a: Analysis | DepthResult, view: str | None = None, **options):
     """One view of `a` for a notebook: a PIL image (or a Plotly figure for "distance" and "entropy"),
     which Jupyter shows inline. The same drawings as the app's.
 
+    A DepthResult: "depth" (the default: with its colorbar, bright = near; cmap="magma") or "stages" (the
+    reassemble and fusion maps); its encoder's attention views are `show(depth.encoder, ...)`.
+
+    An Analysis (view "attention" by default):
     "tokens"; "attention" (layer=last, head=None for the mean or "all", query="readout", cmap, alpha, scale);
     "rollout" (fusion="mean", discard=0.0, cmap, alpha, scale); "inside" (layer, head=0, query="readout"):
     scores, weights and weight × value side by side; "pca"; "dense" (the embedded dense head);
@@ -30,6 +39,9 @@ def show(a: Analysis, view: str = "attention", **options):
     """
     from PIL import Image
 
+    if isinstance(a, DepthResult):
+        return _show_depth(a, view or "depth", **options)
+    view = view or "attention"
     if view not in SHOWN:
         raise ValueError(f"unknown view {view!r}: use one of {SHOWN}")
     last = a.model.num_layers - 1
@@ -58,3 +70,16 @@ def show(a: Analysis, view: str = "attention", **options):
     if view == "entropy":
         return plots.layer_head_heatmap(a.attention_entropy, "Attention entropy per head", "nats")
     return Image.fromarray(picture)
+
+
+def _show_depth(r: DepthResult, view: str, cmap: str = "magma"):
+    from PIL import Image
+
+    if view == "depth":
+        return Image.fromarray(depth_view(r, cmap)[1])
+    if view == "stages":
+        pictures, _ = decoder_stage_views(r)
+        h, w = pictures[0][0].shape[:2]  # stages of one image differ by a rounding pixel at most
+        tiles = [cv2.resize(p, (w, h), interpolation=cv2.INTER_NEAREST) for p, _ in pictures]
+        return Image.fromarray(render.tile(tiles, [c for _, c in pictures], cols=4))
+    raise ValueError(f"unknown view {view!r}: use 'depth' or 'stages'")

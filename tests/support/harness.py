@@ -19,6 +19,7 @@ import numpy as np
 
 from vitviz import ASSETS
 from vitviz.preprocess import load_image
+from vitviz.tabs import label
 
 
 def free_port() -> int:
@@ -79,7 +80,7 @@ def fake_camera(path: Path, images: list[np.ndarray], size: tuple[int, int] = (6
 
 def start_live_stream(page) -> None:
     """On an open app page: the Live tab, the camera, and its stream started."""
-    page.get_by_role("tab", name="10 · Live").click()
+    page.get_by_role("tab", name=label("live")).click()
     page.locator("#live-camera").get_by_text("Click to Access Webcam").click()
     page.locator("#live-camera button[aria-label='capture photo']").click()
 

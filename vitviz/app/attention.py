@@ -1,4 +1,4 @@
-"""2 · Attention: one layer's attention of a query (the readout or a clicked patch), per head or averaged."""
+"""Attention: one layer's attention of a query (the readout or a clicked patch), per head or averaged."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from .. import sentences, views
+from .. import sentences, tabs, views
 from ..models import VitModel
 from . import explorer
-from .session import ALL_HEADS, MEAN_OF_HEADS, Server, head_arg, head_choices, picture, user_errors
+from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, Server, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
 READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click the picture on the left)"  # the API's values
@@ -22,7 +22,7 @@ SHARED, PER_HEAD = "shared across heads", "per head"
 
 
 ALL_HEADS_LAYOUT = f"""(head) => {{
-  document.getElementById('attention-pictures')?.classList.toggle('all-heads', head === {ALL_HEADS});
+  document.getElementById('attention-pictures')?.classList.toggle('all-heads', head === {ALL_HEADS_VALUE});
   return [];
 }}"""
 # The picker on its own line at 40 %, the all-heads sheet under it at the full width (Gradio's columns set
@@ -85,7 +85,7 @@ def controls_fitter(choices: Callable[[VitModel], list], fallback: int) -> Calla
     return fit_controls
 
 
-fit_controls = controls_fitter(head_choices, MEAN_OF_HEADS)
+fit_controls = controls_fitter(head_choices, MEAN_OF_HEADS_VALUE)
 
 
 def patch_picker(locate: Callable) -> Callable:
@@ -105,21 +105,20 @@ pick_patch = patch_picker(views.patch_at_display)
 def build(ctx: Context) -> None:
     m = ctx.model
     with view_tab(
-        "2 · Attention",
+        "attention",
         (
             "In self-attention every token takes a weighted average of all tokens. **Move the pointer over the "
             "photo** (or drag a finger): the patch under it is the *query*, and each map shows how much it takes "
             "from every patch, in each head of this layer. Click to pin the query; ← → change the layer, ↑ ↓ the "
             "head. Your browser computes every map from the model's own queries and keys, so it follows at once."
         ),
-        id="attention",
     ) as tab:
         shown = explorer.build(ctx)
         with gr.Accordion("Pictures drawn by the server (the API's /attention, for notebooks and scripts)", open=False):
             with gr.Row():
                 last = m.num_layers - 1
                 layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Layer", elem_id="layer")
-                head = gr.Dropdown(head_choices(m), value=MEAN_OF_HEADS, label="Head", elem_id="head")
+                head = gr.Dropdown(head_choices(m), value=MEAN_OF_HEADS_VALUE, label="Head", elem_id="head")
                 query_mode = gr.Radio(QUERY_CHOICES, value=READOUT_QUERY, label="Query")
                 patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
                 grid_scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
@@ -127,7 +126,7 @@ def build(ctx: Context) -> None:
                     [views.WEIGHT, views.WEIGHT_VALUE],
                     value=views.WEIGHT,
                     label="Show",
-                    info="weight × value norm: ‖α·W_O v‖, what each key really passes on (tab 3)",
+                    info=f"weight × value norm: ‖α·W_O v‖, what each key passes on (tab {tabs.number('inside')})",
                 )
             with gr.Row(elem_id="attention-pictures"):
                 picker = picture(label="Click a patch to make it the query", elem_id="picker")

@@ -1,4 +1,4 @@
-"""9 · Attributions: which pixels drive an output (Captum, relevancy), beside attention rollout."""
+"""Attributions: which pixels drive an output (Captum, relevancy), beside attention rollout."""
 
 from __future__ import annotations
 
@@ -310,7 +310,7 @@ def drop_stale(kept, key):
 def build(ctx: Context) -> None:
     last = ctx.model.num_layers - 1
     with view_tab(
-        "9 · Attributions",
+        "attributions",
         (
             "Attention shows where tokens *look*; an attribution shows "
             "which pixels *drive an output*. Gradient methods (Captum) ask how the output "
@@ -320,7 +320,6 @@ def build(ctx: Context) -> None:
             "was not the whole story. A classifier's target is a class; the embedded model's "
             "is its dense head's output, over the image or inside a box you draw."
         ),
-        id="attributions",
         elem_id="attributions-tab",
     ) as tab:
         with gr.Row():

@@ -1,4 +1,4 @@
-"""8 · Depth: the depth map a DPT decodes from ViT tokens, its reassemble and fusion maps, its encoder."""
+"""Depth: the depth map a DPT decodes from ViT tokens, its reassemble and fusion maps, its encoder."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, views
+from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, tabs, views
 from ..depth import save_depth
 from ..hub import hub_reachable
 from .session import (
-    MEAN_OF_HEADS,
+    MEAN_OF_HEADS_VALUE,
     Server,
     head_arg,
     head_choices,
@@ -103,7 +103,7 @@ def fit_controls(server: Server, depth_name, layer, head):
     last = encoder.num_layers - 1
     return (
         gr.Slider(maximum=last, value=min(layer, last)),
-        gr.Dropdown(choices=head_choices(encoder), value=head if head < encoder.num_heads else MEAN_OF_HEADS),
+        gr.Dropdown(choices=head_choices(encoder), value=head if head < encoder.num_heads else MEAN_OF_HEADS_VALUE),
     )
 
 
@@ -114,7 +114,7 @@ def build(ctx: Context) -> None:
         if ctx.depth_model not in names:
             names.insert(0, ctx.depth_model)
     with view_tab(
-        "8 · Depth",
+        "depth",
         (
             "A *Dense Prediction Transformer* (DPT) decodes ViT tokens "
             "into a picture-shaped output: here, depth. It takes the tokens of four encoder "
@@ -125,7 +125,6 @@ def build(ctx: Context) -> None:
             "inverse depth**: bright means near, and the scale is unknown, so compare places "
             "within one picture, not numbers between pictures."
         ),
-        id="depth",
         elem_id="depth-tab",
     ) as tab:
         offline = ctx.depth_model is None and not hub_reachable()
@@ -153,14 +152,15 @@ def build(ctx: Context) -> None:
             stages = gr.Gallery(label="Reassemble 1-4, then fusion 1-4", columns=4, height="auto", object_fit="contain")
             table = gr.Markdown(label="Decoder maps")
             gr.Markdown(
-                "#### The depth model's own encoder\nThe CLS (readout) token's attention in the DPT's ViT, as in tab 2."
+                "#### The depth model's own encoder\nThe CLS (readout) token's attention in the DPT's ViT, as in "
+                f"tab {tabs.number('attention')}."
             )
             with gr.Row():
                 enc = encoder if ctx.depth_model is not None else None
                 last = enc.num_layers - 1 if enc else 11
                 layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Encoder layer")
                 head = gr.Dropdown(
-                    head_choices(enc) if enc else head_choices(ctx.model)[:2], value=MEAN_OF_HEADS, label="Head"
+                    head_choices(enc) if enc else head_choices(ctx.model)[:2], value=MEAN_OF_HEADS_VALUE, label="Head"
                 )
             attention = picture(label="Encoder attention of the CLS token", height=480)
             files = gr.File(label="Download the depth: .npy (float32) and 16-bit PNG")

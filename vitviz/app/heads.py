@@ -1,4 +1,4 @@
-"""6 · Heads: every head at a glance (attention distance, entropy), token norms and a PCA of the tokens."""
+"""Heads: every head at a glance (attention distance, entropy), token norms and a PCA of the tokens."""
 
 from __future__ import annotations
 
@@ -18,14 +18,13 @@ def draw(a, cmap, colour_scale, request: gr.Request, progress=gr.Progress()):
 
 def build(ctx: Context) -> None:
     with view_tab(
-        "6 · Heads",
+        "heads",
         (
             "*Mean attention distance*: how far, in pixels, each head "
             "looks on average; *entropy*: how spread out its attention is. *Token norms*: some ViTs "
             "keep a few tokens with norms far above the rest as scratch space (green boxes, if any). "
             "*PCA*: the final patch features squeezed to three colours; same colour = similar."
         ),
-        id="heads",
     ) as tab:
         with gr.Row():
             distance = gr.Plot(label="Attention distance")

@@ -1,4 +1,4 @@
-"""3 · Inside a head: one head's self-attention for one query, computed step by step on the user's image."""
+"""Inside a head: one head's self-attention for one query, computed step by step on the user's image."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def draw(a, layer, head, query_mode, patch, cmap, alpha, colour_scale, request: 
 def build(ctx: Context) -> None:
     m = ctx.model
     with view_tab(
-        "3 · Inside a head",
+        "inside",
         (
             "How one head computes its attention, step by step, on your image: each token is normalised "
             "(LayerNorm), then turned into a *query*, a *key* and a *value*; the query's scaled dot product "
@@ -40,7 +40,6 @@ def build(ctx: Context) -> None:
             "the model's own queries and keys; click to pin it. Below, the server walks through every step, "
             "LayerNorm and the layer's updates included, for the query you choose there."
         ),
-        id="inside",
     ) as tab:
         live = explorer.build(ctx, mode="inside")
         gr.Markdown(

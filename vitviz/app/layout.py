@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
+
 import gradio as gr
 
-from . import attention, attributions, depth, heads, inside, lesson, live, output, positions, rollout, tokens
+from ..tabs import ORDER
 from .session import Server, name_refusals
 from .source import CSS as SOURCE_CSS
 from .source import INTRO, build_source
 
-# One line per view: each module builds its tab and wires its own events.
-VIEWS = [tokens, attention, inside, rollout, positions, heads, output, depth, attributions, live, lesson]
+# One module per view, named as its tab, in the tabs' order: each builds its tab and wires its own events.
+VIEWS = [importlib.import_module(f".{tab}", __package__) for tab in ORDER]
 CSS = "\n".join([SOURCE_CSS, *(getattr(view, "CSS", "") for view in VIEWS)])  # a view may bring its own
 
 

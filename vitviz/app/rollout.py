@@ -1,4 +1,4 @@
-"""4 · Rollout: attention followed through every layer to the readout token."""
+"""Rollout: attention followed through every layer to the readout token."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def draw(a, fusion, discard, cmap, alpha, colour_scale, request: gr.Request):
 
 def build(ctx: Context) -> None:
     with view_tab(
-        "4 · Rollout",
+        "rollout",
         (
             "Attention *rollout* follows attention through all layers "
             "at once: it multiplies the layers' attention (plus the skip connection) to estimate "
@@ -30,7 +30,6 @@ def build(ctx: Context) -> None:
             "The sentence under the pictures says what the brightest patch is on this image; "
             "a discard ratio or max fusion shows more than the few brightest patches."
         ),
-        id="rollout",
     ) as tab:
         with gr.Row():
             fusion = gr.Radio(list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by")

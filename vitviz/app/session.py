@@ -47,7 +47,8 @@ log = logging.getLogger("vitviz")
 EXAMPLES = [str(example(name)) for name in EXAMPLE_NAMES]
 DEFAULT_SIZE = "model default"
 SIZES = [DEFAULT_SIZE, "224", "336", "448", "518", "672"]
-MEAN_OF_HEADS, ALL_HEADS = -1, -2  # the head dropdown's values besides head indices
+# How the head dropdown (and the API) says "the mean of the heads" and views.ALL_HEADS, besides head indices
+MEAN_OF_HEADS_VALUE, ALL_HEADS_VALUE = -1, -2
 
 
 def user_error(message: str, where: str) -> gr.Error:
@@ -312,16 +313,16 @@ class Server:
 
 
 def head_choices(model: VitModel) -> list[tuple[str, int]]:
-    return [("mean of heads", MEAN_OF_HEADS), ("all heads (grid)", ALL_HEADS)] + [
+    return [("mean of heads", MEAN_OF_HEADS_VALUE), ("all heads (grid)", ALL_HEADS_VALUE)] + [
         (f"head {h}", h) for h in range(model.num_heads)
     ]
 
 
 def head_arg(head: int | None, model: VitModel) -> int | str | None:
-    """The head dropdown's value -> what `views.attention_view` takes (an index, None or ALL_HEADS)."""
-    if head is None or head == MEAN_OF_HEADS:
+    """The head dropdown's value -> what `views.attention_view` takes (an index, None or views.ALL_HEADS)."""
+    if head is None or head == MEAN_OF_HEADS_VALUE:
         return None
-    if head == ALL_HEADS:
+    if head == ALL_HEADS_VALUE:
         return views.ALL_HEADS
     if not 0 <= int(head) < model.num_heads:
         raise ValueError(f"head must be -1 (mean), -2 (all) or in [0, {model.num_heads}), got {head}")

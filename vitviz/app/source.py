@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 from gradio_client import handle_file
 
-from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, views
+from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, tabs, views
 from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS
 from .session import EXAMPLES, SIZES, Server, picture, slots, user_errors
@@ -170,11 +170,12 @@ class Context:
 
 
 @contextmanager
-def view_tab(label: str, explanation: str, **kwargs) -> Iterator[gr.Tab]:
-    """A view's tab, opening with its "What am I looking at?" explanation."""
-    with gr.Tab(label, **kwargs) as tab:
+def view_tab(tab: str, explanation: str, **kwargs) -> Iterator[gr.Tab]:
+    """The tab `tab` (an id of `tabs.ORDER`, which gives its number and title), opening with its "What am I
+    looking at?" explanation."""
+    with gr.Tab(tabs.label(tab), id=tab, **kwargs) as shown:
         gr.Markdown(f"**What am I looking at?** {explanation}")
-        yield tab
+        yield shown
 
 
 def _as_taking(fn: Callable, names: list[str]) -> None:

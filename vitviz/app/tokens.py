@@ -1,4 +1,4 @@
-"""1 · Tokens: the picture cut into patches, and the token sequence the ViT reads."""
+"""Tokens: the picture cut into patches, and the token sequence the ViT reads."""
 
 from __future__ import annotations
 
@@ -17,13 +17,12 @@ def draw(a, request: gr.Request):
 
 def build(ctx: Context) -> None:
     with view_tab(
-        "1 · Tokens",
+        "tokens",
         (
             "The picture cut into the square patches the ViT reads. "
             "Each patch becomes one token. The margins give the scan order; the strip under the picture is the "
             "token sequence the transformer reads, prefix tokens first."
         ),
-        id="tokens",
     ) as tab:
         text = gr.Markdown(label="Token sequence")
         grid = picture(label="Patches and scan order", height=640, elem_id="tokens")
