@@ -128,3 +128,13 @@ def test_entries_that_grow_in_place_are_brought_back_under_the_cap():
         server.cache.put(("warm", i), a)
     server.warm_step(__import__("weakref").ref(analyses[1]), 1)  # the step that fuses the heads
     assert not server.cache.holds(analyses[0]) and server.cache.nbytes <= server.cache.max_bytes
+
+
+def test_what_drawings_keep_counts_toward_the_cap():
+    """The image at display size, made once per analysis by the views, is part of what the cache's cap counts."""
+    from vitviz import views
+
+    a = vitviz.analyze(tiny_vit(), random_image(300, 500))
+    before = a.nbytes
+    shown = views.display(a)
+    assert views.display(a) is shown and a.nbytes == before + shown.nbytes

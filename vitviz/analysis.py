@@ -45,6 +45,8 @@ class Analysis:
     _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
     _projections: inside.LayerProjections | None = field(default=None, repr=False)
     _updates: dict = field(default_factory=dict, repr=False)
+    # arrays that drawings make once per analysis (the image at display size): counted in nbytes, freed with it
+    drawn: dict = field(default_factory=dict, repr=False)
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -63,7 +65,8 @@ class Analysis:
         fused = sum(t.numel() * t.element_size() for t in list(self._fused.values()))  # a request may add one
         projections = self._projections.nbytes if self._projections is not None else 0
         kept = sum(a.nbytes for a in (self.update_norms, self.pool_attention) if a is not None)
-        return sum(a.nbytes for a in arrays) + fused + projections + kept
+        drawn = sum(a.nbytes for a in list(self.drawn.values()))
+        return sum(a.nbytes for a in arrays) + fused + projections + kept + drawn
 
     def query_index(self, query: str | int) -> int:
         """A query as one token index: 'readout' where the readout is one token, 'cls' where the model has a

@@ -5,8 +5,6 @@ The UI module only wires these to widgets; the CLI and notebooks can call them t
 
 from __future__ import annotations
 
-import weakref
-
 import cv2
 import numpy as np
 
@@ -25,14 +23,11 @@ ATTRIBUTION_SIDE = 360  # and of the three of the attributions view
 WEIGHT, WEIGHT_VALUE = "weight", "weight × value norm"  # what an attention map shows: α_j or ||α_j W_O,h v_j||
 
 
-_DISPLAY: weakref.WeakKeyDictionary[Analysis, np.ndarray] = weakref.WeakKeyDictionary()
-
-
 def display(a: Analysis) -> np.ndarray:
-    """The user's image at display size, made once per analysis (and freed with it)."""
-    if a not in _DISPLAY:
-        _DISPLAY[a] = render.fit(a.image)
-    return _DISPLAY[a]
+    """The user's image at display size, made once per analysis, kept (and counted, and freed) with it."""
+    if "display" not in a.drawn:
+        a.drawn["display"] = render.fit(a.image)
+    return a.drawn["display"]
 
 
 def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
