@@ -341,33 +341,46 @@ def test_the_faithfulness_panel_says_what_the_curves_show(client):
 
 def test_the_layer_lens_shows_every_layer_with_its_sentence(client):
     """/lens on the embedded model: one tile per layer, in order, and the sentence of the lens on that image."""
+    import base64
+    import json
+
     from gradio_client import handle_file
 
     from vitviz.lens import layer_lens
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
-    tiles, figure, note = client.predict(image, "dinov2-small", "224", "inferno", 0.6, "min-max", api_name="/lens")
-    tiles, figure = tiles["value"], figure["value"]  # with their visibility: a dense head shows tiles, not a plot
-    assert [t["caption"] for t in tiles] == [f"layer {i}" for i in range(12)] and figure is None
-    assert note == layer_lens(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg").sentence()
-    first, last = read(tiles[0]["image"]), read(tiles[-1]["image"])
-    assert first.shape == last.shape and np.abs(first.astype(int) - last.astype(int)).mean() > 1
+    figure, note = client.predict(image, "dinov2-small", "224", api_name="/lens")
+    figure = json.loads(figure["plot"])
+    assert [t["text"] for t in figure["layout"]["annotations"]] == [f"layer {i}" for i in range(12)]
+    lens = layer_lens(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg")
+    assert note == lens.sentence()
+    last = figure["data"][-1]["z"]
+    last = np.frombuffer(base64.b64decode(last["bdata"]), last["dtype"]).reshape(64, 64) if "bdata" in last else last
+    small = cv2.resize(lens.values[-1], (64, 64), interpolation=cv2.INTER_AREA)  # 224 px shown as 64 cells
+    np.testing.assert_allclose(last, small, atol=1e-5)
 
 
 @pytest.mark.slow
 def test_the_sanity_check_tiles_carry_the_cascades_correlations(client):
+    import base64
+    import json
+
     from gradio_client import handle_file
 
     from vitviz.sanity import sanity_check
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
     args = [image, "dinov2-small", "224", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [], "inferno", 0.6]
-    tiles, note = client.predict(*args, "min-max", api_name="/sanity")
+    figure, maps, note = client.predict(*args, "min-max", api_name="/sanity")
     s = sanity_check(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg", "saliency")
-    assert tiles[0]["caption"] == "the model" and len(tiles) == 13
+    titles = [t["text"] for t in json.loads(maps["plot"])["layout"]["annotations"]]
+    assert titles[0] == "the model" and len(titles) == 13
     for k in (1, 6, 12):
-        assert tiles[k]["caption"] == f"last {k} random · ρ = {s.correlation[k]:.2f}"
+        assert titles[k] == f"ρ {s.correlation[k]:.2f} · {k} random"
     assert s.sentence() in note
+    curve = json.loads(figure["plot"])["data"][0]["y"]
+    curve = np.frombuffer(base64.b64decode(curve["bdata"]), curve["dtype"]) if isinstance(curve, dict) else curve
+    np.testing.assert_allclose(curve, s.correlation, atol=1e-6)
 
 
 def test_stop_ends_a_long_attribution_at_its_next_batch():

@@ -1,4 +1,5 @@
-"""Screenshots of every tab, as a teacher sees them: `python -m tools.screenshots [OUT]` from the repository.
+"""Screenshots of every tab, as a teacher sees them: `python -m tools.screenshots [OUT [TAB ...]]` from the
+repository (TAB: ids of vitviz.tabs, to shoot only those).
 
 Serves the app on a free loopback port and shoots each tab in Debian's Chromium at 1400x1000, at 1024x768 with
 "Large text, for a projector" on, and at 390x844 (a phone, by touch), on the astronaut photo. Writes
@@ -25,6 +26,26 @@ READY = {  # what each tab shows once it is drawn
 }
 
 
+def check_saliency(page) -> None:
+    """The Attributions tab with its trust panels filled: Saliency (quick), its faithfulness and sanity check."""
+    page.locator("#method input").click()
+    page.get_by_role("option", name="Saliency (|gradient|)").click()
+    page.get_by_role("button", name="Compute attribution").click()
+    page.locator("#attr-summary").get_by_text("target").wait_for(timeout=120_000)
+    page.locator("#check-faithfulness").click()
+    page.locator("#faithfulness-note").get_by_text("Attention rollout.").wait_for(timeout=180_000)
+    page.locator("#check-sanity").click()
+    page.locator("#sanity-note").get_by_text("rank correlation").wait_for(timeout=300_000)
+
+
+def show_lens(page) -> None:
+    page.get_by_role("button", name="Show the layer lens").click()
+    page.locator("#lens-note").get_by_text("output head").wait_for(timeout=60_000)
+
+
+ACTIONS = {label("attributions"): check_saliency, label("output"): show_lens}  # a tab's panels that wait a click
+
+
 def shoot(page, path: Path) -> None:
     page.wait_for_function("() => !document.body.innerText.includes('processing')", timeout=60_000)
     png = path.with_suffix(".png")
@@ -37,6 +58,7 @@ def shoot(page, path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     out = Path(argv[0] if argv else "docs/screens")
+    only = [label(tab) for tab in argv[1:]] or None  # tab ids after the folder: shoot only those
     out.mkdir(parents=True, exist_ok=True)
     from playwright.sync_api import sync_playwright
 
@@ -50,10 +72,12 @@ def main(argv: list[str] | None = None) -> None:
                 page.locator("#large-text input").check()
             page.locator("#examples img").nth(2).click()
             page.locator("#status").get_by_text("grid 32×32").wait_for(timeout=60_000)
-            for tab in TABS:
+            for tab in TABS if only is None else only:
                 page.get_by_role("tab", name=tab).click()
                 if tab in READY:
                     page.wait_for_function(READY[tab], timeout=60_000)
+                if tab in ACTIONS and (only is None or tab in only):
+                    ACTIONS[tab](page)
                 page.wait_for_timeout(1500)
                 slug = tab.split(" · ")[1].lower().replace(" ", "-")
                 shoot(page, out / f"{tab.split(' ·')[0].zfill(2)}-{slug}-{name}.jpg")
@@ -62,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
                   return Math.min(...[...document.querySelectorAll('.vx label, .vx figcaption, .vx-mech td')]
                     .map((e) => parseFloat(getComputedStyle(e).fontSize) * z)); }"""
             )
-            print(f"{name}: {len(TABS)} tabs shot; the Explorer's smallest text {sizes:.1f} px")
+            print(f"{name}: {len(only or TABS)} tabs shot; the Explorer's smallest text {sizes:.1f} px")
             page.close()
         browser.close()
 

@@ -214,9 +214,9 @@ def faithfulness_curves(results: list, names: list[str]) -> go.Figure:
     in the reversed order, so the insertion band is the deletion band read from the other end."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
-        "Deletion: most relevant patches hidden first (lower is better)",
-        "Insertion: most relevant patches shown first (higher is better)"))  # fmt: skip
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
+        "<b>Deletion</b>: top patches hidden first<br>(falls fast = faithful)",
+        "<b>Insertion</b>: top patches shown first<br>(rises fast = faithful)"))  # fmt: skip
     first = results[0]
     x = 100 * first.fractions
     for col, band in ((1, first.random), (2, first.random[:, ::-1])):
@@ -235,7 +235,7 @@ def faithfulness_curves(results: list, names: list[str]) -> go.Figure:
     fig.update_xaxes(title="patches hidden (%)", row=1, col=1)
     fig.update_xaxes(title="patches shown (%)", row=1, col=2)
     fig.update_yaxes(title=first.target, row=1, col=1)
-    fig.update_layout(height=460, margin=dict(l=10, r=10, t=60, b=10), font=dict(size=15),
+    fig.update_layout(height=480, margin=dict(l=10, r=10, t=80, b=10), font=dict(size=15),
                       legend=dict(orientation="h", y=-0.25))  # fmt: skip
     fig.update_annotations(font_size=15)
     return fig
@@ -259,4 +259,46 @@ def layer_lens(values: np.ndarray, labels: list[str] | None, k: int = 5) -> go.F
     fig.update_layout(title=title, xaxis=dict(title="layer (depth)", dtick=1), yaxis=dict(title=axis),
                       height=420, margin=dict(l=10, r=10, t=50, b=10), font=dict(size=15),
                       legend=dict(orientation="h", y=-0.2))  # fmt: skip
+    return fig
+
+
+def sanity_correlation(randomised: np.ndarray, correlation: np.ndarray, name: str) -> go.Figure:
+    """A sanity check's cascade: the map's rank correlation with the original against how many of the last layers
+    are random (Adebayo et al. 2018, Fig. 2's curves)."""
+    fig = go.Figure()
+    hover = "last %{x} layers random: ρ %{y:.2f}<extra></extra>"
+    fig.add_scatter(x=randomised, y=correlation, mode="lines+markers", name=name, line=dict(width=4),
+                    marker=dict(size=10), hovertemplate=hover)  # fmt: skip
+    fig.add_hline(y=0, line=dict(color="grey", dash="dot"))
+    fig.update_layout(title="The map against the original as layers turn random", height=380, font=dict(size=15),
+                      xaxis=dict(title="last layers randomised", dtick=1), margin=dict(l=10, r=10, t=50, b=10),
+                      yaxis=dict(title="rank correlation ρ", range=[-1.05, 1.05]))  # fmt: skip
+    return fig
+
+
+def map_grid(maps: np.ndarray, titles: list[str], cols: int = 4, shared: bool = True, side: int = 64) -> go.Figure:
+    """Small maps side by side, each with its title: maps [K,h,w] (resized to at most `side` cells a side).
+    shared: one colour scale for all (maps of one quantity); else each scaled to its own min-max (maps compared
+    by their order, such as a sanity check's)."""
+    import cv2
+    from plotly.subplots import make_subplots
+
+    k = len(maps)
+    rows = -(-k // cols)
+    h, w = maps.shape[1:]
+    scale = min(1.0, side / max(h, w))
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    small = [cv2.resize(m.astype(np.float32), size, interpolation=cv2.INTER_AREA) for m in maps]
+    if not shared:
+        small = [(m - m.min()) / max(float(m.max() - m.min()), 1e-12) for m in small]
+    lo, hi = min(float(m.min()) for m in small), max(float(m.max()) for m in small)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.02,
+                        vertical_spacing=0.08 / rows * 3)  # fmt: skip
+    for i, m in enumerate(small):
+        fig.add_heatmap(z=m, zmin=lo, zmax=hi, colorscale="Inferno", showscale=i == 0, row=i // cols + 1,
+                        col=i % cols + 1, hovertemplate=f"{titles[i]}<br>%{{z:.3g}}<extra></extra>")  # fmt: skip
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
+    fig.update_layout(height=170 * rows + 60, margin=dict(l=10, r=10, t=40, b=10), font=dict(size=15))
+    fig.update_annotations(font_size=16)
     return fig

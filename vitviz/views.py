@@ -5,7 +5,6 @@ The UI module only wires these to widgets; the CLI and notebooks can call them t
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 
 from . import plots, render
@@ -213,24 +212,6 @@ def output_view(
     if sal is None:
         return top, None
     return top, scaled_overlay(display(a), sal, cmap, alpha, scale, False)
-
-
-def lens_tiles(
-    a: Analysis,
-    maps: np.ndarray,
-    cmap: str = "inferno",
-    alpha: float = 0.6,
-    scale: str = DEFAULT_SCALE,
-    side: int = 240,
-) -> list[tuple[np.ndarray, str]]:
-    """The dense-head lens [L,h,w] over the image, one small tile per layer with its caption. Every tile shares
-    the last layer's colour limits, so that a map that has not formed yet looks faint rather than stretched."""
-    base = render.fit(display(a), side)
-    size = (base.shape[1], base.shape[0])
-    resized = [cv2.resize(m.astype(np.float32), size, interpolation=cv2.INTER_LINEAR) for m in maps]
-    limits = (float(min(m.min() for m in resized)), float(max(m.max() for m in resized)))
-    return [(scaled_overlay(base, m, cmap, alpha, scale, False, limits=limits, colorbar=None), f"layer {i}")
-            for i, m in enumerate(resized)]  # fmt: skip
 
 
 def depth_view(r: DepthResult, cmap: str = "magma", alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

@@ -257,12 +257,11 @@ def check_sanity(
         s = sanity.sanity_check(model, image, method, n_steps=int(n_steps), baseline=baseline,
                                 nt_samples=int(noise_samples), layer=int(block), internal_batch_size=4,
                                 progress=report, **options)  # fmt: skip
-    base = render.fit(views.display(a), 200)
-    tiles = []
-    for k, m, rho in zip(s.randomised, s.maps, s.correlation, strict=True):
-        tile = views.scaled_overlay(base, m, cmap, float(alpha), colour_scale, False, colorbar=None)
-        tiles.append((tile, "the model" if k == 0 else f"last {k} random · ρ = {rho:.2f}"))
-    return tiles, f"**{METHODS[method]}.** {s.sentence()} {s.seconds:.0f} s."
+    steps = zip(s.randomised, s.correlation, strict=True)
+    titles = ["the model" if k == 0 else f"ρ {rho:.2f} · {k} random" for k, rho in steps]
+    maps = plots.map_grid(s.maps, titles, cols=5, shared=False)
+    figure = plots.sanity_correlation(s.randomised, s.correlation, METHODS[method])
+    return figure, maps, f"**{METHODS[method]}.** {s.sentence()} {s.seconds:.0f} s."
 
 
 @user_errors
@@ -355,14 +354,14 @@ def build(ctx: Context) -> None:
         verdict = gr.Markdown(elem_id="faithfulness-note", label="Faithfulness")
         randomising = gr.Button("Sanity check: randomise the model from the top", size="sm", elem_id="check-sanity")
         gr.Markdown(
-            "Does the map depend on what the model learned? The layers of a copy of the model get random weights, "
-            "the last first, and the map is made again after each (Adebayo et al. 2018). ρ is its rank correlation "
-            "with the original map: a map that stays near 1 while the weights turn random shows the input, "
-            "not the model.",
+            "Does the map depend on what the model learned? The layers of a copy of the model get random "
+            "weights, the last first, and the map is made again after each (Adebayo et al. 2018). Each tile says "
+            "how many of the last layers are random, and ρ, the map's rank correlation with the original: a map "
+            "that stays near 1 while the weights turn random shows the input, not the model.",
             elem_classes=["caption"],
         )
-        cascade = gr.Gallery(label="Sanity check: the map as the layers turn random", columns=5, height="auto",
-                             format="jpeg", elem_id="sanity-tiles")  # fmt: skip
+        cascade_plot = gr.Plot(label="Sanity check: rank correlation as the layers turn random", elem_id="sanity-plot")
+        cascade = gr.Plot(label="Sanity check: the map as the layers turn random", elem_id="sanity-maps")
         cascade_note = gr.Markdown(elem_id="sanity-note", label="Sanity check")
         box = gr.JSON([], visible=False, label="Box")  # a component, so that the API can pass a box
         kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
@@ -394,7 +393,7 @@ def build(ctx: Context) -> None:
     cascading = randomising.click(
         bind(check_sanity),
         [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale],
-        [cascade, cascade_note],
+        [cascade_plot, cascade, cascade_note],
         api_name="sanity",
         **slots("heavy"),
     )
@@ -402,7 +401,7 @@ def build(ctx: Context) -> None:
     halt.click(bind(stop), None, summary, cancels=heavy, api_visibility="private", queue=False)
     # A result belongs to one image: a new or cleared image stops a run and clears the result and the box.
     ctx.key.change(bind(new_image), None, [box, *results], cancels=heavy, api_visibility="private", queue=False)
-    ctx.key.change(lambda: (None, "", None, ""), None, [curves, verdict, cascade, cascade_note],
+    ctx.key.change(lambda: (None, "", None, None, ""), None, [curves, verdict, cascade_plot, cascade, cascade_note],
                    api_visibility="private", queue=False)  # fmt: skip
     ctx.demo.unload(bind(stop_on_unload))
     box_img.select(bind(pick_corner), [*ctx.where, box], [box, box_img], api_visibility="private")

@@ -18,16 +18,16 @@ def draw(a, cmap, alpha, colour_scale, request: gr.Request):
 
 
 @user_errors
-def show_lens(server: Server, image, model_name, size, cmap, alpha, colour_scale, request: gr.Request):
-    """The layer lens: every layer's tokens read by the output head. (tiles for a dense head or None, a figure
-    for a classifier or an encoder or None, the sentence)."""
+def show_lens(server: Server, image, model_name, size, request: gr.Request):
+    """The layer lens: every layer's tokens read by the output head. (a figure: each layer's dense map, or the
+    classes' or the readout's course through depth; the sentence)."""
     a = server.get_analysis(image, model_name, size, request)
     lens = layer_lens(a.model, a.image)
     if lens.kind == "dense":
-        tiles = views.lens_tiles(a, lens.values, cmap, float(alpha), colour_scale)
-        return gr.Gallery(tiles, visible=True), gr.Plot(None, visible=False), lens.sentence()
-    figure = plots.layer_lens(lens.values, lens.labels)
-    return gr.Gallery(None, visible=False), gr.Plot(figure, visible=True), lens.sentence()
+        figure = plots.map_grid(lens.values, [f"layer {i}" for i in range(lens.layers)])
+    else:
+        figure = plots.layer_lens(lens.values, lens.labels)
+    return figure, lens.sentence()
 
 
 def fit_outputs(server: Server, model_name):
@@ -50,25 +50,13 @@ def build(ctx: Context) -> None:
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
         dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.decoder is not None)
         lens_button = gr.Button("Show the layer lens: every layer read by the output head", size="sm")
-        lens_tiles = gr.Gallery(
-            label="Layer lens: the dense head on each layer",
-            columns=4,
-            height="auto",
-            visible=False,
-            format="jpeg",
-            elem_id="lens-tiles",
-        )
-        lens_plot = gr.Plot(label="Layer lens: the output through depth", visible=False, elem_id="lens-plot")
+        lens_plot = gr.Plot(label="Layer lens: the output through depth", elem_id="lens-plot")
         lens_note = gr.Markdown(elem_id="lens-note", label="Layer lens")
     lens_button.click(
-        ctx.server.bind(show_lens),
-        [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale],
-        [lens_tiles, lens_plot, lens_note],
-        api_name="lens",
-        **slots("forward"),
+        ctx.server.bind(show_lens), ctx.where, [lens_plot, lens_note], api_name="lens", **slots("forward")
     )
-    ctx.key.change(lambda: (gr.Gallery(None, visible=False), gr.Plot(None, visible=False), ""), None,
-                   [lens_tiles, lens_plot, lens_note], api_visibility="private", queue=False)  # fmt: skip
+    ctx.key.change(lambda: (None, ""), None,
+                   [lens_plot, lens_note], api_visibility="private", queue=False)  # fmt: skip
     outputs = [top5, dense]
     ctx.view(
         tab,
