@@ -1,0 +1,56 @@
+"""The Analysis: what one forward pass captures, and how a query names its tokens, on every family."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import FAMILIES, expected_readout_row, random_image, reference_outputs, tiny_vit
+
+import vitviz
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_queries_name_the_tokens_that_transformers_computes(name):
+    model = FAMILIES[name]()
+    a = vitviz.analyze(model, random_image(40, 56, seed=31), longest=56)
+    ref = reference_outputs(model, a.pixel_values)
+    last, n = model.num_layers - 1, a.attentions.shape[-1]
+    np.testing.assert_allclose(a.query_rows(last, "readout"), expected_readout_row(model, ref, last), atol=2e-3)
+    p = a.grid[0] * a.grid[1] - 1  # the last patch: its token comes after the prefix
+    np.testing.assert_allclose(a.query_rows(0, p), ref.attentions[0][0, :, n - 1].numpy(), atol=2e-3)
+    assert a.query_index(p) == n - 1 == model.n_prefix + p
+    if model.has_cls:
+        assert a.query_index("cls") == 0
+    else:
+        with pytest.raises(ValueError, match="has no CLS token: use 'readout'"):
+            a.query_index("cls")
+    with pytest.raises(ValueError, match=rf"patch index in \[0, {p + 1}\), got {p + 1}"):
+        a.query_index(p + 1)
+    start = a.readout_start()
+    assert start.shape == (n,) and start.sum() == pytest.approx(1.0, abs=1e-6) and (start >= 0).all()
+    if model.readout.pool:  # the probe's attention, its heads fused by their mean
+        np.testing.assert_allclose(start, a.pool_attention.mean(0) / a.pool_attention.mean(0).sum(), atol=1e-6)
+    else:
+        assert set(np.flatnonzero(start)) == set(model.readout.tokens)
+
+
+def test_nbytes_counts_what_the_analysis_holds_and_what_it_fills():
+    a = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=32))
+    arrays = [a.image, a.pixel_values, a.attentions, a.hidden_states, a.tokens, a.update_norms]
+    assert a.nbytes == sum(x.nbytes for x in arrays)
+    before = a.nbytes
+    fused = a.fused("max")
+    assert a.nbytes == before + fused.numel() * fused.element_size()
+
+
+def test_the_warm_steps_fill_what_the_views_read_and_change_no_answer():
+    model = tiny_vit()
+    image = random_image(32, 32, seed=33)
+    cold, warm = vitviz.analyze(model, image), vitviz.analyze(model, image)
+    warm.warm()
+    assert not warm.warm_step(10_000)  # past the last step: nothing to do
+    assert set(warm._fused) == {"mean", "max", "min"} and set(warm._layer_stats) == set(range(model.num_layers))
+    for fusion in ("mean", "max", "min"):
+        np.testing.assert_array_equal(warm.rollout(fusion, 0.5), cold.rollout(fusion, 0.5))
+    np.testing.assert_array_equal(warm.attention_entropy, cold.attention_entropy)
+    assert warm.hidden_states.shape == (model.num_layers + 1, 17, 32)
