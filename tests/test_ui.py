@@ -376,7 +376,7 @@ def test_the_sanity_check_tiles_carry_the_cascades_correlations(client):
     titles = [t["text"] for t in json.loads(maps["plot"])["layout"]["annotations"]]
     assert titles[0] == "the model" and len(titles) == 13
     for k in (1, 6, 12):
-        assert titles[k] == f"ρ {s.correlation[k]:.2f} · {k} random"
+        assert titles[k] == f"{k} random<br>ρ {s.correlation[k]:.2f}"
     assert s.sentence() in note
     curve = json.loads(figure["plot"])["data"][0]["y"]
     curve = np.frombuffer(base64.b64decode(curve["bdata"]), curve["dtype"]) if isinstance(curve, dict) else curve
@@ -483,3 +483,32 @@ def test_the_app_serves_from_a_process_that_goes_on(embedded):
         server.stop()
     with pytest.raises(OSError):
         urllib.request.urlopen(url, timeout=5)
+
+
+def test_inside_a_head_asks_the_centre_patch_of_a_model_without_a_readout_token(tmp_path):
+    """SigLIP reads out through a pooling probe, which is no token of the layers: inside a head then starts on the
+    centre patch, where the readout would be an error. A model with a CLS token keeps the readout."""
+    from conftest import random_image, tiny_siglip_vision
+
+    from vitviz.app.attention import PATCH_QUERY, controls_fitter
+    from vitviz.app.inside import single_heads
+    from vitviz.app.session import Server
+
+    server, path = Server(device="cpu"), tmp_path / "photo.png"
+    cv2.imwrite(str(path), random_image(40, 56))
+    fit = server.bind(controls_fitter(single_heads, 0, token_query=True))
+    for model, expected in ((tiny_siglip_vision(), (PATCH_QUERY,)), (vitviz.load_model(device="cpu"), None)):
+        server.models[model.name] = model
+        *_, patch, mode = fit(str(path), model.name, "224", 2, 0, -1, None)
+        if expected is None:  # a CLS token: nothing to change
+            assert (patch, mode) == (gr_skip(), gr_skip())
+        else:
+            a = server.get_analysis(str(path), model.name, "224", None)
+            assert mode == PATCH_QUERY and patch == (a.grid[0] // 2) * a.grid[1] + a.grid[1] // 2
+            assert a.inside_head(0, 0, patch).weights.sum() == pytest.approx(1, abs=1e-3)
+
+
+def gr_skip():
+    import gradio as gr
+
+    return gr.skip()

@@ -292,13 +292,15 @@ def map_grid(maps: np.ndarray, titles: list[str], cols: int = 4, shared: bool = 
     if not shared:
         small = [(m - m.min()) / max(float(m.max() - m.min()), 1e-12) for m in small]
     lo, hi = min(float(m.min()) for m in small), max(float(m.max()) for m in small)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.02,
-                        vertical_spacing=0.08 / rows * 3)  # fmt: skip
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.03,
+                        vertical_spacing=0.1 / rows * 3)  # fmt: skip
     for i, m in enumerate(small):
         fig.add_heatmap(z=m, zmin=lo, zmax=hi, colorscale="Inferno", showscale=i == 0, row=i // cols + 1,
                         col=i % cols + 1, hovertemplate=f"{titles[i]}<br>%{{z:.3g}}<extra></extra>")  # fmt: skip
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
-    fig.update_layout(height=170 * rows + 60, margin=dict(l=10, r=10, t=40, b=10), font=dict(size=15))
+    fig.update_layout(height=190 * rows + 90, margin=dict(l=10, r=10, t=90, b=10), font=dict(size=15))
+    if not shared:
+        fig.update_traces(colorbar=dict(title="each map<br>0 to 1"), selector=dict(showscale=True))
     fig.update_annotations(font_size=16)
     return fig

@@ -63,8 +63,10 @@ def draw(
     return overlay, picker, sentences.attention_note(a, int(layer), which, query)
 
 
-def controls_fitter(choices: Callable[[VitModel], list], fallback: int) -> Callable:
-    """The `prepare` step of a view with a layer, a head and a query patch, for heads from `choices`."""
+def controls_fitter(choices: Callable[[VitModel], list], fallback: int, token_query: bool = False) -> Callable:
+    """The `prepare` step of a view with a layer, a head and a query patch, for heads from `choices`.
+    token_query: the view needs a query token in the layers, which a pool readout (SigLIP's probe) is not: there
+    the query becomes the centre patch."""
 
     @user_errors
     def fit_controls(server: Server, image, model_name, size, layer, head, patch, request: gr.Request):
@@ -75,6 +77,15 @@ def controls_fitter(choices: Callable[[VitModel], list], fallback: int) -> Calla
         a = server.get_analysis(image, model_name, size, request)
         m, patches = a.model, a.grid[0] * a.grid[1]
         last, patch_ok = m.num_layers - 1, patch < patches
+        if token_query and len(m.readout.tokens) != 1 and not 0 <= patch < patches:
+            centre = (a.grid[0] // 2) * a.grid[1] + a.grid[1] // 2
+            gr.Info(f"{m.name} reads out from {m.readout.name}, not from a token: the query is the centre patch.")
+            return (
+                gr.Slider(maximum=last, value=min(layer, last)),
+                gr.Dropdown(choices=choices(m), value=head if head < m.num_heads else fallback),
+                centre,
+                PATCH_QUERY,
+            )
         return (
             gr.Slider(maximum=last, value=layer if layer <= last else last),
             gr.Dropdown(choices=choices(m), value=head if head < m.num_heads else fallback),

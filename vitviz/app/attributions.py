@@ -258,7 +258,7 @@ def check_sanity(
                                 nt_samples=int(noise_samples), layer=int(block), internal_batch_size=4,
                                 progress=report, **options)  # fmt: skip
     steps = zip(s.randomised, s.correlation, strict=True)
-    titles = ["the model" if k == 0 else f"ρ {rho:.2f} · {k} random" for k, rho in steps]
+    titles = ["the model" if k == 0 else f"{k} random<br>ρ {rho:.2f}" for k, rho in steps]
     maps = plots.map_grid(s.maps, titles, cols=5, shared=False)
     figure = plots.sanity_correlation(s.randomised, s.correlation, METHODS[method])
     return figure, maps, f"**{METHODS[method]}.** {s.sentence()} {s.seconds:.0f} s."

@@ -68,7 +68,7 @@ def build(ctx: Context) -> None:
         [c.change for c in (layer, head, query_mode, patch)],
         api_name="inside_head",
         prepare=(
-            ctx.server.bind(controls_fitter(single_heads, 0)),
+            ctx.server.bind(controls_fitter(single_heads, 0, token_query=True)),
             [*ctx.where, layer, head, patch],
             [layer, head, patch, query_mode],
         ),
