@@ -512,3 +512,24 @@ def gr_skip():
     import gradio as gr
 
     return gr.skip()
+
+
+@pytest.mark.slow
+def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(monkeypatch):
+    """After Compute, the check reuses the map on screen (no second attribution); other settings make a new one."""
+    from vitviz.app import attributions
+    from vitviz.app.session import Server
+
+    server, quiet = Server(device="cpu"), dict(request=None, progress=lambda *a, **k: None)
+    where = (str(ASSETS / "coffee.jpg"), "dinov2-small", "224")
+    settings = ("Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [])
+    *_, kept = attributions.run(server, *where, *settings, "inferno", 0.6, "log", **quiet)
+    calls = []
+    quick = dict(steps=2, random_orders=1)  # what is checked is which map is scored, not the curves
+    monkeypatch.setattr(attributions, "faithfulness", lambda *a, **k: calls.append(k) or real(*a, **k, **quick))
+    real = __import__("vitviz.faithfulness", fromlist=["faithfulness"]).faithfulness
+    _, text = attributions.check_faithfulness(server, *where, *settings, kept, **quiet)
+    assert calls[0]["scores"] is kept[2][1] and "The map shown above" in text
+    other = (*settings[:5], 10, [])  # another Grad-CAM block: a saliency map is the same, but the settings differ
+    _, text = attributions.check_faithfulness(server, *where, *other, kept, **quiet)
+    assert calls[2]["scores"] is None and "press Compute first" in text

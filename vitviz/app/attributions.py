@@ -11,7 +11,16 @@ import numpy as np
 
 from .. import plots, render, sanity, views
 from ..analysis import Analysis
-from ..attributions import BASELINES, METHODS, attribute, attribution_size, input_analysis, model_passes, targets
+from ..attributions import (
+    BASELINES,
+    METHODS,
+    attribute,
+    attribution_size,
+    input_analysis,
+    model_passes,
+    patch_scores,
+    targets,
+)
 from ..faithfulness import faithfulness, passes
 from ..maps import DEFAULT_SCALE
 from .session import (
@@ -84,6 +93,11 @@ def _choices(a: Analysis, image, method_label, target, points) -> tuple[str, dic
         target=None if rank == 0 or a.model.labels is None else targets(a.model, image)[rank][1],
         box=parse_box(points) if a.model.decoder is not None else None,
     )
+
+
+def _settings(method, options, baseline, n_steps, noise_samples, block) -> tuple:
+    """What makes one map: the same settings on the same image give the same map."""
+    return method, options["target"], options["box"], baseline, int(n_steps), int(noise_samples), int(block)
 
 
 def _within_budget(a: Analysis, passes_at_grid, what: str) -> None:
@@ -163,7 +177,11 @@ def run(
         )
         rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
     same = input_analysis(model, image).rollout("mean", 0.0)  # rollout on the attribution's own input
-    kept = (server.analysis_key(image, model_name, size), views.attribution_inputs(a, r, rel, same))
+    made = (
+        _settings(method, options, baseline, n_steps, noise_samples, block),
+        patch_scores(r.raw, a.model.patch_size),
+    )
+    kept = (server.analysis_key(image, model_name, size), views.attribution_inputs(a, r, rel, same), made)
     shown, roll, rel_img = views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
     size = f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px"
     lines = [f"**{METHODS[method]}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
@@ -191,24 +209,29 @@ def check_faithfulness(
     noise_samples,
     block,
     points,
+    kept=None,
     request: gr.Request = None,
     progress=gr.Progress(),
 ):
     """Deletion and insertion curves of the chosen method's map and of the rollout beside it, on this image and
-    this target, against random orders: a figure and a sentence for each map."""
+    this target, against random orders: a figure and a sentence for each map. The map the tab shows (`kept`, the
+    session's last attribution) is used as it is when it was made on this image with these settings."""
     a = server.get_analysis(image, model_name, size, request)
     method, options = _choices(a, image, method_label, target, points)
+    settings = _settings(method, options, baseline, n_steps, noise_samples, block)
+    shown = kept is not None and kept[0] == server.analysis_key(image, model_name, size) and kept[2][0] == settings
     curves = 2 * passes()
-    _within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid) + curves + 1,
-                   f"The faithfulness of {METHODS[method]} and of the rollout")  # fmt: skip
+    _within_budget(a, lambda grid: (0 if shown else model_passes(method, int(n_steps), int(noise_samples), grid))
+                   + curves + 1, f"The faithfulness of {METHODS[method]} and of the rollout")  # fmt: skip
     model = server.get_attribution_model(model_name)
     name = f"The faithfulness check of {METHODS[method]}"
-    with _stoppable(server, request, name, f"{name}: the map, then hiding patches", progress) as report:
+    with _stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
         results = [
             faithfulness(
                 model,
                 image,
                 method,
+                scores=kept[2][1] if shown else None,
                 n_steps=int(n_steps),
                 baseline=baseline,
                 nt_samples=int(noise_samples),
@@ -220,8 +243,11 @@ def check_faithfulness(
             faithfulness(model, image, "rollout", progress=report, **options),
         ]
     names = [METHODS[method], "Attention rollout"]
-    text = "\n\n".join(f"**{name}.** {r.sentence()} Map {r.map_seconds:.1f} s, curves {r.seconds:.1f} s."
-                        for name, r in zip(names, results, strict=True))  # fmt: skip
+    maps = ["The map shown above", f"Map {results[1].map_seconds:.1f} s"]
+    if not shown:
+        maps[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
+    text = "\n\n".join(f"**{name}.** {r.sentence()} {made}, curves {r.seconds:.1f} s."
+                        for name, r, made in zip(names, results, maps, strict=True))  # fmt: skip
     return plots.faithfulness_curves(results, names), text
 
 
@@ -385,7 +411,7 @@ def build(ctx: Context) -> None:
     )
     checking = faithful.click(
         bind(check_faithfulness),
-        [*ctx.where, method, target, baseline, steps, noise, block, box],
+        [*ctx.where, method, target, baseline, steps, noise, block, box, kept],
         [curves, verdict],
         api_name="faithfulness",
         **slots("heavy"),
