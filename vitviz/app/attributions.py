@@ -95,6 +95,12 @@ def _choices(a: Analysis, image, method_label, target, points) -> tuple[str, dic
     )
 
 
+def _method_options(baseline, n_steps, noise_samples, block) -> dict:
+    """The tab's method settings as `attribute` takes them."""
+    n, samples, layer = int(n_steps), int(noise_samples), int(block)
+    return dict(n_steps=n, baseline=baseline, nt_samples=samples, layer=layer, internal_batch_size=4)
+
+
 def _settings(method, options, baseline, n_steps, noise_samples, block) -> tuple:
     """What makes one map: the same settings on the same image give the same map."""
     return method, options["target"], options["box"], baseline, int(n_steps), int(noise_samples), int(block)
@@ -134,24 +140,9 @@ def _stoppable(server: Server, request: gr.Request, name: str, desc: str, progre
 
 
 @user_errors
-def run(
-    server: Server,
-    image,
-    model_name,
-    size,
-    method_label,
-    target,
-    baseline,
-    n_steps,
-    noise_samples,
-    block,
-    points,
-    cmap,
-    alpha,
-    colour_scale=DEFAULT_SCALE,
-    request: gr.Request = None,
-    progress=gr.Progress(),
-):
+def run(server: Server, image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block,
+        points, cmap, alpha, colour_scale=DEFAULT_SCALE, request: gr.Request = None,
+        progress=gr.Progress()):  # fmt: skip
     """Attribute the chosen output with the chosen method; rollout and relevancy beside it. Also returns the
     result itself, kept for the session so that a display setting recolours it without running it again."""
     a = server.get_analysis(image, model_name, size, request)
@@ -167,11 +158,7 @@ def run(
             model,
             image,
             method,
-            n_steps=int(n_steps),
-            baseline=baseline,
-            nt_samples=int(noise_samples),
-            layer=int(block),
-            internal_batch_size=4,
+            **_method_options(baseline, n_steps, noise_samples, block),
             progress=report,
             **options,
         )
@@ -197,22 +184,9 @@ def run(
 
 
 @user_errors
-def check_faithfulness(
-    server: Server,
-    image,
-    model_name,
-    size,
-    method_label,
-    target,
-    baseline,
-    n_steps,
-    noise_samples,
-    block,
-    points,
-    kept=None,
-    request: gr.Request = None,
-    progress=gr.Progress(),
-):
+def check_faithfulness(server: Server, image, model_name, size, method_label, target, baseline, n_steps,
+                       noise_samples, block, points, kept=None, request: gr.Request = None,
+                       progress=gr.Progress()):  # fmt: skip
     """Deletion and insertion curves of the chosen method's map and of the rollout beside it, on this image and
     this target, against random orders: a figure and a sentence for each map. The map the tab shows (`kept`, the
     session's last attribution) is used as it is when it was made on this image with these settings."""
@@ -232,11 +206,7 @@ def check_faithfulness(
                 image,
                 method,
                 scores=kept[2][1] if shown else None,
-                n_steps=int(n_steps),
-                baseline=baseline,
-                nt_samples=int(noise_samples),
-                layer=int(block),
-                internal_batch_size=4,
+                **_method_options(baseline, n_steps, noise_samples, block),
                 progress=report,
                 **options,
             ),  # fmt: skip
@@ -252,24 +222,9 @@ def check_faithfulness(
 
 
 @user_errors
-def check_sanity(
-    server: Server,
-    image,
-    model_name,
-    size,
-    method_label,
-    target,
-    baseline,
-    n_steps,
-    noise_samples,
-    block,
-    points,
-    cmap,
-    alpha,
-    colour_scale=DEFAULT_SCALE,
-    request: gr.Request = None,
-    progress=gr.Progress(),
-):
+def check_sanity(server: Server, image, model_name, size, method_label, target, baseline, n_steps,
+                 noise_samples, block, points, cmap, alpha, colour_scale=DEFAULT_SCALE, request: gr.Request = None,
+                 progress=gr.Progress()):  # fmt: skip
     """The map after randomising the last 1, 2, ... layers of a copy of the model: one tile per step, captioned
     with its rank correlation with the original map, and a sentence."""
     a = server.get_analysis(image, model_name, size, request)
@@ -280,9 +235,8 @@ def check_sanity(
     model = server.get_attribution_model(model_name)
     name = f"The sanity check of {METHODS[method]}"
     with _stoppable(server, request, name, f"{name}: one map per randomised layer", progress) as report:
-        s = sanity.sanity_check(model, image, method, n_steps=int(n_steps), baseline=baseline,
-                                nt_samples=int(noise_samples), layer=int(block), internal_batch_size=4,
-                                progress=report, **options)  # fmt: skip
+        settings = _method_options(baseline, n_steps, noise_samples, block)
+        s = sanity.sanity_check(model, image, method, progress=report, **settings, **options)
     steps = zip(s.randomised, s.correlation, strict=True)
     titles = ["the model" if k == 0 else f"{k} random<br>ρ {rho:.2f}" for k, rho in steps]
     maps = plots.map_grid(s.maps, titles, cols=5, shared=False)
