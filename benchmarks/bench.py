@@ -314,12 +314,22 @@ def bench_faithfulness(model: VitModel, folders: list[str]) -> None:
     from vitviz import EXAMPLES, example
     from vitviz.attributions import METHODS
     from vitviz.cli import image_files
-    from vitviz.faithfulness import MAPS, over_images, table
+    from vitviz.deletion import MAPS, MethodSummary, over_images, table
 
     files = [example(name) for name in EXAMPLES] + (image_files(folders) if folders else [])
+    methods = [*METHODS, *MAPS]
     print(f"faithfulness of every map on {len(files)} photos, model {model.name}, torch threads "
-          f"{torch.get_num_threads()}: 10 % steps, 5 random orders, hidden patches blurred")  # fmt: skip
-    print(table(over_images(model, files, [*METHODS, *MAPS], on_skip=lambda p, e: print(f"skipped {p}: {e}"))))
+          f"{torch.get_num_threads()}: 10 % steps, 5 random orders, hidden patches blurred", flush=True)  # fmt: skip
+    rows: list[list[MethodSummary]] = []
+    for path in files:  # one photo at a time, printed as it comes: a long run leaves its figures behind
+        rows.append(over_images(model, [path], methods, on_skip=lambda p, e: print(f"skipped {p}: {e}")))
+        print(f"{path.name}: " + ", ".join(f"{r.method} {r.deletion_auc:.3f}/{r.random_auc:.3f}"
+                                           for r in rows[-1]), flush=True)  # fmt: skip
+    print(table([MethodSummary(
+        method=m, images=len(rows), faithful=sum(r[i].faithful for r in rows),
+        **{k: float(np.mean([getattr(r[i], k) for r in rows]))
+           for k in ("deletion_auc", "insertion_auc", "random_auc", "map_seconds", "curve_seconds")})
+        for i, m in enumerate(methods)]))  # fmt: skip
 
 
 def bench_stats(model: VitModel, counts: tuple[int, ...] = (16, 64), batch: int = 4) -> None:

@@ -99,7 +99,7 @@ def test_every_usage_error_exits_2_with_a_message_and_no_traceback(args, message
 
 @pytest.mark.slow
 def test_faithfulness_table_equals_the_python_api_and_names_a_bad_file(embedded, mixed):
-    from vitviz.faithfulness import faithfulness
+    from vitviz.deletion import faithfulness
 
     run = vitviz_cli("faithfulness", str(mixed / "chelsea.jpg"), str(mixed / "notes.jpg"), "--methods",
                      "saliency,rollout", "--steps", "4", "--random", "2")  # fmt: skip

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import random_image, reference_outputs, tiny_dinov2, tiny_vit
 
-from vitviz.faithfulness import faithfulness
+from vitviz.deletion import faithfulness
 from vitviz.preprocess import prepare_input
 
 

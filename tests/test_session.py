@@ -34,8 +34,11 @@ def test_a_bug_is_logged_with_its_traceback_and_named_to_the_user(caplog):
     assert len(caplog.records) == 1 and caplog.records[0].exc_info is not None
 
 
-def test_importing_every_module_starts_no_thread_and_makes_no_folder(tmp_path):
-    """The server's state lives in the `Server` that `main()` builds: importing vitviz leaves the process as it was."""
+def test_importing_every_module_starts_no_thread_makes_no_folder_and_shadows_no_name(tmp_path):
+    """The server's state lives in the `Server` that `main()` builds: importing vitviz leaves the process as it was.
+
+    Once every module is imported, `vitviz.NAME` is still the function or class that the README calls, never a
+    submodule of the same name (importing `vitviz.X` sets the package's attribute X to the module)."""
     import subprocess
     import sys
 
@@ -47,11 +50,12 @@ def test_importing_every_module_starts_no_thread_and_makes_no_folder(tmp_path):
         "    if not m.name.endswith('__main__'):  # it would run the command\n"
         "        importlib.import_module(m.name)\n"
         "made = sorted(set(os.listdir(tempfile.gettempdir())) - before[0])\n"
-        "print(threading.active_count() - before[1], [n for n in made if 'vitviz' in n])\n"
+        "shadowed = [n for n in vitviz._WHERE if type(getattr(vitviz, n)) is type(vitviz)]\n"
+        "print(threading.active_count() - before[1], [n for n in made if 'vitviz' in n], shadowed)\n"
     )
     env = {**__import__("os").environ, "TMPDIR": str(tmp_path), "GRADIO_ANALYTICS_ENABLED": "False"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
-    assert out.split("\n")[-2] == "0 []", out
+    assert out.split("\n")[-2] == "0 [] []", out
 
 
 def test_a_server_stops_its_threads():

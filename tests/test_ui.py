@@ -316,7 +316,7 @@ def test_the_faithfulness_panel_says_what_the_curves_show(client):
 
     from gradio_client import handle_file
 
-    from vitviz.faithfulness import faithfulness
+    from vitviz.deletion import faithfulness
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
     args = [image, "dinov2-small", "224", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, []]
@@ -527,7 +527,7 @@ def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(mon
     calls = []
     quick = dict(steps=2, random_orders=1)  # what is checked is which map is scored, not the curves
     monkeypatch.setattr(attributions, "faithfulness", lambda *a, **k: calls.append(k) or real(*a, **k, **quick))
-    real = __import__("vitviz.faithfulness", fromlist=["faithfulness"]).faithfulness
+    real = __import__("vitviz.deletion", fromlist=["faithfulness"]).faithfulness
     _, text = attributions.check_faithfulness(server, *where, *settings, kept, **quiet)
     assert calls[0]["scores"] is kept[2][1] and "The map shown above" in text
     other = (*settings[:5], 10, [])  # another Grad-CAM block: a saliency map is the same, but the settings differ

@@ -253,7 +253,7 @@ def run_faithfulness(args: argparse.Namespace) -> int:
     """Per method: the mean deletion, insertion and random areas over the images, how many beat every random
     order, and the seconds per map and per set of curves."""
     from .attributions import METHODS
-    from .faithfulness import MAPS, REPLACEMENTS, over_images, table
+    from .deletion import MAPS, REPLACEMENTS, over_images, table
 
     known = [*METHODS, *MAPS]
     methods = known if args.methods == "all" else args.methods.split(",")

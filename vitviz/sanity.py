@@ -87,7 +87,7 @@ def sanity_check(
     """The map of `method` (an attribution method or "rollout"; `options` as `attribute`'s) on `image`, then again
     after randomising the last 1, 2, ... `layers` layers (default: all) of a copy of `model`."""
     from .attributions import METHODS
-    from .faithfulness import MAPS
+    from .deletion import MAPS
 
     if method not in METHODS and method not in MAPS:
         raise ValueError(f"unknown method {method!r}: use one of {', '.join([*METHODS, *MAPS])}")

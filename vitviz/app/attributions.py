@@ -21,7 +21,7 @@ from ..attributions import (
     patch_scores,
     targets,
 )
-from ..faithfulness import faithfulness, passes
+from ..deletion import faithfulness, passes
 from ..maps import DEFAULT_SCALE
 from .session import (
     Server,
