@@ -182,7 +182,7 @@ def test_integrated_gradients_completeness(embedded, coffee):
 def test_box_target_is_the_dense_heads_mean_inside_the_box(embedded, coffee):
     full = attribute(embedded, coffee, "saliency")
     left = attribute(embedded, coffee, "saliency", box=(0, 0, 300, 400))  # left half of 600x400
-    dense = embedded.dense_head(coffee, (224, 224))
+    dense = embedded.dense_map_of(coffee, (224, 224))
     assert full.score == pytest.approx(float(dense.mean()), rel=1e-4)
     assert left.score == pytest.approx(float(dense[:, :112].mean()), rel=1e-4)
     assert "inside the box" in left.target and "whole image" in full.target
@@ -213,7 +213,7 @@ def test_deletion_top_patches_lower_the_target_more_than_random(embedded, coffee
             hidden[:, :, row * p : row * p + p, col * p : col * p + p] = 0  # the mean colour
         out = embedded.forward(hidden)
         with torch.inference_mode():
-            return float(embedded.dense_output(out.hidden_states[-1], (gh, gw), (224, 224)).mean())
+            return float(embedded.dense_map(out.hidden_states[-1], (gh, gw), (224, 224)).mean())
 
     top = score_without(np.argsort(-per_patch.ravel())[:k])
     rng = np.random.default_rng(0)
@@ -269,7 +269,7 @@ def test_relevancy_of_a_box_reads_the_rows_of_the_patches_it_covers(embedded, co
     out = embedded.net(pixel_values=x, output_attentions=True, output_hidden_states=True)
     for a in out.attentions:
         a.retain_grad()
-    dense = embedded.dense_output(out.hidden_states[-1], (16, 16), (224, 224))[0, 0]
+    dense = embedded.dense_map(out.hidden_states[-1], (16, 16), (224, 224))[0, 0]
     dense[:, :120].mean().backward()
     n, k = out.attentions[0].shape[-1], embedded.n_prefix
     rel = np.eye(n)

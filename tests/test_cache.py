@@ -51,7 +51,7 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
         step += 1
     assert step == 4 + a.model.num_layers and set(a._layer_stats) == set(range(a.model.num_layers))
     assert set(a._thresholds) == set(a._fused) == {"mean", "max", "min"}  # no rollout control computes them
-    assert "_saliency" in vars(a)  # filled, if only with None (tiny_vit has no dense head)
+    assert "_dense_map" in vars(a)  # filled, if only with None (tiny_vit has no dense head)
     server.cache._items.pop(key)
     a._layer_stats.clear()
     first_layer = 1 + len(maps.HEAD_FUSIONS)  # the step of layer 0's statistics

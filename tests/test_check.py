@@ -10,7 +10,7 @@ from conftest import FAMILIES, random_image
 from test_cli import vitviz_cli
 
 from vitviz import check
-from vitviz.models import Readout
+from vitviz.families import Readout
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

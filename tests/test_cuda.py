@@ -46,7 +46,7 @@ def test_the_gpu_analysis_is_the_cpu_analysis(coffee_pair):
             np.testing.assert_allclose(b.rollout(fusion, discard), a.rollout(fusion, discard), rtol=0.01, atol=1e-7)
     np.testing.assert_allclose(b.mean_attention_distance, a.mean_attention_distance, rtol=2e-3)
     np.testing.assert_allclose(b.attention_entropy, a.attention_entropy, rtol=2e-3)
-    np.testing.assert_allclose(b.saliency(), a.saliency(), atol=0.02)
+    np.testing.assert_allclose(b.dense_map(), a.dense_map(), atol=0.02)
 
 
 def test_the_gpu_hooks_keep_what_transformers_returns(pair):

@@ -115,7 +115,7 @@ def oracle_by_hand(model, rgb) -> np.ndarray:
         for chunk in np.array_split(inputs, 17):
             out = model.forward(torch.from_numpy(chunk))
             with torch.inference_mode():
-                values += model.dense_output(out.hidden_states[-1], (16, 16), (224, 224)).mean((1, 2, 3)).tolist()
+                values += model.dense_map(out.hidden_states[-1], (16, 16), (224, 224)).mean((1, 2, 3)).tolist()
         _ORACLE["drops"] = (values[0] - np.array(values[1:])).reshape(16, 16)
     return _ORACLE["drops"]
 

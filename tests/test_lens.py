@@ -52,12 +52,12 @@ def test_the_dense_lens_is_the_dense_head_on_each_cut_model(embedded, coffee):
     lens = layer_lens(embedded, coffee)
     x = torch.from_numpy(prepare_input(coffee, (224, 224), 14, embedded.mean, embedded.std))
     assert lens.kind == "dense" and lens.values.shape == (12, 224, 224)
-    np.testing.assert_allclose(lens.values[-1], embedded.dense_head(coffee, (224, 224)), atol=1e-5)
+    np.testing.assert_allclose(lens.values[-1], embedded.dense_map_of(coffee, (224, 224)), atol=1e-5)
     for layers in (1, 6):
         with torch.no_grad():
             tokens = cut_after(embedded, layers)(pixel_values=x).last_hidden_state  # after transformers' own norm
             grid = tokens[:, 1:].reshape(1, 16, 16, -1).permute(0, 3, 1, 2)
-            np.testing.assert_allclose(lens.values[layers - 1], embedded.decoder(grid, (224, 224))[0, 0], atol=1e-5)
+            np.testing.assert_allclose(lens.values[layers - 1], embedded.dense_head(grid, (224, 224))[0, 0], atol=1e-5)
 
 
 def test_settles_is_the_first_layer_from_which_the_reading_stays():

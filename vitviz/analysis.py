@@ -200,7 +200,7 @@ class Analysis:
         between requests, so that no control's first touch computes them."""
         fusions = len(maps.HEAD_FUSIONS)
         if step == 0:
-            self.saliency()
+            self.dense_map()
         elif step <= fusions:
             self.percent_thresholds(maps.HEAD_FUSIONS[step - 1])
         elif step - 1 - fusions < len(self.attentions):
@@ -244,12 +244,12 @@ class Analysis:
         return [(self.model.labels[i], float(probs[i])) for i in best]
 
     @cached_property
-    def _saliency(self) -> np.ndarray | None:
-        return self.model.dense_head(self.image, tuple(self.pixel_values.shape[2:]))
+    def _dense_map(self) -> np.ndarray | None:
+        return self.model.dense_map_of(self.image, tuple(self.pixel_values.shape[2:]))
 
-    def saliency(self) -> np.ndarray | None:
-        """[h,w] the embedded model's dense importance head, in [0,1]; None without one."""
-        return self._saliency
+    def dense_map(self) -> np.ndarray | None:
+        """[h,w] the embedded model's dense head's map (saliency), in [0,1]; None without one."""
+        return self._dense_map
 
 
 def analyze(model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:
@@ -289,10 +289,10 @@ def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
     pixel_values = prepare_input(rgb, (side, side), p, model.mean, model.std)
     out = model.forward(torch.from_numpy(pixel_values))
     a = capture(model, rgb, pixel_values, out)
-    if model.decoder is not None:
+    if model.dense_head is not None:
         with model.lock, torch.inference_mode():
-            dense = model.dense_output(out.hidden_states[-1], a.grid, (side, side))
-        a.__dict__["_saliency"] = dense[0, 0].float().cpu().numpy()  # fills the cached property
+            dense = model.dense_map(out.hidden_states[-1], a.grid, (side, side))
+        a.__dict__["_dense_map"] = dense[0, 0].float().cpu().numpy()  # fills the cached property
     return a
 
 

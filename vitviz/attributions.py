@@ -60,8 +60,8 @@ def attribution_size(model: VitModel, height: int, width: int, longest: int | No
     encoders an aspect-kept input, 224 px on the longest side unless `longest` is given.
     """
     p = model.patch_size
-    if longest is None and (model.fixed_size or model.decoder is not None):
-        if model.decoder is not None:
+    if longest is None and (model.fixed_size or model.dense_head is not None):
+        if model.dense_head is not None:
             from .embedded import HOME_SIZE
 
             return HOME_SIZE, HOME_SIZE
@@ -84,7 +84,7 @@ def targets(model: VitModel, image: ImageInput, k: int = 5) -> list[tuple[str, i
 def describe(model: VitModel, target: int | None, box: Box | None) -> str:
     if model.labels is not None:
         return f"the logit of class {target}: {model.labels[target]}"
-    if model.decoder is not None:
+    if model.dense_head is not None:
         inside = "inside the box" if box else "over the whole image"
         return f"the dense head's mean output {inside}"
     return f"the norm of the readout vector, read from {model.readout.name} (this encoder has no output head)"
@@ -163,7 +163,7 @@ def target_function(
             target = int(out.logits[0].argmax())
         if model.labels is not None and not 0 <= int(target) < len(model.labels):
             raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {target}")
-        region = _box_mask(box, rgb.shape[:2], x.shape[2:], model.device) if model.decoder is not None else None
+        region = _box_mask(box, rgb.shape[:2], x.shape[2:], model.device) if model.dense_head is not None else None
         score_fn = _CountingScore(model, target, grid, region, progress)
         with torch.no_grad():
             score = float(score_fn.from_output(out, x)[0])
@@ -210,7 +210,7 @@ class _CountingScore:
     def readout_rows(self, n: int) -> torch.Tensor:
         """[N] weights of the output tokens that the target reads (for relevancy)."""
         k = self.model.n_prefix
-        if self.model.decoder is None:
+        if self.model.dense_head is None:
             return torch.from_numpy(self.model.readout.start(n)).to(self.model.device)
         rows = torch.zeros(n, dtype=torch.float32, device=self.model.device)
         if self.region is None:
@@ -224,7 +224,7 @@ class _CountingScore:
         m = self.model
         if m.labels is not None:
             return out.logits[:, self.target]
-        if m.decoder is None:
+        if m.dense_head is None:
             return m.readout_vector(out).norm(dim=-1)
         return self.from_tokens(out.hidden_states[-1], x)
 
@@ -232,10 +232,10 @@ class _CountingScore:
         """The target read from any layer's tokens [B,N,D] through the model's own output head, as if they were
         the last layer's (on the last layer's, the target itself; on earlier ones, a layer lens)."""
         m = self.model
-        if m.decoder is None:
+        if m.dense_head is None:
             out = m.output_from(hidden)
             return out[:, self.target] if m.labels is not None else out.norm(dim=-1)
-        dense = m.dense_output(hidden, self.grid, tuple(x.shape[2:]))[:, 0]
+        dense = m.dense_map(hidden, self.grid, tuple(x.shape[2:]))[:, 0]
         # The mean, not the sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
         # targets. Summed over ~50,000 pixels, its gradient term dwarfed the identity (values up to 1e18).
         if self.region is None:

@@ -145,7 +145,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         for layer in layers:
             pictures[f"attention_layer{layer:02d}.png"] = views.attention_sheet(a, layer, heads)
         pictures["pca.png"] = np.asarray(show(a, "pca"))
-        if a.saliency() is not None:
+        if a.dense_map() is not None:
             pictures["dense.png"] = views.output_view(a)[1]
         for file, picture in pictures.items():
             cv2.imwrite(str(out / file), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))

@@ -217,7 +217,7 @@ def _scores(model, score_fn, x, base, masks, grid, p, batch, progress) -> list[f
 def _short_target(model: VitModel, target: int | None, box: Box | None) -> str:
     if model.labels is not None:
         return f"the logit of {model.labels[target]}"
-    if model.decoder is not None:
+    if model.dense_head is not None:
         return "the dense head's mean" + (" inside the box" if box else "")
     return "the readout's norm"
 

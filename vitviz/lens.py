@@ -86,9 +86,9 @@ def layer_lens(model: VitModel, image: ImageInput, longest: int | None = None) -
     out = model.forward(x, attentions=lambda layer, weights: None)
     hidden = out.hidden_states[1:]
     with model.lock, torch.inference_mode():
-        if model.decoder is not None:
+        if model.dense_head is not None:
             grid = (h // model.patch_size, w // model.patch_size)
-            maps = [model.dense_output(t, grid, (h, w))[0, 0] for t in hidden]
+            maps = [model.dense_map(t, grid, (h, w))[0, 0] for t in hidden]
             return LayerLens("dense", torch.stack(maps).float().cpu().numpy())
         outputs = torch.cat([model.output_from(t) for t in hidden]).float()
     if model.labels is not None:

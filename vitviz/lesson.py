@@ -168,10 +168,11 @@ def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult |
         return "Dense decoding", views.depth_view(depth, "magma")[1], text
     top, picture = views.output_view(a, cmap, alpha, scale)
     if picture is not None:
-        sal = a.saliency()
+        sal = a.dense_map()
         text = (
             f"{common} This model carries a small dense head of that kind on its final patch tokens: the "
-            f"picture is its importance map, {float((sal >= 0.5).mean()):.0%} of the pixels above 0.5."
+            "picture is its map of where the photo's regions of interest lie (saliency), "
+            f"{float((sal >= 0.5).mean()):.0%} of the pixels above 0.5."
         )
         return "Dense decoding", picture, text
     best = next(iter(top), "")

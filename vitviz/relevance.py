@@ -29,7 +29,7 @@ def relevancy(model: VitModel, x: torch.Tensor, score_fn) -> np.ndarray:
     for a, g in zip(out.attentions, grads[: model.num_layers], strict=True):
         cam = (g[0].float() * a[0].float()).clamp(min=0).mean(0)
         r = r + cam @ r
-    if model.pool is not None and model.decoder is None:
+    if model.pool is not None and model.dense_head is None:
         rows = (grads[-1][0].float() * attentions[-1][0].float()).clamp(min=0).mean(0)[0]  # [H,1,N] -> [N]
     else:
         rows = score_fn.readout_rows(n)

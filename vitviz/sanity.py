@@ -99,8 +99,8 @@ def sanity_check(
     start = time.perf_counter()
     with model.lock:
         net = copy.deepcopy(model.net)
-        decoder = None if model.decoder is None else copy.deepcopy(model.decoder)
-    twin = replace(model, net=net, decoder=decoder, lock=threading.RLock())
+        dense_head = None if model.dense_head is None else copy.deepcopy(model.dense_head)
+    twin = replace(model, net=net, dense_head=dense_head, lock=threading.RLock())
     std = float(getattr(twin.config, "initializer_range", 0.02))
     generator = torch.Generator().manual_seed(seed)
 

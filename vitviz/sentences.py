@@ -112,7 +112,7 @@ def rollout_note(a: Analysis, values: np.ndarray) -> str:
     text = (f"The brightest patch, row {row}, column {col} (patch {best}), gets {share:.1%} of all that the patches "
             f"pass to the readout: {tail:.1f} times as much as the patch at the 99th percentile. Its output "
             f"norm is {norm:.2f}× the median: {kind}.")  # fmt: skip
-    sal = a.saliency()
+    sal = a.dense_map()
     if sal is not None:
         h, w = sal.shape
         score = float(sal[row * h // gh : (row + 1) * h // gh, col * w // gw : (col + 1) * w // gw].mean())

@@ -208,7 +208,7 @@ def output_view(
 ) -> tuple[dict[str, float], np.ndarray | None]:
     """(top-5 {label: probability}, dense-head overlay or None)."""
     top = dict(a.top_classes(5))
-    sal = a.saliency()
+    sal = a.dense_map()
     if sal is None:
         return top, None
     return top, scaled_overlay(display(a), sal, cmap, alpha, scale, False)

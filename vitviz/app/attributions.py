@@ -68,7 +68,7 @@ def setup(a, points, request: gr.Request):
 def pick_corner(server: Server, image, model_name, size, points, evt: gr.SelectData, request: gr.Request):
     """Clicks on the picture set the box's corners: the first click starts a box, the second ends it."""
     a = server.get_analysis(image, model_name, size, request)
-    if a.model.decoder is None:
+    if a.model.dense_head is None:
         raise ValueError("A box only applies to the embedded model's dense head; this model's target is one class.")
     scale = a.image.shape[1] / views.display(a).shape[1]
     point = [evt.index[0] * scale, evt.index[1] * scale]
@@ -91,7 +91,7 @@ def _choices(a: Analysis, image, method_label, target, points) -> tuple[str, dic
     rank = TARGETS.index(target)
     return method, dict(
         target=None if rank == 0 or a.model.labels is None else targets(a.model, image)[rank][1],
-        box=parse_box(points) if a.model.decoder is not None else None,
+        box=parse_box(points) if a.model.dense_head is not None else None,
     )
 
 

@@ -33,7 +33,7 @@ def show_lens(server: Server, image, model_name, size, request: gr.Request):
 def fit_outputs(server: Server, model_name):
     """Show only what this model has: classes, a dense head, or neither."""
     m = server.get_model(model_name)
-    return gr.Label(visible=m.labels is not None), gr.Image(visible=m.decoder is not None)
+    return gr.Label(visible=m.labels is not None), gr.Image(visible=m.dense_head is not None)
 
 
 def build(ctx: Context) -> None:
@@ -48,7 +48,7 @@ def build(ctx: Context) -> None:
         ),
     ) as tab:
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
-        dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.decoder is not None)
+        dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.dense_head is not None)
         lens_button = gr.Button("Show the layer lens: every layer read by the output head", size="sm")
         lens_plot = gr.Plot(label="Layer lens: the output through depth", elem_id="lens-plot")
         lens_note = gr.Markdown(elem_id="lens-note", label="Layer lens")

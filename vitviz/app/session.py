@@ -207,9 +207,9 @@ class Server:
         with self._models_lock:
             if name not in self.attribution_models:
                 with model.lock:  # a forward running now has hooks on the modules: they must not be copied
-                    decoder = None if model.decoder is None else copy.deepcopy(model.decoder)
+                    dense_head = None if model.dense_head is None else copy.deepcopy(model.dense_head)
                     net = copy.deepcopy(model.net)
-                self.attribution_models[name] = replace(model, net=net, decoder=decoder, lock=threading.RLock())
+                self.attribution_models[name] = replace(model, net=net, dense_head=dense_head, lock=threading.RLock())
             return self.attribution_models[name]
 
     def get_depth_model(self, name: str) -> DepthModel:
