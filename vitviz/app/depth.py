@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
-from collections import OrderedDict
 from pathlib import Path
 
 import gradio as gr
@@ -30,20 +28,20 @@ HELP = (
     "`python app.py --depth-model PATH`, where PATH is a folder saved with `save_pretrained` (safetensors)."
 )
 ENCODER_ALPHA = 0.6  # the encoder's attention keeps the image visible whatever the depth opacity
-_DOWNLOADS: OrderedDict[tuple, Path] = OrderedDict()
-_DOWNLOADS_LOCK = threading.Lock()
+DOWNLOADS_KEPT = 32  # depth results whose files stay on disk, newest first
 
 
-def downloads(r: DepthResult, image: str, key: tuple) -> list[str]:
-    """16-bit PNG and .npy of the depth, written once per result; old ones are deleted."""
-    with _DOWNLOADS_LOCK:
-        if key not in _DOWNLOADS:
-            folder = Path(tempfile.mkdtemp(prefix="vitviz-depth-"))
+def downloads(server: Server, r: DepthResult, image: str, key: tuple) -> list[str]:
+    """16-bit PNG and .npy of the depth, written once per result in the server's folder; old ones are deleted."""
+    with server.files_lock:
+        kept = server.depth_files
+        if key not in kept:
+            folder = Path(tempfile.mkdtemp(prefix="depth-", dir=server.scratch()))
             save_depth(r.depth, folder, Path(image).stem)
-            _DOWNLOADS[key] = folder
-            while len(_DOWNLOADS) > 32:
-                shutil.rmtree(_DOWNLOADS.popitem(last=False)[1], ignore_errors=True)
-        return [str(f) for f in sorted(_DOWNLOADS[key].iterdir())]
+            kept[key] = folder
+            while len(kept) > DOWNLOADS_KEPT:
+                shutil.rmtree(kept.popitem(last=False)[1], ignore_errors=True)
+        return [str(f) for f in sorted(kept[key].iterdir())]
 
 
 def status(r: DepthResult) -> str:
@@ -83,7 +81,7 @@ def draw(image, depth_name, cmap, alpha, layer, head, server: Server, request: g
         plots.depth_cloud(r.depth, r.encoder.image),
         *views.decoder_stage_views(r),
         encoder_attention(r, layer, head, cmap),
-        downloads(r, image, key),
+        downloads(server, r, image, key),
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import cv2
@@ -21,7 +20,6 @@ CPU_FRAME_INTERVAL_S = 0.2
 STREAM_LIMIT_S = 300  # one stream's share of the server, then the camera stops (press record again)
 LIVE_SLOTS = 2  # streams served at once; more wait in the queue, and never hold a slot of the other views
 FROZEN_KEEP = 64  # frozen frames kept on disk, newest first: each one is an upload the views may read
-_freeze_lock = threading.Lock()
 
 
 @user_errors
@@ -49,7 +47,7 @@ def freeze(server: Server, last: np.ndarray | None) -> str:
     """The last analysed frame as an upload: every view opens on it."""
     if last is None:
         raise ValueError("no frame yet: start the camera first (the record button under it)")
-    with _freeze_lock:
+    with server.files_lock:
         path = server.scratch() / f"frame-{time.time_ns()}.png"
         cv2.imwrite(str(path), cv2.cvtColor(np.asarray(last, np.uint8), cv2.COLOR_RGB2BGR))
         for old in sorted(server.scratch().glob("frame-*.png"))[:-FROZEN_KEEP]:

@@ -154,6 +154,8 @@ class Server:
         self._exiting = threading.Event()
         self._threads: list[threading.Thread] = []
         self._scratch: Path | None = None
+        self.files_lock = threading.RLock()  # the files in scratch(): frozen frames, depth downloads
+        self.depth_files: OrderedDict[tuple, Path] = OrderedDict()  # a depth result's key -> its downloads' folder
 
     def start(self) -> Server:
         """Start the background warm and the memory janitor; they stop at exit (or at `stop()`)."""
@@ -176,10 +178,11 @@ class Server:
             thread.join(timeout_s)
 
     def scratch(self) -> Path:
-        """This server's folder for files it makes (frozen camera frames), made on first use."""
-        if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="vitviz-"))
-        return self._scratch
+        """This server's folder for files it makes (frozen camera frames, depth downloads), made on first use."""
+        with self.files_lock:
+            if self._scratch is None:
+                self._scratch = Path(tempfile.mkdtemp(prefix="vitviz-"))
+            return self._scratch
 
     def bind(self, fn: Callable) -> Callable:
         """fn(server, *args) as a handler that Gradio calls with *args (its signature without `server`)."""
