@@ -425,3 +425,133 @@ def test_stop_or_a_new_image_ends_a_running_attribution_and_says_so(page, tmp_pa
         assert "Stopped." in page.locator("#attr-summary").inner_text()  # it stays said
         assert src(page, "#attribution") in (before, ""), stop  # nothing landed
         before = src(page, "#attribution")
+
+
+CONTENT_BOX = """(sel) => {  // where the picture's pixels are on the page: object-fit may letterbox them
+  const i = document.querySelector(sel + ' img');
+  i.scrollIntoView({block: 'center'});
+  const r = i.getBoundingClientRect(), nw = i.naturalWidth, nh = i.naturalHeight;
+  let sx = r.width / nw, sy = r.height / nh;
+  const fit = getComputedStyle(i).objectFit;
+  if (fit === 'contain') sx = sy = Math.min(sx, sy);
+  if (fit === 'scale-down') sx = sy = Math.min(sx, sy, 1);
+  return {left: r.left + (r.width - nw * sx) / 2, top: r.top + (r.height - nh * sy) / 2, sx, sy};
+}"""
+
+
+def marker_box(url: str) -> tuple[int, int, int, int]:
+    """(x0, y0, x1, y1) of the magenta query marker in the picture at `url` (a JPEG: colours are near)."""
+    import urllib.request
+
+    data = np.frombuffer(urllib.request.urlopen(url, timeout=30).read(), np.uint8)
+    rgb = cv2.cvtColor(cv2.imdecode(data, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB).astype(int)
+    ys, xs = np.nonzero((rgb[..., 0] > 190) & (rgb[..., 1] < 100) & (rgb[..., 2] > 190))
+    assert len(xs), f"no query marker in {url}"
+    return xs.min(), ys.min(), xs.max(), ys.max()
+
+
+def wait_for_width(page, selector: str, width: int) -> None:
+    """Until the picture shown is this image's (a new image's views replace the last one's). A picture off the
+    screen is not loaded (lazy): it is scrolled to."""
+    page.wait_for_function(
+        """([s, w]) => { const i = document.querySelector(s + ' img');
+                        if (i && !i.naturalWidth) i.scrollIntoView({block: 'center'});
+                        return i && i.naturalWidth === w; }""",
+        arg=[selector, int(width)],
+        timeout=60_000,
+    )
+    page.wait_for_timeout(500)
+
+
+def click_patches(page, selector: str, grid, area, cells, read) -> None:
+    """Click the centre of each (row, col) of `cells` in the picture `selector`, whose patch grid `grid` covers
+    `area` (h, w) pixels from its top-left; each click must choose that cell (`read()`), and the redrawn
+    picture's query marker must lie under the pointer."""
+    (gh, gw), (h, w) = grid, area
+    for r, c in cells:
+        before = src(page, selector)
+        x, y = (c + 0.5) * w / gw, (r + 0.5) * h / gh  # in the picture's own pixels
+        box = page.evaluate(CONTENT_BOX, selector)
+        page.mouse.click(box["left"] + x * box["sx"], box["top"] + y * box["sy"])
+        page.wait_for_function(
+            "([s, b]) => { const i = document.querySelector(s + ' img'); return i && i.src !== b; }",
+            arg=[selector, before],
+            timeout=30_000,
+        )
+        assert read() == (r, c), (selector, (r, c), read())
+        x0, y0, x1, y1 = marker_box(src(page, selector))
+        assert x0 - 2 <= x <= x1 + 2 and y0 - 2 <= y <= y1 + 2, (selector, (r, c), (x, y), (x0, y0, x1, y1))
+
+
+def rapid_clicks(page, selector: str, grid, area, cells, read) -> None:
+    """Five clicks 100 ms apart: the query ends on the last one, and the picture marks it."""
+    (gh, gw), (h, w) = grid, area
+    box = page.evaluate(CONTENT_BOX, selector)
+    for r, c in cells:
+        page.mouse.click(box["left"] + (c + 0.5) * w / gw * box["sx"], box["top"] + (r + 0.5) * h / gh * box["sy"])
+        page.wait_for_timeout(100)
+    for _ in range(40):  # the clicks' answers queue behind their redraws: give them 20 s to settle
+        page.wait_for_timeout(500)
+        if read() == cells[-1]:
+            break
+    page.wait_for_timeout(3000)  # and nothing comes after; the picture shows the last query
+    assert read() == cells[-1], (selector, cells[-1], read())
+    x, y = (cells[-1][1] + 0.5) * w / gw, (cells[-1][0] + 0.5) * h / gh
+    x0, y0, x1, y1 = marker_box(src(page, selector))
+    assert x0 - 2 <= x <= x1 + 2 and y0 - 2 <= y <= y1 + 2, (selector, cells[-1], (x, y), (x0, y0, x1, y1))
+
+
+@pytest.mark.parametrize("shape", ["portrait", "landscape"])
+def test_every_click_picks_the_patch_under_the_pointer(page, tmp_path, shape):
+    """In every clickable picture (Attention's query picker, Inside a head's three maps, the position map), for
+    a portrait and a landscape photo: the corner patches' and a middle patch's centres pick that patch, and the
+    marker is drawn where the click was. Five rapid clicks end on the last."""
+    import vitviz
+    from vitviz import render, views
+
+    photo_file = tmp_path / f"coffee-{shape}.png"
+    coffee = cv2.imread(str(vitviz.example("coffee")))
+    cv2.imwrite(str(photo_file), cv2.rotate(coffee, cv2.ROTATE_90_CLOCKWISE) if shape == "portrait" else coffee)
+    a = vitviz.analyze(vitviz.load_model(), photo_file)
+    (gh, gw), photo = a.grid, views.display(a).shape[:2]
+    page.get_by_role("tab", name=label("tokens")).click()
+    page.locator("#upload button[aria-label='Clear']").first.click()  # a shown file hides the file input
+    page.locator("#upload input[type=file]").set_input_files(str(photo_file))
+    page.locator("#status").get_by_text(f"grid {gh}×{gw}").wait_for(timeout=60_000)
+    corners = [(0, 0), (0, gw - 1), (gh - 1, 0), (gh - 1, gw - 1), (gh // 2, gw // 3)]
+    rapid = [(1, 1), (gh - 2, 2), (2, gw - 3), (gh // 2, gw // 2), (gh // 3, 1)]
+
+    def patch_of(selector):
+        def read():
+            value = int(page.locator(f"{selector} input").input_value())
+            return divmod(value, gw) if value >= 0 else None
+
+        return read
+
+    page.get_by_role("tab", name=label("attention")).click()
+    open_server_pictures(page)
+    wait_for_width(page, "#picker", photo[1])
+    click_patches(page, "#picker", a.grid, photo, corners, patch_of("#patch"))
+    rapid_clicks(page, "#picker", a.grid, photo, rapid, patch_of("#patch"))
+
+    page.get_by_role("tab", name=label("inside")).click()
+    inside = render.fit(views.display(a), views.INSIDE_SIDE).shape[:2]
+    for selector in STEPS:
+        wait_for_width(page, selector, max(inside[1], render.MIN_BAR_BELOW))
+        order = [3, 2, 1, 0, 4] if selector == STEPS[1] else range(5)  # each first click moves the query
+        click_patches(page, selector, a.grid, inside, [corners[i] for i in order], patch_of("#inside-patch"))
+    rapid_clicks(page, STEPS[1], a.grid, inside, rapid, patch_of("#inside-patch"))
+
+    if shape == "portrait":  # the position map belongs to the model, not the photo: once is enough
+        page.get_by_role("tab", name=label("positions")).click()
+        page.locator("#pos-large img").first.wait_for(timeout=30_000)
+        page.wait_for_timeout(500)
+        g = a.model.native_grid
+
+        def position():
+            return tuple(int(page.locator(f"#pos-{s} input[type=number]").input_value()) for s in ("row", "col"))
+
+        side = (views.POS_MAP_SIDE, views.POS_MAP_SIDE)
+        cells = [(0, 0), (0, g[1] - 1), (g[0] - 1, 0), (g[0] - 1, g[1] - 1), (g[0] // 3, g[1] // 4)]
+        click_patches(page, "#pos-large", g, side, cells, position)
+        rapid_clicks(page, "#pos-large", g, side, [(1, 2), (3, 4), (5, 6), (7, 8), (2, 9)], position)

@@ -140,7 +140,7 @@ def build(ctx: Context) -> None:
                     info=f"weight × value norm: ‖α·W_O v‖, what each key passes on (tab {tabs.number('inside')})",
                 )
             with gr.Row(elem_id="attention-pictures"):
-                picker = picture(label="Click a patch to make it the query", elem_id="picker")
+                picker = picture(label="Click a patch to make it the query", clickable=True, elem_id="picker")
                 overlay = picture(label="Attention of the query (one square per patch)", elem_id="attention")
             # All heads: the sheet gets a line of its own at the full width (tiles >= 200 px at 1400 and on a
             # projector), under a smaller picker. In the browser only: the API's outputs stay as they are.
@@ -157,4 +157,12 @@ def build(ctx: Context) -> None:
         api_name="attention",
         prepare=(ctx.server.bind(fit_controls), [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
     )
-    picker.select(ctx.server.bind(pick_patch), ctx.where, [patch, query_mode], api_visibility="private")
+    # multiple: each click is sent with its own place (Gradio re-sends the first pending place otherwise),
+    # and answered in order, so the query ends on the last click
+    picker.select(
+        ctx.server.bind(pick_patch),
+        ctx.where,
+        [patch, query_mode],
+        api_visibility="private",
+        trigger_mode="multiple",
+    )

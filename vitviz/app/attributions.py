@@ -315,7 +315,7 @@ def build(ctx: Context) -> None:
                 button = gr.Button("Compute attribution", variant="primary")
                 halt = gr.Button("Stop", variant="stop", size="sm")
         with gr.Row():
-            box_img = picture(label="Box for the dense head: click two corners", scale=1)
+            box_img = picture(label="Box for the dense head: click two corners", scale=1, clickable=True)
             with gr.Column(scale=2):
                 clear = gr.Button("Clear the box (whole image)", size="sm")
                 summary = gr.Markdown(elem_id="attr-summary", label="Summary")

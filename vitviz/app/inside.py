@@ -51,9 +51,9 @@ def build(ctx: Context) -> None:
             query_mode = gr.Radio(QUERY_CHOICES, value=READOUT_QUERY, label="Query")
             patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="inside-patch")
         with gr.Row():
-            scores = picture(label="2 · Scores minus the top score, s − max s", elem_id="inside-scores")
-            weights = picture(label="3 · Weights α = softmax(scores)", elem_id="inside-weights")
-            values = picture(label="4 · Weight × value norm ‖α W_O v‖", elem_id="inside-values")
+            scores = picture(label="2 · Scores minus the top score, s − max s", clickable=True, elem_id="inside-scores")
+            weights = picture(label="3 · Weights α = softmax(scores)", clickable=True, elem_id="inside-weights")
+            values = picture(label="4 · Weight × value norm ‖α W_O v‖", clickable=True, elem_id="inside-values")
         gr.Markdown(sentences.legend("query", "clip"), elem_classes=["legend"])
         note = gr.Markdown(label="The steps in numbers", latex_delimiters=LATEX, elem_id="inside-note")
         with gr.Row():
@@ -75,4 +75,4 @@ def build(ctx: Context) -> None:
     )
     picking = ctx.server.bind(patch_picker(views.patch_at_inside))
     for shown in (scores, weights, values):
-        shown.select(picking, ctx.where, [patch, query_mode], api_visibility="private")
+        shown.select(picking, ctx.where, [patch, query_mode], api_visibility="private", trigger_mode="multiple")

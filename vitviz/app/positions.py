@@ -68,12 +68,14 @@ def build(ctx: Context) -> None:
         ),
     ) as tab:
         with gr.Row():
-            row = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position row")
-            col = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position column")
+            row = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position row", elem_id="pos-row")
+            col = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position column", elem_id="pos-col")
         interpolated = gr.Markdown(elem_id="positions-note")
         with gr.Row():
             grid = gr.Plot(label="Grid of grids")
-            large = picture(label="Similarity of the chosen position (click to choose)")
+            large = picture(
+                label="Similarity of the chosen position (click to choose)", clickable=True, elem_id="pos-large"
+            )
     ctx.view(tab, note, ctx.where, [interpolated])
     inputs = [ctx.model_name, row, col, ctx.cmap]
     ctx.view(
@@ -90,8 +92,14 @@ def build(ctx: Context) -> None:
         inputs,
         large,
         api_name="position_map",
-        trigger_mode="always_last",
+        trigger_mode="multiple",
         show_progress="minimal",
         **slots("draw"),
     )
-    large.select(ctx.server.bind(pick_position), [ctx.model_name], [row, col], api_visibility="private")
+    large.select(
+        ctx.server.bind(pick_position),
+        [ctx.model_name],
+        [row, col],
+        api_visibility="private",
+        trigger_mode="multiple",
+    )

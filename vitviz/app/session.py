@@ -332,15 +332,15 @@ def head_arg(head: int | None, model: VitModel) -> int | str | None:
     return int(head)
 
 
-def picture(label: str, scale: int = 1, **kwargs) -> gr.Image:
+def picture(label: str, scale: int = 1, clickable: bool = False, **kwargs) -> gr.Image:
     """An output image with its caption above it, not on it: Gradio's label box would cover the top patch
     row and the colorbar's top value. The label still names the API output. JPEG: it encodes in 2 ms
-    where WebP, Gradio's default, takes 40 to 60 ms."""
+    where WebP, Gradio's default, takes 40 to 60 ms. clickable: a picture whose patches are clicked has no
+    fullscreen button, which would sit over its top-right patch and take that click."""
     with gr.Column(scale=scale, min_width=160):
         gr.Markdown(f"**{label}**", elem_classes=["caption"])
-        return gr.Image(
-            label=label, show_label=False, interactive=False, format="jpeg", buttons=["fullscreen"], **kwargs
-        )
+        buttons = [] if clickable else ["fullscreen"]
+        return gr.Image(label=label, show_label=False, interactive=False, format="jpeg", buttons=buttons, **kwargs)
 
 
 # Each kind of work has its own concurrency slots: a new image's forward pass never waits behind

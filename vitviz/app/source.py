@@ -28,7 +28,11 @@ embedding**, puts a **readout (CLS) token** in front, and passes the tokens thro
 # Larger text for the back row of a classroom: every text grows by a quarter (see CSS in the launch).
 CSS = """body.vitviz-large .gradio-container { zoom: 1.25; }
 body.vitviz-large #intro, body.vitviz-large .settings { display: none !important; }
-@media (min-width: 700px) and (max-width: 1100px) { #preview-panel { display: none; } }"""
+@media (min-width: 700px) and (max-width: 1100px) { #preview-panel { display: none; } }
+/* Gradio's strip of picture buttons spans the picture's top-right corner even when empty: clicks on the
+   patches under it must reach the picture (its buttons stay clickable) */
+.image-container .icon-button-wrapper { pointer-events: none; }
+.image-container .icon-button-wrapper > * { pointer-events: auto; }"""
 LARGE_TEXT_JS = "(on) => { document.body.classList.toggle('vitviz-large', on); }"
 EXAMPLE_URL = "https://raw.githubusercontent.com/scikit-image/scikit-image/main/skimage/data/chelsea.png"
 
