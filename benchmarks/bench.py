@@ -232,7 +232,7 @@ def api_interactions(http, path, model: VitModel, look_s: float | None, count: i
         if move[0] == "attention":
             _, layer, head, query = move
             head = {None: -1, "all": -2}.get(head, head)  # the API's head values
-            query = ("readout", -1) if query == "cls" else ("a patch (click the picture on the left)", query)
+            query = ("readout", -1) if query == "cls" else ("a patch (click one in a picture)", query)
             args = ("attention", image, model_name, "448", layer, head, *query, "weight", "inferno", 0.6,
                     "shared across heads", DEFAULT_SCALE)  # fmt: skip
         else:

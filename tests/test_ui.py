@@ -77,7 +77,7 @@ def test_inside_a_head_says_this_heads_own_numbers(client):
     image = handle_file(str(ASSETS / "coffee.jpg"))
     where = dict(image=image, model_name="dinov2-small", size="model default")
     display = dict(cmap="inferno", alpha=0.6, colour_scale="robust")
-    query = dict(query_mode="a patch (click the picture on the left)", patch=100)
+    query = dict(query_mode="a patch (click one in a picture)", patch=100)
     scores, weights, values, strips, bars, note = client.predict(
         **where, layer=6, head=3, **query, **display, api_name="/inside_head"
     )
@@ -121,7 +121,7 @@ def test_malformed_arguments_name_the_argument(client):
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
     with pytest.raises(Exception, match="patch must be -1"):
-        client.predict(image, "dinov2-small", "model default", 3, 2, "a patch (click the picture on the left)", 5000,
+        client.predict(image, "dinov2-small", "model default", 3, 2, "a patch (click one in a picture)", 5000,
                        "weight", "inferno", 0.6, "per head", api_name="/attention")  # fmt: skip
     with pytest.raises(Exception, match="layer: Value 99 is greater than maximum value 11"):  # Gradio's check
         client.predict(image, "dinov2-small", "model default", 99, 2, "readout", -1, "weight", "inferno", 0.6,

@@ -12,7 +12,7 @@ from . import explorer
 from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, Server, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
-READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click the picture on the left)"  # the API's values
+READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click one in a picture)"  # the API's values
 # What the radio shows: inside a head has three clickable pictures, none of them "on the left" on a phone.
 QUERY_CHOICES = [
     ("the readout (CLS, where there is one)", READOUT_QUERY),
