@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import random_image, reference_outputs, tiny_dinov2, tiny_vit
 
+from vitviz.attributions import METHODS
 from vitviz.deletion import faithfulness
 from vitviz.preprocess import prepare_input
 
@@ -130,3 +131,23 @@ def test_bad_arguments_name_the_problem():
         faithfulness(model, image, scores=np.zeros((3, 3)))
     with pytest.raises(ValueError, match="steps must be"):
         faithfulness(model, image, steps=0)
+
+
+def test_the_apps_default_method_is_the_most_faithful_on_the_docs_table():
+    """docs/benchmarks.md's mean deletion areas (lower is more faithful): the app opens on the lowest."""
+    from pathlib import Path
+
+    from vitviz.app.attributions import DEFAULT_METHOD
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md").read_text()
+    section = text[text.index("## How faithful each attribution is") :]
+    header = next(line for line in section.splitlines() if line.startswith("| photo |"))
+    mean = next(line for line in section.splitlines() if line.startswith("| **mean** |"))
+    names = [c.strip() for c in header.strip("|").split("|")][1:]
+    values = [float(c.strip().strip("*")) for c in mean.strip("|").split("|")[1:]]
+    columns = {"IG": "integrated_gradients", "saliency": "saliency", "input × gradient": "input_x_gradient",
+               "Grad-CAM": "grad_cam", "occlusion": "occlusion", "relevancy": "relevancy", "LeGrad": "legrad",
+               "rollout": "rollout", "random": "random"}  # fmt: skip
+    means = {columns[n]: v for n, v in zip(names, values, strict=True)}
+    assert set(means) - {"random", "rollout"} == set(METHODS)  # every method of the app is in the table
+    assert min(means, key=means.get) == DEFAULT_METHOD, means
