@@ -60,6 +60,10 @@ def parser() -> argparse.ArgumentParser:
     stats.add_argument("--batch", type=int, default=4, help="images per forward pass (same input size; default 4)")
     stats.add_argument("--shard", default="0/1", help="i/n: take every n-th file from the i-th (0-based)")
     stats.add_argument("--merge", nargs="+", type=Path, help="merge the stats.csv of shards instead")
+    stats.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                       help='schedule it on Ray Data: a local Ray, or the cluster at ADDRESS ("auto" for this '
+                            'machine\'s); needs pip install "vitviz[ray]"')  # fmt: skip
+    stats.add_argument("--workers", type=int, help="with --ray: model replicas (default: one per GPU, else 2)")
     stats.set_defaults(run=run_stats)
 
     check = sub.add_parser("check", help="compare vitviz's capture of a model with transformers' own outputs")
@@ -219,9 +223,14 @@ def run_stats(args: argparse.Namespace) -> int:
         files = image_files(args.inputs)[index::count]
         if not files:
             raise UsageError(f"no image files in {' '.join(args.inputs)} (shard {args.shard})")
+        if args.workers is not None and (args.ray is None or args.workers < 1):
+            raise UsageError("--workers must be a positive number, with --ray")
         model = _load(args)
         try:
-            table, skipped = stats.over_images(model, files, args.size, args.batch, on_skip=_skip)
+            if args.ray is None:
+                table, skipped = stats.over_images(model, files, args.size, args.batch, on_skip=_skip)
+            else:
+                table, skipped = _ray_stats(args, files)
         except ValueError as exc:  # every file was skipped, each named above
             print(f"vitviz: {exc}: none of the {len(files)} files could be read", file=sys.stderr)
             return 1
@@ -229,6 +238,18 @@ def run_stats(args: argparse.Namespace) -> int:
     print(stats.summary_table(table))
     print(f"wrote {args.out}/stats.csv, stats.html and stats.png")
     return 1 if skipped else 0
+
+
+def _ray_stats(args: argparse.Namespace, files: list[Path]):
+    try:
+        import ray.data  # noqa: F401
+
+        from . import ray_stats
+    except ImportError:
+        raise UsageError('--ray needs Ray Data: pip install "vitviz[ray]"') from None
+    address = None if args.ray == "local" else args.ray
+    return ray_stats.over_images(args.model, files, args.size, args.batch, address, args.workers, args.device,
+                                 on_skip=_skip)  # fmt: skip
 
 
 def run_check(args: argparse.Namespace) -> int:

@@ -3,7 +3,9 @@ attention distance and entropy of every (layer, head), averaged over images, wit
 
 Images that share an input size go through the model in batches. Each layer's attention is reduced to
 its statistics as soon as the layer has run (a forward hook), so memory holds one layer of one batch,
-whatever the number of images. Shards (`--shard i/n`) write tables that `merge` combines exactly.
+whatever the number of images. The images' values are summed (`Sums`, float64), so that any split of the
+images (Ray's batches, see ray_stats.py) adds up to the same table. Shards (`--shard i/n`) write tables that
+`merge` combines exactly.
 """
 
 from __future__ import annotations
@@ -46,6 +48,35 @@ class Table:
     entropy_std: np.ndarray
 
 
+@dataclass
+class Sums:
+    """Per (layer, head), over `images` images: the sums of each image's values and of their squares, float64,
+    [2,L,H] each (mean attention distance in pixels, entropy in nats). Sums of disjoint sets of images add up."""
+
+    model: str
+    images: int
+    total: np.ndarray
+    squares: np.ndarray
+
+    @classmethod
+    def of(cls, model: str, values: np.ndarray) -> Sums:
+        """values: [images,2,L,H], one row per image."""
+        v = np.asarray(values, np.float64)
+        return cls(model, len(v), v.sum(0), (v**2).sum(0))
+
+    def __add__(self, other: Sums) -> Sums:
+        if other.model != self.model:
+            raise ValueError(f"the sums come from different models: {self.model}, {other.model}")
+        return Sums(self.model, self.images + other.images, self.total + other.total, self.squares + other.squares)
+
+    def table(self) -> Table:
+        if not self.images:
+            raise ValueError("no image could be read")
+        mean = self.total / self.images
+        std = np.sqrt(np.maximum(self.squares / self.images - mean**2, 0))
+        return Table(self.model, self.images, mean[0], std[0], mean[1], std[1])
+
+
 def over_images(
     model: VitModel,
     files: list[Path],
@@ -57,6 +88,19 @@ def over_images(
     """(the table over the images that could be read, how many were skipped). A file that cannot be read
     is passed to on_skip with the reason and left out. On this 2-core CPU batches of 4 run as fast as one
     image at a time (larger ones slower); a GPU gains from larger batches."""
+    sums, skipped = sums_over_images(model, files, longest, batch, on_skip, progress_bar)
+    return sums.table(), skipped
+
+
+def sums_over_images(
+    model: VitModel,
+    files: list[Path],
+    longest: int | None = None,
+    batch: int = 4,
+    on_skip: Callable[[Path, Exception], None] = lambda path, exc: None,
+    progress_bar: bool = True,
+) -> tuple[Sums, int]:
+    """`over_images`, as sums: (the sums over the images that could be read, how many were skipped)."""
     from tqdm.auto import tqdm
 
     if batch < 1:
@@ -83,11 +127,8 @@ def over_images(
             if group:
                 per_image.extend(batch_statistics(model, np.concatenate(group)))
                 progress.update(len(group))
-    if not per_image:
-        raise ValueError("no image could be read")
-    values = np.stack(per_image)  # [images,2,L,H]
-    mean, std = values.mean(0), values.std(0)
-    return Table(model.name, len(values), mean[0], std[0], mean[1], std[1]), skipped
+    values = np.stack(per_image) if per_image else np.zeros((0, 2, model.num_layers, model.num_heads))
+    return Sums.of(model.name, values), skipped
 
 
 def batch_statistics(model: VitModel, pixel_values: np.ndarray) -> list[np.ndarray]:
