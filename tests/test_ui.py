@@ -62,7 +62,7 @@ def test_analyze_then_change_layer_and_head(client):
     assert read(grid).shape[0] > a.shape[0]  # 6 heads + mean tiled
     roll, note = client.predict(image, "dinov2-small", "model default", "max", 0.5, "inferno", 0.6, api_name="/rollout")
     assert read(roll).shape == a.shape
-    assert "brightest patch" in note and "the 99th percentile" in note
+    assert "brightest patch" in note and "(the 99th percentile)" in note
     assert "dense head (tab 7, its saliency map) scores" in note
     grid_fig, pos_map = client.predict("dinov2-small", 3, 30, "viridis", api_name="/position_embeddings")
     assert read(pos_map).shape[0] == 480

@@ -88,6 +88,11 @@ def test_the_rollout_note_names_the_brightest_patch_by_its_row_and_column(wide):
     assert patch == int(values.argmax()) and (row, col) == divmod(patch, wide.grid[1])
     share = float(re.search(r"gets ([\d.]+)% of all", text).group(1))
     assert share == pytest.approx(100 * values.max() / values.sum(), abs=0.05)
+    tail = float(re.search(r"([\d.]+) times the level that only 1 in 100 patches exceeds", text).group(1))
+    assert tail == pytest.approx(values.max() / np.percentile(values, 99), abs=0.05)
+    norms = wide.token_norms()
+    norm = float(re.search(r"([\d.]+) times as long as the median patch's", text).group(1))
+    assert norm == pytest.approx(norms.flat[patch] / np.median(norms), abs=0.005)
 
 
 @pytest.fixture(scope="module")

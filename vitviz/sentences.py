@@ -110,16 +110,15 @@ def rollout_note(a: Analysis, values: np.ndarray) -> str:
     norm = float(norms.flat[best] / np.median(norms))
     kind = "an artifact token" if high_norm_tokens(norms).flat[best] else "no artifact token (its norm is ordinary)"
     text = (f"The brightest patch, row {row}, column {col} (patch {best}), gets {share:.1%} of all that the patches "
-            f"pass to the readout: {tail:.1f} times as much as the patch at the 99th percentile. Its output "
-            f"norm is {norm:.2f}× the median: {kind}.")  # fmt: skip
+            f"pass to the readout: {tail:.1f} times the level that only 1 in 100 patches exceeds (the 99th "
+            f"percentile). Its output vector is {norm:.2f} times as long as the median patch's: {kind}.")  # fmt: skip
     sal = a.dense_map()
     if sal is not None:
         h, w = sal.shape
         score = float(sal[row * h // gh : (row + 1) * h // gh, col * w // gw : (col + 1) * w // gw].mean())
         kind = "above" if score >= 0.5 else "below"
-        text += (f" The embedded model's dense head (tab 7, its saliency map) scores that patch {score:.2f}, "
-                 f"{kind} 0.5, the middle of its 0 (background) to 1 "
-                 f"(object) scale.")  # fmt: skip
+        text += (f" The embedded model's dense head (tab 7, its saliency map) scores that patch {score:.2f} "
+                 f"on its scale from 0 (background) to 1 (region of interest): {kind} the middle, 0.5.")  # fmt: skip
     return text
 
 
