@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import plotly.graph_objects as go
+
+# Every figure's text: 15 px, which the projector mode's 1.25 zoom makes 18.75 px, readable from the back row
+FONT = dict(size=15)
+
+
+def wrapped(text: str, width: int = 36) -> str:
+    """A title in lines of at most `width` characters: Plotly never wraps a title, it cuts it at the edge."""
+    return "<br>".join(textwrap.wrap(text, width))
 
 
 def pos_embed_grid(sim: np.ndarray, max_tiles: int = 12) -> go.Figure:
@@ -39,11 +49,12 @@ def pos_embed_grid(sim: np.ndarray, max_tiles: int = 12) -> go.Figure:
     )
     shown = f"every {step}th position" if step > 1 else "every position"
     fig.update_layout(
-        title=f"Position-embedding similarity, {g}x{g} grid ({shown})",
+        title=wrapped(f"Position-embedding similarity, {g}x{g} grid ({shown})"),
         xaxis=dict(visible=False),
         yaxis=dict(visible=False, autorange="reversed", scaleanchor="x"),
-        margin=dict(l=10, r=10, t=50, b=10),
+        margin=dict(l=10, r=10, t=70, b=10),
         height=560,
+        font=FONT,
     )
     return fig
 
@@ -73,9 +84,12 @@ def attention_distance(dist: np.ndarray, patch: int) -> go.Figure:
     fig.update_layout(
         title="Mean attention distance per head",
         xaxis=dict(title="layer (depth)", dtick=1),
-        yaxis=dict(title=f"mean attention distance (pixels; one patch = {patch} px)", rangemode="tozero"),
+        yaxis=dict(title=f"pixels (one patch = {patch} px)", rangemode="tozero"),
+        # the heads' legend in a row under the chart: beside it, it would take half of a narrow column
+        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
         margin=dict(l=10, r=10, t=50, b=10),
-        height=420,
+        height=480,
+        font=FONT,
     )
     return fig
 
@@ -93,7 +107,8 @@ def layer_head_heatmap(values: np.ndarray, title: str, unit: str) -> go.Figure:
             hovertemplate="%{y}, %{x}<br>%{z:.2f} " + unit + "<extra></extra>",
         )
     )
-    fig.update_layout(title=title, yaxis=dict(autorange="reversed"), margin=dict(l=10, r=10, t=50, b=10), height=420)
+    fig.update_layout(title=wrapped(title), yaxis=dict(autorange="reversed"), margin=dict(l=10, r=10, t=70, b=10),
+                      height=460, font=FONT)  # fmt: skip
     return fig
 
 
@@ -131,6 +146,7 @@ def depth_cloud(depth: np.ndarray, rgb: np.ndarray, max_side: int = 160) -> go.F
         ),
         margin=dict(l=0, r=0, t=40, b=0),
         height=520,
+        font=FONT,
     )
     return fig
 
@@ -152,7 +168,7 @@ def vector_strips(groups: list[tuple[str, list[np.ndarray], list[str]]], title: 
         top -= share + gap
     layout["xaxis"] = dict(title=dict(text="component (0 … d−1)"), anchor=f"y{len(groups) if len(groups) > 1 else ''}")
     return go.Figure(data=data, layout=dict(title=dict(text=title), margin=dict(l=10, r=10, t=50, b=10),
-                                            height=140 + 34 * total, font=dict(size=15), **layout))  # fmt: skip
+                                            height=140 + 34 * total, font=FONT, **layout))  # fmt: skip
 
 
 def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[float, float]], layer: int):
@@ -180,7 +196,7 @@ def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[
         legend=dict(orientation="h", y=-0.2),
         margin=dict(l=10, r=10, t=90, b=10),  # room for the Plot's own label above the titles
         height=420,
-        font=dict(size=15),
+        font=FONT,
     )
     return go.Figure(data=data, layout=layout)
 
@@ -200,10 +216,11 @@ def distance_with_spread(mean: np.ndarray, std: np.ndarray, title: str) -> go.Fi
             hovertemplate=f"layer %{{x:.0f}}, head {h}<br>%{{y:.0f}} px<extra></extra>",
         )
     fig.update_layout(
-        title=title,
+        title=wrapped(title, 60),
         xaxis=dict(title="layer (depth)", dtick=1),
         yaxis=dict(title="mean attention distance (pixels)", rangemode="tozero"),
         height=520,
+        font=FONT,
     )
     return fig
 
@@ -235,7 +252,7 @@ def faithfulness_curves(results: list, names: list[str]) -> go.Figure:
     fig.update_xaxes(title="patches hidden (%)", row=1, col=1)
     fig.update_xaxes(title="patches shown (%)", row=1, col=2)
     fig.update_yaxes(title=first.target, row=1, col=1)
-    fig.update_layout(height=480, margin=dict(l=10, r=10, t=80, b=10), font=dict(size=15),
+    fig.update_layout(height=480, margin=dict(l=10, r=10, t=80, b=10), font=FONT,
                       legend=dict(orientation="h", y=-0.25))  # fmt: skip
     fig.update_annotations(font_size=15)
     return fig
@@ -257,7 +274,7 @@ def layer_lens(values: np.ndarray, labels: list[str] | None, k: int = 5) -> go.F
                             hovertemplate=f"layer %{{x}}: {labels[c]} %{{y:.1%}}<extra></extra>")  # fmt: skip
         title, axis = "Each layer's tokens read by the classifier", "probability"
     fig.update_layout(title=title, xaxis=dict(title="layer (depth)", dtick=1), yaxis=dict(title=axis),
-                      height=420, margin=dict(l=10, r=10, t=50, b=10), font=dict(size=15),
+                      height=420, margin=dict(l=10, r=10, t=50, b=10), font=FONT,
                       legend=dict(orientation="h", y=-0.2))  # fmt: skip
     return fig
 
@@ -270,7 +287,7 @@ def sanity_correlation(randomised: np.ndarray, correlation: np.ndarray, name: st
     fig.add_scatter(x=randomised, y=correlation, mode="lines+markers", name=name, line=dict(width=4),
                     marker=dict(size=10), hovertemplate=hover)  # fmt: skip
     fig.add_hline(y=0, line=dict(color="grey", dash="dot"))
-    fig.update_layout(title="The map against the original as layers turn random", height=380, font=dict(size=15),
+    fig.update_layout(title="The map against the original as layers turn random", height=380, font=FONT,
                       xaxis=dict(title="last layers randomised", dtick=1), margin=dict(l=10, r=10, t=50, b=10),
                       yaxis=dict(title="rank correlation ρ", range=[-1.05, 1.05]))  # fmt: skip
     return fig
@@ -299,7 +316,7 @@ def map_grid(maps: np.ndarray, titles: list[str], cols: int = 4, shared: bool = 
                         col=i % cols + 1, hovertemplate=f"{titles[i]}<br>%{{z:.3g}}<extra></extra>")  # fmt: skip
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
-    fig.update_layout(height=190 * rows + 90, margin=dict(l=10, r=10, t=90, b=10), font=dict(size=15))
+    fig.update_layout(height=190 * rows + 90, margin=dict(l=10, r=10, t=90, b=10), font=FONT)
     if not shared:
         fig.update_traces(colorbar=dict(title="each map<br>0 to 1"), selector=dict(showscale=True))
     fig.update_annotations(font_size=16)

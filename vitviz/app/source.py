@@ -32,7 +32,10 @@ body.vitviz-large #intro, body.vitviz-large .settings { display: none !important
 /* Gradio's strip of picture buttons spans the picture's top-right corner even when empty: clicks on the
    patches under it must reach the picture (its buttons stay clickable) */
 .image-container .icon-button-wrapper { pointer-events: none; }
-.image-container .icon-button-wrapper > * { pointer-events: auto; }"""
+.image-container .icon-button-wrapper > * { pointer-events: auto; }
+/* and the fullscreen button sits above the picture, not over its colour scale's top number */
+.image-container .icon-button-wrapper.top-panel { top: auto; bottom: 100%; }
+.block:has(> .image-container), .image-container { overflow: visible !important; }"""
 LARGE_TEXT_JS = "(on) => { document.body.classList.toggle('vitviz-large', on); }"
 EXAMPLE_URL = "https://raw.githubusercontent.com/scikit-image/scikit-image/main/skimage/data/chelsea.png"
 
