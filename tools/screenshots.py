@@ -47,11 +47,19 @@ ACTIONS = {label("attributions"): check_saliency, label("output"): show_lens}  #
 
 
 def shoot(page, path: Path) -> None:
+    """The whole page, as a reader who scrolls to its end sees it: pictures below the screen load only when
+    scrolled to (Gradio's images are lazy), so the page is scrolled through first."""
     page.wait_for_function("() => !document.body.innerText.includes('processing')", timeout=60_000)
+    height = page.evaluate("() => document.body.scrollHeight")
+    for y in range(0, height, 600):
+        page.evaluate(f"() => window.scrollTo(0, {y})")
+        page.wait_for_timeout(150)
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.wait_for_function("() => [...document.images].every((i) => i.complete)", timeout=30_000)
     png = path.with_suffix(".png")
     page.screenshot(path=str(png), full_page=True)
     image = cv2.imread(str(png))
-    cv2.imwrite(str(path), image[:6000], [cv2.IMWRITE_JPEG_QUALITY, 80])
+    cv2.imwrite(str(path), image[:9000], [cv2.IMWRITE_JPEG_QUALITY, 80])
     png.unlink()
 
 

@@ -35,6 +35,7 @@ def positions_note(a: Analysis) -> str:
 
 MARKS = {  # what each mark drawn on a picture means, for the legend beside it
     "query": "**magenta square with a black border**: the query patch",
+    "position": "**magenta square with a black border**: the chosen position",
     "clip": "**thin cyan outline**: a patch above the colour scale's top (its 99th-percentile clip), so brighter "
     "than the bar shows",
     "artifact": "**green box**: an artifact token, its output norm at least twice the median and apart from the "

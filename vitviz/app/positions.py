@@ -76,6 +76,7 @@ def build(ctx: Context) -> None:
             large = picture(
                 label="Similarity of the chosen position (click to choose)", clickable=True, elem_id="pos-large"
             )
+        gr.Markdown(sentences.legend("position"), elem_classes=["legend"])
     ctx.view(tab, note, ctx.where, [interpolated])
     inputs = [ctx.model_name, row, col, ctx.cmap]
     ctx.view(

@@ -35,7 +35,9 @@ body.vitviz-large #intro, body.vitviz-large .settings { display: none !important
 .image-container .icon-button-wrapper > * { pointer-events: auto; }
 /* and the fullscreen button sits above the picture, not over its colour scale's top number */
 .image-container .icon-button-wrapper.top-panel { top: auto; bottom: 100%; }
-.block:has(> .image-container), .image-container { overflow: visible !important; }"""
+.block:has(> .image-container), .image-container { overflow: visible !important; }
+/* on a phone, Plotly's toolbar would sit on the chart's label: pinch and drag still zoom and pan */
+@media (max-width: 600px) { .js-plotly-plot .modebar-container { display: none !important; } }"""
 LARGE_TEXT_JS = "(on) => { document.body.classList.toggle('vitviz-large', on); }"
 EXAMPLE_URL = "https://raw.githubusercontent.com/scikit-image/scikit-image/main/skimage/data/chelsea.png"
 
