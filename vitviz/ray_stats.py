@@ -30,12 +30,19 @@ class StatsWorker:
         self.longest, self.batch = longest, batch
 
     def __call__(self, paths: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from .stats import sums_over_images
+        from .stats import over_images
 
         skipped: list[str] = []
         files = [Path(p) for p in paths["path"]]
-        sums, _ = sums_over_images(self.model, files, self.longest, self.batch,
+        try:
+            table, _ = over_images(self.model, files, self.longest, self.batch,
                                    on_skip=lambda p, e: skipped.append(f"{p}: {e}"), progress_bar=False)  # fmt: skip
+            sums = Sums.of_table(table)
+        except ValueError:
+            if len(skipped) < len(files):
+                raise
+            # no file of this batch could be read: each is named in `skipped`
+            sums = Sums.of(self.model.name, np.zeros((0, 2, self.model.num_layers, self.model.num_heads)))
         return {
             "images": np.array([sums.images]),
             "total": sums.total[None],

@@ -64,6 +64,13 @@ class Sums:
         v = np.asarray(values, np.float64)
         return cls(model, len(v), v.sum(0), (v**2).sum(0))
 
+    @classmethod
+    def of_table(cls, table: Table) -> Sums:
+        """The sums back from a table of float64 means and standard deviations (exact to float64 rounding)."""
+        mean = np.stack([table.distance_mean, table.entropy_mean]).astype(np.float64)
+        std = np.stack([table.distance_std, table.entropy_std]).astype(np.float64)
+        return cls(table.model, table.images, mean * table.images, (std**2 + mean**2) * table.images)
+
     def __add__(self, other: Sums) -> Sums:
         if other.model != self.model:
             raise ValueError(f"the sums come from different models: {self.model}, {other.model}")
@@ -88,19 +95,6 @@ def over_images(
     """(the table over the images that could be read, how many were skipped). A file that cannot be read
     is passed to on_skip with the reason and left out. On this 2-core CPU batches of 4 run as fast as one
     image at a time (larger ones slower); a GPU gains from larger batches."""
-    sums, skipped = sums_over_images(model, files, longest, batch, on_skip, progress_bar)
-    return sums.table(), skipped
-
-
-def sums_over_images(
-    model: VitModel,
-    files: list[Path],
-    longest: int | None = None,
-    batch: int = 4,
-    on_skip: Callable[[Path, Exception], None] = lambda path, exc: None,
-    progress_bar: bool = True,
-) -> tuple[Sums, int]:
-    """`over_images`, as sums: (the sums over the images that could be read, how many were skipped)."""
     from tqdm.auto import tqdm
 
     if batch < 1:
@@ -128,7 +122,7 @@ def sums_over_images(
                 per_image.extend(batch_statistics(model, np.concatenate(group)))
                 progress.update(len(group))
     values = np.stack(per_image) if per_image else np.zeros((0, 2, model.num_layers, model.num_heads))
-    return Sums.of(model.name, values), skipped
+    return Sums.of(model.name, values).table(), skipped
 
 
 def batch_statistics(model: VitModel, pixel_values: np.ndarray) -> list[np.ndarray]:
