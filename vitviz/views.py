@@ -190,7 +190,8 @@ def heads_views(a: Analysis, cmap: str = "inferno", scale: str = DEFAULT_SCALE):
     pca = render.upsample_rgb(a.pca_rgb(), base.shape[:2])
     largest = float(norms.max() / np.median(norms))
     if flagged.any():
-        note = (f"**{int(flagged.sum())} token(s) stand apart** (at least 2× the median norm, boxed green): "
+        n = int(flagged.sum())
+        note = (f"**{n} token{' stands' if n == 1 else 's stand'} apart** (at least 2× the median norm, boxed green): "
                 "this model's high-norm 'artifact' tokens (Darcet et al. 2023), used as scratch space.")  # fmt: skip
     else:
         note = "**No token stands apart**: this model shows no high-norm 'artifact' tokens on this image."

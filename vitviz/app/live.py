@@ -78,7 +78,9 @@ def build(ctx: Context) -> None:
                 freeze_button = gr.Button("Freeze: analyse this frame in every view", elem_id="freeze")
                 info = gr.Markdown(elem_id="live-info")
         with gr.Row():
-            attention = picture(label="CLS attention (layer, head above)", elem_id="live-attention")
+            attention = picture(
+                label="The readout's attention, in the layer and head chosen above", elem_id="live-attention"
+            )
             rollout = picture(label="Rollout", elem_id="live-rollout")
             dense = picture(label="Dense head", elem_id="live-dense")
         last, started = gr.State(None), gr.State(None)
