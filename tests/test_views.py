@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import cv2
 import numpy as np
 import pytest
 from conftest import FAMILIES, random_image
@@ -187,3 +188,20 @@ def test_a_photo_enlarged_more_than_four_times_is_said_to_be(wide):
     factor = max(small.pixel_values.shape[2] / 14, small.pixel_values.shape[3] / 25)
     assert factor > 4 and f"your 25×14 photo is enlarged {factor:.0f}×" in note
     assert sentences.upscale_note(wide) == ""  # 72 px wide, read at 72
+
+
+def test_the_live_view_overlays_each_map_of_the_frame_it_analysed(embedded, coffee):
+    """A camera frame's three overlays (attention, rollout, the dense head) each show that frame's own map: the
+    overlay's difference from the bare frame follows the map, so a map of another frame would not fit."""
+    from vitviz.analysis import analyze_frame
+
+    a = analyze_frame(embedded, coffee)
+    maps = [a.attention_map(11, None, "readout"), a.rollout("mean"), a.dense_map()]
+    pictures = views.live_views(a, 11, None, views.LIVE_LAYERS, "gray", 1.0, "min-max")
+    assert len(pictures) == 3 and all(p is not None for p in pictures)
+    for values, picture in zip(maps, pictures, strict=True):
+        fh, fw = render.fit(a.image, views.LIVE_DISPLAY).shape[:2]
+        shown = picture[:fh, :fw]  # the frame, top left; its colour scale is beside it
+        small = cv2.resize(values.astype(np.float32), (shown.shape[1], shown.shape[0]), interpolation=cv2.INTER_AREA)
+        grey = shown.mean(-1)
+        assert np.corrcoef(grey.ravel(), small.ravel())[0, 1] > 0.8

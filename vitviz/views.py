@@ -346,7 +346,7 @@ def live_views(
     maps = {  # name -> (how to compute it, one flat square per patch); only what is shown is computed
         "attention": (lambda: a.attention_map(layer, head, "readout"), True),
         "rollout": (lambda: a.rollout("mean"), False),
-        "dense head": (a.saliency, False),
+        "dense head": (a.dense_map, False),
     }
     pictures = []
     for name, (values, nearest) in maps.items():
