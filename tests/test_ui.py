@@ -326,7 +326,8 @@ def test_the_faithfulness_panel_says_what_the_curves_show(client):
         if isinstance(t.get("y"), dict):
             t["y"] = np.frombuffer(base64.b64decode(t["y"]["bdata"]), t["y"]["dtype"])
     model = vitviz.load_model(device="cpu")
-    for name, method in (("Saliency (|gradient|)", "saliency"), ("Attention rollout", "rollout")):
+    for name, method in (("Saliency (|gradient|)", "saliency"), ("Attention rollout", "rollout"),
+                         (vitviz.METHODS["relevancy"], "relevancy")):  # fmt: skip
         f = faithfulness(model, ASSETS / "coffee.jpg", method)
         mine = [t for t in traces if t.get("name") == name]
         np.testing.assert_allclose(mine[0]["y"], f.deletion, rtol=1e-4)
@@ -532,4 +533,5 @@ def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(mon
     assert calls[0]["scores"] is kept[2][1] and "The map shown above" in text
     other = (*settings[:5], 10, [])  # another Grad-CAM block: a saliency map is the same, but the settings differ
     _, text = attributions.check_faithfulness(server, *where, *other, kept, **quiet)
-    assert calls[2]["scores"] is None and "press Compute first" in text
+    assert len(calls) == 6  # the method, the rollout and the relevancy beside it, twice
+    assert calls[3]["scores"] is None and "press Compute first" in text

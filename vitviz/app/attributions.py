@@ -33,7 +33,7 @@ from .session import (
 from .source import Context, view_tab
 
 METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
-# the most faithful method on docs/benchmarks.md's table (the lowest mean deletion area on 16 photos)
+# the most faithful method on docs/benchmarks.md's table (the lowest mean deletion area on 20 photos)
 DEFAULT_METHOD = "integrated_gradients"
 # Images through the model (forward and backward), counted at 224x224, that one request may cost: about
 # 2 minutes on a 2-core CPU. The UI's maximum, 128 steps x 16 NoiseTunnel samples, would take half an hour.
@@ -189,16 +189,19 @@ def run(server: Server, image, model_name, size, method_label, target, baseline,
 def check_faithfulness(server: Server, image, model_name, size, method_label, target, baseline, n_steps,
                        noise_samples, block, points, kept=None, request: gr.Request = None,
                        progress=gr.Progress()):  # fmt: skip
-    """Deletion and insertion curves of the chosen method's map and of the rollout beside it, on this image and
-    this target, against random orders: a figure and a sentence for each map. The map the tab shows (`kept`, the
-    session's last attribution) is used as it is when it was made on this image with these settings."""
+    """Deletion and insertion curves of the chosen method's map and of the two maps beside it (the rollout and
+    the relevancy), on this image and this target, against random orders: a figure and a sentence for each map.
+    The map the tab shows (`kept`, the session's last attribution) is used as it is when it was made on this
+    image with these settings."""
     a = server.get_analysis(image, model_name, size, request)
     method, options = _choices(a, image, method_label, target, points)
     settings = _settings(method, options, baseline, n_steps, noise_samples, block)
     shown = kept is not None and kept[0] == server.analysis_key(image, model_name, size) and kept[2][0] == settings
-    curves = 2 * passes()
+    beside = ["rollout"] + (["relevancy"] if method != "relevancy" else [])  # the other maps the tab shows
+    curves = (1 + len(beside)) * passes()
+    what = f"The faithfulness of {METHODS[method]} and of the maps beside it"
     _within_budget(a, lambda grid: (0 if shown else model_passes(method, int(n_steps), int(noise_samples), grid))
-                   + curves + 1, f"The faithfulness of {METHODS[method]} and of the rollout")  # fmt: skip
+                   + curves + len(beside), what)  # fmt: skip
     model = server.get_attribution_model(model_name)
     name = f"The faithfulness check of {METHODS[method]}"
     with _stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
@@ -212,10 +215,10 @@ def check_faithfulness(server: Server, image, model_name, size, method_label, ta
                 progress=report,
                 **options,
             ),  # fmt: skip
-            faithfulness(model, image, "rollout", progress=report, **options),
+            *(faithfulness(model, image, other, progress=report, **options) for other in beside),
         ]
-    names = [METHODS[method], "Attention rollout"]
-    maps = ["The map shown above", f"Map {results[1].map_seconds:.1f} s"]
+    names = [METHODS[method], "Attention rollout", *(METHODS[m] for m in beside[1:])]
+    maps = ["The map shown above", *(f"Map {r.map_seconds:.1f} s" for r in results[1:])]
     if not shown:
         maps[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
     text = "\n\n".join(f"**{name}.** {r.sentence()} {made}, curves {r.seconds:.1f} s."
