@@ -9,7 +9,7 @@ import gradio as gr
 from .. import sentences, tabs, views
 from ..models import VitModel
 from . import explorer
-from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, Server, head_arg, head_choices, picture, user_errors
+from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, PICKS, Server, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
 READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click one in a picture)"  # the API's values
@@ -157,12 +157,4 @@ def build(ctx: Context) -> None:
         api_name="attention",
         prepare=(ctx.server.bind(fit_controls), [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
     )
-    # multiple: each click is sent with its own place (Gradio re-sends the first pending place otherwise),
-    # and answered in order, so the query ends on the last click
-    picker.select(
-        ctx.server.bind(pick_patch),
-        ctx.where,
-        [patch, query_mode],
-        api_visibility="private",
-        trigger_mode="multiple",
-    )
+    picker.select(ctx.server.bind(pick_patch), ctx.where, [patch, query_mode], **PICKS)

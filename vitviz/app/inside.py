@@ -8,7 +8,7 @@ from .. import sentences, views
 from ..models import VitModel
 from . import explorer
 from .attention import QUERY_CHOICES, READOUT_QUERY, controls_fitter, patch_picker, query_of
-from .session import picture, user_errors
+from .session import PICKS, picture, user_errors
 from .source import Context, view_tab
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
@@ -75,4 +75,4 @@ def build(ctx: Context) -> None:
     )
     picking = ctx.server.bind(patch_picker(views.patch_at_inside))
     for shown in (scores, weights, values):
-        shown.select(picking, ctx.where, [patch, query_mode], api_visibility="private", trigger_mode="multiple")
+        shown.select(picking, ctx.where, [patch, query_mode], **PICKS)

@@ -6,7 +6,7 @@ import gradio as gr
 import numpy as np
 
 from .. import VitModel, plots, sentences, views
-from .session import Server, picture, slots, user_errors
+from .session import PICKS, Server, picture, slots, user_errors
 from .source import Context, view_tab
 
 
@@ -97,10 +97,4 @@ def build(ctx: Context) -> None:
         show_progress="minimal",
         **slots("draw"),
     )
-    large.select(
-        ctx.server.bind(pick_position),
-        [ctx.model_name],
-        [row, col],
-        api_visibility="private",
-        trigger_mode="multiple",
-    )
+    large.select(ctx.server.bind(pick_position), [ctx.model_name], [row, col], **PICKS)

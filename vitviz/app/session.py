@@ -348,6 +348,11 @@ def picture(label: str, scale: int = 1, clickable: bool = False, **kwargs) -> gr
 SLOTS = {"forward": 2, "draw": 4, "heavy": 1}
 
 
+# Patch clicks: each sent with its own place ("always_last" re-sends the first pending click's place), and
+# answered one at a time in the order they came, so that the query ends on the last click
+PICKS = {"trigger_mode": "multiple", "concurrency_id": "pick", "concurrency_limit": 1, "api_visibility": "private"}
+
+
 def slots(kind: str) -> dict:
     """The event-listener arguments that put an event in one group of concurrency slots."""
     return {"concurrency_id": kind, "concurrency_limit": SLOTS[kind]}
