@@ -25,6 +25,19 @@ def read(path) -> np.ndarray:
     return vitviz.load_image(path)
 
 
+def plot_traces(figure) -> list[dict]:
+    """A gr.Plot's traces as gradio_client returns them, with each y as an array: Plotly sends arrays as
+    {"dtype": "f8", "bdata": base64}."""
+    import base64
+    import json
+
+    traces = json.loads(figure["plot"])["data"]
+    for t in traces:
+        if isinstance(t.get("y"), dict):
+            t["y"] = np.frombuffer(base64.b64decode(t["y"]["bdata"]), t["y"]["dtype"])
+    return traces
+
+
 def test_analyze_then_change_layer_and_head(client):
     from gradio_client import handle_file
 
@@ -311,9 +324,6 @@ def test_limits_refuse_heavy_requests_with_a_message(client, tmp_path):
 def test_the_faithfulness_panel_says_what_the_curves_show(client):
     """/faithfulness on the image and target of the attribution: its figure holds the Python API's curves, and
     each sentence's areas and verdict are that map's own."""
-    import base64
-    import json
-
     from gradio_client import handle_file
 
     from vitviz.deletion import faithfulness
@@ -321,10 +331,7 @@ def test_the_faithfulness_panel_says_what_the_curves_show(client):
     image = handle_file(str(ASSETS / "coffee.jpg"))
     args = [image, "dinov2-small", "224", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, []]
     figure, note = client.predict(*args, api_name="/faithfulness")
-    traces = json.loads(figure["plot"])["data"]
-    for t in traces:  # Plotly sends arrays as {"dtype": "f8", "bdata": base64}
-        if isinstance(t.get("y"), dict):
-            t["y"] = np.frombuffer(base64.b64decode(t["y"]["bdata"]), t["y"]["dtype"])
+    traces = plot_traces(figure)
     model = vitviz.load_model(device="cpu")
     for name, method in (("Saliency (|gradient|)", "saliency"), ("Attention rollout", "rollout"),
                          (vitviz.METHODS["relevancy"], "relevancy")):  # fmt: skip
@@ -338,6 +345,39 @@ def test_the_faithfulness_panel_says_what_the_curves_show(client):
         assert f": {f.verdict}" in said
     band = [t for t in traces if t.get("fill") == "tonexty"][0]
     np.testing.assert_allclose(band["y"], f.random.min(0), rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_settings(client):
+    """/rollout_faithfulness with max fusion and half discarded: the figure holds the curves of the rollout made
+    with those settings on the attributions' input (and of the other two fusions), each sentence that map's
+    areas and verdict, and the note the input size and the discard ratio."""
+    from gradio_client import handle_file
+
+    from vitviz.attributions import input_analysis
+    from vitviz.deletion import faithfulness
+
+    image = ASSETS / "coffee.jpg"
+    figure, note = client.predict(handle_file(str(image)), "dinov2-small", "448", "max", 0.5,
+                                  api_name="/rollout_faithfulness")  # fmt: skip
+    traces = plot_traces(figure)
+    model = vitviz.load_model(device="cpu")
+    same = input_analysis(model, image)
+    assert "discards the weakest 50% of each layer's attention" in note
+    assert "remade on the 224×224 px input" in note and "the 448×" in note  # the embedded head reads 224×224
+    for fusion in ("max", "mean", "min"):
+        f = faithfulness(model, image, "rollout", scores=same.rollout(fusion, 0.5))
+        name = f"Rollout, {fusion} fusion" + (" (the one shown)" if fusion == "max" else "")
+        mine = [t for t in traces if t.get("name") == name]
+        np.testing.assert_allclose(mine[0]["y"], f.deletion, rtol=1e-4)
+        np.testing.assert_allclose(mine[1]["y"], f.insertion, rtol=1e-4)
+        said = note.split(f"**{name}.**")[1].split("\n\n")[0]
+        assert f"area under the deletion curve {f.deletion_auc:.3g}" in said
+        assert f"random orders {f.random_aucs.min():.3g} to {f.random_aucs.max():.3g}" in said
+        assert f": {f.verdict}" in said
+    undiscarded = faithfulness(model, image, "rollout", scores=same.rollout("max", 0.0))
+    shown = [t for t in traces if t.get("name") == "Rollout, max fusion (the one shown)"][0]
+    assert not np.allclose(undiscarded.deletion, shown["y"])  # the discard ratio was applied
 
 
 def test_the_layer_lens_shows_every_layer_with_its_sentence(client):

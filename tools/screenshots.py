@@ -38,12 +38,21 @@ def check_saliency(page) -> None:
     page.locator("#sanity-note").get_by_text("rank correlation").wait_for(timeout=300_000)
 
 
+def check_rollout(page) -> None:
+    page.locator("#rollout-check").click()
+    page.locator("#rollout-faithfulness").get_by_text("min fusion.").wait_for(timeout=180_000)
+
+
 def show_lens(page) -> None:
     page.get_by_role("button", name="Show the layer lens").click()
     page.locator("#lens-note").get_by_text("output head").wait_for(timeout=60_000)
 
 
-ACTIONS = {label("attributions"): check_saliency, label("output"): show_lens}  # a tab's panels that wait a click
+ACTIONS = {
+    label("attributions"): check_saliency,
+    label("rollout"): check_rollout,
+    label("output"): show_lens,
+}  # a tab's panels that wait a click
 
 
 def shoot(page, path: Path) -> None:

@@ -226,34 +226,35 @@ def distance_with_spread(mean: np.ndarray, std: np.ndarray, title: str) -> go.Fi
 
 
 def faithfulness_curves(results: list, names: list[str]) -> go.Figure:
-    """Deletion (left) and insertion (right) curves of each map in `results` (faithfulness.Faithfulness, one
-    name each), with the random orders' min-max band. Putting patches back in a random order is deleting them
-    in the reversed order, so the insertion band is the deletion band read from the other end."""
+    """Deletion (top) and insertion (below) curves of each map in `results` (deletion.Faithfulness, one name
+    each), with the random orders' min-max band. Putting patches back in a random order is deleting them in the
+    reversed order, so the insertion band is the deletion band read from the other end. Stacked, not side by
+    side, so that each keeps the page's width on a phone."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.24, subplot_titles=(
         "<b>Deletion</b>: top patches hidden first<br>(falls fast = faithful)",
         "<b>Insertion</b>: top patches shown first<br>(rises fast = faithful)"))  # fmt: skip
     first = results[0]
     x = 100 * first.fractions
-    for col, band in ((1, first.random), (2, first.random[:, ::-1])):
+    for row, band in ((1, first.random), (2, first.random[:, ::-1])):
         fig.add_scatter(x=x, y=band.max(0), mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip",
-                        row=1, col=col)  # fmt: skip
+                        row=row, col=1)  # fmt: skip
         fig.add_scatter(x=x, y=band.min(0), mode="lines", line=dict(width=0), fill="tonexty",
                         fillcolor="rgba(128,128,128,0.3)", name=f"{len(band)} random orders (min–max)",
-                        showlegend=col == 1, legendgroup="random", hoverinfo="skip", row=1, col=col)  # fmt: skip
+                        showlegend=row == 1, legendgroup="random", hoverinfo="skip", row=row, col=1)  # fmt: skip
     dashes = ("solid", "dash", "dot")
     for i, (r, name) in enumerate(zip(results, names, strict=True)):
         style = dict(color=HEAD_COLOURS[(4, 5, 2)[i % 3]], width=4, dash=dashes[i % 3])
-        for col, curve, auc in ((1, r.deletion, r.deletion_auc), (2, r.insertion, r.insertion_auc)):
+        for row, curve, auc in ((1, r.deletion, r.deletion_auc), (2, r.insertion, r.insertion_auc)):
             hover = f"{name}<br>%{{x:.0f}} %: %{{y:.4g}} (area {auc:.3g})<extra></extra>"
             fig.add_scatter(x=x, y=curve, mode="lines+markers", line=style, marker=dict(size=8), name=name,
-                            legendgroup=name, showlegend=col == 1, row=1, col=col, hovertemplate=hover)  # fmt: skip
+                            legendgroup=name, showlegend=row == 1, row=row, col=1, hovertemplate=hover)  # fmt: skip
     fig.update_xaxes(title="patches hidden (%)", row=1, col=1)
-    fig.update_xaxes(title="patches shown (%)", row=1, col=2)
-    fig.update_yaxes(title=first.target, row=1, col=1)
-    fig.update_layout(height=480, margin=dict(l=10, r=10, t=80, b=10), font=FONT,
-                      legend=dict(orientation="h", y=-0.25))  # fmt: skip
+    fig.update_xaxes(title="patches shown (%)", row=2, col=1)
+    fig.update_yaxes(title=wrapped(first.target, 24))
+    fig.update_layout(height=760, margin=dict(l=10, r=10, t=90, b=10), font=FONT,
+                      legend=dict(orientation="h", y=-0.12))  # fmt: skip
     fig.update_annotations(font_size=15)
     return fig
 

@@ -108,7 +108,7 @@ def _settings(method, options, baseline, n_steps, noise_samples, block) -> tuple
     return method, options["target"], options["box"], baseline, int(n_steps), int(noise_samples), int(block)
 
 
-def _within_budget(a: Analysis, passes_at_grid, what: str) -> None:
+def within_budget(a: Analysis, passes_at_grid, what: str) -> None:
     """Refuse work that would send more images through the model (counted at 224×224) than BUDGET.
     passes_at_grid: the attribution grid (gh, gw) -> images through the model."""
     h, w = attribution_size(a.model, *a.image.shape[:2])
@@ -122,7 +122,7 @@ def _within_budget(a: Analysis, passes_at_grid, what: str) -> None:
 
 
 @contextmanager
-def _stoppable(server: Server, request: gr.Request, name: str, desc: str, progress):
+def stoppable(server: Server, request: gr.Request, name: str, desc: str, progress):
     """A progress callback for one heavy run of this session, which ends the run at its next batch when Stop is
     pressed (or the image changes, or the page closes), and lets other users' new images through between batches."""
     stopped = server.stopped[session_of(request)] = threading.Event()  # this run's; Stop sets the latest one
@@ -150,10 +150,10 @@ def run(server: Server, image, model_name, size, method_label, target, baseline,
     a = server.get_analysis(image, model_name, size, request)
     method, options = _choices(a, image, method_label, target, points)
     what = f"{METHODS[method]} with {int(n_steps)} steps and {int(noise_samples)} NoiseTunnel samples"
-    _within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid), what)
+    within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid), what)
     model = server.get_attribution_model(model_name)
     progress(0.0, desc=f"{METHODS[method]}: running the model")
-    with _stoppable(
+    with stoppable(
         server, request, METHODS[method], f"{METHODS[method]}: forward and backward passes", progress
     ) as report:
         r = attribute(
@@ -200,11 +200,11 @@ def check_faithfulness(server: Server, image, model_name, size, method_label, ta
     beside = ["rollout"] + (["relevancy"] if method != "relevancy" else [])  # the other maps the tab shows
     curves = (1 + len(beside)) * passes()
     what = f"The faithfulness of {METHODS[method]} and of the maps beside it"
-    _within_budget(a, lambda grid: (0 if shown else model_passes(method, int(n_steps), int(noise_samples), grid))
+    within_budget(a, lambda grid: (0 if shown else model_passes(method, int(n_steps), int(noise_samples), grid))
                    + curves + len(beside), what)  # fmt: skip
     model = server.get_attribution_model(model_name)
     name = f"The faithfulness check of {METHODS[method]}"
-    with _stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
+    with stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
         results = [
             faithfulness(
                 model,
@@ -235,11 +235,11 @@ def check_sanity(server: Server, image, model_name, size, method_label, target, 
     a = server.get_analysis(image, model_name, size, request)
     method, options = _choices(a, image, method_label, target, points)
     steps = a.model.num_layers + 1
-    _within_budget(a, lambda grid: steps * model_passes(method, int(n_steps), int(noise_samples), grid),
+    within_budget(a, lambda grid: steps * model_passes(method, int(n_steps), int(noise_samples), grid),
                    f"The sanity check of {METHODS[method]} ({steps} maps)")  # fmt: skip
     model = server.get_attribution_model(model_name)
     name = f"The sanity check of {METHODS[method]}"
-    with _stoppable(server, request, name, f"{name}: one map per randomised layer", progress) as report:
+    with stoppable(server, request, name, f"{name}: one map per randomised layer", progress) as report:
         settings = _method_options(baseline, n_steps, noise_samples, block)
         s = sanity.sanity_check(model, image, method, progress=report, **settings, **options)
     steps = zip(s.randomised, s.correlation, strict=True)
@@ -263,14 +263,18 @@ def recolour(server: Server, kept, key, cmap, alpha, colour_scale):
 STOPPED_NOTE = "**Stopped.** The attribution ended at its next batch and kept nothing; press Compute to run it again."
 
 
+def stop_run(server: Server, request: gr.Request) -> bool:
+    """Stop this session's heavy run (made under `stoppable`) at its next batch; False when none is running."""
+    stopped = server.stopped.pop(session_of(request), None)
+    if stopped is not None:
+        stopped.set()
+    return stopped is not None
+
+
 def stop(server: Server, request: gr.Request) -> str:
     """Stop this session's attribution at its next batch (the Stop button, a new or cleared image, the page
     closed), and say so."""
-    stopped = server.stopped.pop(session_of(request), None)
-    if stopped is None:
-        return gr.skip()
-    stopped.set()
-    return STOPPED_NOTE
+    return STOPPED_NOTE if stop_run(server, request) else gr.skip()
 
 
 def stop_on_unload(server: Server, request: gr.Request) -> None:

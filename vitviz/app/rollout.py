@@ -1,21 +1,79 @@
-"""Rollout: attention followed through every layer to the readout token."""
+"""Rollout: attention followed through every layer to the readout token, and how far to trust it on this image."""
 
 from __future__ import annotations
 
 import gradio as gr
 
-from .. import sentences, views
+from .. import plots, sentences, views
+from ..attributions import attribution_size, input_analysis
+from ..deletion import faithfulness, passes
 from ..maps import HEAD_FUSIONS
-from .session import picture, user_errors
+from .attributions import stop_run, stoppable, within_budget
+from .session import Server, picture, slots, user_errors
 from .source import Context, view_tab
+
+STOPPED_NOTE = (
+    "**Stopped.** The faithfulness check ended at its next batch and kept nothing; press Check to run it again."
+)
+
+
+def _settings(fusion, discard) -> tuple[str, float]:
+    if fusion not in HEAD_FUSIONS:
+        raise ValueError(f"fusion must be one of {HEAD_FUSIONS}, got {fusion!r}")
+    discard = float(discard)
+    if not 0 <= discard < 1:
+        raise ValueError(f"the discard ratio must be at least 0 and below 1, got {discard}")
+    return fusion, discard
 
 
 @user_errors
 def draw(a, fusion, discard, cmap, alpha, colour_scale, request: gr.Request):
     """Attention rollout with head fusion and discard ratio."""
-    if fusion not in HEAD_FUSIONS:
-        raise ValueError(f"fusion must be one of {HEAD_FUSIONS}, got {fusion!r}")
-    return views.rollout_view(a, fusion, float(discard), cmap, float(alpha), colour_scale)
+    fusion, discard = _settings(fusion, discard)
+    return views.rollout_view(a, fusion, discard, cmap, float(alpha), colour_scale)
+
+
+@user_errors
+def check_faithfulness(server: Server, image, model_name, size, fusion, discard, request: gr.Request = None,
+                       progress=gr.Progress()):  # fmt: skip
+    """Deletion and insertion curves of the rollout with the tab's fusion and discard ratio, and of the other two
+    fusions at the same ratio, for the model's own output, against random orders: a figure and a sentence each.
+    The rollouts are remade on the input that the output is read from (the attributions' input), so that the
+    map and the curves see the same tokens."""
+    fusion, discard = _settings(fusion, discard)
+    a = server.get_analysis(image, model_name, size, request)
+    fusions = [fusion, *(f for f in HEAD_FUSIONS if f != fusion)]
+    name = "The faithfulness check of the rollout"
+    within_budget(a, lambda grid: 1 + len(fusions) * passes(), name)
+    model = server.get_attribution_model(model_name)
+    with stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
+        same = input_analysis(model, image)  # one forward, the three rollouts
+        results = [
+            faithfulness(
+                model,
+                image,
+                f"rollout ({f})",
+                scores=same.rollout(f, discard),
+                progress=lambda done, i=i: report((i + done) / len(fusions)),
+            )  # fmt: skip
+            for i, f in enumerate(fusions)
+        ]
+    names = [f"Rollout, {f} fusion" + (" (the one shown)" if f == fusion else "") for f in fusions]
+    h, w = attribution_size(a.model, *a.image.shape[:2])
+    shown_h, shown_w = a.pixel_values.shape[2:]
+    where = (
+        ("Each rollout keeps all" if discard == 0 else f"Each rollout discards the weakest {discard:.0%}")
+        + f" of each layer's attention and is remade on the {w}×{h} px input that the output is read from"
+        + ("." if (h, w) == (shown_h, shown_w) else f" (the picture above is the {shown_w}×{shown_h} px analysis).")
+        + f" The output followed: {results[0].target}."
+    )
+    lines = [f"**{n}.** {r.sentence()} Curves {r.seconds:.1f} s." for n, r in zip(names, results, strict=True)]
+    return plots.faithfulness_curves(results, names), "\n\n".join([where, *lines])
+
+
+def stop(server: Server, request: gr.Request) -> str:
+    """Stop this session's faithfulness check at its next batch, and say so."""
+    return STOPPED_NOTE if stop_run(server, request) else gr.skip()
 
 
 def build(ctx: Context) -> None:
@@ -24,7 +82,7 @@ def build(ctx: Context) -> None:
         (
             "Attention *rollout* follows attention through all layers "
             "at once: it multiplies the layers' attention (plus the skip connection) to estimate "
-            "how much each patch flows into the CLS token at the end. Bright = more. "
+            "how much each patch flows into the readout at the end (the CLS token in most ViTs). Bright = more. "
             "On the default log scale equal steps of colour are equal factors, so a faint background and "
             "a bright object both show. "
             "The sentence under the pictures says what the brightest patch is on this image; "
@@ -39,6 +97,17 @@ def build(ctx: Context) -> None:
             rollout = picture(label="Rollout (bilinear)", elem_id="rollout")
         gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])
         note = gr.Markdown(label="Brightest patch", elem_id="rollout-note")
+        with gr.Row():
+            check = gr.Button("Check faithfulness: hide the top patches", size="sm", elem_id="rollout-check")
+            halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="rollout-stop")
+        gr.Markdown(
+            "Does the output depend on the patches that rollout makes bright? Hide them first (showing a blur of "
+            "the image there) and follow the model's output; a faithful map makes it fall faster than random "
+            "orders do. The three head fusions are checked, at the discard ratio above.",
+            elem_classes=["caption"],
+        )
+        curves = gr.Plot(label="Rollout: deletion and insertion", elem_id="rollout-curves")
+        verdict = gr.Markdown(elem_id="rollout-faithfulness", label="Faithfulness of the rollout")
     ctx.mirror_preview(original)
     ctx.view(
         tab,
@@ -48,3 +117,11 @@ def build(ctx: Context) -> None:
         [fusion.change, discard.change],
         api_name="rollout",
     )
+    bind = ctx.server.bind
+    checking = check.click(bind(check_faithfulness), [*ctx.where, fusion, discard], [curves, verdict],
+                           api_name="rollout_faithfulness", **slots("heavy"))  # fmt: skip
+    halt.click(bind(stop), None, verdict, cancels=[checking], api_visibility="private", queue=False)
+    # The curves belong to one image: a new or cleared image stops the check and clears them. They name their
+    # own settings, so a new fusion or discard ratio leaves them.
+    ctx.key.change(bind(stop_run), None, None, cancels=[checking], api_visibility="private", queue=False)
+    ctx.key.change(lambda: (None, ""), None, [curves, verdict], api_visibility="private", queue=False)
