@@ -105,7 +105,45 @@ def test_heads_through_the_output_projection_give_the_attention_sub_layer(case):
                 v = seen["v"][:, h * dh : (h + 1) * dh].numpy()
                 expected = seen["attentions"][h, q].numpy() * np.linalg.norm(v @ w[:, h * dh : (h + 1) * dh].T, axis=1)
                 np.testing.assert_allclose(d.contributions, expected, rtol=2e-2, atol=1e-2 * expected.max())
-            np.testing.assert_allclose(parts[0].head_shares.sum(), 1.0, atol=1e-5)
+                assert (d.layer, d.head, d.query) == (layer, h, q)
+            # each head's share: ||W_O,h Σ_j α_j v_j|| from the captured weights and the hooked values, over all heads
+            w, v = o_proj.weight.detach().numpy(), seen["v"].numpy()
+            norms = [np.linalg.norm(seen["attentions"][h, q].numpy() @ v[:, h * dh : (h + 1) * dh]
+                                    @ w[:, h * dh : (h + 1) * dh].T) for h in range(heads)]  # fmt: skip
+            for d in parts:
+                assert d.head_shares.dtype == np.float32
+                np.testing.assert_allclose(d.head_shares, np.array(norms) / sum(norms), rtol=2e-2, atol=2e-3)
+
+
+def test_a_layers_projections_give_every_heads_captured_weights_for_one_query(case):
+    """LayerProjections.weights(query) [H,N], all heads at once (what the head shares read), against
+    transformers' own attentions; and the score factor is the module's own 1/sqrt(dh)."""
+    model, a = case
+    dh = model.config.hidden_size // model.num_heads
+    for layer in range(model.num_layers):
+        truth = reference_outputs(model, a.pixel_values).attentions[layer][0].numpy()
+        p = a.projections(layer)
+        assert p.layer == layer and p.scale == pytest.approx(dh**-0.5)
+        for query in token_queries(a):
+            q = a.query_index(query)
+            np.testing.assert_allclose(p.weights(q), truth[:, q], atol=2e-3, rtol=1e-2)
+            assert a.inside_head(layer, 0, query).scale == pytest.approx(dh**-0.5)
+
+
+def test_a_vit_without_query_key_value_biases():
+    """qkv_bias=False (as in some ViT checkpoints): the queries get a zero bias, and the weights are still the
+    captured ones."""
+    import transformers as tf
+    from conftest import TINY
+
+    torch.manual_seed(9)
+    model = vitviz.wrap(tf.ViTModel(tf.ViTConfig(**TINY, qkv_bias=False), add_pooling_layer=False), "no-bias")
+    a = vitviz.analyze(model, random_image(32, 48, seed=5), longest=48)
+    p = a.projections(1)
+    assert model.layer_parts(1).q.bias is None and p.bq.shape == (model.config.hidden_size,) and not p.bq.any()
+    truth = reference_outputs(model, a.pixel_values).attentions[1][0].numpy()
+    for head in range(model.num_heads):
+        np.testing.assert_allclose(a.inside_head(1, head, "cls").weights, truth[head, 0], atol=1e-4, rtol=1e-3)
 
 
 def test_layer_updates_match_hooks_on_the_block(case):
