@@ -316,3 +316,115 @@ def test_the_rollout_beside_an_attribution_reads_the_attributions_input(embedded
     assert same.pixel_values.shape == (1, 3, 224, 224) and same.grid == (16, 16)
     r = attribute(embedded, coffee, "saliency")
     assert r.grid == same.grid
+
+
+WORDS = ["[UNK]", "[PAD]", "a", "dog", "cat", "photo", "of"]  # a word-level tokenizer for the tiny text towers
+
+
+def word_tokenizer():
+    """A real transformers tokenizer, built offline: one id per word of WORDS."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", model_max_length=8)
+
+
+def with_text(name: str, ids: list[int], image: np.ndarray):
+    """transformers' own full forward of a CLIP or SigLIP model on the text and the image (its vision
+    attentions kept for gradients), and that input."""
+    model = FAMILIES[name]()
+    x = torch.from_numpy(prepare_input(image, (40, 56), model.patch_size, model.mean, model.std))
+    out = model.net(input_ids=torch.tensor([ids]), pixel_values=x, output_attentions=True, output_hidden_states=True,
+                    interpolate_pos_encoding=True)  # fmt: skip
+    return model, x, out
+
+
+@pytest.mark.parametrize("name", ["clip", "siglip"])
+def test_the_text_targets_relevancy_equals_chefers_rule_in_float64(name):
+    """CLIP relevancy (Chefer et al. 2021): the gradient of transformers' own logits_per_image (the full model's
+    forward, text tower and all) with respect to the vision tower's attentions, then the rule in float64 loops."""
+    image, ids = random_image(40, 56, seed=3), [0, 5, 6, 3, 2]
+    model, x, out = with_text(name, ids, image)
+    r = attribute(model, image, "relevancy", longest=56, text=ids)
+    vision = out.vision_model_output
+    for a in vision.attentions:
+        a.retain_grad()
+    logit = out.logits_per_image[0, 0]
+    assert r.score == pytest.approx(float(logit.detach()), rel=1e-4, abs=1e-5)
+    assert r.target == f"the image-text similarity with the token ids {ids} ({model.family.name}'s logit)"
+    if model.readout.pool:  # the probe's weights as a leaf; the logit from them, checked against transformers'
+        pooled, probe = pool_by_hand(model, vision.hidden_states[-1])
+        cosine = torch.nn.functional.normalize(pooled, dim=-1) @ out.text_embeds.T
+        logit = (cosine * model.net.logit_scale.exp() + model.net.logit_bias)[0, 0]
+        assert float(logit) == pytest.approx(float(out.logits_per_image[0, 0]), rel=1e-5, abs=1e-6)
+    logit.backward()
+    n = vision.attentions[0].shape[-1]
+
+    def cam(attn: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        return sum(np.maximum(grad[h] * attn[h], 0) for h in range(len(attn))) / len(attn)
+
+    rel = np.eye(n)
+    for a in vision.attentions:
+        rel = rel + cam(a[0].detach().double().numpy(), a.grad[0].double().numpy()) @ rel
+    if model.readout.pool:
+        readout = cam(probe[0].detach().double().numpy(), probe.grad[0].double().numpy())
+    else:
+        readout = np.eye(n)[0]
+    expected = (readout @ rel)[model.n_prefix :].reshape(r.grid)
+    assert np.abs(expected).max() > 0
+    np.testing.assert_allclose(r.raw, expected, rtol=1e-4, atol=1e-7)
+    other = attribute(model, image, "relevancy", longest=56, text=[0, 4, 2])  # another text, another map
+    assert not np.allclose(other.raw, r.raw)
+
+
+@pytest.mark.parametrize("name", ["clip", "siglip"])
+def test_integrated_gradients_of_a_text_target_reports_its_delta(name):
+    """IG's convergence delta is sum(attributions) - (f(image) - f(black)), with f transformers' own
+    logits_per_image, and shrinks with more steps."""
+    image, ids = random_image(40, 56, seed=4), [0, 5, 3, 2]
+    model, x, out = with_text(name, ids, image)
+    black = prepare_input(np.zeros_like(image), (40, 56), model.patch_size, model.mean, model.std)
+    _, _, dark = with_text(name, ids, np.zeros_like(image))
+    np.testing.assert_allclose(dark.vision_model_output.pooler_output.detach().numpy().shape[0], 1)
+    assert np.abs(black).max() > 0
+    gap = float(out.logits_per_image[0, 0] - dark.logits_per_image[0, 0])
+    deltas = []
+    for steps in (4, 64):
+        r = attribute(model, image, "integrated_gradients", longest=56, text=ids, baseline="black", n_steps=steps)
+        assert r.delta == pytest.approx(float(r.raw.sum()) - gap, rel=1e-3, abs=1e-5)
+        deltas.append(abs(r.delta))
+    assert deltas[1] < deltas[0]
+
+
+def test_a_text_is_tokenized_by_the_models_tokenizer_and_bad_texts_name_the_problem(tmp_path):
+    model, image = FAMILIES["clip"](), random_image(40, 56, seed=3)
+    model.tokenizer = word_tokenizer()
+    ids = model.tokenizer(["a photo of a dog"])["input_ids"][0]
+    assert ids == [2, 5, 6, 2, 3]
+    words = attribute(model, image, "saliency", longest=56, text="a photo of a dog")
+    np.testing.assert_allclose(words.raw, attribute(model, image, "saliency", longest=56, text=ids).raw)
+    assert '"a photo of a dog"' in words.target
+    with pytest.raises(ValueError, match="no text tower"):
+        attribute(FAMILIES["clip_vision"](), image, "saliency", longest=56, text="a dog")
+    with pytest.raises(ValueError, match="the text is empty"):
+        attribute(model, image, "saliency", longest=56, text="  ")
+    with pytest.raises(ValueError, match=r"token ids must be .* in \[0, 99\)"):
+        attribute(model, image, "saliency", longest=56, text=[0, 120])
+    folder = tmp_path / "clip"
+    FAMILIES["clip"]().net.save_pretrained(folder)
+    saved = vitviz.load_model(str(folder), device="cpu")
+    with pytest.raises(ValueError, match="has no tokenizer files"):
+        attribute(saved, image, "saliency", longest=56, text="a dog")
+
+
+def test_faithfulness_follows_the_text_target():
+    """The deletion curve starts at the attribution's own score: the image-text logit, not the readout norm."""
+    from vitviz.deletion import faithfulness
+
+    model, image, ids = FAMILIES["siglip"](), random_image(40, 56, seed=3), [0, 5, 2]
+    r = attribute(model, image, "saliency", longest=56, text=ids)
+    f = faithfulness(model, image, "saliency", longest=56, text=ids, steps=2, random_orders=1)
+    assert f.deletion[0] == pytest.approx(r.score, rel=1e-4, abs=1e-6)
+    assert f.target == "the similarity with the text"

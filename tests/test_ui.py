@@ -575,3 +575,33 @@ def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(mon
     _, text = attributions.check_faithfulness(server, *where, *other, kept, **quiet)
     assert len(calls) == 6  # the method, the rollout and the relevancy beside it, twice
     assert calls[3]["scores"] is None and "press Compute first" in text
+
+
+def test_the_attributions_tab_explains_a_text_target_on_a_model_with_a_text_tower(tmp_path):
+    """The text box shows for a full CLIP model (not for the embedded one), and a text written there is the
+    target that the summary names, with the score of the Python API's attribution."""
+    from conftest import random_image, tiny_clip
+    from test_attributions import word_tokenizer
+
+    from vitviz.app import attributions
+    from vitviz.app.session import Server
+
+    server, path, quiet = (
+        Server(device="cpu"),
+        tmp_path / "photo.png",
+        dict(request=None, progress=lambda *a, **k: None),
+    )
+    cv2.imwrite(str(path), random_image(40, 56))
+    clip, embedded = tiny_clip(), vitviz.load_model(device="cpu")
+    clip.tokenizer = word_tokenizer()
+    for model, shown in ((clip, True), (embedded, False)):
+        server.models[model.name] = model
+        *_, text_box = attributions.setup(server.get_analysis(str(path), model.name, "224", None), [], None)
+        assert text_box.visible is shown
+    settings = ("Saliency (|gradient|)", "default", "blurred", 8, 0, 1, [], "inferno", 0.6, "log")
+    *_, summary, kept = attributions.run(server, str(path), clip.name, "224", *settings, text=" a dog ", **quiet)
+    expected = vitviz.attribute(clip, str(path), "saliency", text="a dog")
+    assert f'**target:** the image-text similarity with "a dog" (CLIP\'s logit) = {expected.score:.4g}' in summary
+    np.testing.assert_allclose(kept[2][1], vitviz.attributions.patch_scores(expected.raw, clip.patch_size))
+    *_, plain, _ = attributions.run(server, str(path), clip.name, "224", *settings, text="", **quiet)
+    assert "the norm of the readout vector" in plain  # no text: the readout's norm, as before

@@ -3,13 +3,15 @@
 Captum does the gradient and perturbation methods (one uniform call per method); the
 transformer relevancy of Chefer et al. (2021) is computed here from attention gradients.
 The target is one scalar per image: a class logit, the embedded model's dense head averaged
-(over the image or a box), or, for encoders without a head, the readout token's norm.
+(over the image or a box), the image-text logit of a CLIP or SigLIP model with its text tower (Chefer et al.'s
+CLIP relevancy: which pixels make this photo match "a dog"?), or, for encoders without a head, the readout
+token's norm.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -81,7 +83,12 @@ def targets(model: VitModel, image: ImageInput, k: int = 5) -> list[tuple[str, i
     return [(f"class {i}: {model.labels[i]} ({probs[i]:.0%})", i) for i in best]
 
 
-def describe(model: VitModel, target: int | None, box: Box | None) -> str:
+Text = str | Sequence[int]  # a text target: words, or token ids of the model's tokenizer
+
+
+def describe(model: VitModel, target: int | None, box: Box | None, text: Text | None = None) -> str:
+    if text is not None:
+        return f"the image-text similarity with {_quoted(text)} ({model.family.name}'s logit)"
     if model.labels is not None:
         return f"the logit of class {target}: {model.labels[target]}"
     if model.dense_head is not None:
@@ -104,6 +111,7 @@ def attribute(
     internal_batch_size: int = 8,
     longest: int | None = None,
     progress: Callable[[float], None] | None = None,
+    text: Text | None = None,
 ) -> Attribution:
     """Attribute one scalar output of `model` on `image` to its input with `method` (see METHODS).
 
@@ -113,7 +121,8 @@ def attribute(
     IG and occlusion (black, blurred or the dataset's mean colour). nt_samples > 0 wraps IG in
     a SmoothGrad NoiseTunnel with noise of `nt_stdev` (in normalised input units).
     layer: the block whose input tokens Grad-CAM reads (default: the last). box: a region of the original image for
-    the dense head's target. progress: called with the fraction done.
+    the dense head's target. progress: called with the fraction done. text: for a CLIP or SigLIP model with its
+    text tower, the target is the image's similarity logit with this text (words, or token ids).
     """
     if method not in METHODS:
         raise ValueError(f"unknown attribution method {method!r}: use one of {', '.join(METHODS)}")
@@ -126,7 +135,7 @@ def attribute(
     rgb = load_image(image)
     start = time.perf_counter()
     with model.lock:
-        x, score_fn, score, target = target_function(model, rgb, target, box, longest, progress)
+        x, score_fn, score, target = target_function(model, rgb, target, box, longest, progress, text)
         grid = score_fn.grid
         score_fn.expected = _expected_batches(method, n_steps, nt_samples, internal_batch_size, grid)
         raw, delta = _run(method, model, score_fn, x, rgb, grid, n_steps, baseline, nt_samples, nt_stdev, layer,
@@ -136,7 +145,7 @@ def attribute(
         map=to_image(raw, rgb.shape[:2]),
         raw=raw,
         delta=delta,
-        target=describe(model, target, box),
+        target=describe(model, target, box, text),
         score=score,
         grid=grid,
         seconds=time.perf_counter() - start,
@@ -150,24 +159,30 @@ def target_function(
     box: Box | None = None,
     longest: int | None = None,
     progress: Callable[[float], None] | None = None,
+    text: Text | None = None,
 ) -> tuple[torch.Tensor, _CountingScore, float, int | None]:
     """The input that attributions use for `rgb` [H,W,3] (see attribution_size), the target as a function of
     such inputs ([B,3,h,w] -> [B]), its value on this image, and the class it reads (the top-1 class when
-    `target` is None; None without labels)."""
+    `target` is None; None without labels). text: the image-text similarity is the target instead."""
+    features = None if text is None else model.text_features(text)
     x = torch.from_numpy(_input(model, rgb, longest)).to(model.device)
     grid = (x.shape[2] // model.patch_size, x.shape[3] // model.patch_size)
     with model.lock:
         with torch.no_grad():
             out = model.forward(x, attentions="all", grad=True)  # the default class and the target's value
-        if model.labels is not None and target is None:
+        if model.labels is not None and target is None and features is None:
             target = int(out.logits[0].argmax())
-        if model.labels is not None and not 0 <= int(target) < len(model.labels):
+        if model.labels is not None and features is None and not 0 <= int(target) < len(model.labels):
             raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {target}")
         region = _box_mask(box, rgb.shape[:2], x.shape[2:], model.device) if model.dense_head is not None else None
-        score_fn = _CountingScore(model, target, grid, region, progress)
+        score_fn = _CountingScore(model, target, grid, region, progress, features)
         with torch.no_grad():
             score = float(score_fn.from_output(out, x)[0])
     return x, score_fn, score, target
+
+
+def _quoted(text: Text) -> str:
+    return f'"{text}"' if isinstance(text, str) else f"the token ids {list(text)}"
 
 
 def to_image(raw: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -196,8 +211,8 @@ def patch_scores(raw: np.ndarray, patch: int) -> np.ndarray:
 class _CountingScore:
     """The target as a function of the input, [B] -> [B], reporting progress per call."""
 
-    def __init__(self, model, target, grid, region, progress) -> None:
-        self.model, self.target, self.grid, self.region = model, target, grid, region
+    def __init__(self, model, target, grid, region, progress, text=None) -> None:
+        self.model, self.target, self.grid, self.region, self.text = model, target, grid, region, text
         self.progress, self.calls, self.expected = progress, 0, 1
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -222,6 +237,8 @@ class _CountingScore:
 
     def from_output(self, out, x: torch.Tensor) -> torch.Tensor:
         m = self.model
+        if self.text is not None:
+            return m.similarity(m.readout_vector(out), self.text)
         if m.labels is not None:
             return out.logits[:, self.target]
         if m.dense_head is None:
@@ -232,6 +249,8 @@ class _CountingScore:
         """The target read from any layer's tokens [B,N,D] through the model's own output head, as if they were
         the last layer's (on the last layer's, the target itself; on earlier ones, a layer lens)."""
         m = self.model
+        if self.text is not None:
+            return m.similarity(m.output_from(hidden), self.text)
         if m.dense_head is None:
             out = m.output_from(hidden)
             return out[:, self.target] if m.labels is not None else out.norm(dim=-1)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .attributions import Box, attribute, input_analysis, patch_scores, target_function
+from .attributions import Box, Text, attribute, input_analysis, patch_scores, target_function
 from .attributions import _baseline as replacement_input
 from .models import VitModel
 from .preprocess import ImageInput, load_image
@@ -115,6 +115,7 @@ def faithfulness(
     target: int | None = None,
     box: Box | None = None,
     longest: int | None = None,
+    text: Text | None = None,
     scores: np.ndarray | None = None,
     batch: int = 16,
     progress: Callable[[float], None] | None = None,
@@ -124,7 +125,7 @@ def faithfulness(
 
     method: an attribution method (see attributions.METHODS, made with `options` such as n_steps) or "rollout";
     or give `scores` [gh,gw], one value per patch of the attribution input (method then only names it). The
-    target is the one the map explains (target, box: as `attribute`). steps: the curves' points less one
+    target is the one the map explains (target, box, text: as `attribute`). steps: the curves' points less one
     (10: every 10 %). replacement: what a hidden patch shows ("blur", "mean" colour or "black"). batch: the
     masked inputs per forward pass.
     """
@@ -141,14 +142,14 @@ def faithfulness(
     if not 1 <= batch <= 256:
         raise ValueError(f"batch must be between 1 and 256, got {batch}")
     rgb = load_image(image)
-    x, score_fn, _, target = target_function(model, rgb, target, box, longest)
+    x, score_fn, _, target = target_function(model, rgb, target, box, longest, text=text)
     grid, p = score_fn.grid, model.patch_size
     start = time.perf_counter()
     if scores is None and method == "rollout":
         scores = input_analysis(model, rgb, longest).rollout()
     elif scores is None:
         half = None if progress is None else (lambda fraction: progress(fraction / 2))  # the map: the first half
-        r = attribute(model, rgb, method, target=target, box=box, longest=longest, progress=half, **options)
+        r = attribute(model, rgb, method, target=target, box=box, longest=longest, progress=half, text=text, **options)
         scores = patch_scores(r.raw, p)
     scores = np.asarray(scores, np.float32)
     if scores.shape != grid:
@@ -180,7 +181,7 @@ def faithfulness(
 
     return Faithfulness(
         method=method,
-        target=_short_target(model, target, box),
+        target=_short_target(model, target, box, text),
         replacement=replacement,
         grid=grid,
         fractions=counts / n,
@@ -214,7 +215,9 @@ def _scores(model, score_fn, x, base, masks, grid, p, batch, progress) -> list[f
     return values
 
 
-def _short_target(model: VitModel, target: int | None, box: Box | None) -> str:
+def _short_target(model: VitModel, target: int | None, box: Box | None, text: Text | None) -> str:
+    if text is not None:
+        return "the similarity with " + (f'"{text}"' if isinstance(text, str) else "the text")
     if model.labels is not None:
         return f"the logit of {model.labels[target]}"
     if model.dense_head is not None:

@@ -126,6 +126,11 @@ class Family:
     readout_in_output: Callable = lambda out: out.last_hidden_state[:, 0]
     # the classifier head of each readout token, their logits averaged (DeiT distilled: two); () without one
     heads: Callable[[nn.Module], tuple[nn.Module, ...]] = lambda net: ()
+    # a model with a text tower (a full CLIP or SigLIP): the image-text logit as transformers' logits_per_image,
+    # [B] from the readout vector [B,D] and one text's features [1,E]; and how a text is padded (SigLIP was
+    # trained on texts padded to 64 tokens)
+    similarity: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    text_padding: bool | str = False
 
 
 def _base(net: nn.Module) -> nn.Module:
@@ -157,7 +162,20 @@ _VIT = dict(
     final_norm=lambda enc: enc.layernorm,
     position_table=lambda enc: enc.embeddings.position_embeddings[0],
 )
+
+
+def _similarity(net: nn.Module, image: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+    """CLIP's and SigLIP's logits_per_image: the scaled cosine of the image's and the text's embeddings (CLIP
+    projects the image's readout vector first; SigLIP adds a learned bias)."""
+    if hasattr(net, "visual_projection"):
+        image = net.visual_projection(image)
+    cosine = nn.functional.normalize(image, dim=-1) @ nn.functional.normalize(text, dim=-1).T
+    bias = getattr(net, "logit_bias", None)
+    return cosine[:, 0] * net.logit_scale.exp() + (0 if bias is None else bias)
+
+
 _CLIP = dict(
+    similarity=_similarity,
     readout_in_output=lambda out: out.pooler_output,
     encoder=_tower,
     runner=_tower,
@@ -197,6 +215,7 @@ FAMILIES: dict[str, Family] = {
         mean=(0.5, 0.5, 0.5),
         std=(0.5, 0.5, 0.5),
         pool=lambda enc: getattr(enc, "head", None),
+        text_padding="max_length",
         **_CLIP,
     ),
 }

@@ -31,6 +31,22 @@ def read_preprocessor(name: str, source: str, kwargs: dict) -> dict | None:
         return None
 
 
+def load_tokenizer(name: str):
+    """The tokenizer saved beside a model with a text tower (a hub id or a local folder)."""
+    from transformers import AutoTokenizer
+
+    source, kwargs = pretrained_source(name, "--model")
+    missing = (f"{name} has no tokenizer files: save its tokenizer beside the model (tokenizer.save_pretrained("
+               "FOLDER)), or give the text as token ids")  # fmt: skip
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=kwargs.get("local_files_only", False))
+    except Exception as error:  # transformers raises OSError, ValueError or others for a folder without one
+        raise ValueError(f"{missing} ({error.__class__.__name__})") from error
+    if len(tokenizer) <= len(tokenizer.all_special_ids):  # without files, transformers makes one of its specials
+        raise ValueError(missing)
+    return tokenizer
+
+
 def pretrained_source(name: str, flag: str) -> tuple[str, dict]:
     """(source, from_pretrained kwargs) for a local folder or a hub id; fails fast when offline.
 

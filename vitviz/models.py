@@ -9,7 +9,7 @@ The depth models' adapter (`DepthModel`) lives with the depth code, in depth.py.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -19,7 +19,7 @@ from torch import nn
 
 from . import maps
 from .families import Family, LayerParts, Readout, family_of
-from .hub import pretrained_source, read_preprocessor
+from .hub import load_tokenizer, pretrained_source, read_preprocessor
 
 DEFAULT_MODEL = "dinov2-small"
 # name -> one line for the model dropdown; every name but the first is a hub id
@@ -31,9 +31,9 @@ CATALOGUE: dict[str, str] = {
     "facebook/dinov2-small": "DINOv2 ViT-S/14 from the hub",
     "facebook/dinov2-with-registers-small": "DINOv2 ViT-S/14 with 4 register tokens",
     "facebook/deit-small-distilled-patch16-224": "DeiT-S/16 distilled: two readout tokens, their logits averaged",
-    "openai/clip-vit-base-patch16": "CLIP ViT-B/16 (its vision tower; CLS readout, CLIP's mean and std)",
-    "openai/clip-vit-base-patch32": "CLIP ViT-B/32 (its vision tower; 7×7 patches at 224 px)",
-    "google/siglip-base-patch16-224": "SigLIP B/16: no CLS token, read out by an attention-pooling probe",
+    "openai/clip-vit-base-patch16": "CLIP ViT-B/16: CLS readout, CLIP's mean and std; a text can be the target",
+    "openai/clip-vit-base-patch32": "CLIP ViT-B/32: 7×7 patches at 224 px; a text can be the target",
+    "google/siglip-base-patch16-224": "SigLIP B/16: no CLS token, read out by an attention-pooling probe; text too",
 }
 
 
@@ -61,6 +61,7 @@ class VitModel:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     # Re-entrant: an attribution holds it around several forwards, each of which takes it too.
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    tokenizer: Callable | None = field(default=None, repr=False)  # a text tower's, loaded when a text first needs it
 
     @property
     def n_prefix(self) -> int:
@@ -209,6 +210,33 @@ class VitModel:
         if not heads:
             return normed[:, list(self.readout.tokens)].mean(1)
         return sum(head(normed[:, t]) for head, t in zip(heads, self.readout.tokens, strict=True)) / len(heads)
+
+    @property
+    def has_text(self) -> bool:
+        """Whether the model holds a text tower (a full CLIP or SigLIP model), so that a text can be a target."""
+        return self.family.similarity is not None and hasattr(self.net, "text_model")
+
+    def text_features(self, text: str | Sequence[int]) -> torch.Tensor:
+        """[1,E] the text tower's features of `text`: a string (through the model's tokenizer) or its token ids."""
+        if not self.has_text:
+            raise ValueError(f"{self.name} has no text tower: a text target needs a full CLIP or SigLIP model")
+        if isinstance(text, str):
+            if not text.strip():
+                raise ValueError("the text is empty: write what the image should match, such as 'a dog'")
+            if self.tokenizer is None:
+                self.tokenizer = load_tokenizer(self.name)
+            ids = self.tokenizer([text], padding=self.family.text_padding, truncation=True, return_tensors="pt")
+            ids = ids["input_ids"]
+        else:
+            ids, vocab = torch.as_tensor([list(text)], dtype=torch.long), self.net.config.text_config.vocab_size
+            if ids.numel() == 0 or not 0 <= int(ids.min()) <= int(ids.max()) < vocab:
+                raise ValueError(f"token ids must be a non-empty list of integers in [0, {vocab}), got {list(text)}")
+        with self.lock, torch.no_grad():
+            return self.net.get_text_features(input_ids=ids.to(self.device)).pooler_output
+
+    def similarity(self, vector: torch.Tensor, text_features: torch.Tensor) -> torch.Tensor:
+        """[B] the image-text logit (transformers' logits_per_image) from readout vectors [B,D] and [1,E]."""
+        return self.family.similarity(self.net, vector, text_features)
 
     @property
     def blocks(self) -> nn.ModuleList:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import threading
-from contextlib import contextmanager
-
 import gradio as gr
 import numpy as np
 
@@ -15,7 +11,6 @@ from ..attributions import (
     BASELINES,
     METHODS,
     attribute,
-    attribution_size,
     input_analysis,
     model_passes,
     patch_scores,
@@ -23,10 +18,10 @@ from ..attributions import (
 )
 from ..deletion import faithfulness, passes
 from ..maps import DEFAULT_SCALE
+from .heavy import stop_run, stoppable, within_budget
 from .session import (
     Server,
     picture,
-    session_of,
     slots,
     user_errors,
 )
@@ -35,9 +30,6 @@ from .source import Context, view_tab
 METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
 # the most faithful method on docs/benchmarks.md's table (the lowest mean deletion area on 20 photos)
 DEFAULT_METHOD = "integrated_gradients"
-# Images through the model (forward and backward), counted at 224x224, that one request may cost: about
-# 2 minutes on a 2-core CPU. The UI's maximum, 128 steps x 16 NoiseTunnel samples, would take half an hour.
-BUDGET = int(os.environ.get("VITVIZ_ATTRIBUTION_BUDGET", 600))
 TARGETS = ["default", "top-2", "top-3", "top-4", "top-5"]  # the default is the top class for a classifier
 
 
@@ -60,10 +52,12 @@ def box_picture(a: Analysis, points) -> np.ndarray:
 
 @user_errors
 def setup(a, points, request: gr.Request):
-    """The targets this model offers on this image, the box picker and the Grad-CAM block range."""
+    """The targets this model offers on this image, the box picker, the Grad-CAM block range and the text target
+    (shown for a model with a text tower)."""
     choices = [(label, value) for (label, _), value in zip(targets(a.model, a.image), TARGETS, strict=False)]
     last = a.model.num_layers - 1
-    return gr.Dropdown(choices=choices, value=TARGETS[0]), box_picture(a, points), gr.Slider(maximum=last, value=last)
+    return (gr.Dropdown(choices=choices, value=TARGETS[0]), box_picture(a, points),
+            gr.Slider(maximum=last, value=last), gr.Textbox(visible=a.model.has_text))  # fmt: skip
 
 
 @user_errors
@@ -83,8 +77,9 @@ def clear_box(server: Server, image, model_name, size, request: gr.Request):
     return [], None if not image else box_picture(server.get_analysis(image, model_name, size, request), [])
 
 
-def _choices(a: Analysis, image, method_label, target, points) -> tuple[str, dict]:
-    """The method's key and the target options (`attribute`'s target and box) from the tab's controls."""
+def _choices(a: Analysis, image, method_label, target, points, text="") -> tuple[str, dict]:
+    """The method's key and the target options (`attribute`'s target, box and text) from the tab's controls. A
+    text is the target of a model with a text tower (a full CLIP or SigLIP) when one is written."""
     method = METHOD_BY_LABEL.get(method_label, method_label)
     if method not in METHODS:
         raise ValueError(f"method must be one of {list(METHODS.values())}, got {method_label!r}")
@@ -94,6 +89,7 @@ def _choices(a: Analysis, image, method_label, target, points) -> tuple[str, dic
     return method, dict(
         target=None if rank == 0 or a.model.labels is None else targets(a.model, image)[rank][1],
         box=parse_box(points) if a.model.dense_head is not None else None,
+        text=(text or "").strip() or None if a.model.has_text else None,
     )
 
 
@@ -105,50 +101,18 @@ def _method_options(baseline, n_steps, noise_samples, block) -> dict:
 
 def _settings(method, options, baseline, n_steps, noise_samples, block) -> tuple:
     """What makes one map: the same settings on the same image give the same map."""
-    return method, options["target"], options["box"], baseline, int(n_steps), int(noise_samples), int(block)
-
-
-def within_budget(a: Analysis, passes_at_grid, what: str) -> None:
-    """Refuse work that would send more images through the model (counted at 224×224) than BUDGET.
-    passes_at_grid: the attribution grid (gh, gw) -> images through the model."""
-    h, w = attribution_size(a.model, *a.image.shape[:2])
-    p = a.model.patch_size
-    cost = passes_at_grid((h // p, w // p)) * h * w / 224**2
-    if cost > BUDGET:
-        raise ValueError(
-            f"{what} needs {cost:.0f} passes through the model (at 224×224), over this server's limit of {BUDGET} "
-            "(VITVIZ_ATTRIBUTION_BUDGET): lower the steps or the samples"
-        )
-
-
-@contextmanager
-def stoppable(server: Server, request: gr.Request, name: str, desc: str, progress):
-    """A progress callback for one heavy run of this session, which ends the run at its next batch when Stop is
-    pressed (or the image changes, or the page closes), and lets other users' new images through between batches."""
-    stopped = server.stopped[session_of(request)] = threading.Event()  # this run's; Stop sets the latest one
-
-    def report(fraction: float) -> None:
-        if stopped.is_set():
-            raise ValueError(f"{name} stopped at {fraction:.0%}")
-        progress(fraction, desc=desc)
-        server.priority.wait_for_interactive()
-
-    try:
-        yield report
-    finally:
-        server.freed.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
-        if server.stopped.get(session_of(request)) is stopped:  # a session keeps no event once its run is over
-            del server.stopped[session_of(request)]
+    return (method, options["target"], options["box"], options["text"], baseline, int(n_steps), int(noise_samples),
+            int(block))  # fmt: skip
 
 
 @user_errors
 def run(server: Server, image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block,
-        points, cmap, alpha, colour_scale=DEFAULT_SCALE, request: gr.Request = None,
+        points, cmap, alpha, colour_scale=DEFAULT_SCALE, text="", request: gr.Request = None,
         progress=gr.Progress()):  # fmt: skip
     """Attribute the chosen output with the chosen method; rollout and relevancy beside it. Also returns the
     result itself, kept for the session so that a display setting recolours it without running it again."""
     a = server.get_analysis(image, model_name, size, request)
-    method, options = _choices(a, image, method_label, target, points)
+    method, options = _choices(a, image, method_label, target, points, text)
     what = f"{METHODS[method]} with {int(n_steps)} steps and {int(noise_samples)} NoiseTunnel samples"
     within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid), what)
     model = server.get_attribution_model(model_name)
@@ -187,14 +151,14 @@ def run(server: Server, image, model_name, size, method_label, target, baseline,
 
 @user_errors
 def check_faithfulness(server: Server, image, model_name, size, method_label, target, baseline, n_steps,
-                       noise_samples, block, points, kept=None, request: gr.Request = None,
+                       noise_samples, block, points, kept=None, text="", request: gr.Request = None,
                        progress=gr.Progress()):  # fmt: skip
     """Deletion and insertion curves of the chosen method's map and of the two maps beside it (the rollout and
     the relevancy), on this image and this target, against random orders: a figure and a sentence for each map.
     The map the tab shows (`kept`, the session's last attribution) is used as it is when it was made on this
     image with these settings."""
     a = server.get_analysis(image, model_name, size, request)
-    method, options = _choices(a, image, method_label, target, points)
+    method, options = _choices(a, image, method_label, target, points, text)
     settings = _settings(method, options, baseline, n_steps, noise_samples, block)
     shown = kept is not None and kept[0] == server.analysis_key(image, model_name, size) and kept[2][0] == settings
     beside = ["rollout"] + (["relevancy"] if method != "relevancy" else [])  # the other maps the tab shows
@@ -228,12 +192,12 @@ def check_faithfulness(server: Server, image, model_name, size, method_label, ta
 
 @user_errors
 def check_sanity(server: Server, image, model_name, size, method_label, target, baseline, n_steps,
-                 noise_samples, block, points, cmap, alpha, colour_scale=DEFAULT_SCALE, request: gr.Request = None,
-                 progress=gr.Progress()):  # fmt: skip
+                 noise_samples, block, points, cmap, alpha, colour_scale=DEFAULT_SCALE, text="",
+                 request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
     """The map after randomising the last 1, 2, ... layers of a copy of the model: one tile per step, captioned
     with its rank correlation with the original map, and a sentence."""
     a = server.get_analysis(image, model_name, size, request)
-    method, options = _choices(a, image, method_label, target, points)
+    method, options = _choices(a, image, method_label, target, points, text)
     steps = a.model.num_layers + 1
     within_budget(a, lambda grid: steps * model_passes(method, int(n_steps), int(noise_samples), grid),
                    f"The sanity check of {METHODS[method]} ({steps} maps)")  # fmt: skip
@@ -261,14 +225,6 @@ def recolour(server: Server, kept, key, cmap, alpha, colour_scale):
 
 
 STOPPED_NOTE = "**Stopped.** The attribution ended at its next batch and kept nothing; press Compute to run it again."
-
-
-def stop_run(server: Server, request: gr.Request) -> bool:
-    """Stop this session's heavy run (made under `stoppable`) at its next batch; False when none is running."""
-    stopped = server.stopped.pop(session_of(request), None)
-    if stopped is not None:
-        stopped.set()
-    return stopped is not None
 
 
 def stop(server: Server, request: gr.Request) -> str:
@@ -316,6 +272,13 @@ def build(ctx: Context) -> None:
             )
             target = gr.Dropdown([(t, t) for t in TARGETS], value=TARGETS[0], label="Target")
             baseline = gr.Radio(list(BASELINES), value=BASELINES[0], label="Baseline (absent)")
+        text = gr.Textbox(
+            label="Text target (a model with a text tower): which pixels make this photo match it?",
+            value="",
+            placeholder="a photo of a dog",
+            visible=ctx.model.has_text,
+            elem_id="text-target",
+        )
         with gr.Row():
             steps = gr.Slider(4, 128, value=32, step=4, precision=0, label="Integrated Gradients: steps")
             noise = gr.Slider(0, 16, value=0, step=1, precision=0, label="NoiseTunnel samples (0 = off)")
@@ -355,11 +318,11 @@ def build(ctx: Context) -> None:
         box = gr.JSON([], visible=False, label="Box")  # a component, so that the API can pass a box
         kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
     results = [shown, roll, rel, summary, kept]
-    ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block])
+    ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block, text])
     bind = ctx.server.bind
     running = button.click(
         bind(run),
-        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale],
+        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale, text],
         results,
         api_name="attribute",
         **slots("heavy"),
@@ -374,14 +337,14 @@ def build(ctx: Context) -> None:
     )
     checking = faithful.click(
         bind(check_faithfulness),
-        [*ctx.where, method, target, baseline, steps, noise, block, box, kept],
+        [*ctx.where, method, target, baseline, steps, noise, block, box, kept, text],
         [curves, verdict],
         api_name="faithfulness",
         **slots("heavy"),
     )
     cascading = randomising.click(
         bind(check_sanity),
-        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale],
+        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale, text],
         [cascade_plot, cascade, cascade_note],
         api_name="sanity",
         **slots("heavy"),

@@ -8,7 +8,7 @@ from .. import plots, sentences, views
 from ..attributions import attribution_size, input_analysis
 from ..deletion import faithfulness, passes
 from ..maps import HEAD_FUSIONS
-from .attributions import stop_run, stoppable, within_budget
+from .heavy import stop_run, stoppable, within_budget
 from .session import Server, picture, slots, user_errors
 from .source import Context, view_tab
 

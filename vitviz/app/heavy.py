@@ -1,0 +1,59 @@
+"""Heavy runs of one session (attributions, their checks, the rollout's faithfulness): a budget of passes through
+the model, a progress callback that Stop ends at the next batch, and Stop itself."""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+
+import gradio as gr
+
+from ..analysis import Analysis
+from ..attributions import attribution_size
+from .session import Server, session_of
+
+# Images through the model (forward and backward), counted at 224x224, that one request may cost: about
+# 2 minutes on a 2-core CPU. The UI's maximum, 128 steps x 16 NoiseTunnel samples, would take half an hour.
+BUDGET = int(os.environ.get("VITVIZ_ATTRIBUTION_BUDGET", 600))
+
+
+def within_budget(a: Analysis, passes_at_grid, what: str) -> None:
+    """Refuse work that would send more images through the model (counted at 224×224) than BUDGET.
+    passes_at_grid: the attribution grid (gh, gw) -> images through the model."""
+    h, w = attribution_size(a.model, *a.image.shape[:2])
+    p = a.model.patch_size
+    cost = passes_at_grid((h // p, w // p)) * h * w / 224**2
+    if cost > BUDGET:
+        raise ValueError(
+            f"{what} needs {cost:.0f} passes through the model (at 224×224), over this server's limit of {BUDGET} "
+            "(VITVIZ_ATTRIBUTION_BUDGET): lower the steps or the samples"
+        )
+
+
+@contextmanager
+def stoppable(server: Server, request: gr.Request, name: str, desc: str, progress):
+    """A progress callback for one heavy run of this session, which ends the run at its next batch when Stop is
+    pressed (or the image changes, or the page closes), and lets other users' new images through between batches."""
+    stopped = server.stopped[session_of(request)] = threading.Event()  # this run's; Stop sets the latest one
+
+    def report(fraction: float) -> None:
+        if stopped.is_set():
+            raise ValueError(f"{name} stopped at {fraction:.0%}")
+        progress(fraction, desc=desc)
+        server.priority.wait_for_interactive()
+
+    try:
+        yield report
+    finally:
+        server.freed.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
+        if server.stopped.get(session_of(request)) is stopped:  # a session keeps no event once its run is over
+            del server.stopped[session_of(request)]
+
+
+def stop_run(server: Server, request: gr.Request) -> bool:
+    """Stop this session's heavy run (made under `stoppable`) at its next batch; False when none is running."""
+    stopped = server.stopped.pop(session_of(request), None)
+    if stopped is not None:
+        stopped.set()
+    return stopped is not None
