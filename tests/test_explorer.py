@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
+import torch
 from app_server import running_app
 from conftest import ASSETS, FAMILIES, random_image
 from support.harness import CHROMIUM
@@ -35,10 +36,15 @@ def browser_or_skip():
 
 
 def captured_rows(a: vitviz.Analysis, cases) -> np.ndarray:
-    """The forward's own weights for (layer, head, patch) cases, patch -1 = the first token (CLS)."""
-    return np.stack(
-        [a.attentions[layer, h, 0 if p == -1 else a.n_prefix + p].astype(np.float32) for layer, h, p in cases]
-    )
+    """The forward's own weights for (layer, head, patch) cases, patch -1 = the readout: the first token (CLS), or
+    an attention-pool's probe (SigLIP: its weights per head, from the hook on the real pooling module)."""
+
+    def row(layer: int, h: int, p: int) -> np.ndarray:
+        if p == -1 and a.model.readout.pool:
+            return a.pool_attention[h]
+        return a.attentions[layer, h, 0 if p == -1 else a.n_prefix + p]
+
+    return np.stack([row(*case).astype(np.float32) for case in cases])
 
 
 HOVER_ALL = """async (cases) => {
@@ -70,6 +76,36 @@ def test_shipped_queries_and_keys_give_the_captured_weights(family):
         np.testing.assert_allclose(weights, a.attentions[layer].astype(np.float64), atol=BOUND, err_msg=name)
         norms = raw[2 * n * heads * dh :].reshape(heads, n)
         np.testing.assert_allclose(norms, value_norms64(a, layer), rtol=1e-4, atol=1e-6)
+
+
+def test_the_shipped_probe_gives_the_pooling_heads_captured_weights():
+    """SigLIP's readout: softmax(q k^T / sqrt(dh)) from the probe's shipped query and keys is the attention that
+    the hook on the real pooling module kept, per head; value norms from the module's weights in float64."""
+    import base64
+
+    from conftest import tiny_siglip, tiny_vit
+
+    a = vitviz.analyze(tiny_siglip(), random_image(40, 56, seed=3), longest=56)
+    probe, heads, n = explorer.meta(a)["probe"], a.model.num_heads, a.attentions.shape[-1]
+    q, k, norms = (
+        np.frombuffer(base64.b64decode(probe[key]), "<f4").astype(np.float64) for key in ("q", "k", "valueNorms")
+    )
+    dh = q.size // heads
+    scores = np.einsum("hd,khd->hk", q.reshape(heads, dh), k.reshape(n, heads, dh)) / np.sqrt(dh)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(weights / weights.sum(-1, keepdims=True), a.pool_attention, atol=1e-5)
+    mha = a.model.pool.attention
+    tokens = a.model.final_norm(torch.from_numpy(a.hidden_states[-1].astype(np.float32))).detach().double().numpy()
+    wv, bv = (
+        mha.in_proj_weight.chunk(3)[2].detach().double().numpy(),
+        mha.in_proj_bias.chunk(3)[2].detach().double().numpy(),
+    )
+    v, wo = tokens @ wv.T + bv, mha.out_proj.weight.detach().double().numpy()
+    expected = [
+        np.linalg.norm(v[:, h * dh : (h + 1) * dh] @ wo[:, h * dh : (h + 1) * dh].T, axis=-1) for h in range(heads)
+    ]
+    np.testing.assert_allclose(norms.reshape(heads, n), np.stack(expected), rtol=1e-4, atol=1e-6)
+    assert explorer.meta(vitviz.analyze(tiny_vit(), random_image(40, 56), longest=56))["probe"] is None
 
 
 def value_norms64(a: vitviz.Analysis, layer: int) -> np.ndarray:

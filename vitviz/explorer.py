@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+import torch
 
-from . import inside, plots, render, views
+from . import inside, maps, plots, render, views
 from .analysis import Analysis
 
 LUT_COLORMAPS = ("inferno", "viridis", "magma", "turbo", "gray")  # what the browser can paint with
@@ -72,7 +73,24 @@ def meta(a: Analysis) -> dict:
         "photoSize": [int(photo.shape[1]), int(photo.shape[0])],
         "colormaps": {name: lut(name) for name in LUT_COLORMAPS},
         "headColours": list(plots.HEAD_COLOURS),
+        "probe": probe_data(a),
     }
+
+
+def probe_data(a: Analysis) -> dict | None:
+    """An attention-pool's readout (SigLIP): its probe's query [H*dh] and keys [N,H*dh] over the last layer's
+    tokens, and value norms [H,N], each base64 little-endian float32, so that the browser computes the probe's
+    attention as it computes a layer's. None for a model that reads out from tokens."""
+    if not a.model.readout.pool:
+        return None
+    last = torch.from_numpy(np.ascontiguousarray(a.hidden_states[-1], dtype=np.float32))
+    q, k, v, wo = a.model.probe_projections(last.to(a.model.device))
+    norms = maps.value_norms(v, wo, a.model.num_heads)
+
+    def b64(x: np.ndarray) -> str:
+        return base64.b64encode(np.ascontiguousarray(x, dtype="<f4").tobytes()).decode()
+
+    return {"q": b64(q), "k": b64(k), "valueNorms": b64(norms)}
 
 
 def lut(cmap: str) -> list[int]:

@@ -180,6 +180,16 @@ class VitModel:
             probe = pool.probe.repeat(len(tokens), 1, 1)
             return pool.attention(probe, tokens, tokens, average_attn_weights=False)[1][:, :, 0]
 
+    def probe_projections(self, last_hidden: torch.Tensor) -> tuple[np.ndarray, ...]:
+        """An attention-pool's probe query [1,D], its keys and values [N,D] over the last layer's tokens [N,D]
+        (heads side by side), and its output projection's weight [D,D], float32, from the pool's own modules."""
+        mha = self.pool.attention
+        rows = (self.pool.probe[0], self.final_norm(last_hidden), self.final_norm(last_hidden))
+        with self.lock, torch.inference_mode():
+            q, k, v = (nn.functional.linear(t, w, b) for t, w, b in
+                       zip(rows, mha.in_proj_weight.chunk(3), mha.in_proj_bias.chunk(3), strict=True))  # fmt: skip
+            return tuple(t.float().cpu().numpy() for t in (q, k, v, mha.out_proj.weight))
+
     def _hookable(self) -> bool:
         try:
             self.layer_parts(0)

@@ -3,6 +3,7 @@
 // layers come from GET vitviz/explorer/layer as raw float32. Text is HTML, so it grows with the projector mode.
 
 const OPACITY = 0.65;
+const PROBE = -1; // the query of an attention-pool's probe (SigLIP's readout), which is no token of the layers
 
 const root = element.querySelector(".vx") || element;
 // data-mode "attention": every head of the layer; "inside": one head, step by step (the Inside a head tab)
@@ -31,7 +32,7 @@ root.innerHTML = `
       <div class="vx-legend">
         <div class="vx-bar-row"><span class="vx-lo">0</span><span class="vx-ramp"></span><span class="vx-hi"></span></div>
         <div class="vx-scale-note"></div>
-        <div><span class="vx-swatch"></span> the query patch (white, black border; none when the query is CLS).
+        <div><span class="vx-swatch"></span> the query patch (white, black border; none when the query is the readout).
           Hover to move it, click to pin it.</div>
       </div>
     </div>
@@ -50,7 +51,7 @@ const ui = {
 const S = {
   meta: null, shape: null, layers: new Map(), wanted: [], inflight: null, generation: 0, photo: null,
   layer: -1, head: 0, query: 0, pinned: false, T: 1, measure: "w", view: "heads", scale: "own",
-  scores: null, weights: null, work: null, tileCanvases: [], modelCanvases: [], pending: null, frame: 0,
+  scores: null, weights: null, work: null, probe: null, tileCanvases: [], modelCanvases: [], pending: null, frame: 0,
   waiters: [], failed: new Map(), drag: null, pendingStamp: null, latencies: [], // latencies: pointer event -> its maps painted, ms
 };
 
@@ -61,6 +62,7 @@ function endpoint(layer) {
 }
 
 function shortName(t) {
+  if (t === PROBE) return "the pooling probe";
   const n = S.meta.prefix.length;
   if (t < n) return S.meta.prefix[t];
   const p = t - n, gw = S.meta.grid[1];
@@ -73,6 +75,7 @@ function headColour(h) {
 }
 
 function tokenName(t) {
+  if (t === PROBE) return "the readout, the pooling probe (a learned query that reads the last layer's tokens; the layer slider does not change it)";
   const m = S.meta, n = m.prefix.length;
   if (t < n) return m.prefix[t];
   const p = t - n, gw = m.grid[1];
@@ -175,7 +178,9 @@ function start(meta) {
   ui.layer.max = String(meta.layers - 1); ui.layer.value = String(S.layer); ui.layerOut.textContent = S.layer;
   ui.head.innerHTML = Array.from({ length: meta.heads }, (_, h) => `<option value="${h}">head ${h}</option>`).join("");
   ui.head.value = String(S.head);
-  ui.readout.hidden = meta.prefix[0] !== "CLS";
+  S.probe = meta.probe ? { q: floats(meta.probe.q), k: floats(meta.probe.k), valueNorms: floats(meta.probe.valueNorms) } : null;
+  ui.readout.hidden = meta.prefix[0] !== "CLS" && !S.probe;
+  ui.readout.textContent = S.probe ? "Query: readout (the pooling probe)" : "Query: readout (CLS)";
   buildTiles(); buildModelView();
   const img = new Image();
   img.onload = () => { S.photo = img; schedule(); };
@@ -183,6 +188,12 @@ function start(meta) {
   want(S.layer, true);
   for (let d = 1; d < meta.layers; d++) { want(S.layer + d, false); want(S.layer - d, false); }
   showStatus();
+}
+
+function floats(base64) {
+  const text = atob(base64), bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return new Float32Array(bytes.buffer); // little-endian, as Python wrote it
 }
 
 function colourRamp() {
@@ -278,17 +289,22 @@ function schedule() {
 }
 
 // ---- computing and painting
+function rowData(layer) {
+  // the probe attends once, after the last layer, with its own query, keys and values: the same for every layer
+  return S.query === PROBE ? S.probe : S.layers.get(layer);
+}
+
 function computeLayer(layer) {
-  const data = S.layers.get(layer);
+  const data = rowData(layer), query = S.query === PROBE ? 0 : S.query;
   const { tokens, heads } = S.shape;
   let entropy = 0;
   for (let h = 0; h < heads; h++) {
-    vitvizScores(S.scores, data, h, S.query, S.shape);
+    vitvizScores(S.scores, data, h, query, S.shape);
     const row = S.weights.subarray(h * tokens, (h + 1) * tokens);
     const e = vitvizSoftmax(row, S.scores, S.T);
     if (h === S.head) entropy = e;
   }
-  vitvizScores(S.scores, data, S.head, S.query, S.shape); // the chosen head's scores, for the mechanism
+  vitvizScores(S.scores, data, S.head, query, S.shape); // the chosen head's scores, for the mechanism
   return entropy;
 }
 
@@ -297,7 +313,7 @@ function shown(layer, h) {
   const { tokens } = S.shape, n = S.meta.prefix.length;
   const row = S.weights.subarray(h * tokens, (h + 1) * tokens);
   if (S.measure === "w") return row.subarray(n);
-  const norms = S.layers.get(layer).valueNorms.subarray(h * tokens, (h + 1) * tokens);
+  const norms = rowData(layer).valueNorms.subarray(h * tokens, (h + 1) * tokens);
   for (let j = n; j < tokens; j++) S.work[j] = row[j] * norms[j];
   return S.work.subarray(n);
 }
@@ -348,7 +364,8 @@ function pct(x) { return x >= 0.1 ? `${(100 * x).toFixed(1)} %` : x >= 0.001 ? `
 function paint() {
   if (!S.meta || !S.meta.tokens) return null;
   if (S.pending !== null) { S.query = S.pending; S.pending = null; }
-  if (!S.layers.has(S.layer)) {
+  if (S.query === PROBE && S.view === "model") S.query = S.meta.prefix.length; // the probe has no layers to tile
+  if (!S.layers.has(S.layer) && S.query !== PROBE) {
     ui.bigCap.textContent = S.failed.has(S.layer) ? `Layer ${S.layer} could not be loaded: ${S.failed.get(S.layer)}`
       : `Loading layer ${S.layer}…`;
     S.pendingStamp = null; // the wait for a layer is not a pointer's latency
@@ -391,7 +408,7 @@ function paintSteps() {
   const shifted = new Float32Array(tokens - n);
   for (let j = n; j < tokens; j++) shifted[j - n] = s[j] - hi - lo; // from 0 (the lowest patch) up
   drawMap(S.tileCanvases[0], shifted, patchTop - lo, true);
-  const norms = S.layers.get(S.layer).valueNorms.subarray(S.head * tokens, (S.head + 1) * tokens);
+  const norms = rowData(S.layer).valueNorms.subarray(S.head * tokens, (S.head + 1) * tokens);
   const row = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens), wv = new Float32Array(tokens - n);
   for (let j = n; j < tokens; j++) wv[j - n] = row[j] * norms[j];
   const top = maxOf(wv);
@@ -420,16 +437,17 @@ function caption(entropy) {
   const row = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens);
   const prefix = S.meta.prefix.map((name, i) => `${name} ${pct(row[i])}`).join(", ");
   const hidden = S.meta.prefix.length > 1 ? "The prefix tokens are not on the photo; they get" : "Not on the photo:";
-  ui.bigCap.innerHTML = (INSIDE ? "<b>3 · Weights α = softmax(s / T).</b> " : "") + `Layer ${S.layer}, <span class="vx-chip" style="background:${headColour(S.head)}"></span><b>head ${S.head}</b>: ` +
+  const where = S.query === PROBE ? `After layer ${S.meta.layers - 1}` : `Layer ${S.layer}`;
+  ui.bigCap.innerHTML = (INSIDE ? "<b>3 · Weights α = softmax(s / T).</b> " : "") + `${where}, <span class="vx-chip" style="background:${headColour(S.head)}"></span><b>head ${S.head}</b>: ` +
     `attention of <b>${tokenName(S.query)}</b>${S.pinned ? " (pinned: click it again to unpin)" : ""}. ` +
     `Over the ${tokens} keys it spreads like ${Math.exp(entropy).toFixed(1)} equal ones (e<sup>entropy</sup>). ` +
-    `${hidden} ${prefix}.`;
+    (S.meta.prefix.length ? `${hidden} ${prefix}.` : "");
 }
 
 function mechanism() {
   const { tokens, dh } = S.shape;
   const s = S.scores, w = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens);
-  const norms = S.layers.get(S.layer).valueNorms.subarray(S.head * tokens, (S.head + 1) * tokens);
+  const norms = rowData(S.layer).valueNorms.subarray(S.head * tokens, (S.head + 1) * tokens);
   const model = new Float32Array(tokens);
   vitvizSoftmax(model, s, 1);
   let hi = -Infinity, lo = Infinity;
@@ -439,7 +457,8 @@ function mechanism() {
     `<td>${pct(w[j])}</td><td>${pct(model[j])}</td><td>${(w[j] * norms[j]).toPrecision(3)}</td></tr>`).join("");
   const second = order.length > 1 ? +(s[order[1]] - hi).toFixed(2) : 0;
   const exponent = +(second / S.T).toFixed(2); // rounded as shown, so that e^x agrees with a calculator
-  ui.mech.innerHTML = `<h4>How head ${S.head} of layer ${S.layer} computes this row</h4>
+  const of = S.query === PROBE ? "the pooling probe" : `layer ${S.layer}`;
+  ui.mech.innerHTML = `<h4>How head ${S.head} of ${of} computes this row</h4>
     <p>Scores s<sub>j</sub> = q·k<sub>j</sub>/√${dh} of the query against all ${tokens} keys run from ${lo.toFixed(2)} to ${hi.toFixed(2)}.
     Softmax ignores a shift that is the same for every key, so only s<sub>j</sub> − max s matters:
     a key ${Math.abs(second).toFixed(2)} below the top gets e<sup>${exponent.toFixed(2)}</sup> = ${pct(Math.exp(exponent))} of the top key's weight
@@ -472,7 +491,10 @@ ui.measure.addEventListener("change", () => { S.measure = ui.measure.value; sche
 ui.view.addEventListener("change", () => setView(ui.view.value));
 ui.scale.addEventListener("change", () => { S.scale = ui.scale.value; schedule(); });
 ui.temp.addEventListener("input", () => setTemperature(Math.pow(2, +ui.temp.value)));
-ui.readout.addEventListener("click", () => { S.pending = 0; S.pinned = true; schedule(); });
+ui.readout.addEventListener("click", () => {
+  if (S.probe) setView("heads");
+  S.pending = S.probe ? PROBE : 0; S.pinned = true; schedule();
+});
 attachPointer(ui.big);
 root.tabIndex = 0;
 root.addEventListener("keydown", (e) => {
@@ -508,7 +530,7 @@ const handle = {
     const go = () => {
       S.head = head; ui.head.value = String(head);
       if (S.layer !== layer) setLayer(layer);
-      S.pending = patch === -1 ? 0 : S.meta.prefix.length + patch;
+      S.pending = patch === -1 ? (S.probe ? PROBE : 0) : S.meta.prefix.length + patch;
       return paint();
     };
     return S.layers.has(layer) ? go() : whenLoaded(layer).then(go);
