@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 from conftest import FAMILIES, random_image
 from test_cli import vitviz_cli
 
@@ -21,7 +22,7 @@ def test_every_family_from_a_saved_folder_matches_transformers(name, tmp_path):
     done = vitviz_cli("check", str(tmp_path / name), "--device", "cpu", "--size", "48")
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.endswith(("(abs)", "(rel)"))]
-    expected = 3 + ("siglip" in name)  # attentions, hidden states, logits or readout; and the probe
+    expected = 3 + ("siglip" in name) + (name in ("clip", "siglip"))  # and the probe; and the image-text logit
     assert len(rows) == expected and all(" ok " in line for line in rows), done.stdout
 
 
@@ -50,6 +51,35 @@ def layers_rolled(out) -> None:
         out["attentions"] = out.attentions.roll(1, 0)
 
 
+TEXT_LOGIT = f"image-text logit (token ids {check.TEXT_IDS})"
+
+
+def with_similarity(model, similarity):
+    """The model with its family's image-text logit replaced (a fault in the text target)."""
+    return dataclasses.replace(model, family=dataclasses.replace(model.family, similarity=similarity))
+
+
+def biased(model):
+    """A SigLIP model whose learned bias is not the 0 it starts as."""
+    with torch.no_grad():
+        model.net.logit_bias.fill_(-1.5)
+    return model
+
+
+def unbiased(net, image, text):
+    """SigLIP's logit without its learned bias."""
+    cosine = torch.nn.functional.normalize(image, dim=-1) @ torch.nn.functional.normalize(text, dim=-1).T
+    return cosine[:, 0] * net.logit_scale.exp()
+
+
+def unprojected(net, image, text):
+    """CLIP's logit from the readout vector before its projection (the text's features cut to its width)."""
+    cosine = (
+        torch.nn.functional.normalize(image[:, : text.shape[1]], dim=-1) @ torch.nn.functional.normalize(text, dim=-1).T
+    )
+    return cosine[:, 0] * net.logit_scale.exp()
+
+
 @pytest.mark.parametrize(
     "name, fault, wrong, right",
     [
@@ -57,6 +87,8 @@ def layers_rolled(out) -> None:
         ("siglip", lambda m: dataclasses.replace(m, readout=Readout((0,))), "readout vector", "attentions [L,H,N,N]"),
         ("dino", lambda m: with_output(m, layers_rolled), "attentions [L,H,N,N]", "readout vector"),
         ("siglip_vision", lambda m: with_output(m, heads_averaged), "probe attention [H,N]", "attentions [L,H,N,N]"),
+        ("siglip", lambda m: with_similarity(biased(m), unbiased), TEXT_LOGIT, "readout vector"),
+        ("clip", lambda m: with_similarity(m, unprojected), TEXT_LOGIT, "readout vector"),
     ],
 )
 def test_a_fault_in_the_capture_is_a_mismatch(name, fault, wrong, right):

@@ -1,8 +1,8 @@
 """`vitviz check MODEL`: vitviz's capture of a model against transformers' own outputs, on one photo.
 
-It compares what every view reads (attentions, hidden states, the readout and the logits or pooled output)
-with a plain forward of transformers' module that asks for its attentions, with no hook of vitviz's on it.
-Run it on any hub model before trusting vitviz's views of it.
+It compares what every view reads (attentions, hidden states, the readout and the logits or pooled output, and
+a full CLIP or SigLIP model's image-text logit) with a plain forward of transformers' module that asks for its
+attentions, with no hook of vitviz's on it. Run it on any hub model before trusting vitviz's views of it.
 """
 
 from __future__ import annotations
@@ -53,7 +53,22 @@ def check(model: VitModel, image: ImageInput, longest: int | None = None) -> lis
     else:
         theirs_pooled = model.family.readout_in_output(ref)
         rows.append(_relative("readout vector", model.readout_vector(ours).detach(), theirs_pooled))
+    if model.has_text:
+        rows.append(_text_row(model, ours, torch.from_numpy(a.pixel_values)))
     return rows
+
+
+TEXT_IDS = [1, 2, 3, 4]  # any ids: the same text goes through both sides; what is checked is the image-text logit
+
+
+def _text_row(model: VitModel, ours, pixel_values: torch.Tensor) -> Row:
+    """The image-text logit that a text target explains, against the full model's own logits_per_image."""
+    extra = {"interpolate_pos_encoding": True} if model.fixed_size else {}
+    ids = torch.tensor([TEXT_IDS], device=model.device)
+    with model.lock, torch.inference_mode():
+        theirs = model.net(input_ids=ids, pixel_values=pixel_values.to(model.device), **extra).logits_per_image[:, 0]
+        mine = model.similarity(model.readout_vector(ours), model.text_features(TEXT_IDS))
+    return _relative(f"image-text logit (token ids {TEXT_IDS})", mine, theirs)
 
 
 def _relative(quantity: str, ours, theirs) -> Row:
