@@ -77,3 +77,131 @@ def test_with_a_depth_model_the_last_step_shows_its_depth_map(chelsea, tmp_path)
     reassembled = [s for s in depth.stages if s.kind == "reassemble"]
     assert len(reassembled) == 4 and f"{reassembled[0].shape[1]}×{reassembled[0].shape[2]}" in text
     assert "bright = near" in text and not np.array_equal(lesson.lesson_step(chelsea, 8)[1], picture)
+
+
+ACRONYMS = {"CLS", "CNN", "DPT", "PCA", "MLP", "ViT", "LayerNorm", "DINOv2", "DeiT", "CLIP", "SigLIP", "DINO's"}
+
+
+def assert_well_formed(text: str) -> None:
+    """Prose for a projector: every sentence starts with a capital letter and no word shouts (capitals only in
+    acronyms, model names and sentence starts)."""
+    plain = re.sub(r"[*`]", "", text)
+    for sentence in re.split(r"(?<=[.!?])\s+(?=\S)", plain):
+        assert sentence[0].isupper() or sentence[0].isdigit(), sentence
+    for word in re.findall(r"[A-Za-z][\w'’-]*", plain):
+        capitals = sum(ch.isupper() for ch in word)
+        assert capitals <= 1 or word in ACRONYMS, (word, text)
+
+
+def independent_numbers(a: vitviz.Analysis) -> dict:
+    """What each step should quote, from transformers' own forward and the model's weights, in float64."""
+    from conftest import reference_outputs
+
+    m, (gh, gw) = a.model, a.grid
+    ref = reference_outputs(m, a.pixel_values)
+    last = ref.attentions[-1][0].double().numpy()  # [H,N,N]
+    table = m.family.position_table(m.encoder).detach().double().numpy()
+    g = m.native_grid
+    patches = table[len(table) - g[0] * g[1] :]
+    unit = patches / np.linalg.norm(patches, axis=1, keepdims=True)
+    r, c = g[0] // 2, g[1] // 2
+    centre = (gh // 2) * gw + gw // 2
+    readout = None
+    if not m.readout.pool:
+        readout = float(np.mean([last[:, t, : a.n_prefix].sum(-1) for t in m.readout.tokens]))
+    return {
+        "tokens": ref.attentions[0].shape[-1],
+        "near": float(unit[r * g[1] + c] @ unit[r * g[1] + c + 1]),
+        "far": float(unit[r * g[1] + c] @ unit[0]),
+        "r, c": (r, c),
+        "centre": (centre, centre // gw, centre % gw),
+        "readout share": readout,
+        "probe top": None if not m.readout.pool else float(a.pool_attention.astype(np.float64).mean(0).max()),
+    }
+
+
+@pytest.mark.parametrize("name", ["vit", "deit", "dinov2_registers", "siglip"])
+def test_every_steps_sentences_parse_back_to_this_analysis(name):
+    """Every number of every step, read back from its text and compared with transformers' outputs or the
+    analysis' own statistics, on a 5 × 7 grid, with 1, 2, 5 or no prefix tokens; every picture is the view its
+    text names; the prose is well formed."""
+    a = vitviz.analyze(FAMILIES[name](), random_image(40, 56, seed=9), longest=56)
+    m, (gh, gw), d = a.model, a.grid, a.mean_attention_distance.astype(np.float64)
+    want, steps = independent_numbers(a), [lesson.lesson_step(a, s) for s in range(1, len(lesson.STEPS) + 1)]
+    for title, _, text in steps:
+        assert_well_formed(title)
+        assert_well_formed(text)
+    h, w = a.pixel_values.shape[2:]
+    text = steps[0][2]
+    assert f"resized to {w}×{h}" in text and f"**{gh} × {gw} = {gh * gw} patches** of {m.patch_size}×" in text
+    assert f"**{want['tokens']} tokens**" in text
+    front = {0: None, 1: "In front of them goes one learned token, "}.get(m.n_prefix, "In front of them go the learned")
+    assert (front is None and "In front of them" not in text) or (front is not None and front in text)
+    if m.n_prefix:
+        assert vitviz.sentences.prefix_phrase(a) in text
+    text = steps[1][2]
+    (r, c), g = want["r, c"], m.native_grid
+    assert f"(row {r}, column {c} of the {g[0]}×{g[1]} grid" in text
+    assert f"cosine {want['near']:.2f} with its right-hand neighbour, {want['far']:.2f} with the top-left" in text
+    np.testing.assert_array_equal(steps[1][1], vitviz.views.pos_embed_map(m, m.pos_embed_similarity(), r, c, "viridis"))
+    centre, row, col = want["centre"]
+    layer, head = np.unravel_index(int(np.argmin(d)), d.shape)
+    text = steps[2][2]
+    assert f"**layer {layer}, head {head}**: its queries look {d[layer, head]:.0f} px away" in text
+    assert f"the centre patch, patch {centre} (row {row}, column {col})" in text
+    assert f"Layer 0's heads look {d[0].mean():.0f} px away" in text
+    drawn = vitviz.views.attention_view(a, int(layer), int(head), centre, "inferno", 0.6, True, "log")[0]
+    np.testing.assert_array_equal(steps[2][1], drawn)
+    deep = d.shape[0] * 2 // 3
+    far_layer, far_head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
+    far_layer += deep
+    text = steps[3][2]
+    late, early = d[deep:].mean(), d[0].mean()
+    verb = "looks farther than layer 0:" if late > early else "does not look farther than layer 0 on average"
+    assert f"the last third of the layers {verb}" in text and f"{late:.0f} px" in text and f"{early:.0f} px" in text
+    assert f"**layer {far_layer}, head {far_head}**: {d[far_layer, far_head]:.0f} px on average, against " in text
+    assert f"against {d.min():.0f} px for the most local head" in text
+    drawn = vitviz.views.attention_view(a, int(far_layer), int(far_head), centre, "inferno", 0.6, True, "log")[0]
+    np.testing.assert_array_equal(steps[3][1], drawn)
+    text, means = steps[4][2], d.mean(1)
+    assert f"from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer {len(means) - 1}," in text
+    assert f"widest spread of heads in layer {int(np.argmax(d.max(1) - d.min(1)))}:" in text
+    np.testing.assert_array_equal(steps[4][1], vitviz.render.layer_head_grid(a.mean_attention_distance, "viridis"))
+    text = steps[5][2]
+    if m.readout.pool:
+        assert f"whose largest share on one patch is {want['probe top']:.0%}" in text
+    else:
+        where = "itself" if m.n_prefix == 1 else f"the prefix tokens ({vitviz.sentences.prefix_phrase(a)})"
+        assert f"the readout keeps {want['readout share']:.0%} of its attention on {where}" in text
+    np.testing.assert_array_equal(steps[5][1], vitviz.views.rollout_view(a, "mean", 0.0, "inferno", 0.6, "log")[0])
+
+
+@pytest.mark.parametrize("name", ["vit", "deit", "embedded"])
+def test_the_inside_and_dense_steps_parse_back_to_this_analysis(name, embedded):
+    """Step 7 quotes the head whose maps it draws, with the captured row's largest weight (transformers' own);
+    step 8 the share of the dense head's pixels above 0.5, or the classifier's own top class."""
+    from conftest import reference_outputs
+
+    model = embedded if name == "embedded" else FAMILIES[name]()
+    a = vitviz.analyze(model, ASSETS / "chelsea.jpg", longest=None if name == "embedded" else 56)
+    last, query = model.num_layers - 1, "readout" if len(model.readout.tokens) == 1 else lesson._centre(a)
+    ref = reference_outputs(model, a.pixel_values)
+    d = a.inside_head(last, 0, query)
+    title, picture, text = lesson.lesson_step(a, 7)
+    row = ref.attentions[-1][0, 0, d.query].double().numpy()
+    assert f"the query {vitviz.sentences.token_name(a, d.query)} in layer {last}, head 0:" in text
+    assert f"(left, d = {model.config.hidden_size // model.num_heads})" in text
+    assert f"largest weight is {row.max():.3f}" in text and f"of {len(row)} keys" in text
+    assert f"hold {d.top_share:.0%}" in text and f"about {d.effective_keys:.0f} of" in text
+    scores, weights, *_ = vitviz.views.inside_views(a, last, 0, query, "inferno", 0.6, "log")
+    np.testing.assert_array_equal(picture, np.concatenate([scores, weights], axis=1))
+    title, picture, text = lesson.lesson_step(a, 8)
+    if model.dense_head is not None:
+        share = (a.dense_map() >= 0.5).mean()
+        assert f"{share:.0%} of the pixels above 0.5" in text and 0 < share < 1
+        np.testing.assert_array_equal(picture, vitviz.views.output_view(a, "inferno", 0.6, "log")[1])
+    else:
+        best = model.labels[int(ref.logits[0].argmax())]
+        assert f"(its top class here: {best}" in text
+        expected = vitviz.render.upsample_rgb(a.pca_rgb(), vitviz.views.display(a).shape[:2])
+        np.testing.assert_array_equal(picture, expected)
