@@ -75,20 +75,27 @@ def test_with_a_depth_model_the_last_step_shows_its_depth_map(chelsea, tmp_path)
     title, picture, text = lesson.lesson_step(chelsea, 8, depth=depth)
     np.testing.assert_array_equal(picture, vitviz.views.depth_view(depth, "magma")[1])
     reassembled = [s for s in depth.stages if s.kind == "reassemble"]
-    assert len(reassembled) == 4 and f"{reassembled[0].shape[1]}×{reassembled[0].shape[2]}" in text
+    sizes = ", ".join(f"{s.shape[1]}×{s.shape[2]}" for s in reassembled)
+    assert len(reassembled) == 4 and f"made maps of {sizes} cells from its ViT's tokens" in text
+    assert title == "Dense decoding"
+    assert_well_formed(text)
     assert "bright = near" in text and not np.array_equal(lesson.lesson_step(chelsea, 8)[1], picture)
 
 
-ACRONYMS = {"CLS", "CNN", "DPT", "PCA", "MLP", "ViT", "LayerNorm", "DINOv2", "DeiT", "CLIP", "SigLIP", "DINO's"}
+ACRONYMS = {"CLS", "CNN", "DPT", "PCA", "MLP", "ViT", "LayerNorm", "DINO", "DINOv2", "DeiT", "CLIP", "SigLIP"}
+TITLES = ["Patches become tokens", "Position embeddings", "A local head", "A global head",
+          "Attention distance over depth", "The readout and rollout", "Inside a head", "Dense decoding"]  # fmt: skip
 
 
 def assert_well_formed(text: str) -> None:
     """Prose for a projector: every sentence starts with a capital letter and no word shouts (capitals only in
     acronyms, model names and sentence starts)."""
+    assert not re.search(r"\bNone\b", text), text  # a phrase that was never made
     plain = re.sub(r"[*`]", "", text)
     for sentence in re.split(r"(?<=[.!?])\s+(?=\S)", plain):
         assert sentence[0].isupper() or sentence[0].isdigit(), sentence
     for word in re.findall(r"[A-Za-z][\w'’-]*", plain):
+        word = re.sub(r"['’]s$", "", word)
         capitals = sum(ch.isupper() for ch in word)
         assert capitals <= 1 or word in ACRONYMS, (word, text)
 
@@ -120,16 +127,22 @@ def independent_numbers(a: vitviz.Analysis) -> dict:
     }
 
 
-@pytest.mark.parametrize("name", ["vit", "deit", "dinov2_registers", "siglip"])
-def test_every_steps_sentences_parse_back_to_this_analysis(name):
+@pytest.mark.parametrize("name", ["vit", "deit", "dinov2_registers", "siglip", "embedded"])
+def test_every_steps_sentences_parse_back_to_this_analysis(name, embedded):
     """Every number of every step, read back from its text and compared with transformers' outputs or the
-    analysis' own statistics, on a 5 × 7 grid, with 1, 2, 5 or no prefix tokens; every picture is the view its
-    text names; the prose is well formed."""
-    a = vitviz.analyze(FAMILIES[name](), random_image(40, 56, seed=9), longest=56)
+    analysis' own statistics, on a 5 × 7 grid with 1, 2, 5 or no prefix tokens and on the embedded model (12
+    layers, 21 × 32 patches); every picture is the view its text names, in the colours asked for; the titles are
+    the lesson's contents and the prose is well formed."""
+    if name == "embedded":
+        a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg")
+    else:
+        a = vitviz.analyze(FAMILIES[name](), random_image(40, 56, seed=9), longest=56)
     m, (gh, gw), d = a.model, a.grid, a.mean_attention_distance.astype(np.float64)
-    want, steps = independent_numbers(a), [lesson.lesson_step(a, s) for s in range(1, len(lesson.STEPS) + 1)]
-    for title, _, text in steps:
-        assert_well_formed(title)
+    colours = dict(cmap="magma", alpha=0.5, scale="robust")  # not the defaults: each picture must follow them
+    want = independent_numbers(a)
+    steps = [lesson.lesson_step(a, s, **colours) for s in range(1, len(lesson.STEPS) + 1)]
+    assert [title for title, *_ in steps] == TITLES
+    for _, _, text in steps:
         assert_well_formed(text)
     h, w = a.pixel_values.shape[2:]
     text = steps[0][2]
@@ -150,7 +163,7 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name):
     assert f"**layer {layer}, head {head}**: its queries look {d[layer, head]:.0f} px away" in text
     assert f"the centre patch, patch {centre} (row {row}, column {col})" in text
     assert f"Layer 0's heads look {d[0].mean():.0f} px away" in text
-    drawn = vitviz.views.attention_view(a, int(layer), int(head), centre, "inferno", 0.6, True, "log")[0]
+    drawn = vitviz.views.attention_view(a, int(layer), int(head), centre, "magma", 0.5, True, "robust")[0]
     np.testing.assert_array_equal(steps[2][1], drawn)
     deep = d.shape[0] * 2 // 3
     far_layer, far_head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
@@ -161,7 +174,7 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name):
     assert f"the last third of the layers {verb}" in text and f"{late:.0f} px" in text and f"{early:.0f} px" in text
     assert f"**layer {far_layer}, head {far_head}**: {d[far_layer, far_head]:.0f} px on average, against " in text
     assert f"against {d.min():.0f} px for the most local head" in text
-    drawn = vitviz.views.attention_view(a, int(far_layer), int(far_head), centre, "inferno", 0.6, True, "log")[0]
+    drawn = vitviz.views.attention_view(a, int(far_layer), int(far_head), centre, "magma", 0.5, True, "robust")[0]
     np.testing.assert_array_equal(steps[3][1], drawn)
     text, means = steps[4][2], d.mean(1)
     assert f"from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer {len(means) - 1}," in text
@@ -169,11 +182,11 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name):
     np.testing.assert_array_equal(steps[4][1], vitviz.render.layer_head_grid(a.mean_attention_distance, "viridis"))
     text = steps[5][2]
     if m.readout.pool:
-        assert f"whose largest share on one patch is {want['probe top']:.0%}" in text
+        assert f"whose largest share on one patch is {want['probe top']:.1%}" in text
     else:
         where = "itself" if m.n_prefix == 1 else f"the prefix tokens ({vitviz.sentences.prefix_phrase(a)})"
         assert f"the readout keeps {want['readout share']:.0%} of its attention on {where}" in text
-    np.testing.assert_array_equal(steps[5][1], vitviz.views.rollout_view(a, "mean", 0.0, "inferno", 0.6, "log")[0])
+    np.testing.assert_array_equal(steps[5][1], vitviz.views.rollout_view(a, "mean", 0.0, "magma", 0.5, "robust")[0])
 
 
 @pytest.mark.parametrize("name", ["vit", "deit", "embedded"])
@@ -187,19 +200,20 @@ def test_the_inside_and_dense_steps_parse_back_to_this_analysis(name, embedded):
     last, query = model.num_layers - 1, "readout" if len(model.readout.tokens) == 1 else lesson._centre(a)
     ref = reference_outputs(model, a.pixel_values)
     d = a.inside_head(last, 0, query)
-    title, picture, text = lesson.lesson_step(a, 7)
+    title, picture, text = lesson.lesson_step(a, 7, "magma", 0.5, "robust")
     row = ref.attentions[-1][0, 0, d.query].double().numpy()
     assert f"the query {vitviz.sentences.token_name(a, d.query)} in layer {last}, head 0:" in text
     assert f"(left, d = {model.config.hidden_size // model.num_heads})" in text
     assert f"largest weight is {row.max():.3f}" in text and f"of {len(row)} keys" in text
     assert f"hold {d.top_share:.0%}" in text and f"about {d.effective_keys:.0f} of" in text
-    scores, weights, *_ = vitviz.views.inside_views(a, last, 0, query, "inferno", 0.6, "log")
+    scores, weights, *_ = vitviz.views.inside_views(a, last, 0, query, "magma", 0.5, "robust")
     np.testing.assert_array_equal(picture, np.concatenate([scores, weights], axis=1))
-    title, picture, text = lesson.lesson_step(a, 8)
+    title, picture, text = lesson.lesson_step(a, 8, "magma", 0.5, "robust")
+    assert_well_formed(text)
     if model.dense_head is not None:
         share = (a.dense_map() >= 0.5).mean()
         assert f"{share:.0%} of the pixels above 0.5" in text and 0 < share < 1
-        np.testing.assert_array_equal(picture, vitviz.views.output_view(a, "inferno", 0.6, "log")[1])
+        np.testing.assert_array_equal(picture, vitviz.views.output_view(a, "magma", 0.5, "robust")[1])
     else:
         best = model.labels[int(ref.logits[0].argmax())]
         assert f"(its top class here: {best}" in text

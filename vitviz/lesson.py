@@ -123,7 +123,7 @@ def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult
     if a.model.readout.pool:
         top = float(last.mean(0).max())
         text = (f"{sentences.readout_phrase(a)} {trace} Here rollout starts from the probe's own attention, "
-                f"whose largest share on one patch is {top:.0%} (the mean over its heads). {note}")  # fmt: skip
+                f"whose largest share on one patch is {top:.1%} (the mean over its heads). {note}")  # fmt: skip
     else:
         share = float(last[:, : a.n_prefix].sum(-1).mean())
         where = "itself" if a.n_prefix == 1 else f"the prefix tokens ({sentences.prefix_phrase(a)})"
