@@ -18,6 +18,8 @@ def chelsea(embedded):
 
 
 def test_every_step_has_a_picture_that_differs_from_the_last(chelsea):
+    default = lesson.lesson_step(chelsea, 6)[1]  # the app's colours: inferno at opacity 0.6, log scale
+    np.testing.assert_array_equal(default, vitviz.views.rollout_view(chelsea, "mean", 0.0, "inferno", 0.6, "log")[0])
     previous = None
     for step in range(1, len(lesson.STEPS) + 1):
         title, picture, text = lesson.lesson_step(chelsea, step)
@@ -127,8 +129,11 @@ def independent_numbers(a: vitviz.Analysis) -> dict:
     }
 
 
-@pytest.mark.parametrize("name", ["vit", "deit", "dinov2_registers", "siglip", "embedded"])
-def test_every_steps_sentences_parse_back_to_this_analysis(name, embedded):
+@pytest.mark.parametrize(
+    "name, seed",  # siglip_vision with seed 1: its last third looks farther than layer 0, the others' does not
+    [("vit", 9), ("deit", 9), ("dinov2_registers", 9), ("siglip", 9), ("siglip_vision", 1), ("embedded", 0)],
+)
+def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded):
     """Every number of every step, read back from its text and compared with transformers' outputs or the
     analysis' own statistics, on a 5 × 7 grid with 1, 2, 5 or no prefix tokens and on the embedded model (12
     layers, 21 × 32 patches); every picture is the view its text names, in the colours asked for; the titles are
@@ -136,7 +141,7 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, embedded):
     if name == "embedded":
         a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg")
     else:
-        a = vitviz.analyze(FAMILIES[name](), random_image(40, 56, seed=9), longest=56)
+        a = vitviz.analyze(FAMILIES[name](), random_image(40, 56, seed=seed), longest=56)
     m, (gh, gw), d = a.model, a.grid, a.mean_attention_distance.astype(np.float64)
     colours = dict(cmap="magma", alpha=0.5, scale="robust")  # not the defaults: each picture must follow them
     want = independent_numbers(a)
