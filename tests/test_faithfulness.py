@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import cv2
 import numpy as np
 import pytest
@@ -151,3 +153,114 @@ def test_the_apps_default_method_is_the_most_faithful_on_the_docs_table():
     means = {columns[n]: v for n, v in zip(names, values, strict=True)}
     assert set(means) - {"random", "rollout"} == set(METHODS)  # every method of the app is in the table
     assert min(means, key=means.get) == DEFAULT_METHOD, means
+
+
+@pytest.mark.parametrize("method", ["saliency", "rollout"])
+def test_a_named_method_is_scored_in_its_own_maps_order(method):
+    """faithfulness(method=...) makes the map itself, on the target's input: its order is the map's own patch
+    order (the attribution, or the rollout of an analysis of the same input), made independently here, and the
+    map's half of the progress comes first."""
+    from vitviz.attributions import attribute, input_analysis, patch_scores
+
+    model, image = tiny_vit(), random_image(40, 56, seed=14)
+    reported = []
+    f = faithfulness(model, image, method, longest=56, target=3, steps=2, random_orders=1, progress=reported.append)
+    if method == "rollout":
+        scores = input_analysis(model, image, 56).rollout()
+    else:
+        scores = patch_scores(attribute(model, image, method, target=3, longest=56).raw, model.patch_size)
+    np.testing.assert_array_equal(f.order, np.argsort(-scores.ravel(), kind="stable"))
+    assert f.grid == (5, 7) and f.method == method and f.target == "the logit of class 3"
+    assert reported == sorted(reported) and reported[-1] == pytest.approx(1.0) and 0 <= reported[0] <= 1
+    if method != "rollout":  # an attribution's progress: its own calls fill the first half, the curves the rest
+        assert any(r <= 0.5 for r in reported) and any(r > 0.5 for r in reported)
+
+
+def test_the_defaults_are_ten_steps_five_seeded_random_orders_and_batches_of_sixteen():
+    model, image = tiny_vit(), random_image(32, 32, seed=15)
+    sizes = []
+    real = model.forward
+    object.__setattr__(model, "forward", lambda x, **k: sizes.append(len(x)) or real(x, **k))
+    f = faithfulness(model, image, scores=np.arange(16.0).reshape(4, 4), target=0)
+    np.testing.assert_allclose(f.fractions, np.rint(np.linspace(0, 1, 11) * 16) / 16)
+    rng = np.random.default_rng(0)
+    np.testing.assert_array_equal(f.random_order, np.stack([rng.permutation(16) for _ in range(5)]))
+    assert f.random.shape == (5, 11) and f.replacement == "blur"
+    assert max(sizes[1:]) == 16 and sum(sizes[1:]) <= 2 + 7 * 9  # the first call reads the target
+    assert sum(sizes[1:]) <= __import__("vitviz.deletion", fromlist=["passes"]).passes()
+
+
+def test_the_limits_are_inclusive_and_name_the_argument():
+    model, image = tiny_vit(), random_image(32, 32, seed=16)
+    flat = np.arange(16.0).reshape(4, 4)
+    for edge in (dict(steps=1), dict(steps=100, random_orders=1), dict(random_orders=1, steps=1),
+                 dict(random_orders=100, steps=1), dict(batch=1, steps=1, random_orders=1),
+                 dict(batch=256, steps=1, random_orders=1)):  # fmt: skip
+        faithfulness(model, image, scores=flat, target=0, **edge)
+    for bad, message in ((dict(steps=101), "steps must be between 1 and 100, got 101"),
+                         (dict(random_orders=0), "random_orders must be between 1 and 100, got 0"),
+                         (dict(random_orders=101), "random_orders must be between 1 and 100, got 101"),
+                         (dict(batch=0), "batch must be between 1 and 256, got 0"),
+                         (dict(batch=257), "batch must be between 1 and 256, got 257"),
+                         (dict(replacement="noise"), "use one of blur, mean, black"),
+                         (dict(method="lime"), "use one of integrated_gradients, saliency")):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(message)):
+            faithfulness(model, image, scores=None if "method" in bad else flat, target=0, **bad)
+
+
+def test_a_box_or_a_text_is_the_target_the_curves_follow(embedded, coffee):
+    """The curves start at the attribution's own score: the dense head's mean inside the box, or the image-text
+    logit; and the target is named so."""
+    from conftest import tiny_siglip
+
+    from vitviz.attributions import attribute
+
+    box = (100, 50, 300, 200)
+    f = faithfulness(embedded, coffee, scores=np.ones((16, 16)), box=box, steps=1, random_orders=1)
+    assert f.deletion[0] == pytest.approx(attribute(embedded, coffee, "saliency", box=box).score, rel=1e-4)
+    assert f.target == "the dense head's mean inside the box"
+    model, image = tiny_siglip(), random_image(40, 56, seed=3)
+    for text, name in (([0, 5, 2], "the similarity with the text"),):
+        f = faithfulness(model, image, "saliency", longest=56, text=text, steps=2, random_orders=1)
+        assert f.deletion[0] == pytest.approx(attribute(model, image, "saliency", longest=56, text=text).score,
+                                              rel=1e-4, abs=1e-6)  # fmt: skip
+        assert f.target == name
+
+
+def test_the_sentence_says_when_hiding_the_top_patches_raises_the_output():
+    model, image = tiny_vit(), random_image(32, 32, seed=13)
+    f = faithfulness(model, image, scores=np.ones((4, 4)), steps=4, random_orders=2, target=1, replacement="black")
+    f.deletion = np.array([0.2, 0.1, 0.5, 0.6, 0.9])  # hidden patches raise it on average: 0.525 > 0.2
+    said = f.sentence()
+    assert "replaced by black" in said and "hiding them raises it on average, from 0.2 to 0.525" in said
+    f.deletion = np.array([0.5, 0.2, 0.9, 0.8, 0.1])  # the mean after the start, 0.5, equals the start: no claim
+    assert "raises it" not in f.sentence()
+    f.deletion = np.array([0.3, 0.4, 0.2, 0.25, 0.2])  # 0.2625 < 0.3, though the first step rises
+    assert "raises it" not in f.sentence() and "replaced by black" in f.sentence()
+
+
+def test_over_images_averages_each_methods_own_curves_and_names_the_skipped(tmp_path):
+    from vitviz.deletion import over_images, passes, table
+
+    model = tiny_vit()
+    files = [tmp_path / "a.png", tmp_path / "broken.jpg", tmp_path / "b.png"]
+    cv2.imwrite(str(files[0]), random_image(32, 32, seed=1))
+    files[1].write_bytes(b"not a jpeg")
+    cv2.imwrite(str(files[2]), random_image(32, 32, seed=2))
+    skipped, options = [], dict(steps=2, random_orders=2, target=1)
+    rows = over_images(model, files, ["saliency", "rollout"], on_skip=lambda p, e: skipped.append(p), **options)
+    assert skipped == [files[1]]
+    for row in rows:
+        each = [faithfulness(model, cv2.imread(str(f))[..., ::-1], row.method, **options) for f in (files[0], files[2])]
+        assert row.images == 2 and row.faithful == sum(r.verdict == "faithful" for r in each)
+        assert row.deletion_auc == pytest.approx(np.mean([r.deletion_auc for r in each]))
+        assert row.insertion_auc == pytest.approx(np.mean([r.insertion_auc for r in each]))
+        assert row.random_auc == pytest.approx(np.mean([r.random_auc for r in each]))
+        assert row.map_seconds >= 0 and row.curve_seconds > 0
+    lines = table(rows).splitlines()
+    assert lines[0].split()[:3] == ["method", "deletion", "AUC"] and set(lines[1]) == {"-"}
+    best = min(rows, key=lambda r: r.deletion_auc)
+    assert lines[2].split()[:2] == [best.method, f"{best.deletion_auc:.4f}"] and f"{best.faithful}/2" in lines[2]
+    with pytest.raises(ValueError, match="no readable image"):
+        over_images(model, [files[1]], ["saliency"], **options)
+    assert passes(3, 2) == 4 * 2 + 2 and passes() == 7 * 9 + 2
