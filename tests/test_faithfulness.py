@@ -155,25 +155,38 @@ def test_the_apps_default_method_is_the_most_faithful_on_the_docs_table():
     assert min(means, key=means.get) == DEFAULT_METHOD, means
 
 
-@pytest.mark.parametrize("method", ["saliency", "rollout"])
-def test_a_named_method_is_scored_in_its_own_maps_order(method):
+@pytest.mark.parametrize(("method", "options"), [("saliency", {}), ("rollout", {}), ("grad_cam", {"layer": 0})])
+def test_a_named_method_is_scored_in_its_own_maps_order(method, options):
     """faithfulness(method=...) makes the map itself, on the target's input: its order is the map's own patch
     order (the attribution, or the rollout of an analysis of the same input), made independently here, and the
     map's half of the progress comes first."""
     from vitviz.attributions import attribute, input_analysis, patch_scores
 
     model, image = tiny_vit(), random_image(40, 56, seed=14)
+    target = 4  # not the top class: the target must reach the map
     reported = []
-    f = faithfulness(model, image, method, longest=56, target=3, steps=2, random_orders=1, progress=reported.append)
+    f = faithfulness(model, image, method, longest=56, target=target, steps=3, random_orders=1, batch=2,
+                     progress=reported.append, **options)  # fmt: skip
     if method == "rollout":
         scores = input_analysis(model, image, 56).rollout()
     else:
-        scores = patch_scores(attribute(model, image, method, target=3, longest=56).raw, model.patch_size)
+        raw = attribute(model, image, method, target=target, longest=56, **options).raw
+        scores = patch_scores(raw, model.patch_size)
+        other = patch_scores(attribute(model, image, method, longest=56).raw, model.patch_size)
+        assert not np.array_equal(np.argsort(-other.ravel()), np.argsort(-scores.ravel()))
     np.testing.assert_array_equal(f.order, np.argsort(-scores.ravel(), kind="stable"))
-    assert f.grid == (5, 7) and f.method == method and f.target == "the logit of class 3"
+    assert f.grid == (5, 7) and f.method == method and f.target == f"the logit of class {target}"
     assert reported == sorted(reported) and reported[-1] == pytest.approx(1.0) and 0 <= reported[0] <= 1
+    assert len({r for r in reported if 0.5 < r < 1}) >= 3  # the curves report batch by batch
     if method != "rollout":  # an attribution's progress: its own calls fill the first half, the curves the rest
-        assert any(r <= 0.5 for r in reported) and any(r > 0.5 for r in reported)
+        assert 0.5 in [pytest.approx(r) for r in reported]
+    assert 0 <= f.map_seconds < 60 and 0 < f.seconds < 60
+
+
+def test_ties_keep_the_patches_in_scan_order():
+    model, image = tiny_vit(), random_image(40, 56, seed=14)
+    f = faithfulness(model, image, scores=np.ones((5, 7)), longest=56, target=0, steps=1, random_orders=1)
+    np.testing.assert_array_equal(f.order, np.arange(35))
 
 
 def test_the_defaults_are_ten_steps_five_seeded_random_orders_and_batches_of_sixteen():
@@ -212,19 +225,27 @@ def test_a_box_or_a_text_is_the_target_the_curves_follow(embedded, coffee):
     """The curves start at the attribution's own score: the dense head's mean inside the box, or the image-text
     logit; and the target is named so."""
     from conftest import tiny_siglip
+    from test_attributions import word_tokenizer
 
-    from vitviz.attributions import attribute
+    from vitviz.attributions import attribute, patch_scores
 
     box = (100, 50, 300, 200)
-    f = faithfulness(embedded, coffee, scores=np.ones((16, 16)), box=box, steps=1, random_orders=1)
-    assert f.deletion[0] == pytest.approx(attribute(embedded, coffee, "saliency", box=box).score, rel=1e-4)
+    f = faithfulness(embedded, coffee, "saliency", box=box, steps=1, random_orders=1)
+    r = attribute(embedded, coffee, "saliency", box=box)
+    assert f.deletion[0] == pytest.approx(r.score, rel=1e-4)
+    np.testing.assert_array_equal(f.order, np.argsort(-patch_scores(r.raw, 14).ravel(), kind="stable"))
     assert f.target == "the dense head's mean inside the box"
+    whole = faithfulness(embedded, coffee, scores=np.ones((16, 16)), steps=1, random_orders=1)
+    assert whole.target == "the dense head's mean" and whole.deletion[0] != pytest.approx(f.deletion[0])
     model, image = tiny_siglip(), random_image(40, 56, seed=3)
-    for text, name in (([0, 5, 2], "the similarity with the text"),):
+    model.tokenizer = word_tokenizer()
+    for text, name in (([0, 5, 2], "the similarity with the text"), ("a dog", 'the similarity with "a dog"')):
         f = faithfulness(model, image, "saliency", longest=56, text=text, steps=2, random_orders=1)
-        assert f.deletion[0] == pytest.approx(attribute(model, image, "saliency", longest=56, text=text).score,
-                                              rel=1e-4, abs=1e-6)  # fmt: skip
-        assert f.target == name
+        r = attribute(model, image, "saliency", longest=56, text=text)
+        assert f.deletion[0] == pytest.approx(r.score, rel=1e-4, abs=1e-6) and f.target == name
+        np.testing.assert_array_equal(f.order, np.argsort(-patch_scores(r.raw, 8).ravel(), kind="stable"))
+    plain = faithfulness(tiny_dinov2(), image, scores=np.ones((5, 7)), longest=56, steps=1, random_orders=1)
+    assert plain.target == "the readout's norm"
 
 
 def test_the_sentence_says_when_hiding_the_top_patches_raises_the_output():
@@ -248,8 +269,11 @@ def test_over_images_averages_each_methods_own_curves_and_names_the_skipped(tmp_
     files[1].write_bytes(b"not a jpeg")
     cv2.imwrite(str(files[2]), random_image(32, 32, seed=2))
     skipped, options = [], dict(steps=2, random_orders=2, target=1)
-    rows = over_images(model, files, ["saliency", "rollout"], on_skip=lambda p, e: skipped.append(p), **options)
+    reasons = []
+    rows = over_images(model, files, ["saliency", "rollout"],
+                       on_skip=lambda p, e: skipped.append(p) or reasons.append(e), **options)  # fmt: skip
     assert skipped == [files[1]]
+    assert isinstance(reasons[0], ValueError) and str(reasons[0])
     for row in rows:
         each = [faithfulness(model, cv2.imread(str(f))[..., ::-1], row.method, **options) for f in (files[0], files[2])]
         assert row.images == 2 and row.faithful == sum(r.verdict == "faithful" for r in each)
@@ -258,9 +282,10 @@ def test_over_images_averages_each_methods_own_curves_and_names_the_skipped(tmp_
         assert row.random_auc == pytest.approx(np.mean([r.random_auc for r in each]))
         assert row.map_seconds >= 0 and row.curve_seconds > 0
     lines = table(rows).splitlines()
-    assert lines[0].split()[:3] == ["method", "deletion", "AUC"] and set(lines[1]) == {"-"}
+    assert lines[0].split() == "method deletion AUC insertion AUC random AUC faithful s/map s/curves".split()
+    assert set(lines[1]) == {"-"}
     best = min(rows, key=lambda r: r.deletion_auc)
     assert lines[2].split()[:2] == [best.method, f"{best.deletion_auc:.4f}"] and f"{best.faithful}/2" in lines[2]
-    with pytest.raises(ValueError, match="no readable image"):
+    with pytest.raises(ValueError, match="^no readable image$"):
         over_images(model, [files[1]], ["saliency"], **options)
     assert passes(3, 2) == 4 * 2 + 2 and passes() == 7 * 9 + 2
