@@ -165,7 +165,7 @@ def test_a_named_method_is_scored_in_its_own_maps_order(method, options):
     model, image = tiny_vit(), random_image(40, 56, seed=14)
     target = 4  # not the top class: the target must reach the map
     reported = []
-    f = faithfulness(model, image, method, longest=56, target=target, steps=3, random_orders=1, batch=2,
+    f = faithfulness(model, image, method, longest=56, target=target, steps=4, random_orders=1, batch=3,
                      progress=reported.append, **options)  # fmt: skip
     if method == "rollout":
         scores = input_analysis(model, image, 56).rollout()
@@ -176,7 +176,9 @@ def test_a_named_method_is_scored_in_its_own_maps_order(method, options):
         assert not np.array_equal(np.argsort(-other.ravel()), np.argsort(-scores.ravel()))
     np.testing.assert_array_equal(f.order, np.argsort(-scores.ravel(), kind="stable"))
     assert f.grid == (5, 7) and f.method == method and f.target == f"the logit of class {target}"
-    assert reported == sorted(reported) and reported[-1] == pytest.approx(1.0) and 0 <= reported[0] <= 1
+    assert (
+        reported == sorted(reported) and reported[-1] == pytest.approx(1.0) and 0 <= reported[0] <= max(reported) <= 1
+    )
     assert len({r for r in reported if 0.5 < r < 1}) >= 3  # the curves report batch by batch
     if method != "rollout":  # an attribution's progress: its own calls fill the first half, the curves the rest
         assert 0.5 in [pytest.approx(r) for r in reported]
