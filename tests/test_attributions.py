@@ -428,3 +428,33 @@ def test_faithfulness_follows_the_text_target():
     f = faithfulness(model, image, "saliency", longest=56, text=ids, steps=2, random_orders=1)
     assert f.deletion[0] == pytest.approx(r.score, rel=1e-4, abs=1e-6)
     assert f.target == "the similarity with the text"
+
+
+def test_legrad_through_a_dense_head_equals_a_float64_computation():
+    """The embedded model's kind of target: a dense head's mean over the image. LeGrad's s_l is that head applied
+    to each layer's normed patch tokens at the input's size; written here with the head's module in float64."""
+    import transformers as tf
+    from conftest import TINY
+
+    from vitviz.embedded import DenseHead
+
+    torch.manual_seed(11)
+    net = tf.Dinov2Model(tf.Dinov2Config(**{**TINY, "patch_size": 8}))
+    with torch.no_grad():
+        for p in net.layernorm.parameters():
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.5 + 1)
+    model = vitviz.wrap(net, "tiny-dense", dense_head=DenseHead(TINY["hidden_size"]))
+    image = random_image(40, 56, seed=6)
+    r = attribute(model, image, "legrad", longest=56)
+    x = torch.from_numpy(prepare_input(image, (40, 56), 8, model.mean, model.std)).double()
+    net64, head64 = copy.deepcopy(net).double(), copy.deepcopy(model.dense_head).double()
+    out = net64(pixel_values=x, output_attentions=True, output_hidden_states=True)
+    maps = []
+    for layer, attention in enumerate(out.attentions):
+        tokens = net64.layernorm(out.hidden_states[layer + 1])[:, 1:]
+        s = head64(tokens.reshape(1, 5, 7, -1).permute(0, 3, 1, 2), (40, 56)).mean()
+        (g,) = torch.autograd.grad(s, attention, retain_graph=True)
+        maps.append(g[0].clamp(min=0).mean((0, 1)).numpy())
+    expected = np.mean(maps, 0)[1:].reshape(5, 7)
+    assert np.abs(expected).max() > 0
+    np.testing.assert_allclose(r.raw, expected, rtol=1e-4, atol=1e-6 * np.abs(expected).max())
