@@ -84,3 +84,118 @@ def test_ray_stats_equal_the_single_process_table_and_name_the_broken_file(local
         assert rc == 1  # a file was skipped
         assert f"skipped {folder / 'broken.jpg'}" in capsys.readouterr().err
     assert (tmp_path / "ray" / "stats.csv").read_text() == (tmp_path / "alone" / "stats.csv").read_text()
+
+
+def per_image(model, files, longest) -> np.ndarray:
+    """[images,2,L,H] each readable image's own analysis: mean attention distance and entropy."""
+    import cv2
+
+    rows = []
+    for f in files:
+        image = cv2.imread(str(f))
+        if image is not None:
+            a = vitviz.analyze(model, image[..., ::-1].copy(), longest=longest)
+            rows.append(np.stack([a.mean_attention_distance, a.attention_entropy]).astype(np.float64))
+    return np.stack(rows)
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    """Five photos of two sizes, interleaved, and a broken file among them."""
+    import cv2
+
+    folder = tmp_path_factory.mktemp("photos")
+    files = []
+    for i, (h, w) in enumerate([(40, 56), (56, 40), (40, 56), (56, 40), (40, 56)]):
+        files.append(folder / f"{i}.png")
+        cv2.imwrite(str(files[-1]), random_image(h, w, seed=30 + i))
+    (folder / "broken.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    return [*files[:2], folder / "broken.jpg", *files[2:]]
+
+
+def test_the_table_over_images_is_the_mean_and_spread_of_their_own_analyses(photos):
+    """Two input sizes interleaved, batches of 2 that do not divide either group: each (layer, head)'s mean and
+    standard deviation (ddof 0) over the images equal NumPy's over the photos' own analyses; the broken file
+    is named and counted."""
+    model, skipped = FAMILIES["dinov2"](), []
+    table, count = stats.over_images(model, photos, 56, batch=2, on_skip=lambda p, e: skipped.append((p, e)),
+                                     progress_bar=False)  # fmt: skip
+    assert count == 1 and skipped[0][0] == photos[2] and isinstance(skipped[0][1], ValueError)
+    values = per_image(model, photos, 56)
+    assert table.images == 5 and table.model == model.name
+    expected = {"distance": values[:, 0], "entropy": values[:, 1]}
+    for name, v in expected.items():
+        np.testing.assert_allclose(getattr(table, f"{name}_mean"), v.mean(0), rtol=3e-3, atol=1e-4)
+        np.testing.assert_allclose(getattr(table, f"{name}_std"), v.std(0), rtol=3e-3, atol=1e-4)
+    assert table.distance_std.min() > 0  # five different photos: a spread, not one photo five times
+    alone, _ = stats.over_images(model, photos, 56, batch=1, progress_bar=False)
+    np.testing.assert_allclose(alone.distance_mean, table.distance_mean, rtol=1e-4)
+    with pytest.raises(ValueError, match="batch must be at least 1, got 0"):
+        stats.over_images(model, photos, 56, batch=0, progress_bar=False)
+    with pytest.raises(ValueError, match="^no image could be read$"):
+        stats.over_images(model, [photos[2]], 56, progress_bar=False)
+
+
+def test_sums_add_up_and_come_back_from_a_table():
+    rng = np.random.default_rng(3)
+    values = rng.normal(20, 5, (7, 2, 3, 4))
+    whole = stats.Sums.of("m", values)
+    assert whole.images == 7
+    np.testing.assert_allclose(whole.total, values.sum(0))
+    np.testing.assert_allclose(whole.squares, (values**2).sum(0))
+    parts = stats.Sums.of("m", values[:3]) + stats.Sums.of("m", values[3:])
+    table = parts.table()
+    np.testing.assert_allclose(table.distance_mean, values[:, 0].mean(0))
+    np.testing.assert_allclose(table.distance_std, values[:, 0].std(0))
+    np.testing.assert_allclose(table.entropy_mean, values[:, 1].mean(0))
+    np.testing.assert_allclose(table.entropy_std, values[:, 1].std(0))
+    back = stats.Sums.of_table(table)
+    assert back.images == 7 and back.model == "m"
+    np.testing.assert_allclose(back.total, whole.total)
+    np.testing.assert_allclose(back.squares, whole.squares)
+    with pytest.raises(ValueError, match="different models: m, n"):
+        parts + stats.Sums.of("n", values)
+    same = stats.Sums.of("m", np.repeat(values[:1], 4, 0)).table()  # equal values: a spread of exactly 0
+    assert not same.distance_std.any() and not same.entropy_std.any()
+
+
+def test_shards_of_unequal_sizes_merge_to_the_table_of_all_their_images():
+    rng = np.random.default_rng(4)
+    values = rng.normal(20, 5, (6, 2, 3, 4))
+    shards = [stats.Sums.of("m", values[a:b]).table() for a, b in ((0, 3), (3, 4), (4, 6))]
+    merged, whole = stats.merge(shards), stats.Sums.of("m", values).table()
+    assert merged.images == 6 and merged.model == "m"
+    for k in ("distance_mean", "distance_std", "entropy_mean", "entropy_std"):
+        np.testing.assert_allclose(getattr(merged, k), getattr(whole, k), rtol=1e-10, err_msg=k)
+    with pytest.raises(ValueError, match=r"different models: \['m', 'n'\]"):
+        stats.merge([shards[0], stats.Sums.of("n", values).table()])
+
+
+def test_the_csv_reads_back_with_the_standard_readers_and_the_files_show_the_table(tmp_path):
+    import csv
+
+    import cv2
+
+    rng = np.random.default_rng(5)
+    table = stats.Sums.of("tiny", rng.normal(20, 5, (4, 2, 3, 2))).table()
+    stats.write(table, tmp_path / "out")
+    with open(tmp_path / "out" / "stats.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == stats.COLUMNS and len(rows) == 6
+    assert rows[5]["model"] == "tiny" and (rows[5]["layer"], rows[5]["head"], rows[5]["images"]) == ("2", "1", "4")
+    assert float(rows[5]["entropy_std_nats"]) == pytest.approx(table.entropy_std[2, 1], rel=1e-5)
+    back = stats.read_csv(tmp_path / "out" / "stats.csv")
+    assert back.model == "tiny" and back.images == 4
+    for k in ("distance_mean", "distance_std", "entropy_mean", "entropy_std"):
+        np.testing.assert_allclose(getattr(back, k), getattr(table, k), rtol=1e-5, err_msg=k)
+    png = cv2.imread(str(tmp_path / "out" / "stats.png"))[..., ::-1]
+    np.testing.assert_array_equal(png, vitviz.render.layer_head_grid(table.distance_mean, "viridis"))
+    html = (tmp_path / "out" / "stats.html").read_text()
+    assert "tiny: mean attention distance over 4 images" in html and "plotly" in html.lower()
+    (tmp_path / "bad.csv").write_text("model,layer\ntiny,0\n")
+    with pytest.raises(ValueError, match="is not a vitviz stats.csv"):
+        stats.read_csv(tmp_path / "bad.csv")
+    lines = stats.summary_table(table).splitlines()
+    d, e = table.distance_mean[1], table.entropy_mean[1]
+    assert lines[0] == "tiny, 4 images" and len(lines) == 2 + 3
+    assert lines[3] == f"{1:5d}  {d.mean():7.1f} ({d.min():6.1f}-{d.max():6.1f})      {e.mean():6.2f}"
