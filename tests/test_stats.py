@@ -106,21 +106,23 @@ def photos(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("photos")
     files = []
-    for i, (h, w) in enumerate([(40, 56), (56, 40), (40, 56), (56, 40), (40, 56)]):
+    for i, (h, w) in enumerate([(40, 56), (24, 56), (40, 56), (24, 56), (56, 40)]):  # two heights of one width
         files.append(folder / f"{i}.png")
         cv2.imwrite(str(files[-1]), random_image(h, w, seed=30 + i))
     (folder / "broken.jpg").write_bytes(b"\xff\xd8 not a jpeg")
-    return [*files[:2], folder / "broken.jpg", *files[2:]]
+    (folder / "empty.png").write_bytes(b"")
+    return [*files[:2], folder / "broken.jpg", *files[2:], folder / "empty.png"]
 
 
 def test_the_table_over_images_is_the_mean_and_spread_of_their_own_analyses(photos):
-    """Two input sizes interleaved, batches of 2 that do not divide either group: each (layer, head)'s mean and
-    standard deviation (ddof 0) over the images equal NumPy's over the photos' own analyses; the broken file
-    is named and counted."""
+    """Three input sizes interleaved (two of one width), batches of 2 that do not divide the groups: each (layer,
+    head)'s mean and standard deviation (ddof 0) over the images equal NumPy's over the photos' own analyses;
+    the two unreadable files are named and counted."""
     model, skipped = FAMILIES["dinov2"](), []
     table, count = stats.over_images(model, photos, 56, batch=2, on_skip=lambda p, e: skipped.append((p, e)),
                                      progress_bar=False)  # fmt: skip
-    assert count == 1 and skipped[0][0] == photos[2] and isinstance(skipped[0][1], ValueError)
+    assert count == 2 and [p for p, _ in skipped] == [photos[2], photos[-1]]
+    assert all(isinstance(e, ValueError) for _, e in skipped)
     values = per_image(model, photos, 56)
     assert table.images == 5 and table.model == model.name
     expected = {"distance": values[:, 0], "entropy": values[:, 1]}
@@ -134,6 +136,12 @@ def test_the_table_over_images_is_the_mean_and_spread_of_their_own_analyses(phot
         stats.over_images(model, photos, 56, batch=0, progress_bar=False)
     with pytest.raises(ValueError, match="^no image could be read$"):
         stats.over_images(model, [photos[2]], 56, progress_bar=False)
+
+
+def test_the_progress_bar_counts_images(photos, capsys):
+    stats.over_images(FAMILIES["vit"](), photos, 56, batch=2)
+    bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert bar.startswith("attention statistics: 100%") and "7/7" in bar and "image/s" in bar
 
 
 def test_sums_add_up_and_come_back_from_a_table():
@@ -161,7 +169,7 @@ def test_sums_add_up_and_come_back_from_a_table():
 
 def test_shards_of_unequal_sizes_merge_to_the_table_of_all_their_images():
     rng = np.random.default_rng(4)
-    values = rng.normal(20, 5, (6, 2, 3, 4))
+    values = rng.normal(20, 0.3, (6, 2, 3, 4))  # spreads below 1
     shards = [stats.Sums.of("m", values[a:b]).table() for a, b in ((0, 3), (3, 4), (4, 6))]
     merged, whole = stats.merge(shards), stats.Sums.of("m", values).table()
     assert merged.images == 6 and merged.model == "m"
@@ -178,7 +186,9 @@ def test_the_csv_reads_back_with_the_standard_readers_and_the_files_show_the_tab
 
     rng = np.random.default_rng(5)
     table = stats.Sums.of("tiny", rng.normal(20, 5, (4, 2, 3, 2))).table()
+    stats.write(table, tmp_path / "deep" / "out")
     stats.write(table, tmp_path / "out")
+    stats.write(table, tmp_path / "out")  # again, into the same folder
     with open(tmp_path / "out" / "stats.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == stats.COLUMNS and len(rows) == 6
@@ -191,11 +201,16 @@ def test_the_csv_reads_back_with_the_standard_readers_and_the_files_show_the_tab
     png = cv2.imread(str(tmp_path / "out" / "stats.png"))[..., ::-1]
     np.testing.assert_array_equal(png, vitviz.render.layer_head_grid(table.distance_mean, "viridis"))
     html = (tmp_path / "out" / "stats.html").read_text()
-    assert "tiny: mean attention distance over 4 images" in html and "plotly" in html.lower()
+    assert "tiny: mean attention distance over 4 images" in html
+    assert len(html) > 1_000_000 and '<script src="https://cdn.plot.ly' not in html  # plotly.js inside: offline
     (tmp_path / "bad.csv").write_text("model,layer\ntiny,0\n")
-    with pytest.raises(ValueError, match="is not a vitviz stats.csv"):
+    with pytest.raises(ValueError, match="is not a vitviz stats.csv .one model, columns model, layer, head, "):
         stats.read_csv(tmp_path / "bad.csv")
+    single = stats.Sums.of("one", rng.normal(20, 5, (3, 2, 1, 1))).table()  # one layer, one head: one data row
+    stats.write(single, tmp_path / "single")
+    back = stats.read_csv(tmp_path / "single" / "stats.csv")
+    assert back.model == "one" and back.images == 3 and back.distance_mean.shape == (1, 1)
     lines = stats.summary_table(table).splitlines()
     d, e = table.distance_mean[1], table.entropy_mean[1]
-    assert lines[0] == "tiny, 4 images" and len(lines) == 2 + 3
+    assert lines[:2] == ["tiny, 4 images", "layer  distance px (heads' min-max)  entropy nats"] and len(lines) == 5
     assert lines[3] == f"{1:5d}  {d.mean():7.1f} ({d.min():6.1f}-{d.max():6.1f})      {e.mean():6.2f}"
