@@ -138,7 +138,10 @@ def test_the_table_over_images_is_the_mean_and_spread_of_their_own_analyses(phot
         stats.over_images(model, [photos[2]], 56, progress_bar=False)
 
 
-def test_the_progress_bar_counts_images(photos, capsys):
+def test_the_progress_bar_counts_images(photos, capsys, monkeypatch):
+    from tqdm import tqdm
+
+    monkeypatch.setattr(tqdm, "monitor_interval", 0)  # no monitor thread left behind in a forked test process
     stats.over_images(FAMILIES["vit"](), photos, 56, batch=2)
     bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
     assert bar.startswith("attention statistics: 100%") and "7/7" in bar and "image/s" in bar
