@@ -40,6 +40,26 @@ def pool_by_hand(model: vitviz.VitModel, last_hidden: torch.Tensor) -> tuple[tor
     return (mixed + head.mlp(head.layernorm(mixed)))[:, 0], weights
 
 
+def chefer_by_hand(model, attentions, probe=None) -> np.ndarray:
+    """Chefer et al.'s rule in float64 loops, from attentions whose gradients backward() filled: R = I, then
+    R += mean over heads of ReLU(grad ⊙ A) @ R per layer; read from the readout tokens' rows, or from the
+    probe's own relevance row (an attention-pool has no residual path over the tokens). [P] over the patches."""
+    n = attentions[0].shape[-1]
+
+    def cam(attn: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        return sum(np.maximum(grad[h] * attn[h], 0) for h in range(len(attn))) / len(attn)
+
+    rel = np.eye(n)
+    for a in attentions:
+        rel = rel + cam(a[0].detach().double().numpy(), a.grad[0].double().numpy()) @ rel
+    if probe is not None:
+        readout = cam(probe[0].detach().double().numpy(), probe.grad[0].double().numpy())
+    else:
+        readout = np.zeros(n)
+        readout[list(model.readout.tokens)] = 1 / len(model.readout.tokens)
+    return (readout @ rel)[model.n_prefix :]
+
+
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_relevancy_equals_a_step_by_step_computation(name):
     model = FAMILIES[name]()
@@ -59,20 +79,7 @@ def test_relevancy_equals_a_step_by_step_computation(name):
         pooled[0].norm().backward()
     else:
         independent_score(model, out, target).backward()
-    n = out.attentions[0].shape[-1]
-
-    def cam(attn: np.ndarray, grad: np.ndarray) -> np.ndarray:
-        return sum(np.maximum(grad[h] * attn[h], 0) for h in range(len(attn))) / len(attn)
-
-    rel = np.eye(n)
-    for a in out.attentions:
-        rel = rel + cam(a[0].detach().double().numpy(), a.grad[0].double().numpy()) @ rel
-    if model.readout.pool:  # the probe's own relevance row: it has no residual path over the tokens
-        readout = cam(probe[0].detach().double().numpy(), probe.grad[0].double().numpy())
-    else:
-        readout = np.zeros(n)
-        readout[list(model.readout.tokens)] = 1 / len(model.readout.tokens)
-    expected = (readout @ rel)[model.n_prefix :].reshape(r.grid)
+    expected = chefer_by_hand(model, out.attentions, probe if model.readout.pool else None).reshape(r.grid)
     np.testing.assert_allclose(r.raw, expected, rtol=1e-4, atol=1e-7)
     assert r.map.shape == image.shape[:2]
 
@@ -360,19 +367,7 @@ def test_the_text_targets_relevancy_equals_chefers_rule_in_float64(name):
         logit = (cosine * model.net.logit_scale.exp() + model.net.logit_bias)[0, 0]
         assert float(logit) == pytest.approx(float(out.logits_per_image[0, 0]), rel=1e-5, abs=1e-6)
     logit.backward()
-    n = vision.attentions[0].shape[-1]
-
-    def cam(attn: np.ndarray, grad: np.ndarray) -> np.ndarray:
-        return sum(np.maximum(grad[h] * attn[h], 0) for h in range(len(attn))) / len(attn)
-
-    rel = np.eye(n)
-    for a in vision.attentions:
-        rel = rel + cam(a[0].detach().double().numpy(), a.grad[0].double().numpy()) @ rel
-    if model.readout.pool:
-        readout = cam(probe[0].detach().double().numpy(), probe.grad[0].double().numpy())
-    else:
-        readout = np.eye(n)[0]
-    expected = (readout @ rel)[model.n_prefix :].reshape(r.grid)
+    expected = chefer_by_hand(model, vision.attentions, probe if model.readout.pool else None).reshape(r.grid)
     assert np.abs(expected).max() > 0
     np.testing.assert_allclose(r.raw, expected, rtol=1e-4, atol=1e-7)
     other = attribute(model, image, "relevancy", longest=56, text=[0, 4, 2])  # another text, another map

@@ -320,6 +320,18 @@ def test_limits_refuse_heavy_requests_with_a_message(client, tmp_path):
     assert "tokens" in client.predict(image, api_name="/analyze")[1]
 
 
+def assert_the_panel_shows(f, name: str, traces: list[dict], note: str) -> None:
+    """A faithfulness panel shows `f` (the Python API's curves of one map) as the traces named `name`, and its
+    sentence quotes that map's areas and verdict."""
+    mine = [t for t in traces if t.get("name") == name]
+    np.testing.assert_allclose(mine[0]["y"], f.deletion, rtol=1e-4)
+    np.testing.assert_allclose(mine[1]["y"], f.insertion, rtol=1e-4)
+    said = note.split(f"**{name}.**")[1].split("\n\n")[0]
+    assert f"area under the deletion curve {f.deletion_auc:.3g}" in said
+    assert f"random orders {f.random_aucs.min():.3g} to {f.random_aucs.max():.3g}" in said
+    assert f": {f.verdict}" in said
+
+
 @pytest.mark.slow
 def test_the_faithfulness_panel_says_what_the_curves_show(client):
     """/faithfulness on the image and target of the attribution: its figure holds the Python API's curves, and
@@ -336,13 +348,7 @@ def test_the_faithfulness_panel_says_what_the_curves_show(client):
     for name, method in (("Saliency (|gradient|)", "saliency"), ("Attention rollout", "rollout"),
                          (vitviz.METHODS["relevancy"], "relevancy")):  # fmt: skip
         f = faithfulness(model, ASSETS / "coffee.jpg", method)
-        mine = [t for t in traces if t.get("name") == name]
-        np.testing.assert_allclose(mine[0]["y"], f.deletion, rtol=1e-4)
-        np.testing.assert_allclose(mine[1]["y"], f.insertion, rtol=1e-4)
-        said = note.split(f"**{name}.**")[1].split("\n\n")[0]
-        assert f"area under the deletion curve {f.deletion_auc:.3g}" in said
-        assert f"random orders {f.random_aucs.min():.3g} to {f.random_aucs.max():.3g}" in said
-        assert f": {f.verdict}" in said
+        assert_the_panel_shows(f, name, traces, note)
     band = [t for t in traces if t.get("fill") == "tonexty"][0]
     np.testing.assert_allclose(band["y"], f.random.min(0), rtol=1e-4)
 
@@ -367,14 +373,8 @@ def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_setting
     assert "remade on the 224×224 px input" in note and "the 448×" in note  # the embedded head reads 224×224
     for fusion in ("max", "mean", "min"):
         f = faithfulness(model, image, "rollout", scores=same.rollout(fusion, 0.5))
-        name = f"Rollout, {fusion} fusion" + (" (the one shown)" if fusion == "max" else "")
-        mine = [t for t in traces if t.get("name") == name]
-        np.testing.assert_allclose(mine[0]["y"], f.deletion, rtol=1e-4)
-        np.testing.assert_allclose(mine[1]["y"], f.insertion, rtol=1e-4)
-        said = note.split(f"**{name}.**")[1].split("\n\n")[0]
-        assert f"area under the deletion curve {f.deletion_auc:.3g}" in said
-        assert f"random orders {f.random_aucs.min():.3g} to {f.random_aucs.max():.3g}" in said
-        assert f": {f.verdict}" in said
+        assert_the_panel_shows(f, f"Rollout, {fusion} fusion" + (" (the one shown)" if fusion == "max" else ""),
+                               traces, note)  # fmt: skip
     undiscarded = faithfulness(model, image, "rollout", scores=same.rollout("max", 0.0))
     shown = [t for t in traces if t.get("name") == "Rollout, max fusion (the one shown)"][0]
     assert not np.allclose(undiscarded.deletion, shown["y"])  # the discard ratio was applied
