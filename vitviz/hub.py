@@ -1,5 +1,6 @@
 """Where a model's files come from: a local folder in save_pretrained layout, or the model hub (when it can be
-reached, or from its cache), and its preprocessor_config.json. Fails fast offline; knows no model family."""
+reached, or from its cache); its preprocessor_config.json, and the transformers model and tokenizer loaded from
+there. Fails fast offline; knows no model family."""
 
 from __future__ import annotations
 
@@ -91,3 +92,15 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return True
     except OSError:
         return False
+
+
+def load_transformers(name: str) -> tuple:
+    """(the model, its preprocessor_config.json or None) for a hub id or a local folder."""
+    from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
+
+    source, kwargs = pretrained_source(name, "--model")
+    config = AutoConfig.from_pretrained(source, local_files_only=kwargs.get("local_files_only", False))
+    archs = getattr(config, "architectures", None) or []
+    auto = AutoModelForImageClassification if any("Classification" in a for a in archs) else AutoModel
+    net = auto.from_pretrained(source, attn_implementation="eager", **kwargs)
+    return net, read_preprocessor(name, source, kwargs)

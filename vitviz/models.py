@@ -19,7 +19,7 @@ from torch import nn
 
 from . import maps
 from .families import Family, LayerParts, Readout, family_of
-from .hub import load_tokenizer, pretrained_source, read_preprocessor
+from .hub import load_tokenizer, load_transformers
 
 DEFAULT_MODEL = "dinov2-small"
 # name -> one line for the model dropdown; every name but the first is a hub id
@@ -390,18 +390,6 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto") -> VitModel:
         net, dense_head = load_embedded()
         model = wrap(net, name, dense_head)
     else:
-        net, preprocessor = _load_transformers(name)
+        net, preprocessor = load_transformers(name)
         model = wrap(net, name, preprocessor=preprocessor)
     return model.to(resolve_device(device))
-
-
-def _load_transformers(name: str) -> tuple[nn.Module, dict | None]:
-    """(the model, its preprocessor_config.json or None) for a hub id or a local folder."""
-    from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
-
-    source, kwargs = pretrained_source(name, "--model")
-    config = AutoConfig.from_pretrained(source, local_files_only=kwargs.get("local_files_only", False))
-    archs = getattr(config, "architectures", None) or []
-    auto = AutoModelForImageClassification if any("Classification" in a for a in archs) else AutoModel
-    net = auto.from_pretrained(source, attn_implementation="eager", **kwargs)
-    return net, read_preprocessor(name, source, kwargs)
