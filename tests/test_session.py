@@ -65,3 +65,26 @@ def test_a_server_stops_its_threads():
     assert all(t.is_alive() for t in server._threads) and len(server._threads) == 2
     server.stop()
     assert not any(t.is_alive() for t in server._threads)
+
+
+def test_each_tab_stops_only_its_own_heavy_run():
+    """A new image stops the Rollout tab's check and the Attributions tab's run; each tab's Stop ends its own, and
+    says so only where one was running (the Attributions tab's "Stopped." must not be taken by the other tab)."""
+    from types import SimpleNamespace
+
+    from vitviz.app import attributions, rollout
+    from vitviz.app.heavy import stop_run, stoppable
+    from vitviz.app.session import Server
+
+    server, request = Server(device="cpu"), SimpleNamespace(session_hash="s")
+    with stoppable(server, request, "an attribution", "", lambda *a, **k: None) as attribution:
+        with stoppable(server, request, "a check", "", lambda *a, **k: None, tab="rollout") as check:
+            assert rollout.stop(server, request) == rollout.STOPPED_NOTE
+            attribution(0.5)  # still running
+            with pytest.raises(ValueError, match="a check stopped at 50%"):
+                check(0.5)
+            assert not stop_run(server, request, "rollout")  # nothing left to stop there
+            assert attributions.stop(server, request) == attributions.STOPPED_NOTE
+            with pytest.raises(ValueError, match="an attribution stopped at 25%"):
+                attribution(0.25)
+    assert not server.stopped

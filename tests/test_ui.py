@@ -473,7 +473,7 @@ def test_stop_ends_a_long_attribution_at_its_next_batch():
     worker.join(60)
     assert "stopped at" in outcome["error"]
     assert time.perf_counter() - stopped_at < 10  # 128 steps take about a minute here
-    assert "stop-test" not in server.stopped  # nothing kept for a session once its run is over
+    assert ("stop-test", "attributions") not in server.stopped  # nothing kept for a session once its run is over
     assert attributions.drop_stale(("old image", None), "new image") == (None, None, None, "", None)
 
 

@@ -280,7 +280,8 @@ def build(ctx: Context) -> None:
             elem_id="text-target",
         )
         with gr.Row():
-            steps = gr.Slider(4, 128, value=32, step=4, precision=0, label="Integrated Gradients: steps")
+            steps = gr.Slider(4, 128, value=32, step=4, precision=0, label="Integrated Gradients: steps",
+                              elem_id="ig-steps")  # fmt: skip
             noise = gr.Slider(0, 16, value=0, step=1, precision=0, label="NoiseTunnel samples (0 = off)")
             block = gr.Slider(0, last, value=last, step=1, precision=0, label="Grad-CAM: block")
             with gr.Column(min_width=140):

@@ -32,10 +32,12 @@ def within_budget(a: Analysis, passes_at_grid, what: str) -> None:
 
 
 @contextmanager
-def stoppable(server: Server, request: gr.Request, name: str, desc: str, progress):
-    """A progress callback for one heavy run of this session, which ends the run at its next batch when Stop is
-    pressed (or the image changes, or the page closes), and lets other users' new images through between batches."""
-    stopped = server.stopped[session_of(request)] = threading.Event()  # this run's; Stop sets the latest one
+def stoppable(server: Server, request: gr.Request, name: str, desc: str, progress, tab: str = "attributions"):
+    """A progress callback for one heavy run of this session in `tab`, which ends the run at its next batch when
+    that tab's Stop is pressed (or the image changes, or the page closes), and lets other users' new images
+    through between batches. Each tab stops its own run: the Rollout tab's Stop leaves an attribution running."""
+    key = (session_of(request), tab)
+    stopped = server.stopped[key] = threading.Event()  # this run's; Stop sets the latest one
 
     def report(fraction: float) -> None:
         if stopped.is_set():
@@ -47,13 +49,13 @@ def stoppable(server: Server, request: gr.Request, name: str, desc: str, progres
         yield report
     finally:
         server.freed.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
-        if server.stopped.get(session_of(request)) is stopped:  # a session keeps no event once its run is over
-            del server.stopped[session_of(request)]
+        if server.stopped.get(key) is stopped:  # a session keeps no event once its run is over
+            del server.stopped[key]
 
 
-def stop_run(server: Server, request: gr.Request) -> bool:
-    """Stop this session's heavy run (made under `stoppable`) at its next batch; False when none is running."""
-    stopped = server.stopped.pop(session_of(request), None)
+def stop_run(server: Server, request: gr.Request, tab: str = "attributions") -> bool:
+    """Stop this session's heavy run in `tab` (made under `stoppable`) at its next batch; False when none runs."""
+    stopped = server.stopped.pop((session_of(request), tab), None)
     if stopped is not None:
         stopped.set()
     return stopped is not None

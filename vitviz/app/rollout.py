@@ -46,7 +46,7 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     name = "The faithfulness check of the rollout"
     within_budget(a, lambda grid: 1 + len(fusions) * passes(), name)
     model = server.get_attribution_model(model_name)
-    with stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
+    with stoppable(server, request, name, f"{name}: hiding patches", progress, tab="rollout") as report:
         same = input_analysis(model, image)  # one forward, the three rollouts
         results = [
             faithfulness(
@@ -73,7 +73,12 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
 
 def stop(server: Server, request: gr.Request) -> str:
     """Stop this session's faithfulness check at its next batch, and say so."""
-    return STOPPED_NOTE if stop_run(server, request) else gr.skip()
+    return STOPPED_NOTE if stop_run(server, request, "rollout") else gr.skip()
+
+
+def end_check(server: Server, request: gr.Request) -> None:
+    """Stop this session's check without a word (a new image, the page closed)."""
+    stop_run(server, request, "rollout")
 
 
 def build(ctx: Context) -> None:
@@ -123,5 +128,6 @@ def build(ctx: Context) -> None:
     halt.click(bind(stop), None, verdict, cancels=[checking], api_visibility="private", queue=False)
     # The curves belong to one image: a new or cleared image stops the check and clears them. They name their
     # own settings, so a new fusion or discard ratio leaves them.
-    ctx.key.change(bind(stop_run), None, None, cancels=[checking], api_visibility="private", queue=False)
+    ctx.key.change(bind(end_check), None, None, cancels=[checking], api_visibility="private", queue=False)
     ctx.key.change(lambda: (None, ""), None, [curves, verdict], api_visibility="private", queue=False)
+    ctx.demo.unload(bind(end_check))

@@ -146,7 +146,7 @@ class Server:
         self.priority = Priority()  # new images' forward passes: attributions and the warm wait for them
         self.redraws = Priority()  # redraws from the cache: only the warm waits for them (an attribution would starve)
         self.freed = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon
-        self.stopped: dict[str, threading.Event] = {}  # each session's running heavy work, which Stop ends
+        self.stopped: dict[tuple[str, str], threading.Event] = {}  # (session, tab): the heavy run that Stop ends
         self._models_lock = threading.Lock()
         self._digests: OrderedDict[tuple, str] = OrderedDict()
         self._digests_lock = threading.Lock()
