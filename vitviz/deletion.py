@@ -81,12 +81,13 @@ class Faithfulness:
         """One sentence on this image, from the curves' own numbers."""
         k, low, high = len(self.random), self.random_aucs.min(), self.random_aucs.max()
         replaced = f"replaced by {_REPLACED[self.replacement]}"
+        whole = f"than all {k} random orders did, over the whole curve"  # the verdict reads areas, not one step
         if self.verdict == "faithful":
-            how = f"lowers {self.target} faster than all {k} random orders did: faithful"
+            how = f"lowers {self.target} faster {whole}: faithful"
         elif self.verdict == "worse than random":
-            how = f"lowers {self.target} more slowly than all {k} random orders did: worse than random"
+            how = f"lowers {self.target} more slowly {whole}: worse than random"
         else:
-            how = f"lowers {self.target} no faster than {k} random orders: no better than random"
+            how = f"lowers {self.target} no faster than {k} random orders, over the whole curve: no better than random"
         if self.deletion[1:].mean() > self.deletion[0]:  # the curve does not fall at all
             how += f"; hiding them raises it on average, from {self.deletion[0]:.3g} to {self.deletion[1:].mean():.3g}"
         return (

@@ -233,8 +233,8 @@ def faithfulness_curves(results: list, names: list[str]) -> go.Figure:
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.24, subplot_titles=(
-        "<b>Deletion</b>: top patches hidden first<br>(falls fast = faithful)",
-        "<b>Insertion</b>: top patches shown first<br>(rises fast = faithful)"))  # fmt: skip
+        "<b>Deletion</b>: top patches hidden first<br>(lower than the grey band = faithful)",
+        "<b>Insertion</b>: top patches shown first<br>(higher than the grey band = faithful)"))  # fmt: skip
     first = results[0]
     x = 100 * first.fractions
     for row, band in ((1, first.random), (2, first.random[:, ::-1])):

@@ -297,7 +297,7 @@ def build(ctx: Context) -> None:
             roll = picture(label="Attention rollout")
             rel = picture(label="Relevancy (Chefer et al.)")
         with gr.Row():
-            faithful = gr.Button("Check faithfulness: hide the top patches", size="sm", elem_id="check-faithfulness")
+            faithful = gr.Button("Check faithfulness: hide the top patches", elem_id="check-faithfulness")
         gr.Markdown(
             "How far to trust the map on **this** image: hide its most relevant patches first (showing a blur of "
             "the image there) and follow the target. A faithful map makes it fall faster than random orders do.",

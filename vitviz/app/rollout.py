@@ -67,7 +67,8 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
         + ("." if (h, w) == (shown_h, shown_w) else f" (the picture above is the {shown_w}×{shown_h} px analysis).")
         + f" The output followed: {results[0].target}."
     )
-    lines = [f"**{n}.** {r.sentence()} Curves {r.seconds:.1f} s." for n, r in zip(names, results, strict=True)]
+    lines = [f"**{n}.** {r.sentence()} (Curves computed in {r.seconds:.1f} s.)"
+             for n, r in zip(names, results, strict=True)]  # fmt: skip
     return plots.faithfulness_curves(results, names), "\n\n".join([where, *lines])
 
 
@@ -103,7 +104,7 @@ def build(ctx: Context) -> None:
         gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])
         note = gr.Markdown(label="Brightest patch", elem_id="rollout-note")
         with gr.Row():
-            check = gr.Button("Check faithfulness: hide the top patches", size="sm", elem_id="rollout-check")
+            check = gr.Button("Check faithfulness: hide the top patches", variant="primary", elem_id="rollout-check")
             halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="rollout-stop")
         gr.Markdown(
             "Does the output depend on the patches that rollout makes bright? Hide them first (showing a blur of "
