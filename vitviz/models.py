@@ -184,10 +184,11 @@ class VitModel:
         """An attention-pool's probe query [1,D], its keys and values [N,D] over the last layer's tokens [N,D]
         (heads side by side), and its output projection's weight [D,D], float32, from the pool's own modules."""
         mha = self.pool.attention
-        rows = (self.pool.probe[0], self.final_norm(last_hidden), self.final_norm(last_hidden))
         with self.lock, torch.inference_mode():
+            tokens = self.final_norm(last_hidden)
             q, k, v = (nn.functional.linear(t, w, b) for t, w, b in
-                       zip(rows, mha.in_proj_weight.chunk(3), mha.in_proj_bias.chunk(3), strict=True))  # fmt: skip
+                       zip((self.pool.probe[0], tokens, tokens), mha.in_proj_weight.chunk(3),
+                           mha.in_proj_bias.chunk(3), strict=True))  # fmt: skip
             return tuple(t.float().cpu().numpy() for t in (q, k, v, mha.out_proj.weight))
 
     def _hookable(self) -> bool:

@@ -18,12 +18,10 @@ STOPPED_NOTE = (
 
 
 def _settings(fusion, discard) -> tuple[str, float]:
+    """The tab's fusion, checked, and its discard ratio as a number (maps.rollout checks its range)."""
     if fusion not in HEAD_FUSIONS:
         raise ValueError(f"fusion must be one of {HEAD_FUSIONS}, got {fusion!r}")
-    discard = float(discard)
-    if not 0 <= discard < 1:
-        raise ValueError(f"the discard ratio must be at least 0 and below 1, got {discard}")
-    return fusion, discard
+    return fusion, float(discard)
 
 
 @user_errors
