@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import gradio as gr
+import numpy as np
 import pytest
 
 from vitviz.app.session import user_errors
@@ -88,3 +89,249 @@ def test_each_tab_stops_only_its_own_heavy_run():
             with pytest.raises(ValueError, match="an attribution stopped at 25%"):
                 attribution(0.25)
     assert not server.stopped
+
+
+# ---- the server's analyses: one per (session, photo, model, size), one forward each
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A server whose "tiny" model is a tiny random DINOv2 with registers (nothing is loaded)."""
+    from conftest import FAMILIES
+
+    from vitviz.app.session import Server
+
+    s = Server(device="cpu", cache_mb=256)
+    s.models["tiny"] = FAMILIES["dinov2_registers"]()
+    return s
+
+
+def photo(folder, name: str, seed: int, shape=(40, 72)) -> str:
+    import cv2
+    from conftest import random_image
+
+    path = folder / name
+    cv2.imwrite(str(path), random_image(*shape, seed=seed))
+    return str(path)
+
+
+def test_an_analysis_is_made_once_per_session_photo_and_size_and_read_from_the_cache_after(server, tmp_path):
+    from types import SimpleNamespace
+
+    from vitviz import analyze
+
+    first, copy_of_it, other = photo(tmp_path, "a.png", 1), photo(tmp_path, "b.png", 1), photo(tmp_path, "c.png", 2)
+    alice, bob = SimpleNamespace(session_hash="alice"), SimpleNamespace(session_hash="bob")
+    a = server.get_analysis(first, "tiny", "model default", alice)
+    assert server.get_analysis(copy_of_it, "tiny", "model default", alice) is a  # the same bytes: the same photo
+    assert server.get_analysis(other, "tiny", "model default", alice) is not a
+    assert server.get_analysis(first, "tiny", "model default", bob) is not a  # each session its own
+    small = server.get_analysis(first, "tiny", "224", alice)
+    assert small is not a and max(small.pixel_values.shape[2:]) == 224
+    assert np.array_equal(small.attentions, analyze(server.models["tiny"], first, longest=224).attentions)
+    assert max(a.pixel_values.shape[2:]) == server.models["tiny"].default_longest
+    with pytest.raises(ValueError, match=r"size must be one of \['model default', '224', .*\], got '225'"):
+        server.get_analysis(first, "tiny", "225", alice)
+
+
+def test_an_analysis_key_names_the_photos_bytes_the_model_and_the_size(server, tmp_path):
+    import hashlib
+
+    path = photo(tmp_path, "a.png", 3)
+    sha = hashlib.sha1(open(path, "rb").read()).hexdigest()
+    assert server.analysis_key(path, "tiny", "448") == f"{sha}|tiny|448" and server.digest(path) == sha
+    assert server.analysis_key(None, "tiny", "448") is None and server.analysis_key("", "tiny", "448") is None
+    with pytest.raises(ValueError, match="no image: upload one or click an example"):
+        server.get_analysis(None, "tiny", "448", None)
+    for i in range(4100):  # the digests kept are bounded: the oldest go first
+        server._digests[(str(i), 0, 0)] = "x"
+    server.digest(photo(tmp_path, "b.png", 4))
+    assert len(server._digests) == 4096 and ("0", 0, 0) not in server._digests
+
+
+def test_the_background_warm_fills_an_analysis_the_cache_holds_and_leaves_one_it_let_go(server, tmp_path):
+    import weakref
+
+    a = server.get_analysis(photo(tmp_path, "a.png", 5), "tiny", "model default", None)
+    assert server.warm_step(weakref.ref(a), 1) is True and list(a._thresholds) == ["mean"]
+    assert server.warm_step(weakref.ref(a), 99) is False
+    for i in (6, 7):  # two analyses per session: a third lets the first go
+        server.get_analysis(photo(tmp_path, f"{i}.png", i), "tiny", "model default", None)
+    assert not server.cache.holds(a)
+    assert server.warm_step(weakref.ref(a), 2) is False and list(a._thresholds) == ["mean"]
+
+
+def test_a_warm_step_that_grows_the_cache_past_its_cap_evicts_the_oldest_and_asks_for_a_trim(server, tmp_path):
+    import weakref
+    from types import SimpleNamespace
+
+    old = server.get_analysis(photo(tmp_path, "a.png", 8), "tiny", "model default", SimpleNamespace(session_hash="x"))
+    new = server.get_analysis(photo(tmp_path, "b.png", 9), "tiny", "model default", SimpleNamespace(session_hash="y"))
+    server.cache.max_bytes = old.nbytes + new.nbytes + 1
+    server.freed.clear()
+    assert server.warm_step(weakref.ref(new), 1) and server.freed.is_set()  # the fused heads grew it
+    assert server.cache.holds(new) and not server.cache.holds(old)
+
+
+def test_a_depth_result_is_made_once_per_session_model_and_photo(server, tmp_path):
+    import hashlib
+    from types import SimpleNamespace
+
+    from conftest import tiny_dpt
+
+    from vitviz.depth import wrap_depth
+
+    server.depth_models["tiny-dpt"] = wrap_depth(tiny_dpt(), "tiny-dpt")
+    first, second = photo(tmp_path, "a.png", 10, (64, 64)), photo(tmp_path, "b.png", 11, (64, 64))
+    key = server.depth_key(first, "tiny-dpt", SimpleNamespace(session_hash="alice"))
+    assert key == ("alice", "tiny-dpt", hashlib.sha1(open(first, "rb").read()).hexdigest())
+    r = server.get_depth(first, "tiny-dpt", key)
+    assert server.get_depth(first, "tiny-dpt", key) is r and r.depth.shape == (64, 64)
+    server.freed.clear()
+    other = server.get_depth(
+        second, "tiny-dpt", server.depth_key(second, "tiny-dpt", SimpleNamespace(session_hash="alice"))
+    )
+    assert other is not r and server.freed.is_set() and not server.depth_cache.holds(r)  # one per session
+
+
+def test_the_attribution_model_is_a_copy_with_its_own_lock_made_once(server):
+    import torch
+
+    original, copy_of_it = server.models["tiny"], server.get_attribution_model("tiny")
+    assert server.get_attribution_model("tiny") is copy_of_it
+    assert copy_of_it.net is not original.net and copy_of_it.lock is not original.lock
+    for (name, a), b in zip(original.net.state_dict().items(), copy_of_it.net.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_the_cache_caps_come_from_the_arguments_or_else_the_environment_or_else_two_and_one_gib(monkeypatch):
+    from vitviz.app.session import Server
+
+    monkeypatch.delenv("VITVIZ_CACHE_MB", raising=False)
+    monkeypatch.delenv("VITVIZ_DEPTH_CACHE_MB", raising=False)
+    s = Server()
+    assert (s.cache.max_bytes, s.depth_cache.max_bytes, s.depth_cache.per_session) == (2**31, 2**30, 1)
+    monkeypatch.setenv("VITVIZ_CACHE_MB", "3")
+    monkeypatch.setenv("VITVIZ_DEPTH_CACHE_MB", "5")
+    assert (Server().cache.max_bytes, Server().depth_cache.max_bytes) == (3 * 2**20, 5 * 2**20)
+    s = Server(cache_mb=7, depth_cache_mb=1.5)
+    assert (s.cache.max_bytes, s.depth_cache.max_bytes) == (7 * 2**20, int(1.5 * 2**20))
+
+
+def test_the_head_menu_offers_the_mean_every_head_at_once_and_each_head_and_refuses_others():
+    from conftest import FAMILIES
+
+    from vitviz.app.session import head_arg, head_choices
+
+    model = FAMILIES["vit"]()  # 4 heads
+    heads = [(f"head {h}", h) for h in range(4)]
+    assert head_choices(model) == [("mean of heads", -1), ("all heads (grid)", -2), *heads]
+    assert [head_arg(v, model) for v in (None, -1, -2, 0, 3, "2")] == [None, None, "all", 0, 3, 2]
+    for bad in (4, -3):
+        with pytest.raises(ValueError, match=rf"head must be -1 \(mean\), -2 \(all\) or in \[0, 4\), got {bad}"):
+            head_arg(bad, model)
+
+
+def test_a_bound_handler_gets_the_server_first_and_shows_gradio_only_the_rest(tmp_path):
+    import inspect
+
+    from vitviz.app.session import Server, slots
+
+    s = Server()
+
+    def draw(server, image, layer=3):
+        return server, image, layer
+
+    handler = s.bind(draw)
+    assert handler("x") == (s, "x", 3) and handler("x", layer=5) == (s, "x", 5)
+    assert list(inspect.signature(handler).parameters) == ["image", "layer"] and handler.__name__ == "draw"
+    assert s.scratch() == s.scratch() and s.scratch().is_dir() and s.scratch().name.startswith("vitviz-")
+    assert slots("heavy") == {"concurrency_id": "heavy", "concurrency_limit": 1}
+
+
+def test_background_work_waits_while_anyone_waits_for_an_answer():
+    import threading
+
+    from vitviz.app.session import Priority
+
+    p, done = Priority(), threading.Event()
+    with p.interactive():
+        with p.interactive():
+            waiter = threading.Thread(target=lambda: (p.wait_for_interactive(), done.set()))
+            waiter.start()
+        assert not done.wait(0.2)  # one is still running
+    assert done.wait(5)
+    waiter.join()
+
+
+def test_gradios_own_refusals_name_the_api_parameter_they_refuse():
+    from vitviz.app.session import name_refusals
+
+    def draw(layer):
+        return layer
+
+    with gr.Blocks() as demo:
+        layer, out = gr.Slider(0, 11, step=1), gr.Number()
+        layer.change(draw, [layer], out, api_name="draw")
+    name_refusals(demo)
+    name_refusals(demo)  # once named, never twice
+    with pytest.raises(gr.Error) as raised:
+        layer.preprocess(99)
+    assert raised.value.message.startswith("layer: Value 99 is greater than") and raised.value.print_exception is False
+    assert layer.preprocess(5) == 5
+
+
+# ---- clicks: each picture's handler picks what is drawn under the pointer
+
+
+def test_a_click_on_a_picture_makes_the_patch_drawn_under_it_the_query(server, tmp_path):
+    """The app's handlers for the Attention tab's pictures and inside a head's maps, on a wide grid: the centre of each
+    corner patch and of one middle patch, as drawn, picks that patch; a click outside the picture does nothing."""
+    from types import SimpleNamespace
+
+    from vitviz import render, views
+    from vitviz.app.attention import PATCH_QUERY, patch_picker, pick_patch
+
+    path = photo(tmp_path, "a.png", 12)
+    a = server.get_analysis(path, "tiny", "224", None)
+    gh, gw = a.grid
+    assert gw > gh
+    inside = render.fit(views.display(a), views.INSIDE_SIDE).shape[:2]
+    for handler, size in ((pick_patch, views.display(a).shape[:2]), (patch_picker(views.patch_at_inside), inside)):
+        for patch in (0, gw - 1, (gh - 1) * gw, gh * gw - 1, 2 * gw + 6):
+            x0, y0, x1, y1 = render.patch_box(a.grid, size, patch)
+            click = SimpleNamespace(index=((x0 + x1) / 2, (y0 + y1) / 2))
+            assert handler(server, path, "tiny", "224", click, None) == (patch, PATCH_QUERY)
+        outside = handler(server, path, "tiny", "224", SimpleNamespace(index=(size[1] + 5, 1)), None)
+        assert outside == (gr.skip(), gr.skip())
+
+
+def test_a_click_on_the_position_map_picks_the_row_and_column_under_it(server):
+    from types import SimpleNamespace
+
+    from vitviz import views
+    from vitviz.app.positions import pick_position
+
+    g0, g1 = server.models["tiny"].native_grid
+    cell = views.POS_MAP_SIDE / g0, views.POS_MAP_SIDE / g1
+    click = SimpleNamespace(index=(cell[1] * 2.5, cell[0] * 1.5))  # x in column 2, y in row 1
+    assert pick_position(server, "tiny", click) == (1, 2)
+
+
+def test_clicks_on_the_attributions_picture_set_a_boxs_corners_in_the_photos_pixels(server, tmp_path, embedded):
+    from types import SimpleNamespace
+
+    from vitviz import views
+    from vitviz.app.attributions import pick_corner
+
+    server.models[embedded.name] = embedded
+    path = photo(tmp_path, "a.png", 13, (300, 500))
+    scale = 500 / views.display(server.get_analysis(path, embedded.name, "224", None)).shape[1]
+    first, picture = pick_corner(server, path, embedded.name, "224", [], SimpleNamespace(index=(10, 20)), None)
+    assert first == [[10 * scale, 20 * scale]] and picture.shape[1] == 640
+    both = pick_corner(server, path, embedded.name, "224", first, SimpleNamespace(index=(100, 200)), None)[0]
+    assert both == [[10 * scale, 20 * scale], [100 * scale, 200 * scale]]
+    again = pick_corner(server, path, embedded.name, "224", both, SimpleNamespace(index=(5, 6)), None)[0]
+    assert again == [[5 * scale, 6 * scale]]  # a third click starts a new box
+    with pytest.raises(gr.Error, match="A box only applies to the embedded model's dense head"):
+        pick_corner(server, path, "tiny", "model default", [], SimpleNamespace(index=(1, 1)), None)

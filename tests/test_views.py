@@ -10,7 +10,7 @@ import pytest
 from conftest import FAMILIES, random_image
 
 import vitviz
-from vitviz import render, sentences, views
+from vitviz import maps, plots, render, sentences, views
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +205,409 @@ def test_the_live_view_overlays_each_map_of_the_frame_it_analysed(embedded, coff
         small = cv2.resize(values.astype(np.float32), (shown.shape[1], shown.shape[0]), interpolation=cv2.INTER_AREA)
         grey = shown.mean(-1)
         assert np.corrcoef(grey.ravel(), small.ravel())[0, 1] > 0.8
+
+
+# ---- each picture is the map it names, drawn with the controls it was given (the colours, the outlines, the
+# colour scale's place); the reference pictures are built here from render's own tested parts
+
+GREY = np.full((50, 90, 3), 128, np.uint8)  # a 5 x 9 grid of 10 px patches; "gray" draws no cyan and no green
+
+
+def pixels_of(picture: np.ndarray, colour: tuple[int, int, int]) -> np.ndarray:
+    return (picture == np.array(colour, np.uint8)).all(axis=-1)
+
+
+def inside_box(mask: np.ndarray, box: tuple[int, int, int, int]) -> bool:
+    x0, y0, x1, y1 = box
+    return bool(mask.any()) and not np.delete(np.delete(mask, np.s_[y0:y1], 0), np.s_[x0:x1], 1).any()
+
+
+def test_an_overlay_outlines_exactly_the_patches_above_its_clip_and_the_flagged_ones():
+    values = np.ones((5, 9), np.float32)
+    values.flat[7], values.flat[23], values.flat[30] = 5.0, 2.0, 1.5  # above the clip; at it; flagged
+    flagged = np.zeros((5, 9), bool)
+    flagged.flat[30] = True
+    args = (GREY, values, "gray", 0.6, "min-max", True)
+    out = views.scaled_overlay(*args, (5, 9), (0.0, 2.0), None, flagged)
+    cyan, green = pixels_of(out, views.CLIPPED), pixels_of(out, (0, 255, 0))
+    assert inside_box(cyan, render.patch_box((5, 9), (50, 90), 7))  # 2.0 is the clip: at it is not above it
+    assert inside_box(green, render.patch_box((5, 9), (50, 90), 30))
+    assert not pixels_of(views.scaled_overlay(*args, None, (0.0, 2.0), None, flagged), views.CLIPPED).any()
+    assert not pixels_of(views.scaled_overlay(*args, None, (0.0, 2.0), None), (0, 255, 0)).any()
+
+
+@pytest.mark.parametrize("nearest", [True, False])
+def test_an_overlay_colours_its_values_on_the_limits_given_with_its_colour_scale_where_asked(nearest):
+    values = np.random.default_rng(0).uniform(1, 2, (5, 9)).astype(np.float32)
+    bare = views.scaled_overlay(GREY, values, "magma", 0.7, "min-max", nearest, (5, 9), (0.0, 10.0), None)
+    assert np.array_equal(bare, render.overlay(GREY, values, "magma", 0.7, 0.0, 10.0, nearest=nearest))
+    _, lo, hi, _ = maps.colour_scale(values, "robust")
+    bare = views.scaled_overlay(GREY, values, "magma", 0.7, "robust", nearest, colorbar=None)
+    right = views.scaled_overlay(GREY, values, "magma", 0.7, "robust", nearest)  # beside it, by default
+    below = views.scaled_overlay(GREY, values, "magma", 0.7, "robust", nearest, colorbar="below")
+    assert np.array_equal(right, render.with_colorbar(bare, "magma", lo, hi, "robust"))
+    assert np.array_equal(below, render.with_colorbar_below(bare, "magma", lo, hi, "robust"))
+
+
+def test_a_pictures_display_is_made_once_per_analysis(wide):
+    assert views.display(wide) is views.display(wide) and views.display(wide).shape[:2] == (356, 640)
+
+
+@pytest.mark.parametrize("head", [2, None])
+@pytest.mark.parametrize("measure", [views.WEIGHT, views.WEIGHT_VALUE])
+def test_the_attention_view_draws_the_chosen_heads_map_of_the_chosen_measure(wide, head, measure):
+    one = wide.attention_map if measure == views.WEIGHT else wide.contribution_map
+    want = views.scaled_overlay(views.display(wide), one(1, head, 7), "inferno", 0.6, "log", True, wide.grid, query=7)
+    assert np.array_equal(views.attention_view(wide, 1, head, 7, scale="log", measure=measure)[0], want)
+
+
+def test_the_attention_views_all_heads_is_the_sheet_of_every_head_with_the_controls_given(wide):
+    heads = list(range(wide.model.num_heads))
+    got = views.attention_view(wide, 1, views.ALL_HEADS, 7, "magma", 0.5, False, "min-max", views.WEIGHT_VALUE)[0]
+    assert np.array_equal(
+        got, views.attention_sheet(wide, 1, heads, 7, "magma", 0.5, False, "min-max", "weight × value norm")
+    )
+    shared = views.attention_view(wide, 1, views.ALL_HEADS, "readout")[0]
+    assert np.array_equal(shared, views.attention_sheet(wide, 1, heads, "readout", "inferno", 0.6, True, "log"))
+    with pytest.raises(ValueError, match="measure must be 'weight' or 'weight × value norm', got 'value'"):
+        views.attention_view(wide, 1, None, 7, measure="value")
+
+
+@pytest.mark.parametrize("n, cols", [(6, 3), (7, 4), (10, 4)])
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_four(wide, n, cols, shared):
+    """A sheet of n - 1 heads (repeated where the model has fewer) and the mean: up to 6 tiles in rows of 3,
+    more in rows of 4; on one colour scale under the sheet, or each tile on its own."""
+    heads = [h % wide.model.num_heads for h in range(n - 1)]
+    values = [wide.contribution_map(1, h, 7) for h in heads] + [wide.contribution_map(1, None, 7)]
+    _, lo, hi, _ = maps.colour_scale(np.stack(values), "robust")
+    small = render.fit(views.display(wide), views.SHEET_TILE)
+    limits, bar = ((lo, hi), None) if shared else (None, "right")
+    tiles = [
+        views.scaled_overlay(small, v, "viridis", 0.4, "robust", True, wide.grid, limits, bar, query=7) for v in values
+    ]
+    want = render.tile(tiles, [f"head {h}" for h in heads] + ["mean of heads"], cols)
+    want = render.with_colorbar_below(want, "viridis", lo, hi, "robust") if shared else want
+    got = views.attention_sheet(wide, 1, heads, 7, "viridis", 0.4, shared, "robust", views.WEIGHT_VALUE)
+    assert np.array_equal(got, want)
+
+
+def test_the_sheets_defaults_are_the_readouts_weights_on_one_scale(wide):
+    heads = [0, 1, 2]
+    want = views.attention_sheet(wide, 1, heads, "readout", "inferno", 0.6, True, maps.DEFAULT_SCALE, views.WEIGHT)
+    assert np.array_equal(views.attention_sheet(wide, 1, heads), want)
+
+
+def test_the_rollout_view_draws_the_fusion_and_discard_chosen_with_its_sentence(wide):
+    values = wide.rollout("max", 0.5)
+    picture, note = views.rollout_view(wide, "max", 0.5, "magma", scale="min-max")
+    assert np.array_equal(
+        picture, views.scaled_overlay(views.display(wide), values, "magma", 0.6, "min-max", False, wide.grid)
+    )
+    assert note == sentences.rollout_note(wide, values)
+
+
+def test_the_position_map_colours_each_positions_similarity_from_minus_one_to_one_and_marks_the_chosen():
+    model = FAMILIES["vit"]()
+    g0, g1 = model.native_grid
+    sim = np.random.default_rng(1).uniform(-1, 1, (g0, g1, g0, g1)).astype(np.float32)
+    picture = views.pos_embed_map(model, sim, 2, 1)
+    assert views.position_at(model, *marker_centre(picture)) == (2, 1)
+    colours = render.colorize(sim[2, 1], "viridis", -1.0, 1.0)
+    cell = views.POS_MAP_SIDE / g0
+    for r, c in [(0, 0), (3, 3), (1, 2)]:
+        assert np.array_equal(picture[int((r + 0.5) * cell), int((c + 0.5) * cell)], colours[r, c])
+    side = views.POS_MAP_SIDE
+    assert np.array_equal(
+        picture[:, side:], render.with_colorbar(np.zeros((side, side, 3), np.uint8), "viridis", -1.0, 1.0)[:, side:]
+    )
+
+
+def test_a_click_on_the_position_map_picks_the_position_under_it_clamped_to_the_table():
+    model = type("M", (), {"native_grid": (3, 5)})()  # a table of 3 rows and 5 columns, drawn 480 px square
+    side = views.POS_MAP_SIDE
+    assert views.position_at(model, 0, 0) == (0, 0)
+    assert views.position_at(model, side - 1, side - 1) == (2, 4)
+    assert views.position_at(model, side / 5 * 3 + 1, side / 3 + 1) == (1, 3)
+    assert views.position_at(model, side * 2, side * 2) == (2, 4)
+
+
+def test_the_heads_view_draws_the_norms_with_their_outliers_boxed_and_the_pca_beside_the_photo(wide):
+    distance, entropy, outliers, pca, note = views.heads_views(wide, "magma", "min-max")
+    norms, base = wide.token_norms(), views.display(wide)
+    flagged = maps.high_norm_tokens(norms)
+    assert np.array_equal(
+        outliers, views.scaled_overlay(base, norms, "magma", 0.65, "min-max", True, wide.grid, flagged=flagged)
+    )
+    gap = np.full((base.shape[0], 8, 3), 255, np.uint8)
+    assert np.array_equal(pca, np.concatenate([base, gap, render.upsample_rgb(wide.pca_rgb(), base.shape[:2])], axis=1))
+    assert distance.to_json() == plots.attention_distance(wide.mean_attention_distance, 8).to_json()
+    assert entropy.layout.title.text.replace("<br>", " ").startswith(
+        "Attention entropy (low = focused, high = spread out)"
+    )
+    assert entropy.data[0].colorbar.title.text == "nats" and np.allclose(entropy.data[0].z, wide.attention_entropy)
+    assert note.startswith(f"The largest output-token norm is {norms.max() / np.median(norms):.2f}× the median. ")
+
+
+APART = " (at least 2× the median norm, boxed green): this model's"
+
+
+@pytest.mark.parametrize(
+    "outliers, says",
+    [
+        (0, "**No token stands apart**: this model shows no"),
+        (1, "**1 token stands apart**" + APART),
+        (2, "**2 tokens stand apart**" + APART),
+    ],
+)
+def test_the_heads_views_sentence_counts_the_tokens_that_stand_apart(wide, outliers, says):
+    import copy
+
+    a = copy.copy(wide)
+    norms = np.ones(wide.grid, np.float32)
+    norms.flat[:outliers] = 5.0
+    a.token_norms = lambda: norms
+    note = views.heads_views(a)[4]
+    assert says in note and f"is {5.0 if outliers else 1.0:.2f}× the median" in note
+    assert note.endswith("(Darcet et al. 2023), used as scratch space." if outliers else "on this image.")
+
+
+def test_the_output_view_gives_the_top_classes_and_the_dense_heads_map(coffee_224):
+    tiny = vitviz.analyze(FAMILIES["vit"](), random_image(32, 32), longest=32)
+    assert views.output_view(tiny) == (dict(tiny.top_classes(5)), None) and len(tiny.top_classes(5)) == 5
+    top, picture = views.output_view(coffee_224)
+    want = views.scaled_overlay(
+        views.display(coffee_224), coffee_224.dense_map(), "inferno", 0.6, maps.DEFAULT_SCALE, False
+    )
+    assert top == {} and np.array_equal(picture, want)
+
+
+def test_inside_a_head_draws_its_scores_shifted_to_zero_its_weights_and_values_and_names_its_keys(wide):
+    d, u, n = wide.inside_head(1, 2, 7), wide.layer_updates(1), wide.n_prefix
+    scores, weights, values, strips, bars, note = views.inside_views(wide, 1, 2, 7, "magma", scale="min-max")
+    base = render.fit(views.display(wide), views.INSIDE_SIDE)
+    for picture, v in ((weights, d.weights), (values, d.contributions)):
+        want = views.scaled_overlay(
+            base, v[n:].reshape(wide.grid), "magma", 0.6, "min-max", True, wide.grid, colorbar="below", query=7
+        )
+        assert np.array_equal(picture, want)
+    shifted = (d.scores[n:] - d.scores.max()).reshape(wide.grid)  # softmax ignores the shift: 0 is the top key
+    low = float(shifted.min())
+    want = render.mark_patch(render.overlay(base, shifted, "magma", 0.6, low, 0.0), wide.grid, 7)
+    assert np.array_equal(scores, render.with_colorbar_below(want, "magma", low, 0.0, "s - max s"))
+    top = [int(j) for j in np.argsort(-d.weights)[:3]]
+    keys = ([0] + [j for j in top if j != 0])[:4]  # CLS, then the three keys weighted most
+    names = [sentences.token_name(wide, j).split(" (")[0] for j in keys]
+    assert list(strips.data[0].y) == ["q · patch 7", *(f"k · {t}" for t in names)]
+    assert list(strips.data[1].y) == [f"v · {t}" for t in names]
+    assert np.allclose(strips.data[0].z, np.stack([d.q, *(d.k[j] for j in keys)]))
+    assert np.allclose(strips.data[1].z, np.stack([d.v[j] for j in keys]))
+    assert [t.colorbar.title.text for t in strips.data] == ["q, k", "v"]
+    assert strips.layout.title.text.startswith(f"q, k, v of head 2 (d = {d.q.size})")
+    q = d.query
+    assert np.allclose(bars.data[0].y, d.head_shares) and list(bars.data[0].marker.color).index("#d62728") == 2
+    assert list(bars.data[1].x) == ["residual<br>‖x‖", "attention<br>update", "MLP<br>update"]
+    assert np.allclose(bars.data[1].y, [u.residual[q], u.attention[q], u.mlp[q]])
+    assert np.allclose(bars.data[2].y, [u.residual.mean(), u.attention.mean(), u.mlp.mean()])
+    assert "Layer 1: sizes" in bars.to_json() and note == sentences.inside_note(wide, d, u)
+
+
+def test_the_live_view_draws_only_what_is_shown_with_the_controls_given(wide):
+    base = render.fit(wide.image, views.LIVE_DISPLAY)
+    attention, rollout, dense = views.live_views(wide, 1, 2, ("attention", "rollout"), "magma", 0.5, "robust")
+    want = views.scaled_overlay(base, wide.attention_map(1, 2, "readout"), "magma", 0.5, "robust", True, wide.grid)
+    assert np.array_equal(attention, want)
+    assert np.array_equal(rollout, views.scaled_overlay(base, wide.rollout("mean"), "magma", 0.5, "robust", False))
+    assert dense is None and views.live_views(wide, 1, None, ("rollout",))[0] is None
+    want = views.scaled_overlay(
+        base, wide.attention_map(1, None, "readout"), "inferno", 0.6, maps.DEFAULT_SCALE, True, wide.grid
+    )
+    assert np.array_equal(views.live_views(wide, 1, None, ("attention",))[0], want)
+    with pytest.raises(
+        ValueError, match=r"the live view draws \('attention', 'rollout', 'dense head'\), not \['depth'\]"
+    ):
+        views.live_views(wide, 1, None, ("depth", "rollout"))
+
+
+def test_the_depth_view_draws_the_depth_bright_near_and_each_decoder_map_with_its_row_of_the_table():
+    from conftest import tiny_dpt
+
+    from vitviz.depth import wrap_depth
+
+    r = vitviz.estimate_depth(wrap_depth(tiny_dpt(), "tiny-dpt"), random_image(48, 80, seed=3), longest=112)
+    base, picture = views.depth_view(r)
+    assert np.array_equal(base, render.fit(r.encoder.image))
+    lo, hi = float(r.depth.min()), float(r.depth.max())
+    want = render.overlay(base, render.fit(r.depth, max(base.shape[:2])), "magma", 1.0, lo, hi, nearest=False)
+    assert np.array_equal(picture, render.with_colorbar(want, "magma", lo, hi))
+    pictures, table = views.decoder_stage_views(r, side=120)
+    lines = table.splitlines()
+    assert lines[:2] == ["| map | made from | cells | channels | 1 cell = |", "|---|---|---|---|---|"]
+    assert len(pictures) == len(r.stages) == len(lines) - 2 > 0
+    for (drawn, caption), s, line in zip(pictures, r.stages, lines[2:], strict=True):
+        c, h, w = s.shape
+        assert (
+            caption == f"{s.name} · {h}×{w}"
+            and line == f"| **{s.name}** | {s.detail} | {h}×{w} | {c} | {s.scale:.3g} px |"
+        )
+        assert drawn.shape[:2] == (max(1, round(h * 120 / max(h, w))), max(1, round(w * 120 / max(h, w))))
+        assert np.array_equal(drawn, render.upsample_rgb(s.picture, drawn.shape[:2]))  # one flat square per cell
+    assert max(views.decoder_stage_views(r)[0][0][0].shape[:2]) == 240
+
+
+def an_attribution(method: str, values: np.ndarray, grid: tuple[int, int]) -> vitviz.Attribution:
+    return vitviz.Attribution(method, values.astype(np.float32), values, None, "t", 0.0, grid, 0.0)
+
+
+@pytest.mark.parametrize("method, signed", [("integrated_gradients", True), ("occlusion", True), ("grad_cam", False)])
+def test_the_attributions_view_draws_signed_maps_around_zero_and_the_others_on_the_colour_scale(wide, method, signed):
+    rng = np.random.default_rng(2)
+    r = an_attribution(method, rng.normal(size=(400, 720)), wide.grid)
+    rel = an_attribution("relevancy", rng.uniform(size=(20, 36)), wide.grid)
+    inputs = views.attribution_inputs(wide, r, rel)
+    base = render.fit(views.display(wide), views.ATTRIBUTION_SIDE)
+    assert np.array_equal(inputs[0], base) and inputs[1] is signed
+    assert np.array_equal(inputs[2], render.fit(r.map, max(base.shape[:2])))  # larger than shown: area-averaged
+    assert np.array_equal(inputs[3], wide.rollout("mean", 0.0)) and inputs[4] is rel.map  # smaller: kept as it is
+    roll = rng.uniform(size=wide.grid)
+    assert views.attribution_inputs(wide, r, None, roll)[3:] == (roll, None)
+    got = views.attribution_pictures(inputs, "magma", 0.5, "robust")
+
+    def unsigned(values: np.ndarray) -> np.ndarray:
+        return views.scaled_overlay(base, values, "magma", 0.5, "robust", False, colorbar="below")
+
+    limit = float(np.percentile(np.abs(inputs[2]), 99.5))  # Captum's own clip of a signed map
+    signed_map = render.overlay(base, inputs[2], "diverging", 0.5, -limit, limit, nearest=False)
+    want = (
+        render.with_colorbar_below(signed_map, "diverging", -limit, limit, "signed") if signed else unsigned(inputs[2])
+    )
+    assert np.array_equal(got[0], want)
+    assert np.array_equal(got[1], unsigned(inputs[3])) and np.array_equal(got[2], unsigned(inputs[4]))
+    assert views.attribution_pictures(inputs[:4] + (None,))[2] is None
+    defaults = views.attribution_pictures(inputs)
+    assert all(
+        np.array_equal(x, y)
+        for x, y in zip(defaults, views.attribution_pictures(inputs, "inferno", 0.6, maps.DEFAULT_SCALE), strict=True)
+    )
+
+
+@pytest.mark.parametrize("peak, limit", [(0.0, 1.0), (3.0, 3.0)])
+def test_a_signed_map_almost_all_zero_is_scaled_by_its_largest_value_or_one(wide, peak, limit):
+    values = np.zeros((20, 36), np.float32)
+    values[0, 0] = -peak  # one pixel in 720: the 99.5th percentile of the magnitudes is 0
+    inputs = views.attribution_inputs(wide, an_attribution("occlusion", values, wide.grid), None)
+    base = inputs[0]
+    want = render.overlay(base, values, "diverging", 0.6, -limit, limit, nearest=False)
+    assert np.array_equal(
+        views.attribution_pictures(inputs)[0], render.with_colorbar_below(want, "diverging", -limit, limit, "signed")
+    )
+
+
+@pytest.mark.parametrize("name", ["siglip_vision", "vit", "dinov2_registers"])
+def test_the_tokens_sentence_counts_the_patches_and_names_the_prefix_tokens(name):
+    a = vitviz.analyze(FAMILIES[name](), random_image(40, 72, seed=4), longest=72)
+    (gh, gw), m = a.grid, a.model
+    text = views.tokens_view(a)[1]
+    assert f"**{gh} × {gw} = {gh * gw} patch tokens** of 8×8 pixels (the model sees the image at 72×40)" in text
+    plus = {0: " and no prefix token", 1: ", **plus 1 prefix token: CLS**"}.get(
+        m.n_prefix, f", **plus 5 prefix tokens: {', '.join(m.prefix_tokens)}**"
+    )
+    assert f"{plus} → {m.n_prefix + gh * gw} tokens in all. " in text
+    order = f"so patch p*i* sits at position #*i*+{m.n_prefix} (the strip under the picture). "
+    assert (order in text) == (m.n_prefix > 0) and "picture). None" not in text
+    assert text.endswith("learned *position embedding* added (+ pos), so the model knows where the patch came from.")
+
+
+# ---- each sentence whole, its numbers computed here from the analysis
+
+
+def uniform_part(a: vitviz.Analysis, entropy: float) -> str:
+    n = a.n_prefix + a.grid[0] * a.grid[1]
+    return f"against {np.log(n):.2f} for perfectly uniform attention ({entropy / np.log(n):.0%})."
+
+
+@pytest.mark.parametrize("head", [None, 2])
+def test_the_attention_note_reads_as_written_with_the_layers_or_the_heads_numbers(wide, head):
+    rows = wide.attentions[1, :, wide.n_prefix + 7].astype(np.float64)  # [H,N]: patch 7's row in layer 1
+    distances, entropies = wide.layer_statistics(1)
+    pick = [head] if head is not None else list(range(4))
+    share = rows[pick, :5].sum(-1).mean()
+    d, e = distances[pick].mean(), entropies[pick].mean()
+    who = "head 2 of layer 1 looks" if head is not None else "layer 1's 4 heads look"
+    mean = "" if head is not None else " (the mean over the heads)"
+    assert sentences.attention_note(wide, 1, head, 7) == (
+        f"The map shows the patches only: CLS and 4 registers, not on the map, take **{share:.1%}** of this query's "
+        f"attention{mean}. Over all queries, {who} **{d:.0f} px** away on average (mean attention distance), with "
+        f"entropy **{e:.2f} nats** " + uniform_part(wide, e)
+    )
+
+
+def test_the_attention_note_of_a_model_without_prefix_tokens_says_its_probe_is_the_same_at_every_layer():
+    a = vitviz.analyze(FAMILIES["siglip_vision"](), random_image(40, 72, seed=5), longest=72)
+    e = a.layer_statistics(0)[1].mean()
+    note = sentences.attention_note(a, 0, None, "readout")
+    assert note.startswith(
+        "This model has no prefix token: the map holds all of this query's attention (the mean over the heads). "
+        "The probe attends once, after the last layer: its map is the same whatever layer is picked. Over all queries"
+    )
+    assert note.endswith(uniform_part(a, e))
+    assert "The probe" not in sentences.attention_note(a, 0, None, 3)  # a patch's own row changes with the layer
+
+
+def test_one_prefix_token_takes_and_one_register_is_one_register(wide):
+    import transformers as tf
+    from conftest import TINY
+
+    vit = vitviz.analyze(FAMILIES["vit"](), random_image(32, 32), longest=32)
+    assert "The map shows the patches only: CLS, not on the map, takes **" in sentences.attention_note(vit, 0, 1, 3)
+    one = vitviz.wrap(tf.Dinov2WithRegistersModel(tf.Dinov2WithRegistersConfig(**TINY, num_register_tokens=1)), "one")
+    a = vitviz.analyze(one, random_image(32, 32), longest=32)
+    assert sentences.prefix_phrase(a) == "CLS and 1 register"
+    assert sentences.prefix_phrase(vit) == "CLS" and sentences.prefix_phrase(wide) == "CLS and 4 registers"
+
+
+def test_the_positions_note_reads_as_written(wide):
+    note = sentences.positions_note(wide)
+    assert note == (
+        "This model's table holds 4×4 positions (for 32×32 px inputs). Your photo is read as 5×9 patches, so the "
+        "table is interpolated from 4×4 to 5×9 before it is added to the patch tokens; the squares here are the 4×4 "
+        "it learned."
+    )
+    model = FAMILIES["vit"]()
+    model.native_grid = (2, 4)  # a table 2 rows by 4 columns: its input is 32 px wide and 16 tall
+    assert sentences.positions_note(vitviz.analyze(model, random_image(16, 32), longest=32)).startswith(
+        "This model's table holds 2×4 positions (for 32×16 px inputs). Your photo is read as 2×4 patches: the table "
+        "is used as it is."
+    )
+
+
+@pytest.mark.parametrize("side, says", [(8, True), (9, False)])
+def test_a_photo_enlarged_more_than_four_times_is_said_to_be_and_four_times_is_not(wide, side, says):
+    a = vitviz.analyze(wide.model, random_image(side, side, seed=13), longest=32)  # 32 px: 4x, or 3.6x
+    note = sentences.upscale_note(a, limit=3.9)
+    assert (note != "") == says and sentences.upscale_note(a) == ""
+    if says:
+        assert note == (" · **your 8×8 photo is enlarged 4× to fill the input**: the model sees blurred pixels, and "
+                        "each patch covers less than one pixel of the original")  # fmt: skip
+    exact = vitviz.analyze(wide.model, random_image(8, 8, seed=13), longest=32)
+    assert sentences.upscale_note(exact, limit=4.0) == ""  # exactly 4x is not more than 4x
+
+
+def test_the_legend_names_each_mark_in_one_line():
+    assert sentences.legend("query", "clip") == (
+        "Marks: **magenta square with a black border**: the query patch; **thin cyan outline**: a patch above the "
+        "colour scale's top (its 99th-percentile clip), so brighter than the bar shows."
+    )
+
+
+def test_the_rollout_note_gives_the_dense_heads_score_of_the_brightest_patch(coffee_224):
+    values = coffee_224.rollout("mean")
+    (gh, gw), sal = coffee_224.grid, coffee_224.dense_map()
+    row, col = divmod(int(values.argmax()), gw)
+    assert sal.shape == (gh * 14, gw * 14)  # the input's size: 14 px per patch
+    score = sal.reshape(gh, 14, gw, 14).mean(axis=(1, 3))[row, col]
+    side = "above" if score >= 0.5 else "below"
+    assert sentences.rollout_note(coffee_224, values).endswith(
+        f" The embedded model's dense head (tab 7, its saliency map) scores that patch {score:.2f} on its scale from "
+        f"0 (background) to 1 (region of interest): {side} the middle, 0.5."
+    )

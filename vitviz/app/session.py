@@ -49,6 +49,7 @@ DEFAULT_SIZE = "model default"
 SIZES = [DEFAULT_SIZE, "224", "336", "448", "518", "672"]
 # How the head dropdown (and the API) says "the mean of the heads" and views.ALL_HEADS, besides head indices
 MEAN_OF_HEADS_VALUE, ALL_HEADS_VALUE = -1, -2
+NO_IMAGE = "no image: upload one or click an example"
 
 
 def user_error(message: str, where: str) -> gr.Error:
@@ -224,7 +225,7 @@ class Server:
     def digest(self, image: str | None) -> str:
         """SHA-1 of an uploaded file, read and hashed once per upload (uploads are never rewritten in place)."""
         if not image:
-            raise ValueError("no image: upload one or click an example")
+            raise ValueError(NO_IMAGE)
         stat = Path(image).stat()
         key = (image, stat.st_size, stat.st_mtime_ns)
         with self._digests_lock:
@@ -252,6 +253,8 @@ class Server:
         """The cached analysis of this session's image, or one forward pass to make it."""
         if size not in SIZES:
             raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+        if not image:
+            raise ValueError(NO_IMAGE)
         key = (session_of(request), self.analysis_key(image, model_name, size))
         a = self.cache.get(key)
         if a is None:
