@@ -496,8 +496,8 @@ def click_patches(page, selector: str, grid, area, cells, read) -> None:
         box = page.evaluate(CONTENT_BOX, selector)
         page.mouse.click(box["left"] + x * box["sx"], box["top"] + y * box["sy"])
         marked = None
-        for _ in range(40):
-            page.wait_for_timeout(500)
+        for _ in range(200):  # read every 100 ms: an answer takes 0.2 to 1 s
+            page.wait_for_timeout(100)
             if read() != (r, c):
                 continue
             marked = marker_box(src(page, selector))

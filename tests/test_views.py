@@ -7,6 +7,7 @@ import re
 import cv2
 import numpy as np
 import pytest
+import torch
 from conftest import FAMILIES, random_image
 
 import vitviz
@@ -205,6 +206,8 @@ def test_the_live_view_overlays_each_map_of_the_frame_it_analysed(embedded, coff
         small = cv2.resize(values.astype(np.float32), (shown.shape[1], shown.shape[0]), interpolation=cv2.INTER_AREA)
         grey = shown.mean(-1)
         assert np.corrcoef(grey.ravel(), small.ravel())[0, 1] > 0.8
+    base = render.fit(a.image, views.LIVE_DISPLAY)
+    assert np.array_equal(pictures[2], views.scaled_overlay(base, maps[2], "gray", 1.0, "min-max", False))
 
 
 # ---- each picture is the map it names, drawn with the controls it was given (the colours, the outlines, the
@@ -273,13 +276,14 @@ def test_the_attention_views_all_heads_is_the_sheet_of_every_head_with_the_contr
         views.attention_view(wide, 1, None, 7, measure="value")
 
 
-@pytest.mark.parametrize("n, cols", [(6, 3), (7, 4), (10, 4)])
+@pytest.mark.parametrize("n, cols, measure", [(6, 3, "weight"), (7, 4, "weight × value norm"), (17, 4, "weight")])
 @pytest.mark.parametrize("shared", [True, False])
-def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_four(wide, n, cols, shared):
+def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_four(wide, n, cols, measure, shared):
     """A sheet of n - 1 heads (repeated where the model has fewer) and the mean: up to 6 tiles in rows of 3,
     more in rows of 4; on one colour scale under the sheet, or each tile on its own."""
     heads = [h % wide.model.num_heads for h in range(n - 1)]
-    values = [wide.contribution_map(1, h, 7) for h in heads] + [wide.contribution_map(1, None, 7)]
+    one = wide.attention_map if measure == views.WEIGHT else wide.contribution_map
+    values = [one(1, h, 7) for h in heads] + [one(1, None, 7)]
     _, lo, hi, _ = maps.colour_scale(np.stack(values), "robust")
     small = render.fit(views.display(wide), views.SHEET_TILE)
     limits, bar = ((lo, hi), None) if shared else (None, "right")
@@ -288,7 +292,7 @@ def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_
     ]
     want = render.tile(tiles, [f"head {h}" for h in heads] + ["mean of heads"], cols)
     want = render.with_colorbar_below(want, "viridis", lo, hi, "robust") if shared else want
-    got = views.attention_sheet(wide, 1, heads, 7, "viridis", 0.4, shared, "robust", views.WEIGHT_VALUE)
+    got = views.attention_sheet(wide, 1, heads, 7, "viridis", 0.4, shared, "robust", measure)
     assert np.array_equal(got, want)
 
 
@@ -300,10 +304,9 @@ def test_the_sheets_defaults_are_the_readouts_weights_on_one_scale(wide):
 
 def test_the_rollout_view_draws_the_fusion_and_discard_chosen_with_its_sentence(wide):
     values = wide.rollout("max", 0.5)
-    picture, note = views.rollout_view(wide, "max", 0.5, "magma", scale="min-max")
-    assert np.array_equal(
-        picture, views.scaled_overlay(views.display(wide), values, "magma", 0.6, "min-max", False, wide.grid)
-    )
+    picture, note = views.rollout_view(wide, "max", 0.5, "magma", scale="robust")  # robust: the clip is outlined
+    want = views.scaled_overlay(views.display(wide), values, "magma", 0.6, "robust", False, wide.grid)
+    assert np.array_equal(picture, want) and pixels_of(picture, views.CLIPPED).any()
     assert note == sentences.rollout_note(wide, values)
 
 
@@ -330,17 +333,18 @@ def test_a_click_on_the_position_map_picks_the_position_under_it_clamped_to_the_
     assert views.position_at(model, side - 1, side - 1) == (2, 4)
     assert views.position_at(model, side / 5 * 3 + 1, side / 3 + 1) == (1, 3)
     assert views.position_at(model, side * 2, side * 2) == (2, 4)
+    assert views.position_at(model, 100, 100) == (0, 1)  # 100 px: a third of a row, more than a column
 
 
 def test_the_heads_view_draws_the_norms_with_their_outliers_boxed_and_the_pca_beside_the_photo(wide):
-    distance, entropy, outliers, pca, note = views.heads_views(wide, "magma", "min-max")
+    distance, entropy, outliers, pca, note = views.heads_views(wide, "magma", "robust")
     norms, base = wide.token_norms(), views.display(wide)
     flagged = maps.high_norm_tokens(norms)
-    assert np.array_equal(
-        outliers, views.scaled_overlay(base, norms, "magma", 0.65, "min-max", True, wide.grid, flagged=flagged)
-    )
+    want = views.scaled_overlay(base, norms, "magma", 0.65, "robust", True, wide.grid, flagged=flagged)
+    assert np.array_equal(outliers, want) and pixels_of(outliers, views.CLIPPED).any()
     gap = np.full((base.shape[0], 8, 3), 255, np.uint8)
     assert np.array_equal(pca, np.concatenate([base, gap, render.upsample_rgb(wide.pca_rgb(), base.shape[:2])], axis=1))
+    assert pca.dtype == np.uint8
     assert distance.to_json() == plots.attention_distance(wide.mean_attention_distance, 8).to_json()
     assert entropy.layout.title.text.replace("<br>", " ").startswith(
         "Attention entropy (low = focused, high = spread out)"
@@ -367,14 +371,25 @@ def test_the_heads_views_sentence_counts_the_tokens_that_stand_apart(wide, outli
     norms = np.ones(wide.grid, np.float32)
     norms.flat[:outliers] = 5.0
     a.token_norms = lambda: norms
-    note = views.heads_views(a)[4]
+    boxed, note = views.heads_views(a)[2:5:2]
+    green = pixels_of(boxed, (0, 255, 0))
+    assert green.any() == (outliers > 0)
+    if outliers:
+        x0, y0, _, _ = render.patch_box(a.grid, boxed.shape[:2], 0)
+        assert green[y0 : y0 + 3, x0 : x0 + 3].any()  # patch 0's box
     assert says in note and f"is {5.0 if outliers else 1.0:.2f}× the median" in note
     assert note.endswith("(Darcet et al. 2023), used as scratch space." if outliers else "on this image.")
 
 
 def test_the_output_view_gives_the_top_classes_and_the_dense_heads_map(coffee_224):
-    tiny = vitviz.analyze(FAMILIES["vit"](), random_image(32, 32), longest=32)
-    assert views.output_view(tiny) == (dict(tiny.top_classes(5)), None) and len(tiny.top_classes(5)) == 5
+    import transformers as tf
+    from conftest import TINY
+
+    cfg = tf.ViTConfig(**TINY, num_labels=8, id2label={i: f"class {i}" for i in range(8)})
+    tiny = vitviz.analyze(vitviz.wrap(tf.ViTForImageClassification(cfg), "eight"), random_image(32, 32), longest=32)
+    probs = torch.softmax(torch.from_numpy(tiny.logits), 0).numpy()
+    best = {f"class {i}": float(probs[i]) for i in np.argsort(-probs)[:5]}  # five of the eight
+    assert views.output_view(tiny) == (best, None)
     top, picture = views.output_view(coffee_224)
     want = views.scaled_overlay(
         views.display(coffee_224), coffee_224.dense_map(), "inferno", 0.6, maps.DEFAULT_SCALE, False
@@ -503,18 +518,22 @@ def test_a_signed_map_almost_all_zero_is_scaled_by_its_largest_value_or_one(wide
     )
 
 
-@pytest.mark.parametrize("name", ["siglip_vision", "vit", "dinov2_registers"])
+@pytest.mark.parametrize("name", ["siglip_vision", "vit", "deit", "dinov2_registers"])
 def test_the_tokens_sentence_counts_the_patches_and_names_the_prefix_tokens(name):
     a = vitviz.analyze(FAMILIES[name](), random_image(40, 72, seed=4), longest=72)
     (gh, gw), m = a.grid, a.model
     text = views.tokens_view(a)[1]
     assert f"**{gh} × {gw} = {gh * gw} patch tokens** of 8×8 pixels (the model sees the image at 72×40)" in text
-    plus = {0: " and no prefix token", 1: ", **plus 1 prefix token: CLS**"}.get(
-        m.n_prefix, f", **plus 5 prefix tokens: {', '.join(m.prefix_tokens)}**"
-    )
+    plus = {
+        0: " and no prefix token",
+        1: ", **plus 1 prefix token: CLS**",
+        2: ", **plus 2 prefix tokens: CLS, distillation**",
+    }.get(m.n_prefix, f", **plus 5 prefix tokens: {', '.join(m.prefix_tokens)}**")
     assert f"{plus} → {m.n_prefix + gh * gw} tokens in all. " in text
     order = f"so patch p*i* sits at position #*i*+{m.n_prefix} (the strip under the picture). "
     assert (order in text) == (m.n_prefix > 0) and "picture). None" not in text
+    after = f"In the sequence the prefix tokens come first, {order}" if m.n_prefix else ""
+    assert f"top: the column). {after}{sentences.readout_phrase(a)} Each patch token" in text
     assert text.endswith("learned *position embedding* added (+ pos), so the model knows where the patch came from.")
 
 
@@ -611,3 +630,25 @@ def test_the_rollout_note_gives_the_dense_heads_score_of_the_brightest_patch(cof
         f" The embedded model's dense head (tab 7, its saliency map) scores that patch {score:.2f} on its scale from "
         f"0 (background) to 1 (region of interest): {side} the middle, 0.5."
     )
+
+
+def test_inside_a_heads_strips_show_cls_then_the_three_keys_weighted_most_each_once(wide):
+    """Where CLS is among the three keys weighted most it is shown once, and register 1 is shown as any key is."""
+    cases = {}
+    for head in range(wide.model.num_heads):
+        for q in range(45):
+            top = [int(j) for j in np.argsort(-wide.inside_head(1, head, q).weights)[:3]]
+            if 0 in top:
+                cases.setdefault("CLS in the top 3", (head, q, top))
+            elif 1 in top:
+                cases.setdefault("register 1 in the top 3", (head, q, top))
+    assert len(cases) == 2
+    for head, q, top in cases.values():
+        keys = [0] + [j for j in top if j != 0]
+        strips = views.inside_views(wide, 1, head, q)[3]
+        assert list(strips.data[1].y) == [f"v · {sentences.token_name(wide, j).split(' (')[0]}" for j in keys]
+
+
+def test_an_overlays_colour_scale_goes_right_below_or_nowhere():
+    with pytest.raises(ValueError, match="colorbar must be 'right', 'below' or None, got 'left'"):
+        views.scaled_overlay(GREY, np.ones((5, 9)), "gray", 0.5, "min-max", True, colorbar="left")

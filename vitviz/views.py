@@ -72,6 +72,8 @@ def scaled_overlay(
     the patches above the clip are outlined (and `flagged` ones in green). limits: (low, high) shared
     with other pictures. colorbar: "right", "below" (pictures shown small, side by side) or None.
     query: a patch to outline on top of everything, the query of an attention map."""
+    if colorbar not in ("right", "below", None):
+        raise ValueError(f"colorbar must be 'right', 'below' or None, got {colorbar!r}")
     shown, lo, hi, clipped = colour_scale(values, scale)
     if limits is not None:
         lo, hi = limits
@@ -140,7 +142,7 @@ def attention_sheet(
     _, lo, hi, _ = colour_scale(maps, scale)
     limits, bars = ((lo, hi), None) if shared_scale else (None, "right")
     tiles = [scaled_overlay(small, m, cmap, alpha, scale, True, a.grid, limits, bars, query=marked) for m in maps]
-    sheet = render.tile(tiles, labels, cols=4 if len(tiles) > 9 else 3 + (len(tiles) > 6))
+    sheet = render.tile(tiles, labels, cols=4 if len(tiles) > 6 else 3)
     # one colour scale under the sheet, not beside it: the tiles keep the width (>= 200 px shown at 1400)
     return render.with_colorbar_below(sheet, cmap, lo, hi, scale) if shared_scale else sheet
 
