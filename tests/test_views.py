@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import cv2
@@ -569,7 +570,11 @@ def test_the_attention_note_of_a_model_without_prefix_tokens_says_its_probe_is_t
         "This model has no prefix token: the map holds all of this query's attention (the mean over the heads). "
         "The probe attends once, after the last layer: its map is the same whatever layer is picked. Over all queries"
     )
-    assert note.endswith(uniform_part(a, e))
+    assert note.endswith(uniform_part(a, e)) and sentences.prefix_phrase(a) == "no prefix token"
+    assert sentences.readout_phrase(a) == (
+        "SigLIP has no CLS token: its readout is an *attention-pooling probe*, a learned query that attends over all "
+        "45 patch tokens once, after the last layer, and whose output summarises the image."
+    )
     assert "The probe" not in sentences.attention_note(a, 0, None, 3)  # a patch's own row changes with the layer
 
 
@@ -579,9 +584,10 @@ def test_one_prefix_token_takes_and_one_register_is_one_register(wide):
 
     vit = vitviz.analyze(FAMILIES["vit"](), random_image(32, 32), longest=32)
     assert "The map shows the patches only: CLS, not on the map, takes **" in sentences.attention_note(vit, 0, 1, 3)
-    one = vitviz.wrap(tf.Dinov2WithRegistersModel(tf.Dinov2WithRegistersConfig(**TINY, num_register_tokens=1)), "one")
-    a = vitviz.analyze(one, random_image(32, 32), longest=32)
-    assert sentences.prefix_phrase(a) == "CLS and 1 register"
+    for registers in (1, 2):
+        cfg = tf.Dinov2WithRegistersConfig(**TINY, num_register_tokens=registers)
+        a = vitviz.analyze(vitviz.wrap(tf.Dinov2WithRegistersModel(cfg), "r"), random_image(32, 32), longest=32)
+        assert sentences.prefix_phrase(a) == f"CLS and {registers} register{'s' * (registers > 1)}"
     assert sentences.prefix_phrase(vit) == "CLS" and sentences.prefix_phrase(wide) == "CLS and 4 registers"
 
 
@@ -600,7 +606,7 @@ def test_the_positions_note_reads_as_written(wide):
     )
 
 
-@pytest.mark.parametrize("side, says", [(8, True), (9, False)])
+@pytest.mark.parametrize("side, says", [(8, True), (9, False)])  # 32 px from 8: 4x, from 9: 3.6x
 def test_a_photo_enlarged_more_than_four_times_is_said_to_be_and_four_times_is_not(wide, side, says):
     a = vitviz.analyze(wide.model, random_image(side, side, seed=13), longest=32)  # 32 px: 4x, or 3.6x
     note = sentences.upscale_note(a, limit=3.9)
@@ -652,3 +658,85 @@ def test_inside_a_heads_strips_show_cls_then_the_three_keys_weighted_most_each_o
 def test_an_overlays_colour_scale_goes_right_below_or_nowhere():
     with pytest.raises(ValueError, match="colorbar must be 'right', 'below' or None, got 'left'"):
         views.scaled_overlay(GREY, np.ones((5, 9)), "gray", 0.5, "min-max", True, colorbar="left")
+
+
+def test_the_default_limit_of_enlargement_is_four_times(wide):
+    five = vitviz.analyze(wide.model, random_image(8, 8, seed=13), longest=40)
+    assert "your 8×8 photo is enlarged 5× to fill the input" in sentences.upscale_note(five)
+
+
+def test_a_token_is_named_by_its_prefix_name_or_its_patch_row_and_column(wide):
+    assert [sentences.token_name(wide, i) for i in (0, 2)] == [wide.model.prefix_tokens[0], wide.model.prefix_tokens[2]]
+    assert sentences.token_name(wide, 5 + 12) == "patch 12 (row 1, col 3)"  # 9 patches a row
+
+
+@pytest.mark.parametrize("artifact", [False, True])
+def test_the_rollout_note_on_a_map_with_one_bright_patch_gives_its_tail_and_whether_it_is_an_artifact(wide, artifact):
+    import copy
+
+    a = copy.copy(wide)
+    values = np.ones(wide.grid, np.float32)
+    values.flat[12] = 10.0
+    norms = np.ones(wide.grid, np.float32)
+    norms.flat[12] = 5.0 if artifact else 1.5
+    a.token_norms = lambda: norms
+    tail = 10.0 / np.percentile(values, 99)
+    kind = "an artifact token" if artifact else "no artifact token (its norm is ordinary)"
+    assert sentences.rollout_note(a, values) == (
+        f"The brightest patch, row 1, column 3 (patch 12), gets {10 / 54:.1%} of all that the patches pass to the "
+        f"readout: {tail:.1f} times the level that only 1 in 100 patches exceeds (the 99th percentile). Its output "
+        f"vector is {norms.flat[12]:.2f} times as long as the median patch's: {kind}."
+    )
+
+
+@pytest.mark.parametrize("score, side", [(0.5, "above"), (0.49, "below")])
+def test_the_rollout_note_says_whether_the_dense_head_scores_the_patch_above_the_middle(wide, score, side):
+    import copy
+
+    a = copy.copy(wide)
+    dense = np.zeros((50, 90), np.float32)  # 10 px a patch
+    dense[10:20, 30:40] = score  # patch 12: row 1, column 3
+    a.__dict__["_dense_map"] = dense
+    values = np.ones(wide.grid, np.float32)
+    values.flat[12] = 10.0
+    assert sentences.rollout_note(a, values).endswith(
+        f"scores that patch {score:.2f} on its scale from 0 (background) to 1 (region of interest): {side} the "
+        "middle, 0.5."
+    )
+
+
+@pytest.mark.parametrize("name", ["dinov2_registers", "vit"])
+def test_inside_notes_five_steps_read_as_written_with_this_heads_numbers(name):
+    """Over every layer, head and every other query, each step's words and numbers are this head's, in both forms of
+    the sentences that depend on them (the top contribution is or is not the top weight; the head gives the most or
+    not)."""
+    a = vitviz.analyze(FAMILIES[name](), random_image(40, 72, seed=8), longest=72)
+    seen = set()
+    for layer, head, query in itertools.product(range(3), range(4), range(0, 45, 2)):
+        d, u = a.inside_head(layer, head, query), a.layer_updates(layer)
+        steps = sentences.inside_note(a, d, u).split("\n\n")
+        assert steps[0] == r"$$\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right)V$$"
+        row, col = divmod(query, 9)
+        assert steps[1].endswith(f"(4 heads × 8 = 32). The query is **patch {query} (row {row}, col {col})**.")
+        prefix = " · ".join(
+            f"{t}: score {d.scores[i]:.2f}, weight {d.weights[i]:.2g}" for i, t in enumerate(a.model.prefix_tokens)
+        )
+        assert steps[2].endswith(f"Prefix tokens, not pictured: {prefix}.")
+        big, most, best = (int(np.argmax(x)) for x in (d.weights, d.contributions, d.head_shares))
+        assert f"The largest weight is **{d.weights[big]:.3f}**, on {sentences.token_name(a, big)};" in steps[3]
+        same = (
+            "the key with the largest weight"
+            if most == big
+            else f"not the key with the largest weight ({sentences.token_name(a, big)})"
+        )
+        assert steps[4].endswith(f"comes from {sentences.token_name(a, most)}, {same}.")
+        leader = "the most of any head" if best == head else f"head {best} gives the most, {d.head_shares[best]:.0%}"
+        assert f"gives **{d.head_shares[head]:.0%}** of the heads' summed contributions ({leader})." in steps[5]
+        scale = " Both updates pass through DINOv2's learned *LayerScale* first." if name != "vit" else ""
+        q = a.n_prefix + query
+        assert steps[5].endswith(
+            f"$\\mathrm{{MLP}}(\\mathrm{{LN}}(y))$.{scale} For this token $\\lVert x \\rVert = {u.residual[q]:.1f}$, "
+            f"the attention update is {u.attention[q]:.1f} and the MLP update {u.mlp[q]:.1f}."
+        )
+        seen |= {most == big, f"leader {best == head}"}
+    assert seen == {True, False, "leader True", "leader False"}
