@@ -59,6 +59,46 @@ def test_importing_every_module_starts_no_thread_makes_no_folder_and_shadows_no_
     assert out.split("\n")[-2] == "0 [] []", out
 
 
+def test_no_module_imports_one_that_imports_it_back_and_the_engine_never_imports_the_app():
+    """Every import in vitviz, lazy ones included, as a graph of modules (the package's own `__init__`, which
+    re-exports, left out): it has no circle, and only the command line (`vitviz serve`) reaches into the app."""
+    import ast
+    import graphlib
+    from pathlib import Path
+
+    import vitviz
+
+    root = Path(vitviz.__file__).parent
+    names = {
+        ".".join(f.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): f
+        for f in root.rglob("*.py")
+    }
+    graph = {}
+    for name, file in names.items():
+        package = name.split(".") if file.name == "__init__.py" else name.split(".")[:-1]
+        found = set()
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = (
+                    ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".")
+                    if node.level
+                    else node.module
+                )
+                found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in names else base for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[name] = {d for d in found if d in names and d not in (name, "vitviz")}
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError, naming the circle
+    upward = sorted(
+        (m, d)
+        for m, deps in graph.items()
+        for d in deps
+        if d.startswith("vitviz.app") and not m.startswith("vitviz.app")
+    )
+    assert upward == [("vitviz.cli", "vitviz.app")]
+    assert len(graph) > 40 and graph["vitviz.views"] >= {"vitviz.render", "vitviz.sentences"}
+
+
 def test_a_server_stops_its_threads():
     from vitviz.app.session import Server
 

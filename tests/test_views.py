@@ -699,7 +699,8 @@ def test_the_rollout_note_says_whether_the_dense_head_scores_the_patch_above_the
     a.__dict__["_dense_map"] = dense
     values = np.ones(wide.grid, np.float32)
     values.flat[12] = 10.0
-    assert sentences.rollout_note(a, values).endswith(
+    note = sentences.rollout_note(a, values)
+    assert note.startswith("The brightest patch, row 1, column 3 (patch 12), gets ") and note.endswith(
         f"scores that patch {score:.2f} on its scale from 0 (background) to 1 (region of interest): {side} the "
         "middle, 0.5."
     )
@@ -721,7 +722,11 @@ def test_inside_notes_five_steps_read_as_written_with_this_heads_numbers(name):
         prefix = " · ".join(
             f"{t}: score {d.scores[i]:.2f}, weight {d.weights[i]:.2g}" for i, t in enumerate(a.model.prefix_tokens)
         )
-        assert steps[2].endswith(f"Prefix tokens, not pictured: {prefix}.")
+        assert (
+            steps[2].endswith(f"Prefix tokens, not pictured: {prefix}.")
+            and f"for each of the {a.n_prefix + 45} keys" in steps[2]
+        )
+        assert f"**{d.effective_keys:.1f}** of {a.n_prefix + 45}." in steps[3]
         big, most, best = (int(np.argmax(x)) for x in (d.weights, d.contributions, d.head_shares))
         assert f"The largest weight is **{d.weights[big]:.3f}**, on {sentences.token_name(a, big)};" in steps[3]
         same = (

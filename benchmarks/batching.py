@@ -1,0 +1,51 @@
+"""Benchmark: `python -m benchmarks.batching [--device auto|cpu|cuda] [--repeats N] [--batches 2,4,8]`.
+
+Would micro-batching concurrent uploads help? For the bundled coffee photo at 224 and 448 px (longest side),
+prints the time of k uploads' forward passes one after the other (as the app runs them: each `analyze`'s one
+forward, attentions kept in float16) against one forward of the k images as a batch, each layer's attentions of
+every image kept in float16 as the batch makes them (what a batched capture would have to keep), in images per
+second, and their ratio. Medians of
+N runs; on a GPU each time is taken between `torch.cuda.synchronize()` calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from vitviz import example, load_image, load_model
+from vitviz.analysis import model_input
+
+from .bench import median_ms
+
+
+def batched_forward(model, x: torch.Tensor) -> None:
+    kept = []
+    model.forward(x, attentions=lambda layer, weights: kept.append(weights.to(torch.float16)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batches", default="2,4,8")
+    args = parser.parse_args(argv)
+    model = load_model(device=args.device)
+    device = torch.device(model.device)
+    print(f"{model.name} on {device} ({torch.get_num_threads()} CPU threads)")
+    print("| input | k | one by one, images/s | as a batch, images/s | batch / one by one |")
+    print("|---|---|---|---|---|")
+    rgb = load_image(example("coffee"))
+    for side in (224, 448):
+        one = torch.from_numpy(model_input(model, rgb, side)).to(device)
+        single = median_ms(lambda x=one: model.forward(x), args.repeats, device) / 1000
+        for k in (int(b) for b in args.batches.split(",")):
+            batch = one.repeat(k, 1, 1, 1)
+            together = median_ms(lambda x=batch: batched_forward(model, x), args.repeats, device) / 1000
+            size, ratio = f"{one.shape[3]}×{one.shape[2]}", single * k / together
+            print(f"| {size} | {k} | {1 / single:.2f} | {k / together:.2f} | {ratio:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
