@@ -375,3 +375,115 @@ def test_clicks_on_the_attributions_picture_set_a_boxs_corners_in_the_photos_pix
     assert again == [[5 * scale, 6 * scale]]  # a third click starts a new box
     with pytest.raises(gr.Error, match="A box only applies to the embedded model's dense head"):
         pick_corner(server, path, "tiny", "model default", [], SimpleNamespace(index=(1, 1)), None)
+
+
+def test_each_model_has_its_own_analysis_of_a_photo_and_a_new_one_reports_its_progress(server, tmp_path, monkeypatch):
+    """A model not yet loaded is loaded once, on the server's device, saying so; the forward says so too."""
+    from conftest import FAMILIES
+
+    from vitviz.app import session
+
+    loaded = []
+
+    def load_model(name, device):
+        loaded.append((name, device))
+        return FAMILIES["vit"]()
+
+    monkeypatch.setattr(session, "load_model", load_model)
+    said = []
+
+    def progress(fraction, desc):
+        said.append((fraction, desc))
+
+    path = photo(tmp_path, "a.png", 14)
+    tiny = server.get_analysis(path, "tiny", "224", None, progress)
+    assert said == [(0.3, "Running the ViT: one forward pass captures every layer")]
+    said.clear()
+    other = server.get_analysis(path, "other", "224", None, progress)
+    assert other is not tiny and other.model is server.models["other"] and loaded == [("other", "cpu")]
+    assert said == [(0.05, "Loading other (a hub model downloads once)"), (0.3, said[1][1])]
+    assert server.get_analysis(path, "other", "224", None) is other and loaded == [("other", "cpu")]
+    assert server.get_model("other") is other.model
+
+
+def test_a_depth_model_is_loaded_once_on_the_servers_device(server, monkeypatch):
+    from vitviz.app import session
+
+    loaded = []
+    monkeypatch.setattr(session, "load_depth_model", lambda name, device: loaded.append((name, device)) or object())
+    first = server.get_depth_model("dpt")
+    assert server.get_depth_model("dpt") is first and loaded == [("dpt", "cpu")]
+
+
+def test_the_attribution_copy_of_a_model_with_a_dense_head_has_its_own_dense_head(server, embedded):
+    import torch
+
+    server.models[embedded.name] = embedded
+    copy_of_it = server.get_attribution_model(embedded.name)
+    assert copy_of_it.dense_head is not None and copy_of_it.dense_head is not embedded.dense_head
+    for a, b in zip(embedded.dense_head.parameters(), copy_of_it.dense_head.parameters(), strict=True):
+        assert a is not b and torch.equal(a, b)
+    assert next(copy_of_it.net.parameters()) is not next(embedded.net.parameters())
+    with copy_of_it.lock:  # its own lock: a forward of the shared model does not wait for an attribution
+        assert embedded.lock.acquire(blocking=False)
+        embedded.lock.release()
+
+
+def test_a_started_server_warms_each_new_analysis_in_the_background_and_stops_cleanly(
+    server, tmp_path, monkeypatch, caplog
+):
+    """Started, the server fills every warm step of a new analysis (the three fusions' thresholds, every layer's
+    statistics) without being asked; an analysis whose warm fails is logged and the next one still warms; stop()
+    ends both threads without an error in them."""
+    import threading
+    import time
+
+    errors = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    server.start()
+    assert server.start() is server and [t.name for t in server._threads] == ["vitviz-warmer", "vitviz-janitor"]
+    assert all(t.daemon for t in server._threads)
+    broken = server.get_analysis(photo(tmp_path, "a.png", 15), "tiny", "224", None)
+    broken.warm_step = lambda step: 1 / 0
+    a = server.get_analysis(photo(tmp_path, "b.png", 16), "tiny", "224", None)
+    for _ in range(200):
+        if len(a._layer_stats) == a.model.num_layers:
+            break
+        time.sleep(0.05)
+    assert sorted(a._thresholds) == ["max", "mean", "min"] and len(a._layer_stats) == a.model.num_layers
+    server.stop()
+    assert not any(t.is_alive() for t in server._threads) and errors == []
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == ["background warm, step 0"]
+
+
+def test_a_request_without_a_session_is_the_local_session():
+    from types import SimpleNamespace
+
+    from vitviz.app.session import session_of
+
+    assert session_of(None) == "local" and session_of(SimpleNamespace(session_hash=None)) == "local"
+    assert session_of(SimpleNamespace(session_hash="abc")) == "abc"
+
+
+def test_a_server_starts_with_nothing_loaded_on_its_device():
+    from vitviz.app.session import Server
+
+    s = Server()
+    assert s.device == "auto" and Server(device="cpu").device == "cpu"
+    assert s.models == s.depth_models == s.attribution_models == s.similarity == {} and not s.depth_files
+    assert not s.stopped and len(s.cache) == 0 and s._threads == []
+
+
+def test_a_picture_has_its_caption_above_it_and_a_clickable_one_no_button_over_its_corner():
+    from vitviz.app.session import picture
+
+    with gr.Blocks():
+        clickable = picture("Overlay", scale=2, clickable=True, elem_id="overlay")
+        plain = picture("Depth")
+    for image, label, buttons in ((clickable, "Overlay", []), (plain, "Depth", ["fullscreen"])):
+        assert (image.label, image.show_label, image.interactive, image.format) == (label, False, False, "jpeg")
+        assert image.buttons == buttons
+        caption = image.parent.children[0]
+        assert caption.value == f"**{label}**" and caption.elem_classes == ["caption"]
+        assert image.parent.min_width == 160
+    assert (clickable.parent.scale, plain.parent.scale, clickable.elem_id) == (2, 1, "overlay")
