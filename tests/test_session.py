@@ -181,8 +181,9 @@ def test_an_analysis_key_names_the_photos_bytes_the_model_and_the_size(server, t
     sha = hashlib.sha1(open(path, "rb").read()).hexdigest()
     assert server.analysis_key(path, "tiny", "448") == f"{sha}|tiny|448" and server.digest(path) == sha
     assert server.analysis_key(None, "tiny", "448") is None and server.analysis_key("", "tiny", "448") is None
-    with pytest.raises(ValueError, match="no image: upload one or click an example"):
-        server.get_analysis(None, "tiny", "448", None)
+    for ask in (lambda: server.get_analysis(None, "tiny", "448", None), lambda: server.digest("")):
+        with pytest.raises(ValueError, match="no image: upload one or click an example"):
+            ask()
     for i in range(4100):  # the digests kept are bounded: the oldest go first
         server._digests[(str(i), 0, 0)] = "x"
     server.digest(photo(tmp_path, "b.png", 4))
@@ -313,6 +314,7 @@ def test_gradios_own_refusals_name_the_api_parameter_they_refuse():
     with gr.Blocks() as demo:
         layer, out = gr.Slider(0, 11, step=1), gr.Number()
         layer.change(draw, [layer], out, api_name="draw")
+        layer.release(None, [layer], None, js="(x) => x")  # an event with no parameter names: left alone
     name_refusals(demo)
     name_refusals(demo)  # once named, never twice
     with pytest.raises(gr.Error) as raised:
@@ -470,7 +472,7 @@ def test_a_server_starts_with_nothing_loaded_on_its_device():
 
     s = Server()
     assert s.device == "auto" and Server(device="cpu").device == "cpu"
-    assert s.models == s.depth_models == s.attribution_models == s.similarity == {} and not s.depth_files
+    assert s.models == s.depth_models == s.attribution_models == s.similarity == s.depth_files == {}
     assert not s.stopped and len(s.cache) == 0 and s._threads == []
 
 
@@ -487,3 +489,21 @@ def test_a_picture_has_its_caption_above_it_and_a_clickable_one_no_button_over_i
         assert caption.value == f"**{label}**" and caption.elem_classes == ["caption"]
         assert image.parent.min_width == 160
     assert (clickable.parent.scale, plain.parent.scale, clickable.elem_id) == (2, 1, "overlay")
+
+
+def test_the_janitor_gives_memory_back_soon_after_much_was_freed(monkeypatch):
+    import threading
+
+    from vitviz.app import session
+
+    trims = threading.Event()
+    monkeypatch.setattr(session.memory, "trim", trims.set)
+    server = session.Server()
+    janitor = threading.Thread(target=server._janitor, args=(0.05,), daemon=True)
+    janitor.start()
+    assert not trims.wait(0.3)  # nothing was freed
+    server.freed.set()
+    assert trims.wait(5) and not server.freed.is_set()  # within the period, before the server stops
+    server.stop()
+    janitor.join(5)
+    assert not janitor.is_alive()
