@@ -507,3 +507,13 @@ def test_the_janitor_gives_memory_back_soon_after_much_was_freed(monkeypatch):
     server.stop()
     janitor.join(5)
     assert not janitor.is_alive()
+
+
+def test_the_live_view_says_the_camera_is_off_until_a_frame_comes(server):
+    from vitviz.app.live import CAMERA_OFF, frame
+
+    assert frame(server, None, "tiny", 2, -1, ["attention"], "inferno", 0.6, "log", None) == (None,) * 4 + (
+        CAMERA_OFF,
+        None,
+    )
+    assert CAMERA_OFF.startswith("**The camera is off.** Press the record button under it")

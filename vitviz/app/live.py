@@ -20,6 +20,10 @@ CPU_FRAME_INTERVAL_S = 0.2
 STREAM_LIMIT_S = 300  # one stream's share of the server, then the camera stops (press record again)
 LIVE_SLOTS = 2  # streams served at once; more wait in the queue, and never hold a slot of the other views
 FROZEN_KEEP = 64  # frozen frames kept on disk, newest first: each one is an upload the views may read
+CAMERA_OFF = (  # what the empty pictures wait for, until a frame comes and whenever the camera stops
+    "**The camera is off.** Press the record button under it (the browser asks once for permission): each frame "
+    "then fills the three pictures below."
+)
 
 
 @user_errors
@@ -27,7 +31,7 @@ def frame(server: Server, camera, model_name, layer, head, shown, cmap, alpha, c
     """One camera frame: (attention, rollout, dense head, the frame for "freeze", server time, when this
     frame started). A frame that comes too soon after the last one on a CPU is dropped."""
     if camera is None:
-        return None, None, None, None, "", None
+        return None, None, None, None, CAMERA_OFF, None
     start = time.perf_counter()
     model = server.get_model(model_name)
     if model.device.type == "cpu" and started is not None and start - started < CPU_FRAME_INTERVAL_S:
@@ -76,7 +80,7 @@ def build(ctx: Context) -> None:
                 head = gr.Dropdown([c for c in head_choices(m) if c[1] != -2], value=MEAN_OF_HEADS_VALUE, label="Head")
                 shown = gr.CheckboxGroup(list(views.LIVE_LAYERS), value=list(views.LIVE_LAYERS), label="Draw")
                 freeze_button = gr.Button("Freeze: analyse this frame in every view", elem_id="freeze")
-                info = gr.Markdown(elem_id="live-info")
+                info = gr.Markdown(CAMERA_OFF, elem_id="live-info")
         with gr.Row():
             attention = picture(
                 label="The readout's attention, in the layer and head chosen above", elem_id="live-attention"
