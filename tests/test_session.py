@@ -146,6 +146,13 @@ def server(tmp_path):
     return s
 
 
+def sha1_of(path: str) -> str:
+    import hashlib
+    from pathlib import Path
+
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
+
+
 def photo(folder, name: str, seed: int, shape=(40, 72)) -> str:
     import cv2
     from conftest import random_image
@@ -175,10 +182,9 @@ def test_an_analysis_is_made_once_per_session_photo_and_size_and_read_from_the_c
 
 
 def test_an_analysis_key_names_the_photos_bytes_the_model_and_the_size(server, tmp_path):
-    import hashlib
 
     path = photo(tmp_path, "a.png", 3)
-    sha = hashlib.sha1(open(path, "rb").read()).hexdigest()
+    sha = sha1_of(path)
     assert server.analysis_key(path, "tiny", "448") == f"{sha}|tiny|448" and server.digest(path) == sha
     assert server.analysis_key(None, "tiny", "448") is None and server.analysis_key("", "tiny", "448") is None
     for ask in (lambda: server.get_analysis(None, "tiny", "448", None), lambda: server.digest("")):
@@ -215,7 +221,6 @@ def test_a_warm_step_that_grows_the_cache_past_its_cap_evicts_the_oldest_and_ask
 
 
 def test_a_depth_result_is_made_once_per_session_model_and_photo(server, tmp_path):
-    import hashlib
     from types import SimpleNamespace
 
     from conftest import tiny_dpt
@@ -225,7 +230,7 @@ def test_a_depth_result_is_made_once_per_session_model_and_photo(server, tmp_pat
     server.depth_models["tiny-dpt"] = wrap_depth(tiny_dpt(), "tiny-dpt")
     first, second = photo(tmp_path, "a.png", 10, (64, 64)), photo(tmp_path, "b.png", 11, (64, 64))
     key = server.depth_key(first, "tiny-dpt", SimpleNamespace(session_hash="alice"))
-    assert key == ("alice", "tiny-dpt", hashlib.sha1(open(first, "rb").read()).hexdigest())
+    assert key == ("alice", "tiny-dpt", sha1_of(first))
     r = server.get_depth(first, "tiny-dpt", key)
     assert server.get_depth(first, "tiny-dpt", key) is r and r.depth.shape == (64, 64)
     server.freed.clear()
@@ -273,11 +278,13 @@ def test_the_head_menu_offers_the_mean_every_head_at_once_and_each_head_and_refu
             head_arg(bad, model)
 
 
-def test_a_bound_handler_gets_the_server_first_and_shows_gradio_only_the_rest(tmp_path):
+def test_a_bound_handler_gets_the_server_first_and_shows_gradio_only_the_rest(tmp_path, monkeypatch):
     import inspect
+    import tempfile
 
     from vitviz.app.session import Server, slots
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its scratch folder goes with the test's
     s = Server()
 
     def draw(server, image, layer=3):
@@ -442,12 +449,12 @@ def test_a_started_server_warms_each_new_analysis_in_the_background_and_stops_cl
 
     errors = []
     monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
-    server.start()
-    assert server.start() is server and [t.name for t in server._threads] == ["vitviz-warmer", "vitviz-janitor"]
-    assert all(t.daemon for t in server._threads)
     broken = server.get_analysis(photo(tmp_path, "a.png", 15), "tiny", "224", None)
     broken.warm_step = lambda step: 1 / 0
     a = server.get_analysis(photo(tmp_path, "b.png", 16), "tiny", "224", None)
+    server.start()  # the two wait in its queue
+    assert server.start() is server and [t.name for t in server._threads] == ["vitviz-warmer", "vitviz-janitor"]
+    assert all(t.daemon for t in server._threads)
     for _ in range(200):
         if len(a._layer_stats) == a.model.num_layers:
             break
@@ -491,14 +498,14 @@ def test_a_picture_has_its_caption_above_it_and_a_clickable_one_no_button_over_i
     assert (clickable.parent.scale, plain.parent.scale, clickable.elem_id) == (2, 1, "overlay")
 
 
-def test_the_janitor_gives_memory_back_soon_after_much_was_freed(monkeypatch):
+def test_the_janitor_gives_memory_back_soon_after_much_was_freed():
     import threading
 
     from vitviz.app import session
 
     trims = threading.Event()
-    monkeypatch.setattr(session.memory, "trim", trims.set)
     server = session.Server()
+    server.trim = trims.set
     janitor = threading.Thread(target=server._janitor, args=(0.05,), daemon=True)
     janitor.start()
     assert not trims.wait(0.3)  # nothing was freed
@@ -516,4 +523,3 @@ def test_the_live_view_says_the_camera_is_off_until_a_frame_comes(server):
         CAMERA_OFF,
         None,
     )
-    assert CAMERA_OFF.startswith("**The camera is off.** Press the record button under it")

@@ -334,7 +334,7 @@ def test_a_click_on_the_position_map_picks_the_position_under_it_clamped_to_the_
     assert views.position_at(model, side - 1, side - 1) == (2, 4)
     assert views.position_at(model, side / 5 * 3 + 1, side / 3 + 1) == (1, 3)
     assert views.position_at(model, side * 2, side * 2) == (2, 4)
-    assert views.position_at(model, 100, 100) == (0, 1)  # 100 px: a third of a row, more than a column
+    assert views.position_at(model, 100, 100) == (0, 1)  # 100 px: within row 0 (160 px), in column 1 (96 px)
 
 
 def test_the_heads_view_draws_the_norms_with_their_outliers_boxed_and_the_pca_beside_the_photo(wide):

@@ -20,9 +20,9 @@ CPU_FRAME_INTERVAL_S = 0.2
 STREAM_LIMIT_S = 300  # one stream's share of the server, then the camera stops (press record again)
 LIVE_SLOTS = 2  # streams served at once; more wait in the queue, and never hold a slot of the other views
 FROZEN_KEEP = 64  # frozen frames kept on disk, newest first: each one is an upload the views may read
-CAMERA_OFF = (  # what the empty pictures wait for, until a frame comes and whenever the camera stops
-    "**The camera is off.** Press the record button under it (the browser asks once for permission): each frame "
-    "then fills the three pictures below."
+CAMERA_OFF = (  # what the empty pictures wait for (the stream sends no frame: None)
+    "**The camera is off.** Press the record button under the camera picture (the browser asks once for "
+    "permission): each frame then fills the pictures below."
 )
 
 
@@ -50,7 +50,7 @@ def frame(server: Server, camera, model_name, layer, head, shown, cmap, alpha, c
 def freeze(server: Server, last: np.ndarray | None) -> str:
     """The last analysed frame as an upload: every view opens on it."""
     if last is None:
-        raise ValueError("no frame yet: start the camera first (the record button under it)")
+        raise ValueError("no frame yet: start the camera first (the record button under the camera picture)")
     with server.files_lock:
         path = server.scratch() / f"frame-{time.time_ns()}.png"
         cv2.imwrite(str(path), cv2.cvtColor(np.asarray(last, np.uint8), cv2.COLOR_RGB2BGR))
