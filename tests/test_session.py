@@ -339,14 +339,15 @@ def test_a_click_on_a_picture_makes_the_patch_drawn_under_it_the_query(server, t
     from types import SimpleNamespace
 
     from vitviz import render, views
-    from vitviz.app.attention import PATCH_QUERY, patch_picker, pick_patch
+    from vitviz.app import attention, inside
+    from vitviz.app.attention import PATCH_QUERY
 
     path = photo(tmp_path, "a.png", 12)
     a = server.get_analysis(path, "tiny", "224", None)
     gh, gw = a.grid
     assert gw > gh
-    inside = render.fit(views.display(a), views.INSIDE_SIDE).shape[:2]
-    for handler, size in ((pick_patch, views.display(a).shape[:2]), (patch_picker(views.patch_at_inside), inside)):
+    inside_size = render.fit(views.display(a), views.INSIDE_SIDE).shape[:2]
+    for handler, size in ((attention.pick_patch, views.display(a).shape[:2]), (inside.pick_patch, inside_size)):
         for patch in (0, gw - 1, (gh - 1) * gw, gh * gw - 1, 2 * gw + 6):
             x0, y0, x1, y1 = render.patch_box(a.grid, size, patch)
             click = SimpleNamespace(index=((x0 + x1) / 2, (y0 + y1) / 2))

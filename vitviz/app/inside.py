@@ -27,6 +27,9 @@ def draw(a, layer, head, query_mode, patch, cmap, alpha, colour_scale, request: 
     return views.inside_views(a, int(layer), head, query_of(query_mode, patch), cmap, float(alpha), colour_scale)
 
 
+pick_patch = patch_picker(views.patch_at_inside)  # its three maps are drawn smaller, each a colour scale below
+
+
 def build(ctx: Context) -> None:
     m = ctx.model
     with view_tab(
@@ -73,6 +76,6 @@ def build(ctx: Context) -> None:
             [layer, head, patch, query_mode],
         ),
     )
-    picking = ctx.server.bind(patch_picker(views.patch_at_inside))
+    picking = ctx.server.bind(pick_patch)
     for shown in (scores, weights, values):
         shown.select(picking, ctx.where, [patch, query_mode], **PICKS)
