@@ -147,6 +147,36 @@ def test_the_progress_bar_counts_images(photos, capsys, monkeypatch):
     assert bar.startswith("attention statistics: 100%") and "7/7" in bar and "image/s" in bar
 
 
+@pytest.mark.parametrize("bar", [True, False])
+def test_the_progress_counts_each_file_once_as_its_batch_ends(photos, monkeypatch, bar):
+    """tqdm's own bar stands in for a recorder (which, unlike the bar's lock, runs in a forked test process): one
+    bar over the 7 files, each unreadable file counted when it is skipped, each batch of 2 when it runs, the
+    batches left over at the end."""
+    import tqdm.auto
+
+    made = []
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            self.kwargs, self.counts = kwargs, []
+            made.append(self)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, n=1):
+            self.counts.append(n)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recorder)
+    stats.over_images(FAMILIES["vit"](), photos, 56, batch=2, progress_bar=bar)
+    (recorder,) = made
+    assert recorder.kwargs == {"total": 7, "unit": "image", "desc": "attention statistics", "disable": not bar}
+    assert recorder.counts == [1, 2, 2, 1, 1]  # broken.jpg; the two 40 px, the two 24 px; empty.png; the 56 px one
+
+
 def test_sums_add_up_and_come_back_from_a_table():
     rng = np.random.default_rng(3)
     values = rng.normal(20, 5, (7, 2, 3, 4))

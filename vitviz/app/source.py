@@ -269,7 +269,9 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
             label="Model",
             min_width=280,
         )
-        size = gr.Dropdown(SIZES, value=SIZES[0], label="Input size (longest side, pixels)", min_width=200)
+        size = gr.Dropdown(
+            SIZES, value=SIZES[0], label="Input size (longest side, pixels)", min_width=200, elem_id="size"
+        )
     with gr.Row(elem_classes=["settings"]):
         with gr.Row():
             cmap = gr.Dropdown(list(COLORMAPS), value="inferno", label="Colormap", min_width=120, elem_id="cmap")
