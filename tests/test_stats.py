@@ -171,7 +171,9 @@ def test_the_progress_counts_each_file_once_as_its_batch_ends(photos, monkeypatc
             self.counts.append(n)
 
     monkeypatch.setattr(tqdm.auto, "tqdm", Recorder)
-    stats.over_images(FAMILIES["vit"](), photos, 56, batch=2, progress_bar=bar)
+    stats.over_images(
+        FAMILIES["vit"](), photos, 56, batch=2, **({} if bar else {"progress_bar": False})
+    )  # on by default
     (recorder,) = made
     assert recorder.kwargs == {"total": 7, "unit": "image", "desc": "attention statistics", "disable": not bar}
     assert recorder.counts == [1, 2, 2, 1, 1]  # broken.jpg; the two 40 px, the two 24 px; empty.png; the 56 px one
