@@ -324,7 +324,7 @@ def test_live_camera_draws_changing_overlays_and_freeze_feeds_every_view(page, t
         live.goto(page.url)
         live.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
         live.get_by_role("tab", name=label("live")).click()
-        assert "The camera is off. Press the record button" in live.locator("#live-info").inner_text()
+        assert "The camera is off. Click the camera's box" in live.locator("#live-info").inner_text()
         start_live_stream(live)
         frames = [wait_for_src_change(live, "#live-attention", "")]
         for _ in range(5):  # new frames keep coming, and they show what the camera sees

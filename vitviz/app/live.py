@@ -21,8 +21,8 @@ STREAM_LIMIT_S = 300  # one stream's share of the server, then the camera stops 
 LIVE_SLOTS = 2  # streams served at once; more wait in the queue, and never hold a slot of the other views
 FROZEN_KEEP = 64  # frozen frames kept on disk, newest first: each one is an upload the views may read
 CAMERA_OFF = (  # what the empty pictures wait for (the stream sends no frame: None)
-    "**The camera is off.** Press the record button under the camera picture (the browser asks once for "
-    "permission): each frame then fills the pictures below."
+    "**The camera is off.** Click the camera's box to let the page use it (the browser asks once), then press "
+    "the record button under it: each frame then fills the pictures below."
 )
 
 
