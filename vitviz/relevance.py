@@ -26,8 +26,8 @@ def relevancy(model: VitModel, x: torch.Tensor, score_fn) -> np.ndarray:
     grads = torch.autograd.grad(score_fn.from_output(out, x).sum(), attentions)
     n = attentions[0].shape[-1]
     r = torch.eye(n, dtype=torch.float32, device=x.device)
-    for a, g in zip(out.attentions, grads[: model.num_layers], strict=True):
-        cam = (g[0].float() * a[0].float()).clamp(min=0).mean(0)
+    for layer, a in enumerate(out.attentions):
+        cam = (grads[layer][0].float() * a[0].float()).clamp(min=0).mean(0)
         r = r + cam @ r
     if model.pool is not None and model.dense_head is None:
         rows = (grads[-1][0].float() * attentions[-1][0].float()).clamp(min=0).mean(0)[0]  # [H,1,N] -> [N]
@@ -45,9 +45,8 @@ def legrad(model: VitModel, x: torch.Tensor, score_fn) -> np.ndarray:
     the layers. (The paper then scales the map to [0,1]; vitviz's drawing scales every map itself.)
     """
     out = model.forward(x, attentions="all", grad=True)
-    total = torch.zeros(out.attentions[0].shape[-1], device=x.device)
-    for layer, a in enumerate(out.attentions):
-        s = score_fn.from_tokens(out.hidden_states[layer + 1], x).sum()
-        (g,) = torch.autograd.grad(s, a, retain_graph=True)
-        total = total + g[0].float().clamp(min=0).mean((0, 1))
-    return (total / len(out.attentions))[model.n_prefix :].reshape(score_fn.grid).detach().cpu().numpy()
+    per_layer = []
+    for layer, a in enumerate(out.attentions):  # each gradient walks only its own layer's part of the graph
+        (g,) = torch.autograd.grad(score_fn.from_tokens(out.hidden_states[layer + 1], x).sum(), a)
+        per_layer.append(g[0].float().clamp(min=0).mean((0, 1)))
+    return torch.stack(per_layer).mean(0)[model.n_prefix :].reshape(score_fn.grid).detach().cpu().numpy()
