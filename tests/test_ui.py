@@ -332,23 +332,40 @@ def assert_the_panel_shows(f, name: str, traces: list[dict], note: str) -> None:
     assert f": {f.verdict}" in said
 
 
+def curves_of(model, image, maps: list[dict]) -> list:
+    """The Python API's curves of each map (`faithfulness` arguments) on one image and target. The random orders
+    come from one seed, the same for every map: they run in full for the first map only, and the others', run
+    once, must be the first of those."""
+    import dataclasses
+
+    from vitviz.deletion import faithfulness
+
+    first = faithfulness(model, image, **maps[0])
+    rest = [faithfulness(model, image, random_orders=1, **m) for m in maps[1:]]
+    for f in rest:
+        np.testing.assert_array_equal(f.random_order[0], first.random_order[0])
+        np.testing.assert_allclose(f.random[0], first.random[0], rtol=1e-5)
+    return [first] + [dataclasses.replace(f, random=first.random, random_order=first.random_order) for f in rest]
+
+
 @pytest.mark.slow
 def test_the_faithfulness_panel_says_what_the_curves_show(client):
     """/faithfulness on the image and target of the attribution: its figure holds the Python API's curves, and
     each sentence's areas and verdict are that map's own."""
     from gradio_client import handle_file
 
-    from vitviz.deletion import faithfulness
-
     image = handle_file(str(ASSETS / "coffee.jpg"))
     args = [image, "dinov2-small", "224", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, []]
     figure, note = client.predict(*args, api_name="/faithfulness")
     traces = plot_traces(figure)
     model = vitviz.load_model(device="cpu")
-    for name, method in (("Saliency (|gradient|)", "saliency"), ("Attention rollout", "rollout"),
-                         (vitviz.METHODS["relevancy"], "relevancy")):  # fmt: skip
-        f = faithfulness(model, ASSETS / "coffee.jpg", method)
-        assert_the_panel_shows(f, name, traces, note)
+    names = {
+        "saliency": "Saliency (|gradient|)",
+        "rollout": "Attention rollout",
+        "relevancy": vitviz.METHODS["relevancy"],
+    }
+    for f in curves_of(model, ASSETS / "coffee.jpg", [{"method": m} for m in names]):
+        assert_the_panel_shows(f, names[f.method], traces, note)
     band = [t for t in traces if t.get("fill") == "tonexty"][0]
     np.testing.assert_allclose(band["y"], f.random.min(0), rtol=1e-4)
 
@@ -361,7 +378,6 @@ def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_setting
     from gradio_client import handle_file
 
     from vitviz.attributions import input_analysis
-    from vitviz.deletion import faithfulness
 
     image = ASSETS / "coffee.jpg"
     figure, note = client.predict(handle_file(str(image)), "dinov2-small", "448", "max", 0.5,
@@ -371,11 +387,14 @@ def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_setting
     same = input_analysis(model, image)
     assert "discards the weakest 50% of each layer's attention" in note
     assert "remade on the 224×224 px input" in note and "the 448×" in note  # the embedded head reads 224×224
-    for fusion in ("max", "mean", "min"):
-        f = faithfulness(model, image, "rollout", scores=same.rollout(fusion, 0.5))
+    fusions = ("max", "mean", "min", "max")  # the last: the same rollout with nothing discarded
+    maps = [
+        {"method": "rollout", "scores": same.rollout(fusion, 0.5 if i < 3 else 0.0)} for i, fusion in enumerate(fusions)
+    ]
+    *checked, undiscarded = curves_of(model, image, maps)
+    for fusion, f in zip(fusions[:3], checked, strict=True):
         assert_the_panel_shows(f, f"Rollout, {fusion} fusion" + (" (the one shown)" if fusion == "max" else ""),
                                traces, note)  # fmt: skip
-    undiscarded = faithfulness(model, image, "rollout", scores=same.rollout("max", 0.0))
     shown = [t for t in traces if t.get("name") == "Rollout, max fusion (the one shown)"][0]
     assert not np.allclose(undiscarded.deletion, shown["y"])  # the discard ratio was applied
 
