@@ -54,6 +54,12 @@ def open_server_pictures(page) -> None:
     page.locator("#layer").wait_for(timeout=10_000)
 
 
+def choose(page, selector: str, option: str) -> None:
+    """Pick `option` in the dropdown `selector`."""
+    page.locator(f"{selector} input").click()
+    page.locator(f'li[role=option][aria-label="{option}"]').click()
+
+
 def overlay_src(page) -> str:
     return page.locator("#attention img").first.get_attribute("src") or ""
 
@@ -130,8 +136,7 @@ def test_a_view_is_drawn_when_looked_at_and_follows_the_display_settings(page, t
     assert src(page, "#dense") == dense_before  # the Output view is not drawn while nobody looks at it
     page.get_by_role("tab", name=label("output")).click()
     dense = wait_for_src_change(page, "#dense", dense_before)
-    page.locator("#cmap input").click()
-    page.locator('li[role=option][aria-label="viridis"]').click()
+    choose(page, "#cmap", "viridis")
     wait_for_src_change(page, "#dense", dense)
 
 
@@ -172,8 +177,7 @@ def test_selecting_each_tab_leaves_the_tab_bar_as_it_was(page, tmp_path):
 
 def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
     page.get_by_role("tab", name=label("attributions")).click()
-    page.locator("#method input").click()
-    page.locator('li[role=option][aria-label="Saliency (|gradient|)"]').click()
+    choose(page, "#method", "Saliency (|gradient|)")
     page.get_by_role("button", name="Compute attribution").click()
     wait_for_src_change(page, "#attribution", "")
     assert "Saliency" in page.locator("#attr-summary").inner_text()
@@ -181,8 +185,7 @@ def test_a_new_image_clears_the_previous_images_attribution(page, tmp_path):
     page.wait_for_timeout(1000)
     shot(page, tmp_path, "attributions.png")
     shown = src(page, "#attribution")
-    page.locator("#cmap input").click()
-    page.locator('li[role=option][aria-label="magma"]').click()  # a display setting recolours the result, not rerun
+    choose(page, "#cmap", "magma")  # a display setting recolours the result, not rerun
     wait_for_src_change(page, "#attribution", shown)
     assert "Saliency" in page.locator("#attr-summary").inner_text()
     page.locator("#examples img").nth(3).click()  # rocket.jpg
@@ -257,8 +260,7 @@ def test_inside_a_head_follows_a_clicked_patch_and_another_head(page, tmp_path):
     page.wait_for_function("() => document.querySelector('#inside-patch input').value === '0'", timeout=30_000)
     clicked = [wait_for_src_change(page, s, b) for s, b in zip(STEPS, before, strict=True)]
     page.locator("#inside-note").get_by_text("The query is patch 0 (row 0, col 0)").wait_for(timeout=30_000)
-    page.locator("#inside-head input").click()
-    page.locator('li[role=option][aria-label="head 3"]').click()
+    choose(page, "#inside-head", "head 3")
     for s, b in zip(STEPS, clicked, strict=True):
         wait_for_src_change(page, s, b)
     page.locator("#inside-note").get_by_text("Head 3 maps each token").wait_for(timeout=30_000)
@@ -284,16 +286,14 @@ def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, h
         view.locator("#attention img").first.wait_for(timeout=30_000)
         one = overlay_src(view)
         side_by_side = view.locator("#attention img").first.bounding_box()["width"]
-        view.locator("#head input").click()
-        view.locator('li[role=option][aria-label="all heads (grid)"]').click()
+        choose(view, "#head", "all heads (grid)")
         wait_for_new_overlay(view, one)
         view.wait_for_timeout(500)
         assert view.evaluate(TILE_WIDTH, SHEET_TILE) >= 200
         view.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
         shot(view, tmp_path, f"all-heads-{width}x{height}.png")
         assert view.evaluate("() => document.documentElement.scrollWidth") <= width
-        view.locator("#head input").click()
-        view.locator('li[role=option][aria-label="head 2"]').click()
+        choose(view, "#head", "head 2")
         view.wait_for_function("() => !document.querySelector('#attention-pictures.all-heads')", timeout=10_000)
         view.wait_for_timeout(500)
         assert view.locator("#attention img").first.bounding_box()["width"] <= side_by_side * 1.05
@@ -413,8 +413,7 @@ def test_stop_or_a_new_image_ends_a_running_attribution_and_says_so(page, tmp_pa
     before the test presses Stop): Stop ends it within 2 s and says so; so does a new image, and no result lands
     on it."""
     page.get_by_role("tab", name=label("attributions")).click()
-    page.locator("#method input").click()
-    page.locator('li[role=option][aria-label="Integrated Gradients"]').click()
+    choose(page, "#method", "Integrated Gradients")
     steps = page.locator("#ig-steps input[type=number]")
     steps.fill("128")
     steps.press("Enter")
@@ -553,11 +552,6 @@ def test_every_click_picks_the_patch_under_the_pointer(page, tmp_path, embedded)
             click_every_picture(page, a, shape)
     finally:
         choose(page, "#size", "model default")  # the page is shared with the next tests
-
-
-def choose(page, selector: str, option: str) -> None:
-    page.locator(f"{selector} input").click()
-    page.locator(f'li[role=option][aria-label="{option}"]').click()
 
 
 def click_every_picture(page, a, shape: str) -> None:

@@ -149,9 +149,9 @@ def test_the_progress_bar_counts_images(photos, capsys, monkeypatch):
 
 @pytest.mark.parametrize("bar", [True, False])
 def test_the_progress_counts_each_file_once_as_its_batch_ends(photos, monkeypatch, bar):
-    """tqdm's own bar stands in for a recorder (which, unlike the bar's lock, runs in a forked test process): one
-    bar over the 7 files, each unreadable file counted when it is skipped, each batch of 2 when it runs, the
-    batches left over at the end."""
+    """A recorder stands in for tqdm's bar (whose lock hangs in a forked test process): one bar over the 7 files,
+    on by default, each unreadable file counted when it is skipped, each batch of 2 when it runs, the batches left
+    over at the end."""
     import tqdm.auto
 
     made = []
@@ -171,9 +171,8 @@ def test_the_progress_counts_each_file_once_as_its_batch_ends(photos, monkeypatc
             self.counts.append(n)
 
     monkeypatch.setattr(tqdm.auto, "tqdm", Recorder)
-    stats.over_images(
-        FAMILIES["vit"](), photos, 56, batch=2, **({} if bar else {"progress_bar": False})
-    )  # on by default
+    options = {} if bar else {"progress_bar": False}
+    stats.over_images(FAMILIES["vit"](), photos, 56, batch=2, **options)
     (recorder,) = made
     assert recorder.kwargs == {"total": 7, "unit": "image", "desc": "attention statistics", "disable": not bar}
     assert recorder.counts == [1, 2, 2, 1, 1]  # broken.jpg; the two 40 px, the two 24 px; empty.png; the 56 px one
