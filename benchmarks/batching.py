@@ -2,10 +2,11 @@
 
 Would micro-batching concurrent uploads help? For the bundled coffee photo at 224 and 448 px (longest side),
 prints the time of k forward passes of one image each, one after the other, against one forward of the k images
-as a batch, in images per second, and their ratio. Both keep each layer's attentions of every image in float16
-as the forward makes them (what a batched capture would have to keep; the app's own forward keeps the first
-image's). Medians of N runs after one untimed run of each shape; on a GPU each time is taken between
-`torch.cuda.synchronize()` calls.
+as a batch, in images per second, and their ratio. Both capture every image's analysis from their forward, as
+the app's `Batcher` does (hidden states, tokens and update norms; attention is recomputed from them when a view
+asks). Medians of N runs after one untimed run of each shape; on a GPU each time is taken between
+`torch.cuda.synchronize()` calls. The app batches by default only where this shows a gain (see
+`vitviz.app.session.batcher`).
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import argparse
 import torch
 
 from vitviz import example, load_image, load_model
-from vitviz.analysis import model_input
+from vitviz.analysis import capture, model_input
 
 from .bench import median_ms
 
 
 def batched_forward(model, x: torch.Tensor) -> None:
-    kept = []
-    model.forward(x, attentions=lambda layer, weights: kept.append(weights.to(torch.float16)))
+    """One forward of the batch x [k,3,h,w] and each image's analysis captured from it."""
+    out = model.forward(x, attentions="none")
+    for i in range(len(x)):
+        capture(model, None, x[i : i + 1].cpu().numpy(), out, i)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from conftest import FAMILIES, expected_readout_row, random_image, reference_outputs, tiny_vit
 
 import vitviz
+from vitviz import maps
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -14,7 +16,10 @@ def test_queries_name_the_tokens_that_transformers_computes(name):
     model = FAMILIES[name]()
     a = vitviz.analyze(model, random_image(40, 56, seed=31), longest=56)
     ref = reference_outputs(model, a.pixel_values)
-    last, n = model.num_layers - 1, a.attentions.shape[-1]
+    last, n = model.num_layers - 1, a.num_tokens
+    # Not kept: every layer's weights recomputed from the hidden states are transformers' own
+    assert a.kept_attentions is None and a.attentions.dtype == np.float16
+    np.testing.assert_allclose(a.attentions.astype(np.float32), torch.cat(ref.attentions).numpy(), atol=2e-3)
     np.testing.assert_allclose(a.query_rows(last, "readout"), expected_readout_row(model, ref, last), atol=2e-3)
     p = a.grid[0] * a.grid[1] - 1  # the last patch: its token comes after the prefix
     np.testing.assert_allclose(a.query_rows(0, p), ref.attentions[0][0, :, n - 1].numpy(), atol=2e-3)
@@ -36,11 +41,33 @@ def test_queries_name_the_tokens_that_transformers_computes(name):
 
 def test_nbytes_counts_what_the_analysis_holds_and_what_it_fills():
     a = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=32))
-    arrays = [a.image, a.pixel_values, a.attentions, a.hidden_states, a.tokens, a.update_norms]
+    assert a.kept_attentions is None  # recomputed from the hidden states when asked
+    arrays = [a.image, a.pixel_values, a.hidden_states, a.tokens, a.update_norms]
     assert a.nbytes == sum(x.nbytes for x in arrays)
     before = a.nbytes
     fused = a.fused("max")
     assert a.nbytes == before + fused.numel() * fused.element_size()
+    projections = a.projections(1)
+    held = a.shed_bytes
+    assert held == fused.numel() * fused.element_size() + projections.nbytes and a.nbytes == before + held
+    assert a.shed() == held and a.nbytes == before and a.shed_bytes == 0
+
+
+def test_shedding_changes_no_answer_and_the_warm_sweep_fills_what_a_request_would():
+    model = tiny_vit()
+    a = vitviz.analyze(model, random_image(32, 32, seed=34))
+    for step in range(1 + model.num_layers // 2):  # the dense step, then half the layers swept
+        a.warm_step(step)
+    assert set(a._warm_rows) == {"mean", "max", "min"} and not a._fused
+    half = {f: a.fused(f).clone() for f in ("mean", "max")}  # swept layers and recomputed ones together
+    rollouts = {f: a.rollout(f, 0.3) for f in ("mean", "max", "min")}
+    assert a.shed() > 0 and not a._fused and not a._warm_rows and a._projections is None
+    for fusion, rolled in rollouts.items():
+        np.testing.assert_array_equal(a.rollout(fusion, 0.3), rolled)
+    for fusion, fused in half.items():
+        np.testing.assert_array_equal(a.fused(fusion).numpy(), fused.numpy())
+        want = maps.fuse_heads(a.attentions, fusion)
+        np.testing.assert_array_equal(fused.numpy(), want.numpy())
 
 
 def test_the_warm_steps_fill_what_the_views_read_and_change_no_answer():

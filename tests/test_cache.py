@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from conftest import random_image, tiny_vit
 
 import vitviz
@@ -26,6 +27,28 @@ def test_lru_respects_memory_cap_and_sessions():
     assert cache.get(("user0", "m", 0)) is None and cache.get(("user0", "m", 5)) is analyses[5]
 
 
+def test_over_the_cap_the_oldest_shed_their_fused_heads_before_any_is_evicted():
+    model = tiny_vit()
+    analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(4)]
+    bare = analyses[0].nbytes
+    for a in analyses:
+        a.warm()
+    extra = analyses[0].nbytes - bare
+    assert extra == analyses[0].shed_bytes > 0  # the fused heads
+    cache = AnalysisCache(max_bytes=4 * bare + 2 * extra)  # room for all four, and for two with their heads
+    for i, a in enumerate(analyses):
+        cache.put((f"user{i}", i), a)
+    assert len(cache) == 4 and cache.nbytes <= cache.max_bytes  # shed, not evicted
+    assert [a.shed_bytes > 0 for a in analyses] == [False, False, True, True]  # the oldest shed first
+    rolled = analyses[1].rollout("max", 0.2)  # refills it: the cache is over its cap until asked to fit
+    assert analyses[1].shed_bytes > 0 and cache.enforce_cap() == 0 and cache.nbytes <= cache.max_bytes
+    assert analyses[1].shed_bytes == 0  # shed again: it is among the oldest
+    np.testing.assert_array_equal(analyses[1].rollout("max", 0.2), rolled)
+    cache.put(("user4", 4), vitviz.analyze(model, random_image(32, 32, seed=4)))  # nothing left to shed
+    cache.put(("user5", 5), vitviz.analyze(model, random_image(32, 32, seed=5)))
+    assert cache.nbytes <= cache.max_bytes and cache.get(("user0", 0)) is None  # then the oldest go
+
+
 def test_newest_entry_is_kept_even_over_the_cap():
     a = vitviz.analyze(tiny_vit(), random_image(32, 32))
     cache = AnalysisCache(max_bytes=1)
@@ -39,7 +62,6 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     import gc
     import weakref
 
-    from vitviz import maps
     from vitviz.app.session import Server
 
     server = Server(device="cpu")
@@ -54,7 +76,7 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     assert "_dense_map" in vars(a)  # filled, if only with None (tiny_vit has no dense head)
     server.cache._items.pop(key)
     a._layer_stats.clear()
-    first_layer = 1 + len(maps.HEAD_FUSIONS)  # the step of layer 0's statistics
+    first_layer = 1  # the step of layer 0's statistics
     assert not server.warm_step(ref, first_layer)  # no longer cached: not warmed
     assert not a._layer_stats
     del a

@@ -50,12 +50,15 @@ def heads_averaged(out) -> None:
     """The probe's weights averaged over its heads, as PyTorch returns them by default."""
     pool = out.get("pool_attention")
     if isinstance(pool, np.ndarray):
-        out["pool_attention"] = np.broadcast_to(pool.mean(0), pool.shape)
+        out["pool_attention"] = np.broadcast_to(pool.mean(-2, keepdims=True), pool.shape)  # [B,H,N]
 
 
-def layers_rolled(out) -> None:
-    if not isinstance(out.attentions, tuple):
-        out["attentions"] = out.attentions.roll(1, 0)
+def with_layers_shifted(model):
+    """The model with each layer's modules taken from the next layer: the attentions that an analysis recomputes
+    from the hidden states come from the wrong weights (a fault in the capture), while the forward is untouched."""
+    real = model.layer_parts
+    object.__setattr__(model, "layer_parts", lambda layer: real((layer + 1) % model.num_layers))
+    return model
 
 
 TEXT_LOGIT = f"image-text logit (token ids {check.TEXT_IDS})"
@@ -92,7 +95,7 @@ def unprojected(net, image, text):
     [
         ("dinov2", lambda m: dataclasses.replace(m, readout=Readout((1,))), "readout vector", "attentions [L,H,N,N]"),
         ("siglip", lambda m: dataclasses.replace(m, readout=Readout((0,))), "readout vector", "attentions [L,H,N,N]"),
-        ("dino", lambda m: with_output(m, layers_rolled), "attentions [L,H,N,N]", "readout vector"),
+        ("dino", with_layers_shifted, "attentions [L,H,N,N]", "readout vector"),
         ("siglip_vision", lambda m: with_output(m, heads_averaged), "probe attention [H,N]", "attentions [L,H,N,N]"),
         ("siglip", lambda m: with_similarity(biased(m), unbiased), TEXT_LOGIT, "readout vector"),
         ("clip", lambda m: with_similarity(m, unprojected), TEXT_LOGIT, "readout vector"),

@@ -49,8 +49,9 @@ def test_the_gpu_analysis_is_the_cpu_analysis(coffee_pair):
     np.testing.assert_allclose(b.dense_map(), a.dense_map(), atol=0.02)
 
 
-def test_the_gpu_hooks_keep_what_transformers_returns(pair):
-    """The float16 weights the hooks copy on the GPU are transformers' own `output_attentions` there."""
+def test_the_gpu_recomputed_weights_are_what_transformers_returns(pair):
+    """The float16 weights an analysis recomputes on the GPU from its hidden states are transformers' own
+    `output_attentions` there."""
     _, gpu = pair
     b = vitviz.analyze(gpu, vitviz.load_image(ASSETS / "rocket.jpg"), longest=224)
     with torch.inference_mode():

@@ -20,9 +20,13 @@ class Analysis:
     """Everything one forward pass tells about one image.
 
     image: the decoded RGB uint8 [H,W,3] original. pixel_values: the exact model input
-    [1,3,h,w] float32. attentions: [L,H,N,N] float16, N = n_prefix + gh*gw.
-    hidden_states: [L+1,N,D] float32 (embeddings, then each layer's output): the queries and keys that inside a
-    head and the Explorer recompute from them then give the captured weights to 2.5e-4 (2e-3 from float16 tokens).
+    [1,3,h,w] float32. N = n_prefix + gh*gw tokens.
+    hidden_states: [L+1,N,D] float32 (embeddings, then each layer's output). Every layer's attention weights
+    [H,N,N] are recomputed from them when asked (`layer_attention`, ~20 ms a layer at 448 px on 2 CPU cores)
+    rather than kept: at 448 px they are 151 MB, the hidden states 20 MB. The fused heads and the projections
+    made from them are kept until a cache needs the memory (`shed`).
+    kept_attentions: [L,H,N,N] float16, only for a model whose layers vitviz cannot open (a DPT's encoder), else
+    None.
     update_norms: [L,2,N] float32 norms of each layer's attention and MLP updates, kept by the forward
     (None where the forward did not, e.g. a depth model's encoder).
     tokens: [N,D] float32, the final tokens after the last LayerNorm.
@@ -33,13 +37,14 @@ class Analysis:
     model: VitModel = field(repr=False)
     image: np.ndarray = field(repr=False)
     pixel_values: np.ndarray = field(repr=False)
-    attentions: np.ndarray = field(repr=False)
+    kept_attentions: np.ndarray | None = field(repr=False)
     hidden_states: np.ndarray = field(repr=False)
     tokens: np.ndarray = field(repr=False)
     logits: np.ndarray | None = field(repr=False)
     update_norms: np.ndarray | None = field(default=None, repr=False)
     pool_attention: np.ndarray | None = field(default=None, repr=False)
     _fused: dict = field(default_factory=dict, repr=False)
+    _warm_rows: dict = field(default_factory=dict, repr=False)  # {fusion: {layer: [N,N]}}, the warm's sweep
     _thresholds: dict = field(default_factory=dict, repr=False)
     _layer_stats: dict = field(default_factory=dict, repr=False)
     _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
@@ -59,14 +64,37 @@ class Analysis:
         return self.model.n_prefix
 
     @property
+    def num_tokens(self) -> int:
+        return self.hidden_states.shape[1]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.hidden_states) - 1
+
+    @property
     def nbytes(self) -> int:
         """Memory held by this analysis, lazily filled caches included."""
-        arrays = (self.image, self.pixel_values, self.attentions, self.hidden_states, self.tokens)
-        fused = sum(t.numel() * t.element_size() for t in list(self._fused.values()))  # a request may add one
-        projections = self._projections.nbytes if self._projections is not None else 0
-        kept = sum(a.nbytes for a in (self.update_norms, self.pool_attention) if a is not None)
+        arrays = (self.image, self.pixel_values, self.hidden_states, self.tokens)
+        kept = (self.kept_attentions, self.update_norms, self.pool_attention)
         drawn = sum(a.nbytes for a in list(self.drawn.values()))
-        return sum(a.nbytes for a in arrays) + fused + projections + kept + drawn
+        return sum(a.nbytes for a in arrays) + sum(a.nbytes for a in kept if a is not None) + drawn + self.shed_bytes
+
+    @property
+    def shed_bytes(self) -> int:
+        """Memory that `shed` would free."""
+        rows = [t for layers in list(self._warm_rows.values()) for t in list(layers.values())]
+        fused = sum(t.numel() * t.element_size() for t in list(self._fused.values()) + rows)  # a request may add one
+        projections = self._projections  # read once: another thread may shed it
+        return fused + (projections.nbytes if projections is not None else 0)
+
+    def shed(self) -> int:
+        """Drop what is recomputed from the hidden states when next asked (the fused heads: 100 MB at 448 px, and
+        a layer's projections); the thresholds and statistics made from them stay. Returns the bytes freed."""
+        freed = self.shed_bytes
+        self._fused.clear()
+        self._warm_rows.clear()
+        self._projections = None
+        return freed
 
     def query_index(self, query: str | int) -> int:
         """A query as one token index: 'readout' where the readout is one token, 'cls' where the model has a
@@ -93,12 +121,36 @@ class Analysis:
         readout = self.model.readout
         if query == "readout" and readout.pool:
             return self.pool_attention.astype(np.float32)
-        if query == "readout" and len(readout.tokens) > 1:
-            return self.attentions[layer][:, list(readout.tokens)].astype(np.float32).mean(1)
-        return self.attentions[layer, :, self.query_index(query)].astype(np.float32)
+        tokens = list(readout.tokens) if query == "readout" and len(readout.tokens) > 1 else [self.query_index(query)]
+        if self.kept_attentions is not None:
+            rows = self.kept_attentions[layer][:, tokens]
+        else:
+            p = self.projections(layer)
+            rows = np.stack([p.weights(t) for t in tokens], axis=1)  # float32, as the Explorer's in the browser
+        return rows.astype(np.float32).mean(1)
+
+    def layer_attention(self, layer: int) -> np.ndarray:
+        """[H,N,N] float16 every token's attention in every head of `layer`, recomputed from the tokens that enter
+        it (or kept, see the class)."""
+        self._check_layer_head(layer, None)
+        if self.kept_attentions is not None:
+            return self.kept_attentions[layer]
+        return inside.attention_weights(self.model, self.hidden_states[layer], layer)
+
+    @property
+    def attentions(self) -> np.ndarray:
+        """[L,H,N,N] float16 every layer's `layer_attention`, made anew at each call (151 MB and ~0.3 s at 448 px):
+        for an export or a check, not for a view."""
+        if self.kept_attentions is not None:
+            return self.kept_attentions
+        n = self.num_tokens
+        out = np.empty((self.num_layers, self.model.num_heads, n, n), np.float16)
+        for layer in range(self.num_layers):
+            out[layer] = self.layer_attention(layer)
+        return out
 
     def _check_layer_head(self, layer: int, head: int | None) -> None:
-        num_layers, num_heads = self.attentions.shape[:2]
+        num_layers, num_heads = self.num_layers, self.model.num_heads
         if not 0 <= layer < num_layers:
             raise ValueError(f"layer must be in [0, {num_layers}), got {layer}")
         if head is not None and not 0 <= head < num_heads:
@@ -152,12 +204,21 @@ class Analysis:
         return rows[:, self.n_prefix :].mean(axis=0).reshape(self.grid)
 
     def fused(self, head_fusion: str = "mean") -> torch.Tensor:
-        """[L,N,N] head-fused attention (see `maps.fuse_heads`), computed once per fusion and kept. One lock
-        per fusion: a request for one never waits while the background fills another."""
+        """[L,N,N] head-fused attention (see `maps.fuse_heads`), computed once per fusion and kept until `shed`:
+        from the layers that the warm's sweep fused already, and the others recomputed. One lock per fusion: a
+        request for one never waits while the background fills another."""
+        fused = self._fused.get(head_fusion)
+        if fused is not None:
+            return fused
         with self._fusion_locks.get(head_fusion, nullcontext()):  # fuse_heads refuses other names
-            if head_fusion not in self._fused:
-                self._fused[head_fusion] = maps.fuse_heads(self.attentions, head_fusion)
-            return self._fused[head_fusion]
+            fused = self._fused.get(head_fusion)
+            if fused is None:
+                swept = self._warm_rows.pop(head_fusion, {})
+                layers = [swept.get(i) for i in range(self.num_layers)]
+                for i in (i for i, t in enumerate(layers) if t is None):
+                    layers[i] = maps.fuse_heads(self.layer_attention(i)[None], head_fusion)[0]
+                fused = self._fused[head_fusion] = torch.stack(layers)
+            return fused
 
     def rollout(self, head_fusion: str = "mean", discard_ratio: float = 0.0) -> np.ndarray:
         """[gh,gw] attention rollout: the readout's row of Â_L ... Â_1 over the patches (see `readout_start`)."""
@@ -171,7 +232,7 @@ class Analysis:
     def readout_start(self, head_fusion: str = "mean") -> np.ndarray:
         """[N] the readout's weights over the last layer's tokens, where rollout starts: the readout tokens
         share 1; an attention-pool gives its probe's attention, its heads fused as the layers' are, summing to 1."""
-        n = self.attentions.shape[-1]
+        n = self.num_tokens
         if self.pool_attention is None:
             return self.model.readout.start(n)
         return self.model.readout.start(n, maps.fuse_heads(self.pool_attention[None, :, None], head_fusion)[0, 0])
@@ -193,26 +254,36 @@ class Analysis:
 
     def warm_step(self, step: int) -> bool:
         """One step of filling what other views read first (at 448 px on a 2-core CPU): 0, the dense head,
-        a forward at 224 (~0.13 s; the output view, and the rollout's note); 1 to 3, the heads fused by
-        mean, max and min with their discard thresholds (~140, 30 and 30 ms; the rollout's controls);
-        then each layer's statistics (~25 ms each; the attention view's numbers, and all of them the
-        heads view). False when there is no such step. The app runs them one by one in the background,
-        between requests, so that no control's first touch computes them."""
-        fusions = len(maps.HEAD_FUSIONS)
+        a forward at 224 (~0.13 s; the output view, and the rollout's note); 1 to L, each layer's attention
+        recomputed once (~20 ms) for its statistics (~25 ms; the attention view's numbers, and all of them the
+        heads view) and its heads fused by mean, max and min; then the fused layers with their discard thresholds
+        (~90, 25 and 25 ms; the rollout's controls). False when there is no such step. The app runs them one by
+        one in the background, between requests, so that no control's first touch computes them."""
+        layers = self.num_layers
         if step == 0:
             self.dense_map()
-        elif step <= fusions:
-            self.percent_thresholds(maps.HEAD_FUSIONS[step - 1])
-        elif step - 1 - fusions < len(self.attentions):
-            self.layer_statistics(step - 1 - fusions)
+        elif step <= layers:
+            self._sweep(step - 1)
+        elif step - layers <= len(maps.HEAD_FUSIONS):
+            self.percent_thresholds(maps.HEAD_FUSIONS[step - layers - 1])
         else:
             return False
         return True
 
-    def layer_statistics(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
-        """([H] mean attention distance in pixels, [H] entropy in nats) of one layer, computed once."""
+    def _sweep(self, layer: int) -> None:
+        """The warm's step for one layer: its attention recomputed once gives its statistics and its fused heads."""
+        attention = self.layer_attention(layer)
+        self.layer_statistics(layer, attention)
+        for fusion in maps.HEAD_FUSIONS:
+            with self._fusion_locks[fusion]:
+                if fusion not in self._fused:
+                    self._warm_rows.setdefault(fusion, {})[layer] = maps.fuse_heads(attention[None], fusion)[0]
+
+    def layer_statistics(self, layer: int, attention: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """([H] mean attention distance in pixels, [H] entropy in nats) of one layer, computed once (from
+        `attention`, its [H,N,N] weights, where the caller has them)."""
         if layer not in self._layer_stats:
-            one = self.attentions[layer : layer + 1]
+            one = (self.layer_attention(layer) if attention is None else attention)[None]
             distance = maps.mean_attention_distance(one, self.grid, self.model.patch_size, self.n_prefix)[0]
             self._layer_stats[layer] = distance, maps.attention_entropy(one)[0]
         return self._layer_stats[layer]
@@ -220,12 +291,12 @@ class Analysis:
     @property
     def mean_attention_distance(self) -> np.ndarray:
         """[L,H] mean attention distance in input pixels."""
-        return np.stack([self.layer_statistics(layer)[0] for layer in range(len(self.attentions))])
+        return np.stack([self.layer_statistics(layer)[0] for layer in range(self.num_layers)])
 
     @property
     def attention_entropy(self) -> np.ndarray:
         """[L,H] mean attention-row entropy in nats."""
-        return np.stack([self.layer_statistics(layer)[1] for layer in range(len(self.attentions))])
+        return np.stack([self.layer_statistics(layer)[1] for layer in range(self.num_layers)])
 
     def token_norms(self) -> np.ndarray:
         """[gh,gw] norms of the last layer's output tokens (before the final LayerNorm)."""
@@ -261,7 +332,7 @@ def analyze(model: VitModel, image: ImageInput, longest: int | None = None) -> A
     """
     rgb = load_image(image)
     pixel_values = model_input(model, rgb, longest)
-    return capture(model, rgb, pixel_values, model.forward(torch.from_numpy(pixel_values)))
+    return capture(model, rgb, pixel_values, model.forward(torch.from_numpy(pixel_values), attentions="none"))
 
 
 def model_input(model: VitModel, rgb: np.ndarray, longest: int | None = None) -> np.ndarray:
@@ -287,7 +358,7 @@ def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
     p = model.patch_size
     side = model.native_grid[0] * p if model.fixed_size else LIVE_SIDE // p * p
     pixel_values = prepare_input(rgb, (side, side), p, model.mean, model.std)
-    out = model.forward(torch.from_numpy(pixel_values))
+    out = model.forward(torch.from_numpy(pixel_values), attentions="none")
     a = capture(model, rgb, pixel_values, out)
     if model.dense_head is not None:
         with model.lock, torch.inference_mode():
@@ -296,22 +367,29 @@ def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
     return a
 
 
-def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out) -> Analysis:
-    """Keep what one forward `out` (with attentions and hidden states) says about `model`'s tokens."""
+def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out, index: int = 0) -> Analysis:
+    """Keep what one forward `out` (with hidden states, and attentions where `model`'s layers cannot be opened to
+    recompute them) says about image `index` of its batch, whose RGB is `rgb` and input `pixel_values` [1,3,h,w]."""
     with torch.inference_mode():
-        tokens = model.final_norm(out.hidden_states[-1])[0].float().cpu().numpy()
-    logits = getattr(out, "logits", None)
+        tokens = model.final_norm(out.hidden_states[-1][index])
+    logits, norms, pool = getattr(out, "logits", None), out.get("update_norms"), out.get("pool_attention")
+    attentions = out.get("attentions")  # per layer [B,H,N,N], from transformers
     return Analysis(
         model=model,
         image=rgb,
         pixel_values=pixel_values,
-        attentions=_stack(out.attentions, torch.float16),
-        hidden_states=_stack(out.hidden_states, torch.float32),
-        tokens=tokens,
-        logits=None if logits is None else logits[0].float().cpu().numpy(),
-        update_norms=out.get("update_norms"),
-        pool_attention=out.get("pool_attention"),
+        kept_attentions=None if attentions is None else _stack(_one(attentions, index), torch.float16),
+        hidden_states=_stack(_one(out.hidden_states, index), torch.float32),
+        tokens=tokens.float().cpu().numpy(),
+        logits=None if logits is None else logits[index].float().cpu().numpy(),
+        update_norms=None if norms is None else norms[index],
+        pool_attention=None if pool is None else pool[index],
     )
+
+
+def _one(layers: tuple[torch.Tensor, ...], index: int) -> tuple[torch.Tensor, ...]:
+    """Per-layer [B,...] tensors -> image `index`'s [1,...] of each."""
+    return tuple(t[index : index + 1] for t in layers)
 
 
 def _stack(tensors: tuple[torch.Tensor, ...] | torch.Tensor, dtype: torch.dtype) -> np.ndarray:

@@ -267,7 +267,7 @@ def input_analysis(model: VitModel, image: ImageInput, longest: int | None = Non
     reads the same tokens (the embedded dense head's 224x224, not the app's 448 analysis)."""
     rgb = load_image(image)
     x = _input(model, rgb, longest)
-    return capture(model, rgb, x, model.forward(torch.from_numpy(x)))
+    return capture(model, rgb, x, model.forward(torch.from_numpy(x), attentions="none"))
 
 
 SIGNED = ("integrated_gradients", "input_x_gradient", "occlusion")  # can push the target down as well as up

@@ -13,11 +13,18 @@ class Sized(Protocol):
     def nbytes(self) -> int: ...
 
 
+def shed(item: Sized) -> int:
+    """Free what `item` can recompute (see `Analysis.shed`); 0 for an item that cannot."""
+    method = getattr(item, "shed", None)
+    return method() if method is not None else 0
+
+
 class AnalysisCache:
     """LRU over analyses with a total memory cap and a per-session entry cap.
 
-    Keys are (session, ...) tuples. An evicted analysis is simply recomputed (one forward)
-    the next time its session asks for it. The newest entry is always kept.
+    Keys are (session, ...) tuples. Over the cap, the oldest entries first shed what they recompute without a
+    forward (an analysis's fused heads); only then are the oldest evicted. An evicted analysis is simply
+    recomputed (one forward) the next time its session asks for it. The newest entry is always kept whole.
     """
 
     def __init__(self, max_bytes: int, per_session: int = 2) -> None:
@@ -50,6 +57,11 @@ class AnalysisCache:
 
     def _fit(self) -> None:
         # Lazily filled caches (fused heads, views) grow entries, so sizes are read now.
+        total = self.nbytes
+        for item in list(self._items.values())[:-1]:
+            if total <= self.max_bytes:
+                return
+            total -= shed(item)
         while len(self._items) > 1 and self.nbytes > self.max_bytes:
             self._items.popitem(last=False)
 

@@ -155,7 +155,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             cv2.imwrite(str(out / file), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
         np.savez_compressed(
             out / "arrays.npz",
-            attentions=a.attentions[layers],
+            attentions=np.stack([a.layer_attention(layer) for layer in layers]),
             layers=np.array(layers),
             rollout=a.rollout("mean"),
             grid=np.array(a.grid),
@@ -177,7 +177,7 @@ def summary(a, files: list[str]) -> dict:
         "patch_size": m.patch_size,
         "grid": list(a.grid),
         "prefix_tokens": list(m.prefix_tokens),
-        "tokens": int(a.attentions.shape[-1]),
+        "tokens": a.num_tokens,
         "top_classes": [[label, round(p, 6)] for label, p in a.top_classes(5)],
         "mean_attention_distance_px": a.mean_attention_distance.astype(float).round(3).tolist(),
         "attention_entropy_nats": a.attention_entropy.astype(float).round(4).tolist(),

@@ -62,7 +62,7 @@ def meta(a: Analysis) -> dict:
         "layers": m.num_layers,
         "heads": m.num_heads,
         "headWidth": dh,
-        "tokens": int(a.attentions.shape[-1]),
+        "tokens": a.num_tokens,
         "grid": [gh, gw],
         "patch": m.patch_size,
         "input": [int(w), int(h)],

@@ -138,6 +138,20 @@ def project(model: VitModel, x: np.ndarray, layer: int) -> LayerProjections:
     return LayerProjections(layer, heads, scale, u, wq, bq, k, v, maps.value_norms(v, wo, heads), wo)
 
 
+def attention_weights(model: VitModel, x: np.ndarray, layer: int) -> np.ndarray:
+    """[H,N,N] float16 softmax(q·k_j · scale) of every token in every head of layer `layer`, from the tokens
+    x [N,D] that enter it: the weights the forward made, rounded as a capture of them is."""
+    parts = model.layer_parts(layer)
+    heads, scale = model.num_heads, head_geometry(model)[1]
+
+    p = next(model.net.parameters())
+    with torch.inference_mode():
+        u = parts.norm1(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(p.device, p.dtype))
+        q, k = (proj(u).view(len(u), heads, -1).transpose(0, 1) for proj in (parts.q, parts.k))
+        weights = torch.softmax((q @ k.transpose(1, 2)).float() * scale, dim=-1)
+        return weights.half().cpu().numpy()  # rounded by torch: numpy's float16 cast takes 5x as long
+
+
 def head_geometry(model: VitModel) -> tuple[int, float]:
     """(dh, scale): each head's width and the factor of its scores, 1/sqrt(dh) unless the module says."""
     parts = model.layer_parts(0)

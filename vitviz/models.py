@@ -115,9 +115,11 @@ class VitModel:
 
         attentions="keep": `attentions` is the first image's weights, one float16 tensor [L,H,N,N], each
         layer's copied by a hook as it is made (the forward then reuses one layer's float32 buffer rather
-        than keeping all of them: 300 MB at 448 px); `update_norms` [L,2,N] float32 holds the norms of each
-        layer's attention and MLP updates to the first image's tokens (after LayerScale), which the forward
-        computes anyway; `pool_attention` [H,N] float32 the first image's probe attention (pool readouts).
+        than keeping all of them: 300 MB at 448 px); `update_norms` [B,L,2,N] float32 holds the norms of each
+        layer's attention and MLP updates to every image's tokens (after LayerScale), which the forward
+        computes anyway; `pool_attention` [B,H,N] float32 every image's probe attention (pool readouts).
+        attentions="none": as "keep" without the weights, which an analysis recomputes from the hidden states;
+        a model whose layers cannot be opened (a DPT's encoder) still returns transformers' own.
         attentions="all": `attentions` is a tuple of every layer's [B,H,N,N] and `pool_attention` [B,H,1,N], in
         the autograd graph when `grad` (relevancy). attentions=f: f(layer, weights [B,H,N,N]) is called as each
         layer makes them, which are then dropped (statistics over batches). grad: keep the autograd graph
@@ -129,15 +131,16 @@ class VitModel:
         hooks = []
         extra = {"interpolate_pos_encoding": True} if self.fixed_size else {}
         mode = attentions if isinstance(attentions, str) else "call"
-        if mode not in ("keep", "all", "call"):
-            raise ValueError(f"attentions must be 'keep', 'all' or a function, got {attentions!r}")
+        if mode not in ("keep", "none", "all", "call"):
+            raise ValueError(f"attentions must be 'keep', 'none', 'all' or a function, got {attentions!r}")
         with self.lock:  # the hooks sit on shared modules: no other forward may run while they are on
             try:
                 hookable = self._hookable()
                 for i in range(layers) if hookable else ():
                     parts = self.layer_parts(i)
-                    hooks.append(parts.attention.register_forward_hook(partial(_keep_weights, kept, i, attentions)))
-                    if mode == "keep":
+                    if mode != "none":
+                        hooks.append(parts.attention.register_forward_hook(partial(_keep_weights, kept, i, attentions)))
+                    if mode in ("keep", "none"):
                         for module, scale in ((parts.attention, parts.scale1), (parts.mlp, parts.scale2)):
                             hooks.append(module.register_forward_hook(partial(_record_norm, updates[i], scale)))
                 if self.pool is not None:
@@ -154,12 +157,13 @@ class VitModel:
             finally:
                 for h in hooks:
                     h.remove()
-        if hookable and mode != "call":
+        if hookable and mode in ("keep", "all"):
             out["attentions"] = kept["all"] if mode == "keep" else tuple(kept["layers"])
         if "pool" in kept:  # [B,H,1,N]; as it is for "all": autograd differentiates the very tensor in the graph
-            out["pool_attention"] = kept["pool"][0, :, 0].float().cpu().numpy() if mode == "keep" else kept["pool"]
-        if hookable and mode == "keep":
-            out["update_norms"] = torch.stack([torch.stack(u) for u in updates]).cpu().numpy()
+            per_image = mode in ("keep", "none")
+            out["pool_attention"] = kept["pool"][:, :, 0].float().cpu().numpy() if per_image else kept["pool"]
+        if hookable and mode in ("keep", "none"):  # [L,2,B,N] -> [B,L,2,N]
+            out["update_norms"] = torch.stack([torch.stack(u) for u in updates]).permute(2, 0, 1, 3).cpu().numpy()
         return out
 
     def reference_forward(self, pixel_values: torch.Tensor):
@@ -276,7 +280,7 @@ class VitModel:
         from .preprocess import prepare_input
 
         home = prepare_input(image, (HOME_SIZE, HOME_SIZE), self.patch_size, self.mean, self.std)
-        out = self.forward(torch.from_numpy(home))
+        out = self.forward(torch.from_numpy(home), attentions="none")
         g = HOME_SIZE // self.patch_size
         with self.lock, torch.inference_mode():
             sal = self.dense_map(out.hidden_states[-1], (g, g), size)
@@ -329,9 +333,9 @@ def _keep_pool(into: dict, grad: bool, module: nn.MultiheadAttention, args, kwar
 
 
 def _record_norm(into: list, scale: nn.Module, _module: nn.Module, _args, out) -> None:
-    """Forward hook: the norm of each token's update, [N] float32, for the batch's first image."""
+    """Forward hook: the norm of each token's update, [B,N] float32, for every image of the batch."""
     update = out[0] if isinstance(out, tuple) else out
-    into.append(torch.linalg.vector_norm(scale(update[0]).float(), dim=-1))
+    into.append(torch.linalg.vector_norm(scale(update).float(), dim=-1))
 
 
 def resolve_device(device: str = "auto") -> torch.device:

@@ -65,7 +65,7 @@ def readout_phrase(a: Analysis) -> str:
     r, m = a.model.readout, a.model
     if r.pool:
         return (f"{m.family.name} has no CLS token: its readout is an *attention-pooling probe*, a learned query "
-                f"that attends over all {a.attentions.shape[-1]} patch tokens once, after the last layer, and whose "
+                f"that attends over all {a.num_tokens} patch tokens once, after the last layer, and whose "
                 "output summarises the image.")  # fmt: skip
     names = " and ".join(m.prefix_tokens[i] for i in r.tokens)
     if len(r.tokens) > 1:
@@ -86,7 +86,7 @@ def attention_note(a: Analysis, layer: int, head: int | str | None, query: str |
     else:
         who, mean = f"layer {layer}'s {len(distances)} heads look", " (the mean over the heads)"
     share = float(rows[:, : a.n_prefix].sum(-1).mean())
-    entropy, uniform = float(entropies.mean()), float(np.log(a.attentions.shape[-1]))
+    entropy, uniform = float(entropies.mean()), float(np.log(a.num_tokens))
     take = "takes" if a.n_prefix == 1 else "take"
     if a.n_prefix:
         first = (f"The map shows the patches only: {prefix_phrase(a)}, not on the map, {take} **{share:.1%}** of "
@@ -133,7 +133,7 @@ def token_name(a: Analysis, index: int) -> str:
 
 def inside_note(a: Analysis, d, u) -> str:
     """The five steps in the lecture's terms, each with this head's numbers on this image."""
-    m, n, h, width = a.model, a.attentions.shape[-1], d.head, d.head_width
+    m, n, h, width = a.model, a.num_tokens, d.head, d.head_width
     big, most, best = int(np.argmax(d.weights)), int(np.argmax(d.contributions)), int(np.argmax(d.head_shares))
     patches = d.scores[a.n_prefix :]
     prefix = " · ".join(

@@ -53,7 +53,7 @@ def build(ctx: Context) -> None:
         lens_plot = gr.Plot(label="Layer lens: the output through depth", elem_id="lens-plot")
         lens_note = gr.Markdown(elem_id="lens-note", label="Layer lens")
     lens_button.click(
-        ctx.server.bind(show_lens), ctx.where, [lens_plot, lens_note], api_name="lens", **slots("forward")
+        ctx.server.bind(show_lens), ctx.where, [lens_plot, lens_note], api_name="lens", **slots("forward", ctx.server)
     )
     ctx.key.change(lambda: (None, ""), None,
                    [lens_plot, lens_note], api_visibility="private", queue=False)  # fmt: skip

@@ -41,7 +41,9 @@ from .. import (
     views,
 )
 from ..analysis import Analysis
+from ..batching import Batcher
 from ..cache import AnalysisCache
+from ..models import resolve_device
 
 log = logging.getLogger("vitviz")
 EXAMPLES = [str(example(name)) for name in EXAMPLE_NAMES]
@@ -134,10 +136,17 @@ class Server:
     image, which runs one forward pass only when the cache has none.
     """
 
-    def __init__(self, device: str = "auto", cache_mb: float | None = None, depth_cache_mb: float | None = None):
+    def __init__(
+        self,
+        device: str = "auto",
+        cache_mb: float | None = None,
+        depth_cache_mb: float | None = None,
+        batch_ms: str | None = None,
+    ):
         cache_mb = float(os.environ.get("VITVIZ_CACHE_MB", 2048)) if cache_mb is None else cache_mb
         depth_mb = float(os.environ.get("VITVIZ_DEPTH_CACHE_MB", 1024)) if depth_cache_mb is None else depth_cache_mb
         self.device = device
+        self.batcher = batcher(os.environ.get("VITVIZ_BATCH_MS", "auto") if batch_ms is None else batch_ms, device)
         self.cache = AnalysisCache(max_bytes=int(cache_mb * 2**20))
         self.depth_cache = AnalysisCache(max_bytes=int(depth_mb * 2**20), per_session=1)
         self.models: dict[str, VitModel] = {}
@@ -262,8 +271,9 @@ class Server:
             model = self.get_model(model_name, progress)
             if progress is not None:
                 progress(0.3, desc="Running the ViT: one forward pass captures every layer")
+            longest = None if size == DEFAULT_SIZE else int(size)
             with self.priority.interactive():
-                a = analyze(model, image, longest=None if size == DEFAULT_SIZE else int(size))
+                a = (self.batcher.analyze if self.batcher else analyze)(model, image, longest)
             if self.cache.put(key, a):
                 self.freed.set()
             self._to_warm.put((time.monotonic(), weakref.ref(a)))
@@ -319,6 +329,24 @@ class Server:
             self.trim()
 
 
+BATCH_MAX = 8  # the most new images that go through the model as one batch (see `batcher`)
+BATCH_MS_ON_GPU = 2.0  # how long a new image waits for others to join it, where "auto" batches
+
+
+def batcher(batch_ms: str, device: str) -> Batcher | None:
+    """The micro-batcher that VITVIZ_BATCH_MS asks for: "off"; "auto", which batches on a GPU and not on a CPU,
+    where a batch is no faster than its images one by one (docs/benchmarks.md); or a window in milliseconds."""
+    if batch_ms == "auto":
+        batch_ms = str(BATCH_MS_ON_GPU) if resolve_device(device).type == "cuda" else "off"
+    if batch_ms == "off":
+        return None
+    try:
+        window = float(batch_ms)
+    except ValueError:
+        raise ValueError(f"VITVIZ_BATCH_MS must be 'auto', 'off' or milliseconds, got {batch_ms!r}") from None
+    return Batcher(window / 1000, BATCH_MAX)
+
+
 def head_choices(model: VitModel) -> list[tuple[str, int]]:
     return [("mean of heads", MEAN_OF_HEADS_VALUE), ("all heads (grid)", ALL_HEADS_VALUE)] + [
         (f"head {h}", h) for h in range(model.num_heads)
@@ -357,6 +385,8 @@ SLOTS = {"forward": 2, "draw": 4, "heavy": 1}
 PICKS = {"trigger_mode": "multiple", "concurrency_id": "pick", "concurrency_limit": 1, "api_visibility": "private"}
 
 
-def slots(kind: str) -> dict:
-    """The event-listener arguments that put an event in one group of concurrency slots."""
-    return {"concurrency_id": kind, "concurrency_limit": SLOTS[kind]}
+def slots(kind: str, server: Server | None = None) -> dict:
+    """The event-listener arguments that put an event in one group of concurrency slots. A server that batches
+    new images lets as many forwards in as a batch holds: they wait in its batch, not in Gradio's queue."""
+    batching = kind == "forward" and server is not None and server.batcher is not None
+    return {"concurrency_id": kind, "concurrency_limit": BATCH_MAX if batching else SLOTS[kind]}

@@ -206,7 +206,7 @@ def status_text(a) -> str:
     where = "GPU (" + str(m.device) + ")" if m.device.type == "cuda" else "CPU"
     text = (
         f"**{m.name}** on **{where}** · input {w}×{h} px · grid {a.grid[0]}×{a.grid[1]} patches of "
-        f"{m.patch_size} px · {a.attentions.shape[-1]} tokens · {m.num_layers} layers × {m.num_heads} heads"
+        f"{m.patch_size} px · {a.num_tokens} tokens · {m.num_layers} layers × {m.num_heads} heads"
     )
     return text + sentences.upscale_note(a)
 
@@ -298,14 +298,14 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
 
     analyze_out = [preview, status, ctx.key]
     analyzing = server.bind(analyze_image)
-    demo.load(analyzing, ctx.where, analyze_out, api_visibility="private", **slots("forward"))
+    demo.load(analyzing, ctx.where, analyze_out, api_visibility="private", **slots("forward", server))
     gr.on(
         [image.change, size.change, ctx.current_model.change],
         analyzing,
         ctx.where,
         analyze_out,
         api_name="analyze",
-        **slots("forward"),
+        **slots("forward", server),
     )
     model_name.change(
         server.bind(change_model),

@@ -1,0 +1,149 @@
+"""A class of 30: `python -m benchmarks.classroom [--users 30] [--moves 10] [--rounds 3] [--cache-mb 2048]`.
+
+The teacher says "now try your own photo": every user (its own gradio_client, so its own session) uploads its
+own new photo within the same two seconds and waits for its view (/analyze, then /attention drawn), then makes
+`--moves` mixed moves (/attention at any layer, head or query; /rollout at any fusion and discard), each after
+a think time of 1 to 4 s. Each round uses new photos. It prints, per round and over all rounds, the p50, p95
+and max from upload to view and of a move, the errors, and the server's RSS before the round, at its peak
+(sampled every 0.25 s) and 30 s after it. The app runs on a free loopback port: only 127.0.0.1 is contacted,
+and every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tests.support.harness import photos, running_app
+from vitviz.maps import DEFAULT_SCALE
+from vitviz.memory import rss_bytes
+
+from .bench import mixed_moves
+
+GIB = 2**30
+MODEL, SIZE, LAYERS, HEADS, PATCHES = "dinov2-small", "model default", 12, 6, (448 // 14) ** 2
+
+
+class User:
+    """One student: a photo, an upload, then moves with think times; keeps its timings (s) and errors."""
+
+    def __init__(self, url: str, photo: Path, moves: int, seed: int) -> None:
+        self.url, self.photo, self.moves = url, photo, moves
+        self.rng = np.random.default_rng(seed)
+        self.upload_s: float | None = None
+        self.move_s: list[float] = []
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        from gradio_client import Client, handle_file
+
+        try:
+            client = Client(self.url, verbose=False, ssl_verify=False)
+            image = handle_file(str(self.photo))
+            time.sleep(float(self.rng.uniform(0, 2)))  # "now": everyone within two seconds
+            start = time.perf_counter()
+            client.predict(image, MODEL, SIZE, api_name="/analyze")
+            client.predict(*attention(image, LAYERS - 1, -1, "cls"), api_name="/attention")
+            self.upload_s = time.perf_counter() - start
+        except Exception as exc:  # a refused request is a finding, not a crash of the benchmark
+            self.errors.append(f"upload: {type(exc).__name__}: {exc}")
+            return
+        seed = int(self.rng.integers(1 << 30))
+        for move in list(mixed_moves_of(seed))[: self.moves]:
+            time.sleep(float(self.rng.uniform(1, 4)))
+            start = time.perf_counter()
+            try:
+                if move[0] == "attention":
+                    _, layer, head, query = move
+                    client.predict(*attention(image, layer, {None: -1, "all": -2}.get(head, head), query),
+                                   api_name="/attention")  # fmt: skip
+                else:
+                    client.predict(image, MODEL, SIZE, *move[1:], "inferno", 0.6, DEFAULT_SCALE, api_name="/rollout")
+                self.move_s.append(time.perf_counter() - start)
+            except Exception as exc:
+                self.errors.append(f"{move[0]}: {type(exc).__name__}: {exc}")
+
+
+def mixed_moves_of(seed: int):
+    """`bench.mixed_moves` for the embedded model's shape, in an order of this user's own."""
+    from types import SimpleNamespace
+
+    moves = list(mixed_moves(SimpleNamespace(num_heads=HEADS, num_layers=LAYERS), PATCHES, 60))
+    order = np.random.default_rng(seed).permutation(len(moves))
+    return [moves[i] for i in order]
+
+
+def attention(image, layer: int, head: int, query) -> tuple:
+    """The /attention arguments: `query` "cls" (the readout) or a patch index."""
+    where = ("readout", -1) if query == "cls" else ("a patch (click one in a picture)", query)
+    return (image, MODEL, SIZE, layer, head, *where, "weight", "inferno", 0.6, "shared across heads", DEFAULT_SCALE)
+
+
+def figures(seconds: list[float]) -> str:
+    if not seconds:
+        return "none"
+    p50, p95 = np.percentile(seconds, [50, 95])
+    return f"p50 {p50:6.2f} s  p95 {p95:6.2f} s  max {max(seconds):6.2f} s  (n={len(seconds)})"
+
+
+def peak_rss(pid: int, stop: threading.Event, into: list[int]) -> None:
+    while not stop.wait(0.25):
+        into.append(rss_bytes(pid))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=30)
+    parser.add_argument("--moves", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cache-mb", type=int, default=2048)
+    parser.add_argument("--settle-s", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    os.environ["VITVIZ_CACHE_MB"] = str(args.cache_mb)
+    folder = Path(tempfile.mkdtemp(prefix="vitviz-class-"))
+    images = photos(args.users * args.rounds, folder, prefix="student")
+    uploads, moves, errors = [], [], []
+    with running_app() as (url, pid):
+        print(f"{args.users} users x (1 upload + {args.moves} moves) x {args.rounds} rounds; cache cap "
+              f"{args.cache_mb / 1024:.2f} GiB; server RSS at start {rss_bytes(pid) / GIB:.2f} GiB")  # fmt: skip
+        for r in range(args.rounds):
+            before, samples, stop = rss_bytes(pid), [], threading.Event()
+            monitor = threading.Thread(target=peak_rss, args=(pid, stop, samples), daemon=True)
+            monitor.start()
+            users = [User(url, images[r * args.users + u], args.moves, seed=1000 * r + u) for u in range(args.users)]
+            threads = [threading.Thread(target=u.run) for u in users]
+            start = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(1800)
+            took = time.perf_counter() - start
+            stop.set()
+            monitor.join()
+            peak = max(samples + [before])
+            time.sleep(args.settle_s)
+            after = rss_bytes(pid)
+            round_uploads = [u.upload_s for u in users if u.upload_s is not None]
+            round_moves = [s for u in users for s in u.move_s]
+            round_errors = [e for u in users for e in u.errors]
+            uploads += round_uploads
+            moves += round_moves
+            errors += round_errors
+            print(f"round {r + 1} ({took:.0f} s): RSS {before / GIB:.2f} GiB before, {peak / GIB:.2f} at peak, "
+                  f"{after / GIB:.2f} {args.settle_s:.0f} s after; {len(round_errors)} errors"
+                  f"{': ' + round_errors[0] if round_errors else ''}")  # fmt: skip
+            print(f"  upload to view  {figures(round_uploads)}")
+            print(f"  a move          {figures(round_moves)}")
+        print(f"all rounds: upload to view {figures(uploads)}")
+        print(f"            a move         {figures(moves)}")
+        print(f"            errors         {len(errors)}")
+
+
+if __name__ == "__main__":
+    main()

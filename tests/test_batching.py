@@ -1,0 +1,140 @@
+"""Micro-batching: concurrent new images through one forward, each getting the analysis it would get alone."""
+
+from __future__ import annotations
+
+import threading
+
+import cv2
+import numpy as np
+import pytest
+from conftest import ASSETS, FAMILIES, random_image
+
+import vitviz
+from vitviz.batching import Batcher
+
+
+def together(batcher: Batcher, jobs: list[tuple]) -> list:
+    """Run batcher.analyze(*job) for every job in its own thread, all released at once; results in job order
+    (an exception in place of a result where one was raised)."""
+    results: list = [None] * len(jobs)
+    start = threading.Barrier(len(jobs))
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            results[i] = batcher.analyze(*jobs[i])
+        except Exception as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis) -> None:
+    """Equal to float noise: the hidden states and what is made of them, and attention to float16 rounding."""
+    np.testing.assert_array_equal(batched.image, alone.image)
+    np.testing.assert_array_equal(batched.pixel_values, alone.pixel_values)
+    scale = np.abs(alone.hidden_states).max()
+    np.testing.assert_allclose(batched.hidden_states, alone.hidden_states, atol=1e-5 * scale)
+    np.testing.assert_allclose(batched.tokens, alone.tokens, atol=1e-5 * np.abs(alone.tokens).max())
+    np.testing.assert_allclose(batched.attentions.astype(np.float32), alone.attentions.astype(np.float32), atol=2e-3)
+    np.testing.assert_allclose(batched.update_norms, alone.update_norms, rtol=1e-4, atol=1e-5)
+    for name in ("logits", "pool_attention"):
+        mine, theirs = getattr(batched, name), getattr(alone, name)
+        assert (mine is None) == (theirs is None), name
+        if theirs is not None:
+            np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(batched.rollout("mean", 0.5), alone.rollout("mean", 0.5), atol=1e-4)
+
+
+def photos(size: tuple[int, int], count: int) -> list[np.ndarray]:
+    """The bundled photos, then generated ones, all resized to `size` (w, h): different images of one size."""
+    bundled = [cv2.cvtColor(cv2.imread(str(ASSETS / f"{n}.jpg")), cv2.COLOR_BGR2RGB) for n in vitviz.EXAMPLES]
+    made = [random_image(size[1], size[0], seed=i) for i in range(count)]
+    return [cv2.resize(p, size, interpolation=cv2.INTER_AREA) for p in bundled + made][:count]
+
+
+def test_eight_concurrent_uploads_of_one_size_go_as_one_batch_and_each_equals_its_solo_analysis(embedded):
+    images = photos((300, 200), 8)
+    batcher = Batcher(window_s=5.0, max_batch=8)  # the eighth image closes the batch long before the window ends
+    results = together(batcher, [(embedded, image, 224) for image in images])
+    assert list(batcher.sizes) == [8]
+    for image, batched in zip(images, results, strict=True):
+        assert isinstance(batched, vitviz.Analysis), batched
+        assert_same_analysis(batched, vitviz.analyze(embedded, image, longest=224))
+
+
+def test_mixed_sizes_batch_by_size_and_each_equals_its_solo_analysis():
+    model = FAMILIES["dinov2"]()
+    images = [random_image(48, 64, seed=i) if i % 2 else random_image(40, 40, seed=i) for i in range(8)]
+    batcher = Batcher(window_s=5.0, max_batch=4)  # four of each size: each batch closes when full
+    results = together(batcher, [(model, image, 64) for image in images])
+    assert sorted(batcher.sizes) == [4, 4]
+    shapes = {r.pixel_values.shape for r in results}
+    assert len(shapes) == 2
+    for image, batched in zip(images, results, strict=True):
+        assert_same_analysis(batched, vitviz.analyze(model, image, longest=64))
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_batched_equals_alone(name):
+    """Each image's slice of the readout, the update norms and an attention-pool's probe, not the first image's."""
+    model = FAMILIES[name]()
+    images = [random_image(40, 56, seed=10 + i) for i in range(3)]
+    batcher = Batcher(window_s=5.0, max_batch=3)
+    results = together(batcher, [(model, image, 56) for image in images])
+    assert list(batcher.sizes) == [3]
+    for image, batched in zip(images, results, strict=True):
+        assert_same_analysis(batched, vitviz.analyze(model, image, longest=56))
+
+
+def test_a_broken_upload_fails_alone_and_a_failed_forward_fails_its_whole_batch(tmp_path, monkeypatch):
+    model = FAMILIES["vit"]()
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"\xff\xd8 not really a jpeg")
+    batcher = Batcher(window_s=0.5, max_batch=3)
+    jobs = [(model, random_image(32, 32, seed=1)), (model, str(broken)), (model, random_image(32, 32))]
+    results = together(batcher, jobs)
+    assert isinstance(results[1], ValueError) and str(results[1]).startswith("broken.jpg is not an image")
+    assert all(isinstance(r, vitviz.Analysis) for r in (results[0], results[2])) and list(batcher.sizes) == [2]
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(model, "forward", fail, raising=False)
+    results = together(batcher, [(model, random_image(32, 32, seed=i)) for i in range(2)])
+    assert [str(r) for r in results] == ["out of memory"] * 2
+    assert batcher.analyze(FAMILIES["deit"](), random_image(32, 32)).num_tokens == 18  # it goes on
+
+
+def test_the_server_batches_where_asked_and_only_on_a_gpu_by_default(tmp_path):
+    from types import SimpleNamespace
+
+    from vitviz.app.session import BATCH_MAX, SLOTS, Server, batcher, slots
+
+    assert batcher("auto", "cpu") is None and batcher("off", "cpu") is None
+    assert batcher("3", "cpu").window_s == pytest.approx(0.003) and batcher("3", "cpu").max_batch == BATCH_MAX
+    with pytest.raises(ValueError, match="VITVIZ_BATCH_MS must be 'auto', 'off' or milliseconds, got 'soon'"):
+        batcher("soon", "cpu")
+    assert slots("forward", Server(device="cpu"))["concurrency_limit"] == SLOTS["forward"]
+    server = Server(device="cpu", batch_ms="5000")
+    assert slots("forward", server)["concurrency_limit"] == BATCH_MAX
+    server.models["tiny"] = FAMILIES["vit"]()
+    server.batcher.max_batch = 3
+
+    def upload(i: int):
+        path = str(tmp_path / f"{i}.png")
+        cv2.imwrite(path, random_image(32, 32, seed=i))
+        return server.get_analysis(path, "tiny", "224", SimpleNamespace(session_hash=f"student{i}"))
+
+    results = [None] * 3
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, upload(i))) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert list(server.batcher.sizes) == [3] and len({id(r) for r in results}) == 3 and len(server.cache) == 3

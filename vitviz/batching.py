@@ -1,0 +1,86 @@
+"""Micro-batching: new images that arrive together, for one model at one input size, go through it as one batch.
+
+A GPU runs a batch of k images in much less than k times one image's forward; a CPU does not (measured by
+`python -m benchmarks.batching`, in docs/benchmarks.md), so the app batches on a GPU only. Since an analysis
+keeps hidden states and recomputes attention from them, a batch's capture is its images' slices of one forward.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .analysis import Analysis, capture, model_input
+from .models import VitModel
+from .preprocess import ImageInput, load_image
+
+
+@dataclass(eq=False)
+class _Batch:
+    """Images waiting to go through one forward: (RGB, input [1,3,h,w]) each, then their analyses."""
+
+    inputs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    full: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    results: list[Analysis] = field(default_factory=list)
+    error: BaseException | None = None
+
+
+class Batcher:
+    """`analyze` for many threads at once. The first image of a (model, input size) opens a batch and waits
+    `window_s` (less if `max_batch` images join), then for the model to be free: images that arrive meanwhile
+    join, so that under load each forward takes everyone waiting. Each gets the analysis that `analyze` would
+    give it alone, to float noise (the same arithmetic on a larger batch)."""
+
+    def __init__(self, window_s: float, max_batch: int) -> None:
+        if window_s < 0 or max_batch < 1:
+            raise ValueError(f"a batch needs a window >= 0 s and a size >= 1, got {window_s} s and {max_batch}")
+        self.window_s, self.max_batch = window_s, max_batch
+        self.sizes: deque[int] = deque(maxlen=1000)  # each forward's batch size, as it ran
+        self._open: dict[tuple, _Batch] = {}
+        self._lock = threading.Lock()
+
+    def analyze(self, model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:
+        """What `vitviz.analyze(model, image, longest)` returns, from a forward that it may share."""
+        rgb = load_image(image)
+        x = model_input(model, rgb, longest)  # a bad image or size fails here, alone, before joining
+        key = (id(model), x.shape)
+        with self._lock:
+            batch = self._open.get(key)
+            leader = batch is None
+            if leader:
+                batch = self._open[key] = _Batch()
+            slot = len(batch.inputs)
+            batch.inputs.append((rgb, x))
+            if len(batch.inputs) >= self.max_batch:
+                self._close(key, batch)
+        if leader:
+            batch.full.wait(self.window_s)
+            with model.lock:  # a forward under way ends first; who arrives meanwhile still joins
+                with self._lock:
+                    self._close(key, batch)
+                self._run(model, batch)
+        batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        return batch.results[slot]
+
+    def _close(self, key: tuple, batch: _Batch) -> None:
+        if self._open.get(key) is batch:
+            del self._open[key]
+        batch.full.set()
+
+    def _run(self, model: VitModel, batch: _Batch) -> None:
+        try:
+            pixels = torch.from_numpy(np.concatenate([x for _, x in batch.inputs]))
+            out = model.forward(pixels, attentions="none")
+            batch.results = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(batch.inputs)]
+            self.sizes.append(len(batch.inputs))
+        except Exception as exc:  # every image of the batch gets the error
+            batch.error = exc
+        finally:
+            batch.done.set()
