@@ -4,9 +4,12 @@ The teacher says "now try your own photo": every user (its own gradio_client, so
 own new photo within the same two seconds and waits for its view (/analyze, then /attention drawn), then makes
 `--moves` mixed moves (/attention at any layer, head or query; /rollout at any fusion and discard), each after
 a think time of 1 to 4 s. Each round uses new photos. It prints, per round and over all rounds, the p50, p95
-and max from upload to view and of a move, the errors, and the server's RSS before the round, at its peak
-(sampled every 0.25 s) and 30 s after it. The app runs on a free loopback port: only 127.0.0.1 is contacted,
-and every loop is bounded.
+and max from upload to view and of a move, the errors, the forward passes the server ran (one per upload
+means that no move re-ran one), and the server's RSS before the round, at its peak (sampled every 0.25 s) and
+30 s after it, and the CPU seconds that the server and the clients used: here both share the same cores,
+where a class's clients run on 30 devices. `--http` makes each user plain HTTP requests (`loadtest.HttpApi`)
+in place of gradio_client, whose polling and downloads cost this process more CPU. The app runs on a free
+loopback port: only 127.0.0.1 is contacted, and every loop is bounded.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from vitviz.maps import DEFAULT_SCALE
 from vitviz.memory import rss_bytes
 
 from .bench import mixed_moves
+from .loadtest import HttpApi
 
 GIB = 2**30
 MODEL, SIZE, LAYERS, HEADS, PATCHES = "dinov2-small", "model default", 12, 6, (448 // 14) ** 2
@@ -33,24 +37,34 @@ MODEL, SIZE, LAYERS, HEADS, PATCHES = "dinov2-small", "model default", 12, 6, (4
 class User:
     """One student: a photo, an upload, then moves with think times; keeps its timings (s) and errors."""
 
-    def __init__(self, url: str, photo: Path, moves: int, seed: int) -> None:
-        self.url, self.photo, self.moves = url, photo, moves
+    def __init__(self, url: str, photo: Path, moves: int, seed: int, http: bool = False) -> None:
+        self.url, self.photo, self.moves, self.http = url, photo, moves, http
         self.rng = np.random.default_rng(seed)
         self.upload_s: float | None = None
+        self.uploaded_at = 0.0  # time.perf_counter() when its view came
         self.move_s: list[float] = []
+        self.move_at: list[float] = []  # when each move was made
         self.errors: list[str] = []
 
-    def run(self) -> None:
+    def connect(self):
+        """(call(api_name, *args), the image argument) through gradio_client or plain HTTP."""
+        if self.http:
+            api = HttpApi(self.url, session=f"student-{id(self)}")
+            return api.call, api.upload(self.photo)
         from gradio_client import Client, handle_file
 
+        client = Client(self.url, verbose=False, ssl_verify=False)
+        return lambda name, *args: client.predict(*args, api_name=f"/{name}"), handle_file(str(self.photo))
+
+    def run(self) -> None:
         try:
-            client = Client(self.url, verbose=False, ssl_verify=False)
-            image = handle_file(str(self.photo))
+            call, image = self.connect()
             time.sleep(float(self.rng.uniform(0, 2)))  # "now": everyone within two seconds
             start = time.perf_counter()
-            client.predict(image, MODEL, SIZE, api_name="/analyze")
-            client.predict(*attention(image, LAYERS - 1, -1, "cls"), api_name="/attention")
-            self.upload_s = time.perf_counter() - start
+            call("analyze", image, MODEL, SIZE)
+            call("attention", *attention(image, LAYERS - 1, -1, "cls"))
+            self.uploaded_at = time.perf_counter()
+            self.upload_s = self.uploaded_at - start
         except Exception as exc:  # a refused request is a finding, not a crash of the benchmark
             self.errors.append(f"upload: {type(exc).__name__}: {exc}")
             return
@@ -58,13 +72,13 @@ class User:
         for move in list(mixed_moves_of(seed))[: self.moves]:
             time.sleep(float(self.rng.uniform(1, 4)))
             start = time.perf_counter()
+            self.move_at.append(start)
             try:
                 if move[0] == "attention":
                     _, layer, head, query = move
-                    client.predict(*attention(image, layer, {None: -1, "all": -2}.get(head, head), query),
-                                   api_name="/attention")  # fmt: skip
+                    call("attention", *attention(image, layer, {None: -1, "all": -2}.get(head, head), query))
                 else:
-                    client.predict(image, MODEL, SIZE, *move[1:], "inferno", 0.6, DEFAULT_SCALE, api_name="/rollout")
+                    call("rollout", image, MODEL, SIZE, *move[1:], "inferno", 0.6, DEFAULT_SCALE)
                 self.move_s.append(time.perf_counter() - start)
             except Exception as exc:
                 self.errors.append(f"{move[0]}: {type(exc).__name__}: {exc}")
@@ -92,6 +106,12 @@ def figures(seconds: list[float]) -> str:
     return f"p50 {p50:6.2f} s  p95 {p95:6.2f} s  max {max(seconds):6.2f} s  (n={len(seconds)})"
 
 
+def cpu_s(pid: int | str = "self") -> float:
+    """User + system CPU seconds of a process, all its threads, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss(pid: int, stop: threading.Event, into: list[int]) -> None:
     while not stop.wait(0.25):
         into.append(rss_bytes(pid))
@@ -104,19 +124,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cache-mb", type=int, default=2048)
     parser.add_argument("--settle-s", type=float, default=30.0)
+    parser.add_argument("--http", action="store_true", help="plain HTTP requests in place of gradio_client")
     args = parser.parse_args(argv)
     os.environ["VITVIZ_CACHE_MB"] = str(args.cache_mb)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-class-"))
     images = photos(args.users * args.rounds, folder, prefix="student")
     uploads, moves, errors = [], [], []
-    with running_app() as (url, pid):
+    log = folder / "server.log"
+    with open(log, "w") as out, running_app(log=out) as (url, pid):
+        client = "plain HTTP" if args.http else "gradio_client"
+        print(f"{client}, {os.cpu_count()} cores")
         print(f"{args.users} users x (1 upload + {args.moves} moves) x {args.rounds} rounds; cache cap "
               f"{args.cache_mb / 1024:.2f} GiB; server RSS at start {rss_bytes(pid) / GIB:.2f} GiB")  # fmt: skip
         for r in range(args.rounds):
             before, samples, stop = rss_bytes(pid), [], threading.Event()
             monitor = threading.Thread(target=peak_rss, args=(pid, stop, samples), daemon=True)
             monitor.start()
-            users = [User(url, images[r * args.users + u], args.moves, seed=1000 * r + u) for u in range(args.users)]
+            seeds = range(1000 * r, 1000 * r + args.users)
+            users = [User(url, images[r * args.users + u], args.moves, s, args.http) for u, s in enumerate(seeds)]
+            cpu = cpu_s(pid), cpu_s()
             threads = [threading.Thread(target=u.run) for u in users]
             start = time.perf_counter()
             for t in threads:
@@ -124,6 +150,7 @@ def main(argv: list[str] | None = None) -> None:
             for t in threads:
                 t.join(1800)
             took = time.perf_counter() - start
+            server_cpu, client_cpu = cpu_s(pid) - cpu[0], cpu_s() - cpu[1]
             stop.set()
             monitor.join()
             peak = max(samples + [before])
@@ -135,11 +162,18 @@ def main(argv: list[str] | None = None) -> None:
             uploads += round_uploads
             moves += round_moves
             errors += round_errors
+            forwards = log.read_text().count("forward: a new analysis")
             print(f"round {r + 1} ({took:.0f} s): RSS {before / GIB:.2f} GiB before, {peak / GIB:.2f} at peak, "
-                  f"{after / GIB:.2f} {args.settle_s:.0f} s after; {len(round_errors)} errors"
+                  f"{after / GIB:.2f} {args.settle_s:.0f} s after; {forwards} forwards so far for "
+                  f"{(r + 1) * args.users} uploads; {len(round_errors)} errors"
                   f"{': ' + round_errors[0] if round_errors else ''}")  # fmt: skip
+            cores_s = took * os.cpu_count()
+            print(f"  CPU: the server {server_cpu:.0f} s, the clients {client_cpu:.0f} s, of {cores_s:.0f} s")
             print(f"  upload to view  {figures(round_uploads)}")
             print(f"  a move          {figures(round_moves)}")
+            last = max(u.uploaded_at for u in users)
+            quiet = [s for u in users for s, at in zip(u.move_s, u.move_at, strict=False) if at > last]
+            print(f"  a move after every upload's view came: {figures(quiet)}")
         print(f"all rounds: upload to view {figures(uploads)}")
         print(f"            a move         {figures(moves)}")
         print(f"            errors         {len(errors)}")

@@ -58,8 +58,8 @@ def test_shedding_changes_no_answer_and_the_warm_sweep_fills_what_a_request_woul
     a = vitviz.analyze(model, random_image(32, 32, seed=34))
     for step in range(1 + model.num_layers // 2):  # the dense step, then half the layers swept
         a.warm_step(step)
-    assert set(a._warm_rows) == {"mean", "max", "min"} and not a._fused
-    half = {f: a.fused(f).clone() for f in ("mean", "max")}  # swept layers and recomputed ones together
+    assert set(a._warm_rows) == {"mean"} and set(a._warm_thresholds) == {"mean", "max", "min"} and not a._fused
+    half = {f: a.fused(f).clone() for f in ("mean", "max")}  # swept layers and recomputed ones together; all
     rollouts = {f: a.rollout(f, 0.3) for f in ("mean", "max", "min")}
     assert a.shed() > 0 and not a._fused and not a._warm_rows and a._projections is None
     for fusion, rolled in rollouts.items():
@@ -76,7 +76,8 @@ def test_the_warm_steps_fill_what_the_views_read_and_change_no_answer():
     cold, warm = vitviz.analyze(model, image), vitviz.analyze(model, image)
     warm.warm()
     assert not warm.warm_step(10_000)  # past the last step: nothing to do
-    assert set(warm._fused) == {"mean", "max", "min"} and set(warm._layer_stats) == set(range(model.num_layers))
+    assert set(warm._thresholds) == {"mean", "max", "min"} and set(warm._layer_stats) == set(range(model.num_layers))
+    assert set(warm._fused) == {"mean"} and not warm._warm_rows and not warm._warm_thresholds  # max, min when asked
     for fusion in ("mean", "max", "min"):
         np.testing.assert_array_equal(warm.rollout(fusion, 0.5), cold.rollout(fusion, 0.5))
     np.testing.assert_array_equal(warm.attention_entropy, cold.attention_entropy)

@@ -220,6 +220,23 @@ def test_a_warm_step_that_grows_the_cache_past_its_cap_evicts_the_oldest_and_ask
     assert server.cache.holds(new) and not server.cache.holds(old)
 
 
+def test_a_cached_request_sheds_what_earlier_requests_refilled_and_asks_for_a_trim(server, tmp_path):
+    """A view that redraws a shed analysis refills its fused heads; the next request brings the cache back
+    under its cap by shedding the oldest (not evicting it) and asks the janitor for a trim."""
+    from types import SimpleNamespace
+
+    x, y = SimpleNamespace(session_hash="x"), SimpleNamespace(session_hash="y")
+    old = server.get_analysis(photo(tmp_path, "a.png", 8), "tiny", "model default", x)
+    new = server.get_analysis(photo(tmp_path, "b.png", 9), "tiny", "model default", y)
+    old.warm()
+    new.warm()
+    server.cache.max_bytes = old.nbytes + new.nbytes - old.shed_bytes // 2  # one of them must shed
+    server.freed.clear()
+    assert server.get_analysis(photo(tmp_path, "b.png", 9), "tiny", "model default", y) is new
+    assert server.freed.is_set() and server.cache.holds(old) and server.cache.nbytes <= server.cache.max_bytes
+    assert old.shed_bytes == 0 and new.shed_bytes > 0  # the oldest shed, the one asked for kept whole
+
+
 def test_a_depth_result_is_made_once_per_session_model_and_photo(server, tmp_path):
     from types import SimpleNamespace
 

@@ -46,6 +46,7 @@ class Analysis:
     _fused: dict = field(default_factory=dict, repr=False)
     _warm_rows: dict = field(default_factory=dict, repr=False)  # {fusion: {layer: [N,N]}}, the warm's sweep
     _thresholds: dict = field(default_factory=dict, repr=False)
+    _warm_thresholds: dict = field(default_factory=dict, repr=False)  # {fusion: {layer: [100]}}, the same
     _layer_stats: dict = field(default_factory=dict, repr=False)
     _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
     _projections: inside.LayerProjections | None = field(default=None, repr=False)
@@ -237,13 +238,18 @@ class Analysis:
             return self.model.readout.start(n)
         return self.model.readout.start(n, maps.fuse_heads(self.pool_attention[None, :, None], head_fusion)[0, 0])
 
+    PERCENTS = [i / 100 for i in range(100)]
+
     def percent_thresholds(self, head_fusion: str = "mean") -> torch.Tensor:
         """[L,100] the discard thresholds of 0 %, 1 %, ..., 99 % (a slider's steps), counted once per fusion:
         ~25 ms for max and min, ~90 ms for the mean at 448 px."""
         with self._fusion_locks.get(head_fusion, nullcontext()):  # the warm and a request may ask at once
             if head_fusion not in self._thresholds:
-                ratios = [i / 100 for i in range(100)]
-                self._thresholds[head_fusion] = maps.discard_thresholds(self.fused(head_fusion), ratios)
+                swept = self._warm_thresholds.pop(head_fusion, {})
+                if len(swept) == self.num_layers:  # each layer's, from the warm's sweep
+                    self._thresholds[head_fusion] = torch.stack([swept[i] for i in range(self.num_layers)])
+                else:
+                    self._thresholds[head_fusion] = maps.discard_thresholds(self.fused(head_fusion), self.PERCENTS)
             return self._thresholds[head_fusion]
 
     def warm(self) -> None:
@@ -256,8 +262,9 @@ class Analysis:
         """One step of filling what other views read first (at 448 px on a 2-core CPU): 0, the dense head,
         a forward at 224 (~0.13 s; the output view, and the rollout's note); 1 to L, each layer's attention
         recomputed once (~20 ms) for its statistics (~25 ms; the attention view's numbers, and all of them the
-        heads view) and its heads fused by mean, max and min; then the fused layers with their discard thresholds
-        (~90, 25 and 25 ms; the rollout's controls). False when there is no such step. The app runs them one by
+        heads view), its heads fused by mean (kept), max and min and their discard thresholds (~8, 2 and 2 ms;
+        the rollout's controls); then the thresholds of each fusion gathered, and the mean fusion's layers. False
+        when there is no such step. The app runs them one by
         one in the background, between requests, so that no control's first touch computes them."""
         layers = self.num_layers
         if step == 0:
@@ -266,18 +273,27 @@ class Analysis:
             self._sweep(step - 1)
         elif step - layers <= len(maps.HEAD_FUSIONS):
             self.percent_thresholds(maps.HEAD_FUSIONS[step - layers - 1])
+        elif step - layers == len(maps.HEAD_FUSIONS) + 1:
+            self.fused("mean")  # its swept layers, as one tensor
         else:
             return False
         return True
 
     def _sweep(self, layer: int) -> None:
-        """The warm's step for one layer: its attention recomputed once gives its statistics and its fused heads."""
+        """The warm's step for one layer: its attention recomputed once gives its statistics, its heads fused
+        each way with their discard thresholds, and the mean fusion (the rollout's first) kept. The max and min
+        fusions are not: 50 MB at 448 px that a cache under pressure would shed unused."""
         attention = self.layer_attention(layer)
         self.layer_statistics(layer, attention)
         for fusion in maps.HEAD_FUSIONS:
             with self._fusion_locks[fusion]:
-                if fusion not in self._fused:
-                    self._warm_rows.setdefault(fusion, {})[layer] = maps.fuse_heads(attention[None], fusion)[0]
+                fused = self._fused.get(fusion)
+                row = maps.fuse_heads(attention[None], fusion) if fused is None else fused[layer : layer + 1]
+                if fusion not in self._thresholds:
+                    thresholds = maps.discard_thresholds(row, self.PERCENTS)[0]
+                    self._warm_thresholds.setdefault(fusion, {})[layer] = thresholds
+                if fusion == "mean" and fused is None:
+                    self._warm_rows.setdefault(fusion, {})[layer] = row[0]
 
     def layer_statistics(self, layer: int, attention: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """([H] mean attention distance in pixels, [H] entropy in nats) of one layer, computed once (from

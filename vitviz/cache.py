@@ -41,7 +41,7 @@ class AnalysisCache:
             return a
 
     def put(self, key: tuple, analysis: Sized) -> int:
-        """Keep `analysis` under `key`; returns how many older entries were evicted for it."""
+        """Keep `analysis` under `key`; returns how many older entries were evicted or shed for it."""
         with self._lock:
             self._items[key] = analysis
             self._items.move_to_end(key)
@@ -52,26 +52,26 @@ class AnalysisCache:
         mine = [k for k in self._items if k[0] == session]
         for k in mine[: max(0, len(mine) - self.per_session)]:
             del self._items[k]
-        self._fit()
-        return before - len(self._items)
+        return before - len(self._items) + self._fit()
 
-    def _fit(self) -> None:
+    def _fit(self) -> int:
+        """Shed, then evict, the oldest until the total is under the cap; returns how many entries were."""
         # Lazily filled caches (fused heads, views) grow entries, so sizes are read now.
-        total = self.nbytes
+        total, before, touched = self.nbytes, len(self._items), 0
         for item in list(self._items.values())[:-1]:
             if total <= self.max_bytes:
-                return
-            total -= shed(item)
+                return touched
+            freed = shed(item)
+            total, touched = total - freed, touched + (freed > 0)
         while len(self._items) > 1 and self.nbytes > self.max_bytes:
             self._items.popitem(last=False)
+        return touched + before - len(self._items)
 
     def enforce_cap(self) -> int:
-        """Evict the oldest entries until the total is under the cap again, after entries grew in place (a
-        background warm fills fused heads into analyses already cached); returns how many were evicted."""
+        """Shed, then evict, the oldest entries until the total is under the cap again, after entries grew in
+        place (a background warm fills fused heads into analyses already cached); returns how many were."""
         with self._lock:
-            before = len(self._items)
-            self._fit()
-            return before - len(self._items)
+            return self._fit()
 
     def holds(self, item: Sized) -> bool:
         """Whether `item` itself (not an equal one) is still cached."""

@@ -267,16 +267,20 @@ class Server:
             raise ValueError(NO_IMAGE)
         key = (session_of(request), self.analysis_key(image, model_name, size))
         a = self.cache.get(key)
-        if a is None:
-            model = self.get_model(model_name, progress)
-            if progress is not None:
-                progress(0.3, desc="Running the ViT: one forward pass captures every layer")
-            longest = None if size == DEFAULT_SIZE else int(size)
-            with self.priority.interactive():
-                a = (self.batcher.analyze if self.batcher else analyze)(model, image, longest)
-            if self.cache.put(key, a):
+        if a is not None:
+            if self.cache.enforce_cap():  # the last requests refilled what shed analyses recompute
                 self.freed.set()
-            self._to_warm.put((time.monotonic(), weakref.ref(a)))
+            return a
+        model = self.get_model(model_name, progress)
+        if progress is not None:
+            progress(0.3, desc="Running the ViT: one forward pass captures every layer")
+        longest = None if size == DEFAULT_SIZE else int(size)
+        with self.priority.interactive():
+            a = (self.batcher.analyze if self.batcher else analyze)(model, image, longest)
+        log.info("forward: a new analysis of %s at %s", model_name, size)  # what the classroom benchmark counts
+        if self.cache.put(key, a):
+            self.freed.set()
+        self._to_warm.put((time.monotonic(), weakref.ref(a)))
         return a
 
     def depth_key(self, image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
