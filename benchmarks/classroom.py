@@ -1,4 +1,5 @@
-"""A class of 30: `python -m benchmarks.classroom [--users 30] [--moves 10] [--rounds 3] [--cache-mb 2048]`.
+"""A class of 30: `python -m benchmarks.classroom [--users 30] [--moves 10] [--rounds 3] [--cache-mb 2048]
+[--device cpu|cuda] [--http]`.
 
 The teacher says "now try your own photo": every user (its own gradio_client, so its own session) uploads its
 own new photo within the same two seconds and waits for its view (/analyze, then /attention drawn), then makes
@@ -125,13 +126,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cache-mb", type=int, default=2048)
     parser.add_argument("--settle-s", type=float, default=30.0)
     parser.add_argument("--http", action="store_true", help="plain HTTP requests in place of gradio_client")
+    parser.add_argument("--device", default="cpu", help="the app's device: cpu, cuda or auto")
     args = parser.parse_args(argv)
     os.environ["VITVIZ_CACHE_MB"] = str(args.cache_mb)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-class-"))
     images = photos(args.users * args.rounds, folder, prefix="student")
     uploads, moves, errors = [], [], []
     log = folder / "server.log"
-    with open(log, "w") as out, running_app(log=out) as (url, pid):
+    with open(log, "w") as out, running_app(["--device", args.device], log=out) as (url, pid):  # the last wins
         client = "plain HTTP" if args.http else "gradio_client"
         print(f"{client}, {os.cpu_count()} cores")
         print(f"{args.users} users x (1 upload + {args.moves} moves) x {args.rounds} rounds; cache cap "
