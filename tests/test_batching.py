@@ -107,7 +107,7 @@ def test_a_broken_upload_fails_alone_and_a_failed_forward_fails_its_whole_batch(
 
     monkeypatch.setattr(model, "forward", fail, raising=False)
     results = together(batcher, [(model, random_image(32, 32, seed=i)) for i in range(2)])
-    assert [str(r) for r in results] == ["out of memory"] * 2
+    assert [str(r) for r in results] == ["the batch of 2 failed: out of memory"] * 2
     assert batcher.analyze(FAMILIES["deit"](), random_image(32, 32)).num_tokens == 18  # it goes on
 
 

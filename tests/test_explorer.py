@@ -42,7 +42,7 @@ def captured_rows(a: vitviz.Analysis, cases) -> np.ndarray:
     def row(layer: int, h: int, p: int) -> np.ndarray:
         if p == -1 and a.model.readout.pool:
             return a.pool_attention[h]
-        return a.attentions[layer, h, 0 if p == -1 else a.n_prefix + p]
+        return a.layer_attention(layer)[h, 0 if p == -1 else a.n_prefix + p]
 
     return np.stack([row(*case).astype(np.float32) for case in cases])
 
@@ -62,7 +62,7 @@ def test_shipped_queries_and_keys_give_the_captured_weights(family):
     name, model = family
     a = vitviz.analyze(model, random_image(40, 56, seed=3), longest=56)  # 5 x 7 patches: not square
     dh, scale = vitviz.inside.head_geometry(model)
-    n, heads = a.attentions.shape[-1], model.num_heads
+    n, heads = a.num_tokens, model.num_heads
     for layer in range(model.num_layers):
         raw = np.frombuffer(explorer.layer_data(a, layer).tobytes(), dtype="<f4")
         assert raw.size == 2 * n * heads * dh + heads * n
@@ -73,7 +73,7 @@ def test_shipped_queries_and_keys_give_the_captured_weights(family):
         scores = np.einsum("qhd,khd->hqk", q.astype(np.float64), k.astype(np.float64)) * scale
         weights = np.exp(scores - scores.max(-1, keepdims=True))
         weights /= weights.sum(-1, keepdims=True)
-        np.testing.assert_allclose(weights, a.attentions[layer].astype(np.float64), atol=BOUND, err_msg=name)
+        np.testing.assert_allclose(weights, a.layer_attention(layer).astype(np.float64), atol=BOUND, err_msg=name)
         norms = raw[2 * n * heads * dh :].reshape(heads, n)
         np.testing.assert_allclose(norms, value_norms64(a, layer), rtol=1e-4, atol=1e-6)
 
@@ -86,7 +86,7 @@ def test_the_shipped_probe_gives_the_pooling_heads_captured_weights():
     from conftest import tiny_siglip, tiny_vit
 
     a = vitviz.analyze(tiny_siglip(), random_image(40, 56, seed=3), longest=56)
-    probe, heads, n = explorer.meta(a)["probe"], a.model.num_heads, a.attentions.shape[-1]
+    probe, heads, n = explorer.meta(a)["probe"], a.model.num_heads, a.num_tokens
     q, k, norms = (
         np.frombuffer(base64.b64decode(probe[key]), "<f4").astype(np.float64) for key in ("q", "k", "valueNorms")
     )
@@ -130,9 +130,7 @@ def test_meta_names_the_grid_tokens_and_colours(family):
     name, model = family
     a = vitviz.analyze(model, random_image(40, 56, seed=4), longest=56)
     m = explorer.meta(a)
-    assert m["grid"] == list(a.grid) and m["tokens"] == a.attentions.shape[-1] == m["grid"][0] * m["grid"][1] + len(
-        m["prefix"]
-    )
+    assert m["grid"] == list(a.grid) and m["tokens"] == a.num_tokens == m["grid"][0] * m["grid"][1] + len(m["prefix"])
     assert m["prefix"] == list(model.prefix_tokens) and m["layers"] == model.num_layers
     assert m["photo"].startswith("data:image/jpeg;base64,")
     lut = np.array(m["colormaps"]["inferno"]).reshape(256, 3)
@@ -193,7 +191,7 @@ def test_the_browser_computes_the_captured_weights_on_every_family(name):
         browser, page, _ = bare_page(pw, *family_meta(a))
         rows = np.array(page.evaluate(HOVER_ALL, cases))
         browser.close()
-    assert rows.shape == (len(cases), a.attentions.shape[-1])
+    assert rows.shape == (len(cases), a.num_tokens)
     np.testing.assert_allclose(rows.sum(axis=1), 1.0, atol=1e-5)
     diff = np.abs(rows - captured_rows(a, cases)).max(axis=1)
     assert diff.max() <= BOUND, (name, cases[int(diff.argmax())], diff.max())
@@ -221,7 +219,7 @@ def test_temperature_sharpens_and_flattens_and_one_is_the_model():
     for t, row in got.items():
         expected = np.exp((scores - scores.max()) / t)
         np.testing.assert_allclose(row, expected / expected.sum(), atol=1e-5)
-    np.testing.assert_allclose(got[1.0], a.attentions[2, 1, a.n_prefix + 7].astype(np.float32), atol=BOUND)
+    np.testing.assert_allclose(got[1.0], a.layer_attention(2)[1, a.n_prefix + 7].astype(np.float32), atol=BOUND)
     entropy = {t: -(r[r > 0] * np.log(r[r > 0])).sum() for t, r in got.items()}
     assert entropy[0.05] < entropy[0.5] < entropy[1.0] < entropy[4.0]
     assert got[0.05].max() > got[1.0].max() > got[4.0].max() and "T = 4.00" in text
@@ -369,7 +367,7 @@ def test_the_app_computes_the_captured_weights_of_the_embedded_model(app_page, e
     diff = np.abs(rows - captured_rows(a, cases)).max(axis=1)
     assert diff.max() <= BOUND, (cases[int(diff.argmax())], diff.max())
     state = page.evaluate("() => window.vitviz.explorer.state()")
-    assert state["bytes"] == 4 * (2 * a.attentions.shape[-1] * 384 + 6 * a.attentions.shape[-1])
+    assert state["bytes"] == 4 * (2 * a.num_tokens * 384 + 6 * a.num_tokens)
 
 
 @pytest.mark.browser

@@ -70,7 +70,7 @@ def hooked(model: vitviz.VitModel, pixel_values: np.ndarray, layer: int) -> dict
 def test_softmax_of_the_recomputed_scores_is_the_captured_attention(case):
     model, a = case
     heads, width = model.num_heads, model.config.hidden_size
-    assert a.attentions[0, 0].std() > 1e-3, "the test model's attention should be far from uniform"
+    assert a.layer_attention(0)[0].std() > 1e-3, "the test model's attention should be far from uniform"
     for layer in range(model.num_layers):
         truth = reference_outputs(model, a.pixel_values).attentions[layer][0].numpy()
         for head in range(heads):
@@ -167,7 +167,7 @@ def test_the_embedded_model_inside_a_head(embedded, coffee):
     a = vitviz.analyze(embedded, coffee)
     for layer, head, query in ((0, 0, "cls"), (6, 3, 100), (11, 5, "cls")):
         d = a.inside_head(layer, head, query)
-        row = a.attentions[layer, head, a.query_index(query)].astype(np.float32)
+        row = a.layer_attention(layer)[head, a.query_index(query)].astype(np.float32)
         np.testing.assert_allclose(d.weights, row, atol=2e-3)
         assert d.head_width == 64 and d.k.shape == d.v.shape == (a.num_tokens, 64)
         w = np.sort(d.weights)[::-1]
@@ -211,4 +211,4 @@ def test_concurrent_forwards_keep_their_own_updates():
     with ThreadPoolExecutor(4) as pool:
         done = list(pool.map(lambda im: vitviz.analyze(model, im, longest=max(im.shape[:2])), images))
     for a in done:
-        assert a.update_norms.shape == (model.num_layers, 2, a.attentions.shape[-1])
+        assert a.update_norms.shape == (model.num_layers, 2, a.num_tokens)

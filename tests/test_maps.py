@@ -42,7 +42,7 @@ def test_prefix_tokens_and_grid_from_pixels(analysis):
     h, w = a.pixel_values.shape[2:]
     assert a.n_prefix == PREFIX_COUNT[name]
     assert a.grid == (h // 8, w // 8)
-    assert a.attentions.shape[-1] == a.n_prefix + a.grid[0] * a.grid[1]
+    assert a.num_tokens == a.n_prefix + a.grid[0] * a.grid[1]
 
 
 # Attentions are kept as float16: relative rounding error 2**-11, and 2**-24 at the smallest values.
@@ -108,7 +108,7 @@ def test_rollout_matches_full_matrix_chain(analysis, fusion, discard):
     # The capture is float16; the independent chain runs on exactly those values.
     full = independent_rollout(a.attentions.astype(np.float32), fusion, discard, keep)
     np.testing.assert_allclose(full.sum(axis=1), 1.0, atol=1e-9)  # row-stochastic
-    start = independent_start(a.model, ref_out, fusion, a.attentions.shape[-1])
+    start = independent_start(a.model, ref_out, fusion, a.num_tokens)
     expected = (start @ full)[a.n_prefix :].reshape(a.grid)
     np.testing.assert_allclose(a.rollout(fusion, discard), expected, atol=2e-5)
     # And on transformers' float32 attentions, through the pure function.
@@ -132,7 +132,7 @@ def independent_start(model: vitviz.VitModel, ref, fusion: str, n: int) -> np.nd
 
 def test_rollout_of_non_percent_ratio_matches(analysis):
     _, a = analysis
-    start = independent_start(a.model, reference_outputs(a.model, a.pixel_values), "mean", a.attentions.shape[-1])
+    start = independent_start(a.model, reference_outputs(a.model, a.pixel_values), "mean", a.num_tokens)
     expected = start @ independent_rollout(a.attentions.astype(np.float32), "mean", 0.137, a.model.readout.tokens)
     expected = expected[a.n_prefix :]
     np.testing.assert_allclose(a.rollout("mean", 0.137).ravel(), expected, atol=2e-5)
@@ -168,11 +168,11 @@ def test_mean_attention_distance_against_double_loop(analysis):
 
 def test_attention_entropy_bounds_and_value(analysis):
     _, a = analysis
-    row = a.attentions[2, 1].astype(np.float64)
+    row = a.layer_attention(2)[1].astype(np.float64)
     expected = -(row * np.log(np.clip(row, 1e-12, None))).sum(-1).mean()
     assert a.attention_entropy[2, 1] == pytest.approx(expected, rel=1e-4)
     assert (a.attention_entropy >= 0).all()
-    assert (a.attention_entropy <= np.log(a.attentions.shape[-1]) + 1e-4).all()
+    assert (a.attention_entropy <= np.log(a.num_tokens) + 1e-4).all()
 
 
 def test_token_norms_and_pca_against_transformers(analysis):

@@ -70,7 +70,7 @@ def test_analyze_then_change_layer_and_head(client):
     a0 = vitviz.analyze(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg")
     assert float(entropy) == pytest.approx(a0.attention_entropy[0, 0], abs=0.01)  # head 0's own, not the layer's
     assert float(uniform) == pytest.approx(np.log(673), abs=0.01)
-    assert float(share) == pytest.approx(100 * a0.attentions[0, 0, 0, :1].astype(float).sum(), abs=0.06)
+    assert float(share) == pytest.approx(100 * a0.layer_attention(0)[0, 0, :1].astype(float).sum(), abs=0.06)
     grid, _, _ = client.predict(layer=5, head=-2, **params, api_name="/attention")
     assert read(grid).shape[0] > a.shape[0]  # 6 heads + mean tiled
     roll, note = client.predict(image, "dinov2-small", "model default", "max", 0.5, "inferno", 0.6, api_name="/rollout")

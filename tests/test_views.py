@@ -74,7 +74,7 @@ def check_attention_note(wide, layer, head, patch, prefix):
     text = sentences.attention_note(wide, layer, head, patch)
     share, distance, entropy = bold_numbers(text)
     distances, entropies = wide.layer_statistics(layer)
-    row = wide.attentions[layer, :, wide.n_prefix + patch].astype(np.float32)
+    row = wide.layer_attention(layer)[:, wide.n_prefix + patch].astype(np.float32)
     pick = slice(head, head + 1) if isinstance(head, int) else slice(None)
     assert share == pytest.approx(100 * row[pick, : wide.n_prefix].sum(-1).mean(), abs=0.05)
     assert distance == pytest.approx(distances[pick].mean(), abs=0.5)
@@ -132,7 +132,8 @@ def test_the_readout_step_says_where_cls_keeps_its_attention(which, where, reque
     text = lesson.readout(a, "inferno", 0.6, "log")[2]
     assert "The CLS token is the *readout token*" in text
     share = float(re.search(r"the readout keeps (\d+)% of its attention " + re.escape(where), text).group(1))
-    assert share == pytest.approx(100 * a.attentions[-1, :, 0, : a.n_prefix].astype(np.float32).sum(-1).mean(), abs=0.6)
+    last = a.layer_attention(a.num_layers - 1)
+    assert share == pytest.approx(100 * last[:, 0, : a.n_prefix].astype(np.float32).sum(-1).mean(), abs=0.6)
 
 
 @pytest.mark.parametrize("name", ["siglip", "deit"])
@@ -548,7 +549,7 @@ def uniform_part(a: vitviz.Analysis, entropy: float) -> str:
 
 @pytest.mark.parametrize("head", [None, 2])
 def test_the_attention_note_reads_as_written_with_the_layers_or_the_heads_numbers(wide, head):
-    rows = wide.attentions[1, :, wide.n_prefix + 7].astype(np.float64)  # [H,N]: patch 7's row in layer 1
+    rows = wide.layer_attention(1)[:, wide.n_prefix + 7].astype(np.float64)  # [H,N]: patch 7's row in layer 1
     distances, entropies = wide.layer_statistics(1)
     pick = [head] if head is not None else list(range(4))
     share = rows[pick, :5].sum(-1).mean()

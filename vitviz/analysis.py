@@ -397,9 +397,9 @@ def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out, ind
         kept_attentions=None if attentions is None else _stack(_one(attentions, index), torch.float16),
         hidden_states=_stack(_one(out.hidden_states, index), torch.float32),
         tokens=tokens.float().cpu().numpy(),
-        logits=None if logits is None else logits[index].float().cpu().numpy(),
-        update_norms=None if norms is None else norms[index],
-        pool_attention=None if pool is None else pool[index],
+        logits=None if logits is None else logits[index].float().cpu().numpy().copy(),  # not views of the batch's
+        update_norms=None if norms is None else norms[index].copy(),
+        pool_attention=None if pool is None else pool[index].copy(),
     )
 
 

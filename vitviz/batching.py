@@ -66,7 +66,7 @@ class Batcher:
                 self._run(model, batch)
         batch.done.wait()
         if batch.error is not None:
-            raise batch.error
+            raise RuntimeError(f"the batch of {len(batch.inputs)} failed: {batch.error}") from batch.error
         return batch.results[slot]
 
     def _close(self, key: tuple, batch: _Batch) -> None:
@@ -80,7 +80,7 @@ class Batcher:
             out = model.forward(pixels, attentions="none")
             batch.results = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(batch.inputs)]
             self.sizes.append(len(batch.inputs))
-        except Exception as exc:  # every image of the batch gets the error
+        except BaseException as exc:  # every image of the batch gets the error
             batch.error = exc
         finally:
             batch.done.set()
