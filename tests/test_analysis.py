@@ -70,6 +70,22 @@ def test_shedding_changes_no_answer_and_the_warm_sweep_fills_what_a_request_woul
         np.testing.assert_array_equal(fused.numpy(), want.numpy())
 
 
+def test_a_warm_shed_midway_recomputes_nothing_to_be_shed_again(monkeypatch):
+    model = tiny_vit()
+    a = vitviz.analyze(model, random_image(32, 32, seed=35))
+    for step in range(1 + model.num_layers):  # the dense step and every layer swept
+        a.warm_step(step)
+    a.shed()  # a cache under pressure
+    made = []
+    real = a.layer_attention
+    monkeypatch.setattr(a, "layer_attention", lambda layer: made.append(layer) or real(layer))
+    step = 1 + model.num_layers
+    while a.warm_step(step):
+        step += 1
+    assert made == [] and not a._fused  # the thresholds came from the sweep; the mean fusion waits to be asked
+    assert set(a._thresholds) == {"mean", "max", "min"}
+
+
 def test_the_warm_steps_fill_what_the_views_read_and_change_no_answer():
     model = tiny_vit()
     image = random_image(32, 32, seed=33)

@@ -49,6 +49,22 @@ def test_over_the_cap_the_oldest_shed_their_fused_heads_before_any_is_evicted():
     assert cache.nbytes <= cache.max_bytes and cache.get(("user0", 0)) is None  # then the oldest go
 
 
+def test_the_max_and_min_fusions_are_shed_before_any_mean_one():
+    model = tiny_vit()
+    analyses = [vitviz.analyze(model, random_image(32, 32, seed=10 + i)) for i in range(3)]
+    for a in analyses:
+        a.fused("mean"), a.fused("max")
+    bare = analyses[0].nbytes - analyses[0].shed_bytes
+    mean = analyses[0].shed_bytes - analyses[0].shed(keep_mean=True)  # what keeping the mean keeps
+    largest = analyses[0].fused("max")
+    largest = largest.numel() * largest.element_size()
+    cache = AnalysisCache(max_bytes=3 * (bare + mean) + largest)  # every mean fusion, and one max: the newest's
+    for i, a in enumerate(analyses):
+        cache.put((f"user{i}", i), a)
+    assert [set(a._fused) for a in analyses] == [{"mean"}, {"mean"}, {"mean", "max"}]  # the newest kept whole
+    assert len(cache) == 3 and cache.nbytes <= cache.max_bytes
+
+
 def test_newest_entry_is_kept_even_over_the_cap():
     a = vitviz.analyze(tiny_vit(), random_image(32, 32))
     cache = AnalysisCache(max_bytes=1)

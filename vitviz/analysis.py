@@ -83,17 +83,23 @@ class Analysis:
     @property
     def shed_bytes(self) -> int:
         """Memory that `shed` would free."""
-        rows = [t for layers in list(self._warm_rows.values()) for t in list(layers.values())]
-        fused = sum(t.numel() * t.element_size() for t in list(self._fused.values()) + rows)  # a request may add one
-        projections = self._projections  # read once: another thread may shed it
-        return fused + (projections.nbytes if projections is not None else 0)
+        return self._sheddable(keep_mean=False)
 
-    def shed(self) -> int:
-        """Drop what is recomputed from the hidden states when next asked (the fused heads: 100 MB at 448 px, and
-        a layer's projections); the thresholds and statistics made from them stay. Returns the bytes freed."""
-        freed = self.shed_bytes
-        self._fused.clear()
-        self._warm_rows.clear()
+    def _sheddable(self, keep_mean: bool) -> int:
+        kept = ("mean",) if keep_mean else ()
+        tensors = [t for f, t in list(self._fused.items()) if f not in kept]  # a request may add one meanwhile
+        tensors += [t for f, rows in list(self._warm_rows.items()) if f not in kept for t in list(rows.values())]
+        projections = self._projections  # read once: another thread may shed it
+        return sum(t.numel() * t.element_size() for t in tensors) + (projections.nbytes if projections else 0)
+
+    def shed(self, keep_mean: bool = False) -> int:
+        """Drop what is recomputed from the hidden states when next asked (the fused heads: 50 MB a fusion at 448
+        px, and a layer's projections), but the mean fusion, the rollout's default, with `keep_mean`; the
+        thresholds and statistics made from them stay. Returns the bytes freed."""
+        freed = self._sheddable(keep_mean)
+        for held in (self._fused, self._warm_rows):
+            for fusion in [f for f in list(held) if not (keep_mean and f == "mean")]:  # list(): a request may add one
+                held.pop(fusion, None)
         self._projections = None
         return freed
 
@@ -263,8 +269,8 @@ class Analysis:
         a forward at 224 (~0.13 s; the output view, and the rollout's note); 1 to L, each layer's attention
         recomputed once (~20 ms) for its statistics (~25 ms; the attention view's numbers, and all of them the
         heads view), its heads fused by mean (kept), max and min and their discard thresholds (~8, 2 and 2 ms;
-        the rollout's controls); then the thresholds of each fusion gathered, and the mean fusion's layers. False
-        when there is no such step. The app runs them one by
+        the rollout's controls); then the thresholds of each fusion gathered, and the mean fusion's layers (unless
+        a cache shed some meanwhile). False when there is no such step. The app runs them one by
         one in the background, between requests, so that no control's first touch computes them."""
         layers = self.num_layers
         if step == 0:
@@ -274,7 +280,8 @@ class Analysis:
         elif step - layers <= len(maps.HEAD_FUSIONS):
             self.percent_thresholds(maps.HEAD_FUSIONS[step - layers - 1])
         elif step - layers == len(maps.HEAD_FUSIONS) + 1:
-            self.fused("mean")  # its swept layers, as one tensor
+            if len(self._warm_rows.get("mean", ())) == layers:  # its swept layers as one tensor; none made anew
+                self.fused("mean")  # where a cache shed some: the warm's work is not redone for it to shed again
         else:
             return False
         return True

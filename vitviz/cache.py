@@ -13,18 +13,19 @@ class Sized(Protocol):
     def nbytes(self) -> int: ...
 
 
-def shed(item: Sized) -> int:
+def shed(item: Sized, keep_mean: bool) -> int:
     """Free what `item` can recompute (see `Analysis.shed`); 0 for an item that cannot."""
     method = getattr(item, "shed", None)
-    return method() if method is not None else 0
+    return method(keep_mean) if method is not None else 0
 
 
 class AnalysisCache:
     """LRU over analyses with a total memory cap and a per-session entry cap.
 
     Keys are (session, ...) tuples. Over the cap, the oldest entries first shed what they recompute without a
-    forward (an analysis's fused heads); only then are the oldest evicted. An evicted analysis is simply
-    recomputed (one forward) the next time its session asks for it. The newest entry is always kept whole.
+    forward (an analysis's max and min fused heads, then its mean ones); only then are the oldest evicted. An
+    evicted analysis is simply recomputed (one forward) the next time its session asks for it. The newest entry
+    is always kept whole.
     """
 
     def __init__(self, max_bytes: int, per_session: int = 2) -> None:
@@ -58,11 +59,12 @@ class AnalysisCache:
         """Shed, then evict, the oldest until the total is under the cap; returns how many entries were."""
         # Lazily filled caches (fused heads, views) grow entries, so sizes are read now.
         total, before, touched = self.nbytes, len(self._items), 0
-        for item in list(self._items.values())[:-1]:
-            if total <= self.max_bytes:
-                return touched
-            freed = shed(item)
-            total, touched = total - freed, touched + (freed > 0)
+        for keep_mean in (True, False):
+            for item in list(self._items.values())[:-1]:
+                if total <= self.max_bytes:
+                    return touched
+                freed = shed(item, keep_mean)
+                total, touched = total - freed, touched + (freed > 0)
         while len(self._items) > 1 and self.nbytes > self.max_bytes:
             self._items.popitem(last=False)
         return touched + before - len(self._items)
