@@ -229,18 +229,21 @@ def api_interactions(http, path, model: VitModel, look_s: float | None, count: i
         http.call("tokens", image, model_name, "448")
         time.sleep(look_s)
     for move in mixed_moves(model, (448 // model.patch_size) ** 2, count):
-        if move[0] == "attention":
-            _, layer, head, query = move
-            head = {None: -1, "all": -2}.get(head, head)  # the API's head values
-            query = ("readout", -1) if query == "cls" else ("a patch (click one in a picture)", query)
-            args = ("attention", image, model_name, "448", layer, head, *query, "weight", "inferno", 0.6,
-                    "shared across heads", DEFAULT_SCALE)  # fmt: skip
-        else:
-            args = ("rollout", image, model_name, "448", *move[1:], "inferno", 0.6, DEFAULT_SCALE)
         start = time.perf_counter()
-        http.call(*args)
+        http.call(*api_call(move, image, model_name, "448"))
         times.append((time.perf_counter() - start) * 1000)
     return times
+
+
+def api_call(move: tuple, image, model_name: str, size: str) -> tuple:
+    """(API name, its arguments) of one of `mixed_moves`."""
+    if move[0] == "rollout":
+        return ("rollout", image, model_name, size, *move[1:], "inferno", 0.6, DEFAULT_SCALE)
+    _, layer, head, query = move
+    head = {None: -1, "all": -2}.get(head, head)  # the API's head values
+    query = ("readout", -1) if query == "cls" else ("a patch (click one in a picture)", query)
+    return ("attention", image, model_name, size, layer, head, *query, "weight", "inferno", 0.6,
+            "shared across heads", DEFAULT_SCALE)  # fmt: skip
 
 
 def bench_live(model: VitModel, frames: int = 20) -> None:

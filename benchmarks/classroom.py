@@ -25,10 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from tests.support.harness import photos, running_app
-from vitviz.maps import DEFAULT_SCALE
 from vitviz.memory import rss_bytes
 
-from .bench import mixed_moves
+from .bench import api_call, mixed_moves
 from .loadtest import HttpApi
 
 GIB = 2**30
@@ -63,7 +62,7 @@ class User:
             time.sleep(float(self.rng.uniform(0, 2)))  # "now": everyone within two seconds
             start = time.perf_counter()
             call("analyze", image, MODEL, SIZE)
-            call("attention", *attention(image, LAYERS - 1, -1, "cls"))
+            call(*api_call(("attention", LAYERS - 1, None, "cls"), image, MODEL, SIZE))
             self.uploaded_at = time.perf_counter()
             self.upload_s = self.uploaded_at - start
         except Exception as exc:  # a refused request is a finding, not a crash of the benchmark
@@ -75,11 +74,7 @@ class User:
             start = time.perf_counter()
             self.move_at.append(start)
             try:
-                if move[0] == "attention":
-                    _, layer, head, query = move
-                    call("attention", *attention(image, layer, {None: -1, "all": -2}.get(head, head), query))
-                else:
-                    call("rollout", image, MODEL, SIZE, *move[1:], "inferno", 0.6, DEFAULT_SCALE)
+                call(*api_call(move, image, MODEL, SIZE))
                 self.move_s.append(time.perf_counter() - start)
             except Exception as exc:
                 self.errors.append(f"{move[0]}: {type(exc).__name__}: {exc}")
@@ -92,12 +87,6 @@ def mixed_moves_of(seed: int):
     moves = list(mixed_moves(SimpleNamespace(num_heads=HEADS, num_layers=LAYERS), PATCHES, 60))
     order = np.random.default_rng(seed).permutation(len(moves))
     return [moves[i] for i in order]
-
-
-def attention(image, layer: int, head: int, query) -> tuple:
-    """The /attention arguments: `query` "cls" (the readout) or a patch index."""
-    where = ("readout", -1) if query == "cls" else ("a patch (click one in a picture)", query)
-    return (image, MODEL, SIZE, layer, head, *where, "weight", "inferno", 0.6, "shared across heads", DEFAULT_SCALE)
 
 
 def figures(seconds: list[float]) -> str:
