@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import gradio as gr
 import numpy as np
@@ -382,7 +383,10 @@ def test_a_click_on_the_position_map_picks_the_row_and_column_under_it(server):
     g0, g1 = server.models["tiny"].native_grid
     cell = views.POS_MAP_SIDE / g0, views.POS_MAP_SIDE / g1
     click = SimpleNamespace(index=(cell[1] * 2.5, cell[0] * 1.5))  # x in column 2, y in row 1
-    assert pick_position(server, "tiny", click) == (1, 2)
+    row, col, picture = pick_position(server, "tiny", "viridis", click)
+    assert (row, col) == (1, 2)
+    model = server.get_model("tiny")
+    assert np.array_equal(picture, views.pos_embed_map(model, model.pos_embed_similarity(), 1, 2, "viridis"))
 
 
 def test_clicks_on_the_attributions_picture_set_a_boxs_corners_in_the_photos_pixels(server, tmp_path, embedded):
@@ -541,3 +545,67 @@ def test_the_live_view_says_the_camera_is_off_until_a_frame_comes(server):
         CAMERA_OFF,
         None,
     )
+
+
+def test_an_older_click_that_reaches_the_server_after_a_newer_one_is_not_answered(server):
+    """Two clicks' requests can reach Gradio's queue in either order: the query must end on the last click."""
+    from gradio.helpers import special_args
+
+    from vitviz.app.session import CLICK_TAG_JS
+
+    answered = []
+
+    def pick(server, name, evt: gr.SelectData):
+        answered.append((name, evt.index))
+        return evt.index[0], name
+
+    with gr.Blocks() as demo:
+        picture, name = gr.Image(), gr.Textbox("photo")
+        patch, note = gr.Number(), gr.Textbox()
+        server.on_click(picture, pick, [name], [patch, note])
+    [clicked] = [f for f in demo.fns.values() if f.js == CLICK_TAG_JS % 2]
+
+    def click(tag, x):
+        evt = gr.SelectData(picture, {"index": [x, 0], "value": None})
+        args = special_args(clicked.fn, [tag, "photo"], None, evt)[0]  # how Gradio calls it: the event injected
+        return clicked.fn(*args)
+
+    assert click("page:2", 20) == (20, "photo")
+    assert click("page:1", 10) == (gr.skip(), gr.skip())  # older than one answered: not answered
+    assert click("other:1", 30) == (30, "photo")  # another page counts its own clicks
+    assert click("page:3", 40) == (40, "photo")
+    assert answered == [("photo", [20, 0]), ("photo", [30, 0]), ("photo", [40, 0])]
+    with pytest.raises(ValueError, match="page:n"):
+        click("no tag", 50)
+
+
+def test_a_picture_is_never_served_half_written_while_the_same_picture_is_written_again(monkeypatch, tmp_path):
+    """Gradio names a picture's file by its bytes: two answers with the same picture wrote one file, and a browser
+    reading it during the second write got a truncated JPEG (a broken image that lost the next clicks)."""
+    import threading
+
+    from gradio import processing_utils
+    from PIL import Image
+
+    from vitviz.app.session import write_pictures_whole
+
+    monkeypatch.setattr(processing_utils, "save_pil_to_cache", processing_utils.save_pil_to_cache)
+    write_pictures_whole()
+    picture = Image.fromarray(np.random.default_rng(0).integers(0, 255, (480, 640, 3), np.uint8))
+    path = Path(processing_utils.save_pil_to_cache(picture, str(tmp_path), format="jpeg"))
+    whole = path.read_bytes()
+    done = threading.Event()
+
+    def write_again():
+        for _ in range(300):
+            assert processing_utils.save_pil_to_cache(picture, str(tmp_path), format="jpeg") == str(path)
+        done.set()
+
+    writer = threading.Thread(target=write_again)
+    writer.start()
+    reads = 0
+    while not done.is_set():
+        assert path.read_bytes() == whole
+        reads += 1
+    writer.join()
+    assert reads > 10

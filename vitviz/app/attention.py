@@ -9,7 +9,7 @@ import gradio as gr
 from .. import sentences, tabs, views
 from ..models import VitModel
 from . import explorer
-from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, PICKS, Server, head_arg, head_choices, picture, user_errors
+from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, Server, head_arg, head_choices, picture, user_errors
 from .source import Context, view_tab
 
 READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click one in a picture)"  # the API's values
@@ -157,4 +157,4 @@ def build(ctx: Context) -> None:
         api_name="attention",
         prepare=(ctx.server.bind(fit_controls), [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
     )
-    picker.select(ctx.server.bind(pick_patch), ctx.where, [patch, query_mode], **PICKS)
+    ctx.server.on_click(picker, pick_patch, ctx.where, [patch, query_mode])

@@ -8,7 +8,7 @@ from .. import sentences, views
 from ..models import VitModel
 from . import explorer
 from .attention import QUERY_CHOICES, READOUT_QUERY, controls_fitter, patch_picker, query_of
-from .session import PICKS, picture, user_errors
+from .session import picture, user_errors
 from .source import Context, view_tab
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
@@ -76,6 +76,5 @@ def build(ctx: Context) -> None:
             [layer, head, patch, query_mode],
         ),
     )
-    picking = ctx.server.bind(pick_patch)
     for shown in (scores, weights, values):
-        shown.select(picking, ctx.where, [patch, query_mode], **PICKS)
+        ctx.server.on_click(shown, pick_patch, ctx.where, [patch, query_mode])

@@ -7,7 +7,8 @@ import importlib
 import gradio as gr
 
 from ..tabs import ORDER
-from .session import Server, name_refusals
+from .explorer import STATIC
+from .session import Server, name_refusals, write_pictures_whole
 from .source import CSS as SOURCE_CSS
 from .source import INTRO, build_source
 
@@ -18,6 +19,7 @@ CSS = "\n".join([SOURCE_CSS, *(getattr(view, "CSS", "") for view in VIEWS)])  # 
 
 def build(server: Server, default_model: str, depth_model: str | None = None) -> gr.Blocks:
     """The app, serving from `server`. depth_model: a depth model to load now (a local folder works offline)."""
+    write_pictures_whole()
     model = server.get_model(default_model)
     if depth_model is not None:
         server.get_depth_model(depth_model)
@@ -32,5 +34,6 @@ def build(server: Server, default_model: str, depth_model: str | None = None) ->
                 with gr.Tabs(overflow_behavior="wrap") as ctx.tabs:  # every tab in sight, none behind "..."
                     for view in VIEWS:
                         view.build(ctx)
+        demo.load(None, js=(STATIC / "pick.js").read_text(), api_visibility="private", queue=False)
     name_refusals(demo)
     return demo

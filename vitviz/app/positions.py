@@ -6,7 +6,7 @@ import gradio as gr
 import numpy as np
 
 from .. import VitModel, plots, sentences, views
-from .session import PICKS, Server, picture, slots, user_errors
+from .session import Server, picture, slots, user_errors
 from .source import Context, view_tab
 
 
@@ -51,9 +51,11 @@ def fit_controls(server: Server, model_name, row, col):
 
 
 @user_errors
-def pick_position(server: Server, model_name, evt: gr.SelectData):
-    """A click on the large similarity map picks the position to show."""
-    return views.position_at(server.get_model(model_name), *evt.index)
+def pick_position(server: Server, model_name, cmap, evt: gr.SelectData):
+    """A click on the large similarity map picks the position to show: its row, its column and its map, in one
+    answer (the sliders' change would draw the map once for each)."""
+    row, col = views.position_at(server.get_model(model_name), *evt.index)
+    return row, col, position_map(server, model_name, row, col, cmap)
 
 
 def build(ctx: Context) -> None:
@@ -88,13 +90,13 @@ def build(ctx: Context) -> None:
         prepare=(ctx.server.bind(fit_controls), [ctx.model_name, row, col], [row, col]),
     )
     gr.on(
-        [row.change, col.change],
+        [row.input, col.input],  # a user's move of a slider; a click sets both and draws the map itself
         ctx.server.bind(position_map),
         inputs,
         large,
         api_name="position_map",
-        trigger_mode="multiple",
+        trigger_mode="always_last",
         show_progress="minimal",
         **slots("draw"),
     )
-    large.select(ctx.server.bind(pick_position), [ctx.model_name], [row, col], **PICKS)
+    ctx.server.on_click(large, pick_position, [ctx.model_name, ctx.cmap], [row, col, large])

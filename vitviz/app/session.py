@@ -18,7 +18,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import wraps
@@ -122,6 +122,39 @@ class Priority:
             self._changed.wait_for(lambda: self._running == 0, timeout)
 
 
+class ClickOrder:
+    """The newest click that each page has had answered, per group of outputs: an older click that reaches the
+    server after a newer one (their requests race each other into Gradio's queue) is not answered, so the
+    query ends on the last click. A click is tagged "page:n" in the browser (CLICK_TAG_JS), n counting up.
+    static/pick.js sends a page's clicks one at a time; this guards the order where it stops waiting (an answer
+    slower than 15 s)."""
+
+    def __init__(self, pages: int = 10_000) -> None:
+        self._newest: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._pages = pages
+        self._lock = threading.Lock()
+
+    def answer(self, group: str, tag: str) -> bool:
+        """Whether the click `tag` ("page:n") is newer than every click of its page answered for `group`."""
+        page, _, n = str(tag).rpartition(":")
+        if not page or not n.isdigit():
+            raise ValueError(f'a click is tagged "page:n", got {tag!r}')
+        key, n = (page, group), int(n)
+        with self._lock:
+            if n <= self._newest.get(key, 0):
+                return False
+            self._newest[key] = n
+            self._newest.move_to_end(key)
+            while len(self._newest) > self._pages:
+                self._newest.popitem(last=False)
+            return True
+
+
+# A click's tag, from static/pick.js (loaded by `layout.build`), which sends a page's clicks one at a time.
+CLICK_TAG_JS = "(...values) => [window.vitvizPick.tag(), ...values.slice(1, %d)]"
+CLICK_DONE_JS = "() => window.vitvizPick.done()"
+
+
 def session_of(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "local"
 
@@ -155,6 +188,7 @@ class Server:
         self.similarity: dict[str, object] = {}  # each model's position-embedding similarity, computed once
         self.priority = Priority()  # new images' forward passes: attributions and the warm wait for them
         self.redraws = Priority()  # redraws from the cache: only the warm waits for them (an attribution would starve)
+        self.clicks = ClickOrder()  # the newest click answered on each page's clickable pictures
         self.freed = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon
         self.stopped: dict[tuple[str, str], threading.Event] = {}  # (session, tab): the heavy run that Stop ends
         self._models_lock = threading.Lock()
@@ -205,6 +239,36 @@ class Server:
         signature = inspect.signature(fn)
         handler.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
         return handler
+
+    def on_click(self, picture: gr.Image, fn: Callable, inputs: Sequence, outputs: Sequence) -> None:
+        """Answer clicks on `picture` with fn(server, *inputs, evt: gr.SelectData, ...) -> outputs: one at a time,
+        and never an older click after a newer one for the same outputs (`ClickOrder`). A click's answer is quick
+        and its progress shows only as a timer, so nothing covers the picture for the next click."""
+        with picture.parent:  # the click's tag is an input nobody sees, beside the picture
+            tag = gr.Textbox(visible=False)
+        group, skip = "-".join(str(o._id) for o in outputs), tuple(gr.skip() for _ in outputs)
+        handler = self.bind(fn)
+
+        @wraps(handler)
+        def clicked(click: str, *args, **kwargs):
+            if not self.clicks.answer(group, click):
+                return skip if len(skip) > 1 else skip[0]
+            return handler(*args, **kwargs)
+
+        signature = inspect.signature(handler)
+        first = inspect.Parameter("click", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        clicked.__signature__ = signature.replace(parameters=[first, *signature.parameters.values()])
+        picture.select(
+            clicked,
+            [tag, *inputs],
+            list(outputs),
+            js=CLICK_TAG_JS % (len(inputs) + 1),
+            trigger_mode="multiple",
+            concurrency_id="pick",
+            concurrency_limit=1,
+            show_progress="minimal",
+            api_visibility="private",
+        ).then(None, js=CLICK_DONE_JS, queue=False, api_visibility="private")
 
     def get_model(self, name: str, progress: gr.Progress | None = None) -> VitModel:
         with self._models_lock:
@@ -372,21 +436,54 @@ def picture(label: str, scale: int = 1, clickable: bool = False, **kwargs) -> gr
     """An output image with its caption above it, not on it: Gradio's label box would cover the top patch
     row and the colorbar's top value. The label still names the API output. JPEG: it encodes in 2 ms
     where WebP, Gradio's default, takes 40 to 60 ms. clickable: a picture whose patches are clicked has no
-    fullscreen button, which would sit over its top-right patch and take that click."""
+    fullscreen button, which would sit over its top-right patch and take that click, and a click on it while
+    its next picture loads waits for that picture (static/pick.js, loaded by `layout.build`)."""
     with gr.Column(scale=scale, min_width=160):
         gr.Markdown(f"**{label}**", elem_classes=["caption"])
-        buttons = [] if clickable else ["fullscreen"]
-        return gr.Image(label=label, show_label=False, interactive=False, format="jpeg", buttons=buttons, **kwargs)
+        buttons, classes = ([], ["vitviz-pick"]) if clickable else (["fullscreen"], [])
+        return gr.Image(
+            label=label,
+            show_label=False,
+            interactive=False,
+            format="jpeg",
+            buttons=buttons,
+            elem_classes=classes,
+            **kwargs,
+        )
+
+
+def write_pictures_whole() -> None:
+    """Make Gradio write each picture it serves under a temporary name and rename it into place.
+
+    Gradio names a picture's file by the hash of its bytes and rewrites it in place on every answer
+    (`processing_utils.save_pil_to_cache`, gradio 6.31). Two answers with the same picture (a click that sets a
+    position's row and column redraws the map once for each) then truncate the file that a browser is reading
+    from the first answer: it shows a broken image, 20 px across, and the next clicks miss it. Here a picture
+    already written is only touched (`delete_cache` ages files by their time), as Gradio's own
+    `save_file_to_cache` does for uploads. Called by `layout.build`: importing vitviz changes no global.
+    """
+    from gradio import processing_utils
+
+    def save_pil_to_cache(img, cache_dir: str, name: str = "image", format: str = "webp") -> str:
+        data = processing_utils.encode_pil_to_bytes(img, format)
+        folder = Path(cache_dir) / processing_utils.hash_bytes(data)
+        folder.mkdir(exist_ok=True, parents=True)
+        path = (folder / f"{name}.{format}").resolve()
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            fd, staging = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(staging, path)
+        return str(path)
+
+    processing_utils.save_pil_to_cache = save_pil_to_cache
 
 
 # Each kind of work has its own concurrency slots: a new image's forward pass never waits behind
 # minutes of attributions or depth, and cheap redraws never wait behind either.
 SLOTS = {"forward": 2, "draw": 4, "heavy": 1}
-
-
-# Patch clicks: each sent with its own place ("always_last" re-sends the first pending click's place), and
-# answered one at a time in the order they came, so that the query ends on the last click
-PICKS = {"trigger_mode": "multiple", "concurrency_id": "pick", "concurrency_limit": 1, "api_visibility": "private"}
 
 
 def slots(kind: str, server: Server | None = None) -> dict:
