@@ -551,7 +551,7 @@ def test_an_older_click_that_reaches_the_server_after_a_newer_one_is_not_answere
     """Two clicks' requests can reach Gradio's queue in either order: the query must end on the last click."""
     from gradio.helpers import special_args
 
-    from vitviz.app.session import CLICK_TAG_JS
+    from vitviz.app.session import CLICK_TAG_JS, picture
 
     answered = []
 
@@ -560,13 +560,13 @@ def test_an_older_click_that_reaches_the_server_after_a_newer_one_is_not_answere
         return evt.index[0], name
 
     with gr.Blocks() as demo:
-        picture, name = gr.Image(), gr.Textbox("photo")
+        shown, name = picture("a map", clickable=True), gr.Textbox("photo")
         patch, note = gr.Number(), gr.Textbox()
-        server.on_click(picture, pick, [name], [patch, note])
+        server.on_click(shown, pick, [name], [patch, note])
     [clicked] = [f for f in demo.fns.values() if f.js == CLICK_TAG_JS % 2]
 
     def click(tag, x):
-        evt = gr.SelectData(picture, {"index": [x, 0], "value": None})
+        evt = gr.SelectData(shown, {"index": [x, 0], "value": None})
         args = special_args(clicked.fn, [tag, "photo"], None, evt)[0]  # how Gradio calls it: the event injected
         return clicked.fn(*args)
 

@@ -241,11 +241,11 @@ class Server:
         return handler
 
     def on_click(self, picture: gr.Image, fn: Callable, inputs: Sequence, outputs: Sequence) -> None:
-        """Answer clicks on `picture` with fn(server, *inputs, evt: gr.SelectData, ...) -> outputs: one at a time,
-        and never an older click after a newer one for the same outputs (`ClickOrder`). A click's answer is quick
-        and its progress shows only as a timer, so nothing covers the picture for the next click."""
-        with picture.parent:  # the click's tag is an input nobody sees, beside the picture
-            tag = gr.Textbox(visible=False)
+        """Answer clicks on `picture` (made by `picture(clickable=True)`) with fn(server, *inputs, evt:
+        gr.SelectData, ...) -> outputs: one at a time, and never an older click after a newer one for the same
+        outputs (`ClickOrder`). A click's answer is quick and its progress shows only as a timer, so nothing
+        covers the picture for the next click."""
+        tag = picture.click_tag  # made by `picture(clickable=True)`
         group, skip = "-".join(str(o._id) for o in outputs), tuple(gr.skip() for _ in outputs)
         handler = self.bind(fn)
 
@@ -441,7 +441,7 @@ def picture(label: str, scale: int = 1, clickable: bool = False, **kwargs) -> gr
     with gr.Column(scale=scale, min_width=160):
         gr.Markdown(f"**{label}**", elem_classes=["caption"])
         buttons, classes = ([], ["vitviz-pick"]) if clickable else (["fullscreen"], [])
-        return gr.Image(
+        shown = gr.Image(
             label=label,
             show_label=False,
             interactive=False,
@@ -450,6 +450,9 @@ def picture(label: str, scale: int = 1, clickable: bool = False, **kwargs) -> gr
             elem_classes=classes,
             **kwargs,
         )
+        if clickable:  # the tag of a click on it (`Server.on_click`): an input nobody sees
+            shown.click_tag = gr.Textbox(visible=False)
+        return shown
 
 
 def write_pictures_whole() -> None:
