@@ -49,10 +49,10 @@ def pos_embed_grid(sim: np.ndarray, max_tiles: int = 12) -> go.Figure:
     )
     shown = f"every {step}th position" if step > 1 else "every position"
     fig.update_layout(
-        title=wrapped(f"Position-embedding similarity, {g}x{g} grid ({shown})"),
+        title=wrapped(f"Position-embedding similarity, {g}x{g} grid ({shown})", 24),  # a phone's width
         xaxis=dict(visible=False),
         yaxis=dict(visible=False, autorange="reversed", scaleanchor="x"),
-        margin=dict(l=10, r=10, t=70, b=10),
+        margin=dict(l=10, r=10, t=90, b=10),
         height=560,
         font=FONT,
     )
