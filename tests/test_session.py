@@ -506,7 +506,7 @@ def test_a_server_starts_with_nothing_loaded_on_its_device():
 
 
 def test_a_picture_has_its_caption_above_it_and_a_clickable_one_no_button_over_its_corner():
-    from vitviz.app.session import picture
+    from vitviz.app.pictures import picture
 
     with gr.Blocks():
         clickable = picture("Overlay", scale=2, clickable=True, elem_id="overlay")
@@ -551,7 +551,7 @@ def test_an_older_click_that_reaches_the_server_after_a_newer_one_is_not_answere
     """Two clicks' requests can reach Gradio's queue in either order: the query must end on the last click."""
     from gradio.helpers import special_args
 
-    from vitviz.app.session import CLICK_TAG_JS, picture
+    from vitviz.app.pictures import CLICK_TAG_JS, picture
 
     answered = []
 
@@ -587,7 +587,7 @@ def test_a_picture_is_never_served_half_written_while_the_same_picture_is_writte
     from gradio import processing_utils
     from PIL import Image
 
-    from vitviz.app.session import write_pictures_whole
+    from vitviz.app.pictures import write_pictures_whole
 
     monkeypatch.setattr(processing_utils, "save_pil_to_cache", processing_utils.save_pil_to_cache)
     write_pictures_whole()

@@ -90,7 +90,8 @@ class Analysis:
         tensors = [t for f, t in list(self._fused.items()) if f not in kept]  # a request may add one meanwhile
         tensors += [t for f, rows in list(self._warm_rows.items()) if f not in kept for t in list(rows.values())]
         projections = self._projections  # read once: another thread may shed it
-        return sum(t.numel() * t.element_size() for t in tensors) + (projections.nbytes if projections else 0)
+        tensors_bytes = sum(t.numel() * t.element_size() for t in tensors)
+        return tensors_bytes + (projections.nbytes if projections is not None else 0)
 
     def shed(self, keep_mean: bool = False) -> int:
         """Drop what is recomputed from the hidden states when next asked (the fused heads: 50 MB a fusion at 448

@@ -9,7 +9,8 @@ import gradio as gr
 from .. import sentences, tabs, views
 from ..models import VitModel
 from . import explorer
-from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, Server, head_arg, head_choices, picture, user_errors
+from .pictures import picture
+from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, Server, head_arg, head_choices, user_errors
 from .source import Context, view_tab
 
 READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click one in a picture)"  # the API's values

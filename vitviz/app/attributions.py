@@ -19,9 +19,9 @@ from ..attributions import (
 from ..deletion import faithfulness, passes
 from ..maps import DEFAULT_SCALE
 from .heavy import stop_run, stoppable, within_budget
+from .pictures import picture
 from .session import (
     Server,
-    picture,
     slots,
     user_errors,
 )

@@ -11,12 +11,12 @@ import gradio as gr
 from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, tabs, views
 from ..depth import save_depth
 from ..hub import hub_reachable
+from .pictures import picture
 from .session import (
     MEAN_OF_HEADS_VALUE,
     Server,
     head_arg,
     head_choices,
-    picture,
     slots,
     user_errors,
 )

@@ -8,7 +8,8 @@ from .. import sentences, views
 from ..models import VitModel
 from . import explorer
 from .attention import QUERY_CHOICES, READOUT_QUERY, controls_fitter, patch_picker, query_of
-from .session import picture, user_errors
+from .pictures import picture
+from .session import user_errors
 from .source import Context, view_tab
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]

@@ -8,7 +8,8 @@ import gradio as gr
 
 from ..tabs import ORDER
 from .explorer import STATIC
-from .session import Server, name_refusals, write_pictures_whole
+from .pictures import write_pictures_whole
+from .session import Server, name_refusals
 from .source import CSS as SOURCE_CSS
 from .source import INTRO, build_source
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import views
 from ..analysis import analyze_frame
-from .session import MEAN_OF_HEADS_VALUE, Server, head_choices, picture, user_errors
+from .pictures import picture
+from .session import MEAN_OF_HEADS_VALUE, Server, head_choices, user_errors
 from .source import Context, view_tab
 
 STREAM_EVERY_S = 0.1  # how often the browser sends a frame; a busy server keeps only the newest one

@@ -6,7 +6,8 @@ import gradio as gr
 
 from .. import plots, views
 from ..lens import layer_lens
-from .session import Server, picture, slots, user_errors
+from .pictures import picture
+from .session import Server, slots, user_errors
 from .source import Context, view_tab
 
 

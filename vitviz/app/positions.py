@@ -6,7 +6,8 @@ import gradio as gr
 import numpy as np
 
 from .. import VitModel, plots, sentences, views
-from .session import Server, picture, slots, user_errors
+from .pictures import picture
+from .session import Server, slots, user_errors
 from .source import Context, view_tab
 
 

@@ -9,7 +9,8 @@ from ..attributions import attribution_size, input_analysis
 from ..deletion import faithfulness, passes
 from ..maps import HEAD_FUSIONS
 from .heavy import stop_run, stoppable, within_budget
-from .session import Server, picture, slots, user_errors
+from .pictures import picture
+from .session import Server, slots, user_errors
 from .source import Context, view_tab
 
 STOPPED_NOTE = (

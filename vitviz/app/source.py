@@ -19,7 +19,8 @@ from gradio_client import handle_file
 from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, tabs, views
 from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS
-from .session import EXAMPLES, SIZES, Server, picture, slots, user_errors
+from .pictures import picture
+from .session import EXAMPLES, SIZES, Server, slots, user_errors
 
 INTRO = """# vitviz: see inside a Vision Transformer
 Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, adds a **position

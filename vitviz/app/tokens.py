@@ -5,7 +5,8 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import views
-from .session import picture, user_errors
+from .pictures import picture
+from .session import user_errors
 from .source import Context, view_tab
 
 
