@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from app_server import running_app
 from conftest import ASSETS
-from support.harness import CHROMIUM, fake_camera, start_live_stream
+from support.harness import CHROMIUM, fake_camera, fetch_picture, start_live_stream, tallest_label
 from support.harness import CHROMIUM_ARGS as ARGS
 
 from vitviz.app.layout import VIEWS
+from vitviz.render import LARGE_LABEL_PX
 from vitviz.tabs import label
 from vitviz.views import SHEET_TILE
 
@@ -404,6 +405,81 @@ def test_the_projector_mode_brings_the_tabs_and_the_explorer_onto_one_screen(pag
         )
         assert smallest >= 18, smallest
         shot(view, tmp_path, "explorer-1024x768-projector.png")
+    finally:
+        view.close()
+
+
+SHOWN = """(sel) => {  // a picture's address, and the scale it is shown at on the screen (object-fit: contain)
+  const i = document.querySelector(sel), r = i.getBoundingClientRect();
+  return [i.src, i.complete ? Math.min(r.width / i.naturalWidth, r.height / i.naturalHeight) : 0];
+}"""
+CHART_TEXT = """() => Math.min(...[...document.querySelectorAll('.js-plotly-plot text')]
+  .filter((t) => t.textContent.trim() && t.getBoundingClientRect().height > 0)
+  .map((t) => parseFloat(getComputedStyle(t).fontSize) * 1.25))"""  # computed sizes leave out the page's zoom
+SPAN = """([first, last]) => {  // from the top of the first to the bottom of the last picture's content, on screen
+  const i = document.querySelector(last), r = i.getBoundingClientRect();
+  const shown = i.naturalHeight * Math.min(r.width / i.naturalWidth, r.height / i.naturalHeight);
+  return r.top + (r.height + shown) / 2 - document.querySelector(first).getBoundingClientRect().top;
+}"""
+LABELLED = {  # each tab's first control, its pictures with labels drawn in them, and whether it has Plotly charts
+    "tokens": ("#tokens", ["#tokens"], False),
+    "inside": ("#inside-layer", ["#inside-scores", "#inside-weights", "#inside-values"], True),
+    "rollout": ("#rollout-fusion", ["#rollout"], False),
+    "positions": ("#pos-row", ["#pos-large"], True),
+    "heads": ("#norms", ["#norms"], True),
+    "output": ("#dense", ["#dense"], False),
+}
+
+
+def shown_label(view, selector: str) -> float:
+    """The height on the screen of the labels in the picture `selector`, once it is drawn in the projector mode:
+    their inked height in the picture's own pixels times the scale at which the page shows it."""
+    deadline, measured = 60, 0
+    for _ in range(deadline):
+        view.locator(selector).scroll_into_view_if_needed()
+        url, scale = view.evaluate(SHOWN, f"{selector} img")
+        measured = tallest_label(fetch_picture(url)) if scale else 0
+        if measured >= LARGE_LABEL_PX - 1:  # drawn again for the projector
+            return measured * scale
+        view.wait_for_timeout(1000)
+    raise AssertionError(f"{selector}: labels {measured} px tall in the picture, not {LARGE_LABEL_PX}")
+
+
+def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(page, tmp_path):
+    """At 1024x768 with "Large text" on, every picture drawn with labels (colour scales, token numbers, the
+    lesson's tables) shows them at least 18 px tall on the screen, measured from the picture served and the
+    size the page shows it at; Plotly's text is 18 px or more too. Each tab's controls and pictures fit on one
+    screen together."""
+    from vitviz.lesson import STEPS
+
+    view = page.context.browser.new_page(viewport={"width": 1024, "height": 768})
+    try:
+        view.goto(page.url)
+        view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        view.locator("#large-text input").check()
+        view.wait_for_function("() => document.body.classList.contains('vitviz-large')", timeout=10_000)
+        sizes, spans = {}, {}
+        for tab, (first, pictures, charts) in LABELLED.items():
+            view.get_by_role("tab", name=label(tab)).click()
+            for selector in pictures:
+                view.locator(f"{selector} img").first.wait_for(state="attached", timeout=60_000)  # lazy: scrolled to
+                sizes[selector] = shown_label(view, selector)
+            view.locator(first).scroll_into_view_if_needed()
+            spans[tab] = view.evaluate(SPAN, [first, f"{pictures[-1]} img"])
+            if charts:
+                view.wait_for_function(f"() => {CHART_TEXT}() < Infinity", timeout=60_000)  # this tab's charts drawn
+                sizes[f"{tab} charts"] = view.evaluate(CHART_TEXT)
+        view.get_by_role("tab", name=label("lesson")).click()
+        for step in range(1, len(STEPS) + 1):
+            view.locator("#lesson-title").get_by_text(f"Step {step} of {len(STEPS)}").wait_for(timeout=60_000)
+            sizes[f"lesson step {step}"] = shown_label(view, "#lesson-picture")
+            view.locator("#lesson-back").scroll_into_view_if_needed()
+            spans[f"lesson step {step}"] = view.evaluate(SPAN, ["#lesson-back", "#lesson-picture img"])
+            if step < len(STEPS):
+                view.locator("#lesson-next").click()
+        shot(view, tmp_path, "lesson-projector.png")
+        assert min(sizes.values()) >= 18, sizes
+        assert max(spans.values()) <= 768, spans  # a tab's controls and its pictures on one screen
     finally:
         view.close()
 

@@ -471,27 +471,35 @@ def hershey(img: np.ndarray, s: str, org: tuple[int, int], scale: float, colour=
 
 
 @pytest.mark.parametrize(
-    ("width", "patches_shown", "cell"),
-    [(392, 2, 58), (592, 4, 66), (800, 5, 66), (1400, 5, 66)],  # as many cells as fit, at most 9 and 66 px
+    ("width", "patches_shown", "cell", "title"),
+    [
+        (392, 2, 58, ("the token sequence: #position in it, and the position", "embedding added")),  # wrapped
+        (592, 4, 66, None),  # as many cells as fit, at most 9 and 66 px
+        (800, 5, 66, None),
+        (1400, 5, 66, None),
+    ],
 )
-def test_the_token_strip_is_laid_out_to_the_pixel(width, patches_shown, cell):
+def test_the_token_strip_is_laid_out_to_the_pixel(width, patches_shown, cell, title):
     """Every cell, outline and label where the layout puts it: cells `cell` px square with 6 px gaps from
     (4, 24); the prefix tokens (orange), the first patches, "...", then the last patch (its pixels area-
     resized); in each cell its name, white on a black outline, 3 px from the left and 6 px above the bottom;
-    below it "#position" at +20 px and "+ pos" (green) or "no pos" (red) at +44 px."""
+    below it "#position" at +20 px and "+ pos" (green) or "no pos" (red) at +44 px. A title wider than the strip
+    wraps into lines 22 px apart, and the cells move down as much."""
     rng = np.random.default_rng(5)
     image = rng.integers(0, 256, (42, 56, 3), dtype=np.uint8)  # 3x4 patches of 14 px
     prefix = [("CLS", True), ("register 0", False)]
     strip = render.token_strip(image, (3, 4), prefix, width)
-    assert strip.shape == (cell + 78, width, 3)
+    lines = title or ("the token sequence: #position in it, and the position embedding added",)
+    down = 22 * (len(lines) - 1)
+    assert strip.shape == (down + cell + 78, width, 3)
     expected = np.full_like(strip, 255)
-    hershey(expected, "the token sequence: #position in it, and the position embedding added", (4, 16), 0.5,
-            (60, 60, 60))  # fmt: skip
+    for n, line in enumerate(lines):
+        hershey(expected, line, (4, 16 + 22 * n), 0.5, (60, 60, 60))
     cells = [("CLS", 0, True, None), ("reg0", 1, False, None)]
     cells += [(f"p{i}", 2 + i, True, i) for i in range(patches_shown)] + [("...", None, None, None)]
     cells += [("p11", 13, True, 11)]
     for k, (name, position, has_pos, patch) in enumerate(cells):
-        x, y = 4 + k * (cell + 6), 24
+        x, y = 4 + k * (cell + 6), 24 + down
         if name == "...":
             hershey(expected, "...", (x + cell // 4, y + cell // 2 + 6), 0.8, thickness=2)
             continue
@@ -536,7 +544,7 @@ def test_the_colorbar_is_laid_out_to_the_pixel(height, scale):
     [
         (400, "robust", (0.0, 1.0)),
         (313, "log", (-3.0, 0.0)),
-        (61, "", (-2.5e6, 2.5e6)),  # numbers wider than the picture: as far left as the right edge allows
+        (61, "", (-2.5e6, 2.5e6)),  # numbers wider than the picture: as far left as the right edge allows, no middle
         (72, "signed", (0.0, 1.0)),  # "1.000" (67 px) would start at -1: kept 2 px in; a name of its own
     ],
 )
@@ -550,12 +558,18 @@ def test_the_colorbar_below_is_laid_out_to_the_pixel(width, scale, limits):
     expected[5 + 6 : 5 + 24, 6 : width - 6] = render.colorize(
         np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), "inferno", 0, 1
     )
+    placed = {}
     for v, anchor in ((limits[0], "left"), (sum(limits) / 2, "centre"), (limits[1], "right")):
         s = render._fmt(10**v if scale == "log" else v)
         w = cv2.getTextSize(s, cv2.FONT_HERSHEY_SIMPLEX, 0.8, 2)[0][0]
         x = {"left": 6, "centre": width / 2 - w / 2, "right": width - 6 - w}[anchor]
-        x = min(max(x, 2), width - w - 2)  # inside, or as far left as the right edge allows
-        hershey(expected, s, (int(x), 5 + 52), 0.8, thickness=2)
+        placed[anchor] = s, int(min(max(x, 2), width - w - 2)), w  # inside, or as far left as the right edge allows
+    (_, left, left_w), (_, centre, centre_w), (_, right, _) = placed.values()
+    if centre < left + left_w + 8 or centre + centre_w + 8 > right:  # the middle one would touch another
+        del placed["centre"]
+    assert ("centre" in placed) == (width > 200)
+    for s, x, _ in placed.values():
+        hershey(expected, s, (x, 5 + 52), 0.8, thickness=2)
     if scale:
         name = render.SCALE_NAMES.get(scale, scale)
         w = cv2.getTextSize(name, cv2.FONT_HERSHEY_SIMPLEX, 0.75, 2)[0][0]

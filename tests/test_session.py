@@ -383,7 +383,7 @@ def test_a_click_on_the_position_map_picks_the_row_and_column_under_it(server):
     g0, g1 = server.models["tiny"].native_grid
     cell = views.POS_MAP_SIDE / g0, views.POS_MAP_SIDE / g1
     click = SimpleNamespace(index=(cell[1] * 2.5, cell[0] * 1.5))  # x in column 2, y in row 1
-    row, col, picture = pick_position(server, "tiny", "viridis", click)
+    row, col, picture = pick_position(server, "tiny", "viridis", False, click)
     assert (row, col) == (1, 2)
     model = server.get_model("tiny")
     assert np.array_equal(picture, views.pos_embed_map(model, model.pos_embed_similarity(), 1, 2, "viridis"))
@@ -541,7 +541,7 @@ def test_the_janitor_gives_memory_back_soon_after_much_was_freed():
 def test_the_live_view_says_the_camera_is_off_until_a_frame_comes(server):
     from vitviz.app.live import CAMERA_OFF, frame
 
-    assert frame(server, None, "tiny", 2, -1, ["attention"], "inferno", 0.6, "log", None) == (None,) * 4 + (
+    assert frame(server, None, "tiny", 2, -1, ["attention"], "inferno", 0.6, "log", False, None) == (None,) * 4 + (
         CAMERA_OFF,
         None,
     )

@@ -270,15 +270,15 @@ def test_a_display_setting_recolours_the_attribution_without_running_it_again(mo
     monkeypatch.setattr(attributions, "attribute", lambda *a, **k: pytest.fail("recolouring ran the model"))
     for name in ("get_analysis", "get_attribution_model"):  # drawn from the kept result alone
         monkeypatch.setattr(server, name, lambda *a, **k: pytest.fail("recolouring ran the model"))
-    viridis = attributions.recolour(server, kept, analysis_key(*where), "viridis", 0.6, "min-max")
+    viridis = attributions.recolour(server, kept, analysis_key(*where), "viridis", 0.6, "min-max", False)
     for before, after in zip((shown, roll, rel), viridis, strict=True):
         assert np.abs(before.astype(int) - after.astype(int)).mean() > 1  # every picture recoloured
-    again = attributions.recolour(server, kept, analysis_key(*where), "inferno", 0.6, "log")
+    again = attributions.recolour(server, kept, analysis_key(*where), "inferno", 0.6, "log", False)
     for before, after in zip((shown, roll, rel), again, strict=True):
         np.testing.assert_array_equal(before, after)  # back to the run's settings: its very pictures
     other = analysis_key(str(ASSETS / "chelsea.jpg"), "dinov2-small", "224")
-    assert attributions.recolour(server, kept, other, "viridis", 0.6, "log") == (gr.skip(),) * 3
-    assert attributions.recolour(server, None, other, "viridis", 0.6, "log") == (gr.skip(),) * 3
+    assert attributions.recolour(server, kept, other, "viridis", 0.6, "log", False) == (gr.skip(),) * 3
+    assert attributions.recolour(server, None, other, "viridis", 0.6, "log", False) == (gr.skip(),) * 3
 
 
 def test_readme_api_example_runs(client):

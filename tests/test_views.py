@@ -746,3 +746,55 @@ def test_inside_notes_five_steps_read_as_written_with_this_heads_numbers(name):
         )
         seen |= {most == big, f"leader {best == head}"}
     assert seen == {True, False, "leader True", "leader False"}
+
+
+def every_picture(a: vitviz.Analysis) -> list[np.ndarray]:
+    """Every picture with labels that the app draws from one analysis."""
+    from vitviz import lesson
+    from vitviz.attributions import attribute
+
+    model, layer = a.model, a.model.num_layers - 1
+    saliency = attribute(model, a.image, "saliency", longest=max(a.pixel_values.shape[2:]))
+    sim, g = model.pos_embed_similarity(), model.native_grid[0]
+    return [
+        views.tokens_view(a)[0],
+        views.attention_view(a, layer, None, "cls")[0],
+        views.attention_view(a, layer, views.ALL_HEADS, "cls")[0],
+        views.rollout_view(a, "mean", 0.0)[0],
+        views.pos_embed_map(model, sim, g // 2, g - 1),
+        views.heads_views(a)[2],
+        *views.inside_views(a, layer, 0, 0)[:3],
+        *views.attribution_pictures(views.attribution_inputs(a, saliency, saliency)),
+        *(p for p in views.live_views(a, layer, None, views.LIVE_LAYERS) if p is not None),
+        *(step(a, "inferno", 0.6, "log")[1] for step in lesson.STEPS),
+    ]
+
+
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize("shape", [(40, 72), (72, 40), (30, 2000)])
+def test_every_label_is_drawn_whole_inside_its_picture_and_large_in_the_projector_mode(monkeypatch, shape, large):
+    """Each label of each picture lies whole inside the canvas it is written on (none cut at an edge), and in
+    the projector mode each is written at render.LARGE_FONT or larger: digits render.LARGE_LABEL_PX tall."""
+    a = vitviz.analyze(FAMILIES["dinov2_registers"](), random_image(*shape, seed=3), longest=256)
+    written, put = [], cv2.putText
+
+    def spy(img, s, org, face, scale, colour, thickness=1, line=cv2.LINE_8):
+        written.append((s, org, scale, thickness, img.shape[:2]))
+        return put(img, s, org, face, scale, colour, thickness, line)
+
+    monkeypatch.setattr(cv2, "putText", spy)
+    with render.large_labels(large):
+        every_picture(a)
+    assert len(written) > 100
+    for s, (x, y), scale, thickness, (h, w) in written:
+        (tw, th), below = cv2.getTextSize(s, cv2.FONT_HERSHEY_SIMPLEX, scale, thickness)
+        assert x >= 0 and x + tw <= w + 1 and y - th >= -1 and y + below <= h + 1, (s, (x, y), scale, (h, w))
+        assert not large or (scale, thickness) >= render.LARGE_FONT, (s, scale)
+
+
+def test_the_projector_modes_font_inks_digits_large_label_px_tall():
+    canvas = np.zeros((80, 400), np.uint8)
+    cv2.putText(canvas, "0123456789", (5, 60), cv2.FONT_HERSHEY_SIMPLEX, *render.LARGE_FONT[:1], 255,
+                render.LARGE_FONT[1], cv2.LINE_AA)  # fmt: skip
+    rows = np.flatnonzero((canvas > 100).any(axis=1))
+    assert rows[-1] - rows[0] + 1 >= render.LARGE_LABEL_PX

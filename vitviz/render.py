@@ -6,6 +6,10 @@ images are [H,W,3] in pixels of the picture being drawn on.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import cv2
 import numpy as np
 
@@ -31,13 +35,51 @@ def fit(image: np.ndarray, longest: int = DISPLAY_SIDE) -> np.ndarray:
     return cv2.resize(image, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
 
 
+# The projector mode: every label drawn into a picture is at least LARGE_LABEL_PX tall (a digit's inked height,
+# in the picture's own pixels). At 1024x768 the app shows each picture with labels at 0.7 of its size or more on
+# the screen (the page's 1.25 zoom included; pairs stack in that mode), so its labels are 19 px or more there:
+# the 18 px that the back row reads.
+LARGE_LABEL_PX = 27
+LARGE_FONT = (1.25, 2)  # the scale and thickness at which Hershey's digits are LARGE_LABEL_PX tall (ink)
+_large = ContextVar("vitviz_large_labels", default=False)
+
+
+@contextmanager
+def large_labels(on: bool = True) -> Iterator[None]:
+    """Within the block (in this thread or task), labels are drawn at the projector mode's size."""
+    token = _large.set(bool(on))
+    try:
+        yield
+    finally:
+        _large.reset(token)
+
+
+def font(scale: float, thickness: int = 1) -> tuple[float, int]:
+    """The scale and thickness a label asked for at `scale` is drawn at: as asked, or in the projector mode at
+    least LARGE_FONT."""
+    if not _large.get():
+        return scale, thickness
+    return max(scale, LARGE_FONT[0]), max(thickness, LARGE_FONT[1])
+
+
 def text(image: np.ndarray, s: str, org: tuple[int, int], scale: float, colour=BLACK, thickness: int = 1) -> None:
-    """Write `s` on `image` in place, anti-aliased, its baseline starting at `org` (x, y)."""
+    """Write `s` on `image` in place, anti-aliased, its baseline starting at `org` (x, y), at `font(scale)`."""
+    scale, thickness = font(scale, thickness)
     cv2.putText(image, s, org, FONT, scale, colour, thickness, cv2.LINE_AA)
 
 
 def text_width(s: str, scale: float, thickness: int = 1) -> int:
-    return cv2.getTextSize(s, FONT, scale, thickness)[0][0]
+    return cv2.getTextSize(s, FONT, *font(scale, thickness))[0][0]
+
+
+def text_height(scale: float, thickness: int = 1) -> int:
+    """The height of a digit written at `font(scale, thickness)`: what a label's size is measured by."""
+    return cv2.getTextSize("0", FONT, *font(scale, thickness))[0][1]
+
+
+def grown(px: int, scale: float, thickness: int = 1) -> int:
+    """A length `px` laid out around labels at `scale`, grown as much as `font` grows them."""
+    return round(px * text_height(scale, thickness) / cv2.getTextSize("0", FONT, scale, thickness)[0][1])
 
 
 def colorize(values: np.ndarray, cmap: str = "inferno", vmin: float | None = None, vmax: float | None = None):
@@ -81,19 +123,21 @@ def overlay(
 def colorbar(height: int, cmap: str, vmin: float, vmax: float, width: int = 150, scale: str = "") -> np.ndarray:
     """A vertical colour scale [height,width,3]: its top, middle and bottom values and, under it, the
     scale's name (at the bottom: the app's image buttons cover the top corner). scale "log": the bar
-    is in log10 units and the ticks say the values themselves."""
+    is in log10 units and the ticks say the values themselves. Wider than `width` where its labels need it."""
     name = SCALE_NAMES.get(scale, scale)
-    foot = 34 if scale else 0
+    numbers = [_fmt(10**v if scale == "log" else v) for v in (vmin + f * (vmax - vmin) for f in (0.0, 0.5, 1.0))]
+    width = max(width, 28 + max(text_width(n, 0.85, 2) for n in numbers), text_width(name, 0.75, 2) + 6)
+    tall = text_height(0.85, 2)  # 23 px; the layout below grows with it in the projector mode
+    foot = text_height(0.75, 2) + 14 if scale else 0
     bar_h = height - foot
     ramp = np.linspace(1, 0, bar_h, dtype=np.float32)[:, None].repeat(16, axis=1)
     bar = np.full((height, width, 3), 255, np.uint8)
     bar[:bar_h, 4:20] = colorize(ramp, cmap, 0, 1)
     if scale:
         text(bar, name, (2, height - 10), 0.75, thickness=2)
-    for frac in (0.0, 0.5, 1.0):
-        y = int(np.clip((1 - frac) * (bar_h - 1), 16, bar_h - 12))
-        v = vmin + frac * (vmax - vmin)
-        text(bar, _fmt(10**v if scale == "log" else v), (24, y + 9), 0.85, thickness=2)
+    for frac, number in zip((0.0, 0.5, 1.0), numbers, strict=True):
+        y = int(np.clip((1 - frac) * (bar_h - 1), round(tall * 0.7), bar_h - round(tall * 0.52)))
+        text(bar, number, (24, y + round(tall * 0.4)), 0.85, thickness=2)
     return bar
 
 
@@ -124,27 +168,35 @@ def _pad_to(image: np.ndarray, height: int = 0, width: int = 0) -> np.ndarray:
 
 
 def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
-    image = _pad_to(image, height=MIN_BAR)
+    image = _pad_to(image, height=grown(MIN_BAR, 0.85, 2))
     bar = colorbar(image.shape[0], cmap, vmin, vmax, scale=scale)
     return np.concatenate([image, bar], axis=1)
 
 
 def with_colorbar_below(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
     """`image` over a horizontal colour scale as wide as it: low, middle and high values, then the
-    scale's name. For pictures shown small, side by side: its text keeps the picture's own scale."""
+    scale's name. For pictures shown small, side by side: its text keeps the picture's own scale. The middle
+    value is left out where the three would touch (a narrow picture, or the projector mode's labels)."""
     image = _pad_to(image, width=MIN_BAR_BELOW)
     width = image.shape[1]
-    bar = np.full((92 if scale else 60, width, 3), 255, np.uint8)
+    baseline = 30 + text_height(0.8, 2)  # 52 px; the rows below grow with the labels in the projector mode
+    name_line = baseline + text_height(0.75, 2) + 12
+    bar = np.full(((name_line if scale else baseline) + 8, width, 3), 255, np.uint8)
     bar[6:24, 6 : width - 6] = colorize(np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), cmap, 0, 1)
-    for frac, align in ((0.0, 0), (0.5, 0.5), (1.0, 1)):
+    placed = []
+    for frac in (0.0, 0.5, 1.0):
         v = vmin + frac * (vmax - vmin)
         number = _fmt(10**v if scale == "log" else v)
         w = text_width(number, 0.8, 2)
-        x = int(np.clip(6 + align * (width - 12) - align * w, 2, width - w - 2))
-        text(bar, number, (x, 52), 0.8, thickness=2)
+        placed.append((number, int(np.clip(6 + frac * (width - 12) - frac * w, 2, width - w - 2)), w))
+    (_, x0, w0), (_, x1, w1), (_, x2, _) = placed
+    if x1 < x0 + w0 + 8 or x1 + w1 + 8 > x2:
+        del placed[1]
+    for number, x, _ in placed:
+        text(bar, number, (x, baseline), 0.8, thickness=2)
     if scale:
         name = SCALE_NAMES.get(scale, scale)
-        text(bar, name, ((width - text_width(name, 0.75, 2)) // 2, 84), 0.75, thickness=2)
+        text(bar, name, ((width - text_width(name, 0.75, 2)) // 2, name_line), 0.75, thickness=2)
     return np.concatenate([image, bar], axis=0)
 
 
@@ -193,12 +245,13 @@ def tile(images: list[np.ndarray], labels: list[str], cols: int, pad: int = 6) -
     """Lay equal-size RGB images out in a grid with a caption above each."""
     h, w = images[0].shape[:2]
     rows = -(-len(images) // cols)
-    cap = 32  # captions big enough to read when the sheet is shown a third smaller
+    tall = text_height(0.8, 2)
+    cap = tall + 10  # captions big enough to read when the sheet is shown a third smaller
     sheet = np.full((rows * (h + cap + pad), cols * (w + pad) - pad, 3), 255, np.uint8)
     for i, (img, label) in enumerate(zip(images, labels, strict=True)):
         r, c = divmod(i, cols)
         y, x = r * (h + cap + pad), c * (w + pad)
-        text(sheet, label, (x + 2, y + 24), 0.8, thickness=2)
+        text(sheet, label, (x + 2, y + tall + 2), 0.8, thickness=2)
         sheet[y + cap : y + cap + h, x : x + w] = img
     return sheet
 
@@ -228,23 +281,42 @@ def draw_box(image: np.ndarray, box: tuple[float, ...], scale: float, color=(0, 
 
 def layer_head_grid(values: np.ndarray, cmap: str = "viridis", cell: int = 44) -> np.ndarray:
     """A layer x head table [L,H] as coloured cells, layers down and heads across, each cell with its
-    value, the layer and head numbers at the sides, and a colorbar."""
+    value, the layer and head numbers at the sides, and a colorbar. In the projector mode the sides say the
+    numbers alone, under a title that says what they count, so that the table keeps its width."""
     layers, heads = values.shape
-    left, top = 96, 34
-    img = np.full((top + layers * cell, left + heads * cell * 2, 3), 255, np.uint8)
-    cells = cv2.resize(colorize(values.astype(np.float32), cmap), (heads * cell * 2, layers * cell),
+    numbers = [[f"{v:.0f}" for v in row] for row in values]
+    tall = text_height(0.6)
+    if _large.get():
+        rows, cols = [str(i) for i in range(layers)], [str(h) for h in range(heads)]
+        cell = max(cell, tall + 16)
+        left = max(text_width(r, 0.6) for r in rows) + 16
+        col = max(text_width(n, 0.6) for n in [*cols, *sum(numbers, [])]) + 28
+        title = wrap("layers down, heads across", 0.6, left + heads * col - 12)
+        top = (len(title) + 1) * (tall + 15)
+        inset = (
+            [(col - text_width(n, 0.6)) // 2 for n in cols],
+            [(col - text_width(n, 0.6)) // 2 for n in sum(numbers, [])],
+        )
+    else:
+        rows, cols = [f"layer {i}" for i in range(layers)], [f"head {h}" for h in range(heads)]
+        left, top, col, title = 96, 34, 2 * cell, []
+        inset = [10] * heads, [22] * (layers * heads)
+    img = np.full((top + layers * cell, left + heads * col, 3), 255, np.uint8)
+    cells = cv2.resize(colorize(values.astype(np.float32), cmap), (heads * col, layers * cell),
                        interpolation=cv2.INTER_NEAREST)  # fmt: skip
     img[top:, left:] = cells
     lo, hi = float(values.min()), float(values.max())
-    for h in range(heads):
-        text(img, f"head {h}", (left + h * cell * 2 + 10, 24), 0.6)
-    for i in range(layers):
-        y = top + i * cell + cell // 2 + 8
-        text(img, f"layer {i}", (6, y), 0.6)
+    for n, line in enumerate(title):
+        text(img, line, (6, tall + 8 + n * (tall + 15)), 0.6)
+    for h, name in enumerate(cols):
+        text(img, name, (left + h * col + inset[0][h], top - 10), 0.6)
+    for i, name in enumerate(rows):
+        y = top + i * cell + cell // 2 + tall // 2
+        text(img, name, (6, y), 0.6)
         for h in range(heads):
             dark = (values[i, h] - lo) / max(hi - lo, 1e-12) > 0.6  # light cells get black text
             colour = BLACK if dark else (255, 255, 255)
-            text(img, f"{values[i, h]:.0f}", (left + h * cell * 2 + 22, y), 0.6, colour)
+            text(img, numbers[i][h], (left + h * col + inset[1][i * heads + h], y), 0.6, colour)
     return with_colorbar(img, cmap, lo, hi)
 
 
@@ -254,42 +326,55 @@ def scan_margins(image: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
     gh, gw = grid
     lined = draw_grid(image, grid)
     h, w = lined.shape[:2]
-    left, top = 64, 30
-    out = np.full((h + top, w + left, 3), 255, np.uint8)
-    out[top:, left:] = lined
-    step = max(1, int(np.ceil(26 / (w / gw))))  # column labels at least 26 px apart
+    tall = text_height(0.55)
+    left, top = max(64, text_width(str((gh - 1) * gw), 0.55) + 12), max(30, tall + 15)
+    out = np.full((top + max(h, tall + 4), w + left, 3), 255, np.uint8)  # a panorama's row keeps its number
+    out[top : top + h, left:] = lined
+    apart = max(26, text_width(str(gw - 1), 0.55) + 6)  # column labels at least 26 px apart, and never touching
+    step = max(1, int(np.ceil(apart / (w / gw))))
     for c in range(0, gw, step):
         x = left + round((c + 0.5) * w / gw)
         text(out, str(c), (x - text_width(str(c), 0.55) // 2, top - 9), 0.55)
-    rstep = max(1, int(np.ceil(22 / (h / gh))))
+    rstep = max(1, int(np.ceil((tall + 7) / (h / gh))))
     for r in range(0, gh, rstep):
-        y = top + round((r + 0.5) * h / gh) + 7
-        text(out, str(r * gw), (4, y), 0.55)
+        y = top + round((r + 0.5) * h / gh) + tall // 2
+        text(out, str(r * gw), (4, min(y, out.shape[0] - 3)), 0.55)
     return out
 
 
 def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str, bool]], width: int) -> np.ndarray:
     """The token sequence as the transformer reads it, `width` wide: the prefix tokens, then the first
     patches, "...", the last patch, each with its sequence position above and "+ pos" below where a
-    learned position embedding is added. prefix: [(name, has a position embedding)]."""
+    learned position embedding is added. prefix: [(name, has a position embedding)]. Larger labels (the
+    projector mode) make fewer, wider cells, and the title wraps."""
     gh, gw = grid
     patches = gh * gw
+    names = [name.replace("register ", "reg") for name, _ in prefix]
+    last = len(prefix) + patches - 1
+    widest = max(text_width(s, 0.5) for s in [*names, "no pos", f"#{last}", f"p{patches - 1}"]) + 6
     shown = [("prefix", i) for i in range(len(prefix))]
-    room = max(2, min(9, width // 74) - len(shown) - 2)
+    room = max(2, min(9, width // max(74, widest + 6)) - len(shown) - 2)
     shown += [("patch", i) for i in range(min(room, patches))] + [("dots", -1), ("patch", patches - 1)]
-    cell = min(66, (width - 8) // len(shown) - 6)
-    out = np.full((cell + 78, width, 3), 255, np.uint8)
-    title = "the token sequence: #position in it, and the position embedding added"
-    text(out, title, (4, 16), 0.5, (60, 60, 60))
+    cell = min(max(66, widest), (width - 8) // len(shown) - 6)
+    if cell < widest:  # its labels would spill over (large ones, several prefix tokens): the cells wrap in rows
+        cell = min(widest, width - 10)
+    per_row = max(1, (width - 4) // (cell + 6))
+    tall = text_height(0.5)
+    title = wrap("the token sequence: #position in it, and the position embedding added", 0.5, width - 8)
+    top = tall + 10 + (len(title) - 1) * (tall + 8)
+    pitch = cell + 2 * tall + 26  # a row of cells with their labels under them
+    out = np.full((top + -(-len(shown) // per_row) * pitch, width, 3), 255, np.uint8)
+    for n, line in enumerate(title):
+        text(out, line, (4, tall + 2 + n * (tall + 8)), 0.5, (60, 60, 60))
     for k, (kind, i) in enumerate(shown):
-        x, y = 4 + k * (cell + 6), 24
+        x, y = 4 + k % per_row * (cell + 6), top + k // per_row * pitch
         if kind == "dots":
             text(out, "...", (x + cell // 4, y + cell // 2 + 6), 0.8, thickness=2)
             continue
         position = i if kind == "prefix" else len(prefix) + i
         if kind == "prefix":
             out[y : y + cell, x : x + cell] = (255, 170, 60)
-            label, has_pos = prefix[i][0].replace("register ", "reg"), prefix[i][1]
+            label, has_pos = names[i], prefix[i][1]
         else:
             x0, y0, x1, y1 = patch_box(grid, image.shape[:2], i)
             out[y : y + cell, x : x + cell] = cv2.resize(
@@ -299,7 +384,19 @@ def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str
         cv2.rectangle(out, (x, y), (x + cell - 1, y + cell - 1), BLACK, 1)
         text(out, label, (x + 3, y + cell - 6), 0.5, thickness=3)  # white on a black outline
         text(out, label, (x + 3, y + cell - 6), 0.5, (255, 255, 255))
-        text(out, f"#{position}", (x + 3, y + cell + 20), 0.5)
+        text(out, f"#{position}", (x + 3, y + cell + tall + 6), 0.5)
         pos, colour = ("+ pos", (0, 110, 0)) if has_pos else ("no pos", (150, 0, 0))
-        text(out, pos, (x + 3, y + cell + 44), 0.5, colour)
+        text(out, pos, (x + 3, y + cell + 2 * tall + 16), 0.5, colour)
     return out
+
+
+def wrap(s: str, scale: float, width: int) -> list[str]:
+    """`s` in lines of whole words, each at most `width` px wide at `font(scale)` (a longer word keeps a line)."""
+    lines = [""]
+    for word in s.split():
+        joined = f"{lines[-1]} {word}".strip()
+        if lines[-1] and text_width(joined, scale) > width:
+            lines.append(word)
+        else:
+            lines[-1] = joined
+    return lines

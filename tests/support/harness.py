@@ -101,3 +101,30 @@ def photos(count: int, folder: Path, side: int = 448, prefix: str = "photo") -> 
         cv2.imwrite(str(path), cv2.cvtColor(crop, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 90])
         paths.append(path)
     return paths
+
+
+def tallest_label(rgb: np.ndarray) -> int:
+    """The inked height, in pixels, of the tallest label glyph in a picture: a dark blob shaped like a digit or a
+    letter (not a colour ramp, not a line) with white all around it. The projector mode draws every label of a
+    picture at one size (render.font), so this is that size."""
+    dark = (rgb.max(axis=2) < 110).astype(np.uint8)
+    white = rgb.min(axis=2) > 200
+    count, blobs, stats, _ = cv2.connectedComponentsWithStats(dark, connectivity=8)
+    tallest = 0
+    for i in range(1, count):
+        x, y, w, h, _ = stats[i]
+        if not (8 <= h <= 45 and 0.15 <= w / h <= 1.2):
+            continue
+        y0, y1, x0, x1 = max(0, y - 2), min(rgb.shape[0], y + h + 2), max(0, x - 2), min(rgb.shape[1], x + w + 2)
+        ring = np.ones((y1 - y0, x1 - x0), bool)
+        ring[y - y0 + 1 : y - y0 + h - 1, x - x0 + 1 : x - x0 + w - 1] = False
+        if (white[y0:y1, x0:x1] | (blobs[y0:y1, x0:x1] == i))[ring].mean() > 0.9:
+            tallest = max(tallest, int(h))
+    return tallest
+
+
+def fetch_picture(url: str) -> np.ndarray:
+    """A picture the app serves, as RGB."""
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        data = np.frombuffer(answer.read(), np.uint8)
+    return cv2.imdecode(data, cv2.IMREAD_COLOR)[..., ::-1]

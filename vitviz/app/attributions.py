@@ -214,13 +214,13 @@ def check_sanity(server: Server, image, model_name, size, method_label, target, 
 
 
 @user_errors
-def recolour(server: Server, kept, key, cmap, alpha, colour_scale):
+def recolour(server: Server, kept, key, cmap, alpha, colour_scale, large_text):
     """The kept result's three pictures in the current colormap, opacity and colour scale, drawn from what
     it kept (no model, no analysis); nothing when the result belongs to another image (a new image clears
     it) or there is none."""
     if kept is None or kept[0] != key:
         return gr.skip(), gr.skip(), gr.skip()
-    with server.redraws.interactive():  # milliseconds: the background warm waits for it
+    with server.redraws.interactive(), render.large_labels(large_text):  # milliseconds: the warm waits for it
         return views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
 
 
@@ -330,8 +330,8 @@ def build(ctx: Context) -> None:
     )
     # A display setting recolours the kept result; so does the end of a run, for settings changed during it.
     recolouring = dict(api_visibility="private", show_progress="minimal", **slots("draw"))
-    inputs = [kept, ctx.key, ctx.cmap, ctx.alpha, ctx.scale]
-    gr.on([c.change for c in (ctx.cmap, ctx.alpha, ctx.scale)], bind(recolour), inputs, [shown, roll, rel],
+    inputs = [kept, ctx.key, ctx.cmap, ctx.alpha, ctx.scale, ctx.large]
+    gr.on([c.change for c in (ctx.cmap, ctx.alpha, ctx.scale, ctx.large)], bind(recolour), inputs, [shown, roll, rel],
           trigger_mode="always_last", **recolouring)  # fmt: skip
     running.success(drop_stale, [kept, ctx.key], results, api_visibility="private", queue=False).success(
         bind(recolour), inputs, [shown, roll, rel], **recolouring

@@ -11,6 +11,7 @@ import gradio as gr
 from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, tabs, views
 from ..depth import save_depth
 from ..hub import hub_reachable
+from ..render import large_labels
 from .pictures import picture
 from .session import (
     MEAN_OF_HEADS_VALUE,
@@ -86,10 +87,11 @@ def draw(image, depth_name, cmap, alpha, layer, head, server: Server, request: g
 
 
 @user_errors
-def draw_attention(server: Server, image, depth_name, layer, head, cmap, request: gr.Request):
+def draw_attention(server: Server, image, depth_name, layer, head, cmap, large_text, request: gr.Request):
     """The depth encoder's CLS attention in one layer: one head, the mean, or all heads."""
     r = server.get_depth(image, depth_name, server.depth_key(image, depth_name, request))
-    return encoder_attention(r, layer, head, cmap)
+    with large_labels(large_text):
+        return encoder_attention(r, layer, head, cmap)
 
 
 def fit_controls(server: Server, depth_name, layer, head):
@@ -176,7 +178,7 @@ def build(ctx: Context) -> None:
     gr.on(
         [layer.change, head.change],
         ctx.server.bind(draw_attention),
-        [ctx.image, model, layer, head, ctx.cmap],
+        [ctx.image, model, layer, head, ctx.cmap, ctx.large],
         attention,
         api_name="depth_attention",
         trigger_mode="always_last",

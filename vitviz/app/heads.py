@@ -30,7 +30,7 @@ def build(ctx: Context) -> None:
         with gr.Row():
             distance = gr.Plot(label="Attention distance")
             entropy = gr.Plot(label="Attention entropy")
-        with gr.Row():
+        with gr.Row(elem_classes=["vitviz-pair"]):
             norms = picture(label="Output token norms", elem_id="norms")
             pca = picture(label="PCA of patch features as RGB")
         gr.Markdown(sentences.legend("clip", "artifact"), elem_classes=["legend"])

@@ -60,7 +60,7 @@ def build(ctx: Context) -> None:
             back = gr.Button("◀ Back", elem_id="lesson-back", min_width=100)
             step = gr.Slider(1, LAST, value=1, step=1, precision=0, label="Step", elem_id="lesson-step")
             forward = gr.Button("Next ▶", elem_id="lesson-next", variant="primary", min_width=100)
-        with gr.Row():
+        with gr.Row(elem_classes=["vitviz-pair"]):
             shown = picture(label="This step on your image", scale=3, elem_id="lesson-picture")
             with gr.Column(scale=2, min_width=280):
                 text = gr.Markdown(elem_id="lesson-text")

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import views
 from ..analysis import analyze_frame
+from ..render import large_labels
 from .pictures import picture
 from .session import MEAN_OF_HEADS_VALUE, Server, head_choices, user_errors
 from .source import Context, view_tab
@@ -28,7 +29,7 @@ CAMERA_OFF = (  # what the empty pictures wait for (the stream sends no frame: N
 
 
 @user_errors
-def frame(server: Server, camera, model_name, layer, head, shown, cmap, alpha, colour_scale, started):
+def frame(server: Server, camera, model_name, layer, head, shown, cmap, alpha, colour_scale, large_text, started):
     """One camera frame: (attention, rollout, dense head, the frame for "freeze", server time, when this
     frame started). A frame that comes too soon after the last one on a CPU is dropped."""
     if camera is None:
@@ -40,7 +41,8 @@ def frame(server: Server, camera, model_name, layer, head, shown, cmap, alpha, c
     a = analyze_frame(model, camera)
     which = None if head in (None, MEAN_OF_HEADS_VALUE) else int(head)
     layer = min(int(layer), a.model.num_layers - 1)
-    pictures = views.live_views(a, layer, which, tuple(shown), cmap, float(alpha), colour_scale)
+    with large_labels(large_text):
+        pictures = views.live_views(a, layer, which, tuple(shown), cmap, float(alpha), colour_scale)
     ms = (time.perf_counter() - start) * 1000
     h, w = a.pixel_values.shape[2:]
     text = f"{w}×{h} input, {a.grid[0]}×{a.grid[1]} patches · {ms:.0f} ms on the server for this frame"
@@ -91,7 +93,7 @@ def build(ctx: Context) -> None:
         last, started = gr.State(None), gr.State(None)
     camera.stream(
         ctx.server.bind(frame),
-        [camera, ctx.model_name, layer, head, shown, ctx.cmap, ctx.alpha, ctx.scale, started],
+        [camera, ctx.model_name, layer, head, shown, ctx.cmap, ctx.alpha, ctx.scale, ctx.large, started],
         [attention, rollout, dense, last, info, started],
         stream_every=STREAM_EVERY_S,
         time_limit=STREAM_LIMIT_S,

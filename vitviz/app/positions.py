@@ -6,6 +6,7 @@ import gradio as gr
 import numpy as np
 
 from .. import VitModel, plots, sentences, views
+from ..render import large_labels
 from .pictures import picture
 from .session import Server, slots, user_errors
 from .source import Context, view_tab
@@ -26,6 +27,13 @@ def position_map(server: Server, model_name, row, col, cmap):
     if not (0 <= int(row) < g and 0 <= int(col) < g):
         raise ValueError(f"row and col must be in [0, {g}) for {model.name}'s {g}×{g} grid, got ({row}, {col})")
     return views.pos_embed_map(model, similarity(server, model), int(row), int(col), cmap)
+
+
+@user_errors
+def redraw_map(server: Server, model_name, row, col, cmap, large_text):
+    """A slider's move: the map of the position it sets."""
+    with large_labels(large_text):
+        return position_map(server, model_name, row, col, cmap)
 
 
 @user_errors
@@ -52,11 +60,12 @@ def fit_controls(server: Server, model_name, row, col):
 
 
 @user_errors
-def pick_position(server: Server, model_name, cmap, evt: gr.SelectData):
+def pick_position(server: Server, model_name, cmap, large_text, evt: gr.SelectData):
     """A click on the large similarity map picks the position to show: its row, its column and its map, in one
     answer (the sliders' change would draw the map once for each)."""
     row, col = views.position_at(server.get_model(model_name), *evt.index)
-    return row, col, position_map(server, model_name, row, col, cmap)
+    with large_labels(large_text):
+        return row, col, position_map(server, model_name, row, col, cmap)
 
 
 def build(ctx: Context) -> None:
@@ -92,12 +101,12 @@ def build(ctx: Context) -> None:
     )
     gr.on(
         [row.input, col.input],  # a user's move of a slider; a click sets both and draws the map itself
-        ctx.server.bind(position_map),
-        inputs,
+        ctx.server.bind(redraw_map),
+        [*inputs, ctx.large],
         large,
         api_name="position_map",
         trigger_mode="always_last",
         show_progress="minimal",
         **slots("draw"),
     )
-    ctx.server.on_click(large, pick_position, [ctx.model_name, ctx.cmap], [row, col, large])
+    ctx.server.on_click(large, pick_position, [ctx.model_name, ctx.cmap, ctx.large], [row, col, large])

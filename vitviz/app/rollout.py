@@ -95,9 +95,11 @@ def build(ctx: Context) -> None:
         ),
     ) as tab:
         with gr.Row():
-            fusion = gr.Radio(list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by")
+            fusion = gr.Radio(
+                list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by", elem_id="rollout-fusion"
+            )
             discard = gr.Slider(0, 0.95, value=0.0, step=0.05, label="Discard the weakest fraction")
-        with gr.Row():
+        with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first"]):
             original = picture(label="Your image, for comparison")
             rollout = picture(label="Rollout (bilinear)", elem_id="rollout")
         gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])

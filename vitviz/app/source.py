@@ -18,7 +18,7 @@ from gradio_client import handle_file
 
 from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, tabs, views
 from ..maps import DEFAULT_SCALE
-from ..render import COLORMAPS
+from ..render import COLORMAPS, large_labels
 from .pictures import picture
 from .session import EXAMPLES, SIZES, Server, slots, user_errors
 
@@ -29,6 +29,14 @@ embedding**, puts a **readout (CLS) token** in front, and passes the tokens thro
 # Larger text for the back row of a classroom: every text grows by a quarter (see CSS in the launch).
 CSS = """body.vitviz-large .gradio-container { zoom: 1.25; }
 body.vitviz-large #intro, body.vitviz-large .settings { display: none !important; }
+/* Pictures side by side stack in the projector mode, the main one first: each shown at the page's width, so
+   that the labels drawn in them (render.LARGE_LABEL_PX) are 18 px or more on the screen */
+body.vitviz-large .vitviz-pair { flex-direction: column; }
+body.vitviz-large .vitviz-pair.vitviz-second-first { flex-direction: column-reverse; }
+body.vitviz-large .vitviz-pair > * { flex: none; width: 100%; }
+/* and a picture under its controls stays within the 768 px of a projector's screen, with them */
+body.vitviz-large #tokens img { max-height: 570px; object-fit: contain; }
+body.vitviz-large #lesson-picture img { max-height: 460px; object-fit: contain; }
 @media (min-width: 700px) and (max-width: 1100px) { #preview-panel { display: none; } }
 /* Gradio's strip of picture buttons spans the picture's top-right corner even when empty: clicks on the
    patches under it must reach the picture (its buttons stay clickable) */
@@ -59,6 +67,7 @@ class Context:
     key: gr.State  # the analysis key of the session's image (None: no image)
     current_model: gr.State  # the loaded model's name; views resize their controls when it changes
     preview: gr.Image  # the user's image at display size
+    large: gr.Checkbox  # the projector mode: the page zoomed, and the pictures' labels drawn large
     shown: gr.State = field(default_factory=lambda: gr.State("tokens"))  # the id of the selected tab
     tabs: gr.Tabs | None = None  # the views' tab bar, for views that select a tab (a lesson's deep link)
     depth_model: str | None = None
@@ -86,7 +95,8 @@ class Context:
     ) -> None:
         """Wire one view. draw(*inputs, request) returns its outputs. A draw whose first parameter is `a` gets the
         session's analysis in place of the first three inputs (ctx.where: image, model and size), and one with a
-        `server` parameter gets the server.
+        `server` parameter gets the server. Every draw runs in the projector mode's labels (`large_labels`) when it
+        is on: its endpoint takes `large_text` last.
 
         `triggers` (its own controls' events) redraw it at once, as the endpoint `api_name`. A new analysis or a display
         setting redraws it if its tab is shown; otherwise selecting the tab draws it. Nothing is
@@ -97,21 +107,24 @@ class Context:
             drawn = gr.State(None)
             hidden = gr.Button(visible=False)
         n = len(outputs)
-        inputs, outputs = list(inputs), list(outputs)
+        outputs = list(outputs)
         params = inspect.signature(draw).parameters
         names = [name for name in params if name not in ("request", "progress", "server")]
         takes_analysis = names[0] == "a"
         if takes_analysis:
             names = ["image", "model_name", "size", *names[1:]]
+        inputs, names = [*inputs, self.large], [*names, "large_text"]
         extra = {"server": self.server} if "server" in params else {}
         server = self.server
 
         def call(args, request, progress):
+            *args, large = args
             kwargs = {**extra, **({"progress": progress} if "progress" in params else {})}
-            if takes_analysis:
-                a = server.get_analysis(*args[:3], request)
-                return draw(a, *args[3:], request=request, **kwargs)
-            return draw(*args, request=request, **kwargs)
+            with large_labels(large):
+                if takes_analysis:
+                    a = server.get_analysis(*args[:3], request)
+                    return draw(a, *args[3:], request=request, **kwargs)
+                return draw(*args, request=request, **kwargs)
 
         call.__name__ = draw.__name__
         call = user_errors(call)
@@ -159,7 +172,8 @@ class Context:
                 refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress
             )
         gr.on(
-            [c.change for c in (self.cmap, self.alpha, self.scale)] + ([] if prepare else [self.key.change]),
+            [c.change for c in (self.cmap, self.alpha, self.scale, self.large)]
+            + ([] if prepare else [self.key.change]),
             refresh,
             refresh_in,
             [*outputs, drawn],
@@ -287,13 +301,26 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
     large = gr.Checkbox(
         False,
         label="Large text, for a projector",
-        info="Everything grows by a quarter; the introduction and the settings above hide, so the tabs come up",
+        info="Everything grows by a quarter, the pictures' labels more; the introduction and the settings above "
+        "hide, so the tabs come up",
         elem_id="large-text",
     )
     large.change(None, large, None, js=LARGE_TEXT_JS, api_visibility="private", queue=False)
     status = gr.Markdown(elem_id="status", label="Model and input")
     ctx = Context(
-        demo, server, model, image, model_name, size, cmap, alpha, scale, gr.State(None), gr.State(model.name), preview
+        demo,
+        server,
+        model,
+        image,
+        model_name,
+        size,
+        cmap,
+        alpha,
+        scale,
+        gr.State(None),
+        gr.State(model.name),
+        preview,
+        large,
     )
     ctx.depth_model = depth_model
 
