@@ -274,10 +274,11 @@ TILE_WIDTH = """(tile) => {  // the shown width of one all-heads tile: the sheet
 }"""
 
 
-@pytest.mark.parametrize("width, height", [(1400, 1000), (1024, 768)])
+@pytest.mark.parametrize("width, height", [(1400, 1000), (1024, 768), (390, 844)])
 def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, height):
     """All heads: the sheet takes a line of its own, so each head's tile is at least 200 px wide at 1400
-    and on a 1024x768 projector; one head puts the picker and the overlay side by side again."""
+    and on a 1024x768 projector; a phone gets the tiles in one column, its captions 18 px tall or more. One
+    head puts the picker and the overlay side by side again."""
     view = page.context.browser.new_page(viewport={"width": width, "height": height})
     try:
         view.goto(page.url)
@@ -291,6 +292,8 @@ def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, h
         wait_for_new_overlay(view, one)
         view.wait_for_timeout(500)
         assert view.evaluate(TILE_WIDTH, SHEET_TILE) >= 200
+        if width < 600:
+            assert shown_label(view, "#attention", 16) >= 18
         view.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
         shot(view, tmp_path, f"all-heads-{width}x{height}.png")
         assert view.evaluate("() => document.documentElement.scrollWidth") <= width
@@ -431,18 +434,19 @@ LABELLED = {  # each tab's first control, its pictures with labels drawn in them
 }
 
 
-def shown_label(view, selector: str) -> float:
-    """The height on the screen of the labels in the picture `selector`, once it is drawn in the projector mode:
-    their inked height in the picture's own pixels times the scale at which the page shows it."""
-    deadline, measured = 60, 0
-    for _ in range(deadline):
+def shown_label(view, selector: str, drawn: int = LARGE_LABEL_PX - 1) -> float:
+    """The height on the screen of the labels in the picture `selector`, once they are `drawn` px tall in it
+    (default: drawn again for the projector): their inked height in the picture's own pixels times the scale at
+    which the page shows it."""
+    measured = 0
+    for _ in range(60):
         view.locator(selector).scroll_into_view_if_needed()
         url, scale = view.evaluate(SHOWN, f"{selector} img")
         measured = tallest_label(fetch_picture(url)) if scale else 0
-        if measured >= LARGE_LABEL_PX - 1:  # drawn again for the projector
+        if measured >= drawn:
             return measured * scale
         view.wait_for_timeout(1000)
-    raise AssertionError(f"{selector}: labels {measured} px tall in the picture, not {LARGE_LABEL_PX}")
+    raise AssertionError(f"{selector}: labels {measured} px tall in the picture, not {drawn}")
 
 
 def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(page, tmp_path):

@@ -278,11 +278,23 @@ def test_the_attention_views_all_heads_is_the_sheet_of_every_head_with_the_contr
         views.attention_view(wide, 1, None, 7, measure="value")
 
 
-@pytest.mark.parametrize("n, cols, measure", [(6, 3, "weight"), (7, 4, "weight × value norm"), (17, 4, "weight")])
+@pytest.mark.parametrize(
+    "n, columns, cols, measure",
+    [
+        (6, 0, 3, "weight"),
+        (7, 0, 4, "weight × value norm"),
+        (17, 0, 4, "weight"),
+        (7, 1, 1, "weight"),
+        (5, 2, 2, "weight"),
+    ],
+)
 @pytest.mark.parametrize("shared", [True, False])
-def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_four(wide, n, cols, measure, shared):
+def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_four(
+    wide, n, columns, cols, measure, shared
+):
     """A sheet of n - 1 heads (repeated where the model has fewer) and the mean: up to 6 tiles in rows of 3,
-    more in rows of 4; on one colour scale under the sheet, or each tile on its own."""
+    more in rows of 4, or in the columns asked (a phone's one, with the projector's labels); on one colour
+    scale under the sheet, or each tile on its own."""
     heads = [h % wide.model.num_heads for h in range(n - 1)]
     one = wide.attention_map if measure == views.WEIGHT else wide.contribution_map
     values = [one(1, h, 7) for h in heads] + [one(1, None, 7)]
@@ -292,10 +304,15 @@ def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_
     tiles = [
         views.scaled_overlay(small, v, "viridis", 0.4, "robust", True, wide.grid, limits, bar, query=7) for v in values
     ]
-    want = render.tile(tiles, [f"head {h}" for h in heads] + ["mean of heads"], cols)
-    want = render.with_colorbar_below(want, "viridis", lo, hi, "robust") if shared else want
-    got = views.attention_sheet(wide, 1, heads, 7, "viridis", 0.4, shared, "robust", measure)
+    with render.large_labels(columns == 1):  # a phone's single column: labels at the projector's size
+        want = render.tile(tiles, [f"head {h}" for h in heads] + ["mean of heads"], cols)
+        want = render.with_colorbar_below(want, "viridis", lo, hi, "robust") if shared else want
+    got = views.attention_sheet(wide, 1, heads, 7, "viridis", 0.4, shared, "robust", measure, columns)
     assert np.array_equal(got, want)
+    if columns:
+        assert got.shape[1] == max(cols * (small.shape[1] + 6) - 6, render.MIN_BAR_BELOW) or not shared
+        with pytest.raises(ValueError, match="columns must be 0"):
+            views.attention_sheet(wide, 1, heads, 7, columns=-1)
 
 
 def test_the_sheets_defaults_are_the_readouts_weights_on_one_scale(wide):

@@ -5,6 +5,8 @@ The UI module only wires these to widgets; the CLI and notebooks can call them t
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from . import plots, render
@@ -100,13 +102,14 @@ def attention_view(
     shared_scale: bool = True,
     scale: str = DEFAULT_SCALE,
     measure: str = WEIGHT,
+    columns: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(overlay, query picker). head: an index, None for the mean of heads, or ALL_HEADS.
 
     The overlay is the map upsampled nearest-neighbour (one flat square per patch), with a
-    colorbar. ALL_HEADS tiles every head plus their mean; shared_scale puts them on one scale.
-    measure: WEIGHT (the attention weights) or WEIGHT_VALUE (what each key contributes through the
-    head's values and its slice of the output projection, Kobayashi et al. 2020).
+    colorbar. ALL_HEADS tiles every head plus their mean in `columns` columns (0: 3, or 4 past six tiles);
+    shared_scale puts them on one scale. measure: WEIGHT (the attention weights) or WEIGHT_VALUE (what each key
+    contributes through the head's values and its slice of the output projection, Kobayashi et al. 2020).
     """
     if measure not in (WEIGHT, WEIGHT_VALUE):
         raise ValueError(f"measure must be {WEIGHT!r} or {WEIGHT_VALUE!r}, got {measure!r}")
@@ -118,7 +121,7 @@ def attention_view(
         values = one(layer, head, query)
         return scaled_overlay(base, values, cmap, alpha, scale, True, a.grid, query=marked), picker
     heads = list(range(a.model.num_heads))
-    return attention_sheet(a, layer, heads, query, cmap, alpha, shared_scale, scale, measure), picker
+    return attention_sheet(a, layer, heads, query, cmap, alpha, shared_scale, scale, measure, columns), picker
 
 
 def attention_sheet(
@@ -131,9 +134,13 @@ def attention_sheet(
     shared_scale: bool = True,
     scale: str = DEFAULT_SCALE,
     measure: str = WEIGHT,
+    columns: int = 0,
 ) -> np.ndarray:
-    """`heads` of one layer and the mean of all heads, tiled, with the query marked; shared_scale puts
-    them on one colour scale with one colorbar, else each tile has its own."""
+    """`heads` of one layer and the mean of all heads, tiled in `columns` columns (0: 3, or 4 past six tiles),
+    with the query marked; shared_scale puts them on one colour scale with one colorbar, else each tile has its
+    own."""
+    if not 0 <= columns <= 16:
+        raise ValueError(f"columns must be 0 (3 or 4, by the number of heads) to 16, got {columns}")
     one = a.attention_map if measure == WEIGHT else a.contribution_map
     marked = None if isinstance(query, str) else int(query)
     maps = np.stack([one(layer, h, query) for h in heads] + [one(layer, None, query)])
@@ -142,9 +149,11 @@ def attention_sheet(
     _, lo, hi, _ = colour_scale(maps, scale)
     limits, bars = ((lo, hi), None) if shared_scale else (None, "right")
     tiles = [scaled_overlay(small, m, cmap, alpha, scale, True, a.grid, limits, bars, query=marked) for m in maps]
-    sheet = render.tile(tiles, labels, cols=4 if len(tiles) > 6 else 3)
-    # one colour scale under the sheet, not beside it: the tiles keep the width (>= 200 px shown at 1400)
-    return render.with_colorbar_below(sheet, cmap, lo, hi, scale) if shared_scale else sheet
+    # One column is a phone's, shown at about its own size: its captions and numbers are the projector's size.
+    with render.large_labels(True) if columns == 1 else nullcontext():
+        sheet = render.tile(tiles, labels, cols=columns or (4 if len(tiles) > 6 else 3))
+        # one colour scale under the sheet, not beside it: the tiles keep the width (>= 200 px shown at 1400)
+        return render.with_colorbar_below(sheet, cmap, lo, hi, scale) if shared_scale else sheet
 
 
 def rollout_view(

@@ -20,6 +20,7 @@ QUERY_CHOICES = [
     ("a patch: click one on a picture", PATCH_QUERY),
 ]
 SHARED, PER_HEAD = "shared across heads", "per head"
+PHONE_COLUMNS = "() => (window.innerWidth < 600 ? 1 : 0)"
 
 
 ALL_HEADS_LAYOUT = f"""(head) => {{
@@ -49,17 +50,18 @@ def draw(
     alpha,
     grid_scale,
     colour_scale,
+    columns,
     request: gr.Request,
 ):
     """(overlay, query picker, the layer in numbers): the query's attention in one layer, one head, the
-    mean or all heads."""
+    mean or all heads (in `columns` columns, 0: by the number of heads)."""
     query = query_of(query_mode, patch)
     gh, gw = a.grid
     if query != "readout" and not 0 <= query < gh * gw:
         raise ValueError(f"patch must be -1 (the readout) or in [0, {gh * gw}) for this {gh}×{gw} grid, got {query}")
     shared, which = grid_scale != PER_HEAD, head_arg(head, a.model)
     overlay, picker = views.attention_view(
-        a, int(layer), which, query, cmap, float(alpha), shared, colour_scale, measure
+        a, int(layer), which, query, cmap, float(alpha), shared, colour_scale, measure, int(columns or 0)
     )
     return overlay, picker, sentences.attention_note(a, int(layer), which, query)
 
@@ -148,11 +150,14 @@ def build(ctx: Context) -> None:
             head.change(None, head, None, js=ALL_HEADS_LAYOUT)
             gr.Markdown(sentences.legend("query", "clip"), elem_classes=["legend"])
             note = gr.Markdown(label="This layer in numbers", elem_id="attention-note")
+            # The all-heads sheet's columns: one on a phone, where a row of three would show tiles 110 px wide
+            columns = gr.Number(0, precision=0, minimum=0, maximum=16, visible=False, label="Columns of the sheet")
+    ctx.demo.load(None, None, columns, js=PHONE_COLUMNS, api_visibility="private", queue=False)
     ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap], [shown], api_name="explorer")
     ctx.view(
         tab,
         draw,
-        [*ctx.where, layer, head, query_mode, patch, measure, ctx.cmap, ctx.alpha, grid_scale, ctx.scale],
+        [*ctx.where, layer, head, query_mode, patch, measure, ctx.cmap, ctx.alpha, grid_scale, ctx.scale, columns],
         [overlay, picker, note],
         [c.change for c in (layer, head, query_mode, patch, measure, grid_scale)],
         api_name="attention",
