@@ -473,6 +473,13 @@ def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(p
             if charts:
                 view.wait_for_function(f"() => {CHART_TEXT}() < Infinity", timeout=60_000)  # this tab's charts drawn
                 sizes[f"{tab} charts"] = view.evaluate(CHART_TEXT)
+        view.get_by_role("tab", name=label("attributions")).click()
+        choose(view, "#method", "Saliency (|gradient|)")
+        view.get_by_role("button", name="Compute attribution").click()
+        view.locator("#attr-summary").get_by_text("target").wait_for(timeout=120_000)
+        sizes["#attribution"] = shown_label(view, "#attribution")
+        view.locator("#method").scroll_into_view_if_needed()
+        spans["attributions"] = view.evaluate(SPAN, ["#method", "#attribution img"])
         view.get_by_role("tab", name=label("lesson")).click()
         for step in range(1, len(STEPS) + 1):
             view.locator("#lesson-title").get_by_text(f"Step {step} of {len(STEPS)}").wait_for(timeout=60_000)

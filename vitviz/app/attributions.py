@@ -31,6 +31,10 @@ METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
 # the most faithful method on docs/benchmarks.md's table (the lowest mean deletion area on 20 photos)
 DEFAULT_METHOD = "integrated_gradients"
 TARGETS = ["default", "top-2", "top-3", "top-4", "top-5"]  # the default is the top class for a classifier
+# On a projector the three maps come right under the controls, on one screen with them; the box to draw and the
+# summary follow them.
+CSS = """body.vitviz-large #attr-results ~ * { order: 2; }
+body.vitviz-large #attr-box-row { order: 1; }"""
 
 
 def parse_box(points) -> tuple[float, float, float, float] | None:
@@ -287,12 +291,12 @@ def build(ctx: Context) -> None:
             with gr.Column(min_width=140):
                 button = gr.Button("Compute attribution", variant="primary")
                 halt = gr.Button("Stop", variant="stop", size="sm")
-        with gr.Row():
+        with gr.Row(elem_id="attr-box-row"):
             box_img = picture(label="Box for the dense head: click two corners", scale=1, clickable=True)
             with gr.Column(scale=2):
                 clear = gr.Button("Clear the box (whole image)", size="sm")
                 summary = gr.Markdown(elem_id="attr-summary", label="Summary")
-        with gr.Row():
+        with gr.Row(elem_id="attr-results"):
             shown = picture(label="Attribution", elem_id="attribution")
             roll = picture(label="Attention rollout")
             rel = picture(label="Relevancy (Chefer et al.)")
