@@ -347,6 +347,30 @@ def test_live_camera_draws_changing_overlays_and_freeze_feeds_every_view(page, t
         browser.close()
 
 
+def test_the_live_tab_on_a_projector_shows_camera_controls_and_pictures_on_one_screen(page, tmp_path):
+    """At 1024x768 with "Large text" on and a camera streaming: the camera, its controls and the three live
+    pictures fit on one screen, and the pictures' labels are 18 px tall or more."""
+    import vitviz
+
+    camera = fake_camera(tmp_path / "camera.y4m", [vitviz.load_image(ASSETS / "coffee.jpg")])
+    browser = page.context.browser.browser_type.launch(executable_path=CHROMIUM, args=ARGS + camera)
+    try:
+        live = browser.new_context(viewport={"width": 1024, "height": 768}, permissions=["camera"]).new_page()
+        live.goto(page.url)
+        live.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        live.locator("#large-text input").check()
+        start_live_stream(live)
+        wait_for_src_change(live, "#live-dense", "")
+        sizes = {s: shown_label(live, s) for s in ("#live-attention", "#live-rollout", "#live-dense")}
+        assert min(sizes.values()) >= 18, sizes
+        live.locator("#live-camera").scroll_into_view_if_needed()
+        span = live.evaluate(SPAN, ["#live-camera", "#live-dense img"])
+        shot(live, tmp_path, "live-projector.png")
+        assert span <= 768, span
+    finally:
+        browser.close()
+
+
 def lesson_picture(page) -> bytes:
     return page.request.get(src(page, "#lesson-picture")).body()
 

@@ -204,12 +204,13 @@ def test_the_live_view_overlays_each_map_of_the_frame_it_analysed(embedded, coff
     assert len(pictures) == 3 and all(p is not None for p in pictures)
     for values, picture in zip(maps, pictures, strict=True):
         fh, fw = render.fit(a.image, views.LIVE_DISPLAY).shape[:2]
-        shown = picture[:fh, :fw]  # the frame, top left; its colour scale is beside it
+        shown = picture[:fh, :fw]  # the frame, top left; its colour scale is under it
         small = cv2.resize(values.astype(np.float32), (shown.shape[1], shown.shape[0]), interpolation=cv2.INTER_AREA)
         grey = shown.mean(-1)
         assert np.corrcoef(grey.ravel(), small.ravel())[0, 1] > 0.8
     base = render.fit(a.image, views.LIVE_DISPLAY)
-    assert np.array_equal(pictures[2], views.scaled_overlay(base, maps[2], "gray", 1.0, "min-max", False))
+    want = views.scaled_overlay(base, maps[2], "gray", 1.0, "min-max", False, None, None, "below")
+    assert np.array_equal(pictures[2], want)
 
 
 # ---- each picture is the map it names, drawn with the controls it was given (the colours, the outlines, the
@@ -449,12 +450,15 @@ def test_inside_a_head_draws_its_scores_shifted_to_zero_its_weights_and_values_a
 def test_the_live_view_draws_only_what_is_shown_with_the_controls_given(wide):
     base = render.fit(wide.image, views.LIVE_DISPLAY)
     attention, rollout, dense = views.live_views(wide, 1, 2, ("attention", "rollout"), "magma", 0.5, "robust")
-    want = views.scaled_overlay(base, wide.attention_map(1, 2, "readout"), "magma", 0.5, "robust", True, wide.grid)
+    want = views.scaled_overlay(
+        base, wide.attention_map(1, 2, "readout"), "magma", 0.5, "robust", True, wide.grid, None, "below"
+    )
     assert np.array_equal(attention, want)
-    assert np.array_equal(rollout, views.scaled_overlay(base, wide.rollout("mean"), "magma", 0.5, "robust", False))
+    want = views.scaled_overlay(base, wide.rollout("mean"), "magma", 0.5, "robust", False, None, None, "below")
+    assert np.array_equal(rollout, want)
     assert dense is None and views.live_views(wide, 1, None, ("rollout",))[0] is None
     want = views.scaled_overlay(
-        base, wide.attention_map(1, None, "readout"), "inferno", 0.6, maps.DEFAULT_SCALE, True, wide.grid
+        base, wide.attention_map(1, None, "readout"), "inferno", 0.6, maps.DEFAULT_SCALE, True, wide.grid, None, "below"
     )
     assert np.array_equal(views.live_views(wide, 1, None, ("attention",))[0], want)
     with pytest.raises(

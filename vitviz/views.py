@@ -349,7 +349,8 @@ def live_views(
     scale: str = DEFAULT_SCALE,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """(CLS attention of `layer` and `head` (None: mean of heads), rollout, dense head) over a camera
-    frame, each None unless named in `shown`; small, since a new frame comes several times a second."""
+    frame, each None unless named in `shown`; small, since a new frame comes several times a second, and shown
+    three abreast: their colour scales go under them."""
     unknown = set(shown) - set(LIVE_LAYERS)
     if unknown:
         raise ValueError(f"the live view draws {LIVE_LAYERS}, not {sorted(unknown)}")
@@ -363,5 +364,7 @@ def live_views(
     for name, (values, nearest) in maps.items():
         v = values() if name in shown else None
         grid = a.grid if nearest else None
-        pictures.append(None if v is None else scaled_overlay(base, v, cmap, alpha, scale, nearest, grid))
+        pictures.append(
+            None if v is None else scaled_overlay(base, v, cmap, alpha, scale, nearest, grid, None, "below")
+        )
     return tuple(pictures)

@@ -62,6 +62,11 @@ def freeze(server: Server, last: np.ndarray | None) -> str:
     return str(path)
 
 
+# On a projector the camera, its controls and the three pictures fit on one screen: a shorter camera.
+CSS = """body.vitviz-large #live-camera .image-container { height: 200px !important; }
+body.vitviz-large #live-camera { height: auto !important; }"""
+
+
 def build(ctx: Context) -> None:
     m = ctx.model
     with view_tab(
@@ -75,19 +80,26 @@ def build(ctx: Context) -> None:
         ),
     ) as tab:
         with gr.Row():
-            camera = gr.Image(
-                sources=["webcam"], streaming=True, type="numpy", label="Camera", elem_id="live-camera", height=300
-            )
             with gr.Column():
-                layer = gr.Slider(0, m.num_layers - 1, value=m.num_layers - 1, step=1, precision=0, label="Layer")
-                head = gr.Dropdown([c for c in head_choices(m) if c[1] != -2], value=MEAN_OF_HEADS_VALUE, label="Head")
+                camera = gr.Image(
+                    sources=["webcam"], streaming=True, type="numpy", label="Camera", elem_id="live-camera", height=300
+                )
+                info = gr.Markdown(CAMERA_OFF, elem_id="live-info")
+            with gr.Column(elem_id="live-controls"):
+                with gr.Row():
+                    layer = gr.Slider(
+                        0, m.num_layers - 1, value=m.num_layers - 1, step=1, precision=0, label="Layer", min_width=160
+                    )
+                    head = gr.Dropdown(
+                        [c for c in head_choices(m) if c[1] != -2],
+                        value=MEAN_OF_HEADS_VALUE,
+                        label="Head",
+                        min_width=160,
+                    )
                 shown = gr.CheckboxGroup(list(views.LIVE_LAYERS), value=list(views.LIVE_LAYERS), label="Draw")
                 freeze_button = gr.Button("Freeze: analyse this frame in every view", elem_id="freeze")
-                info = gr.Markdown(CAMERA_OFF, elem_id="live-info")
         with gr.Row():
-            attention = picture(
-                label="The readout's attention, in the layer and head chosen above", elem_id="live-attention"
-            )
+            attention = picture(label="The readout's attention", elem_id="live-attention")
             rollout = picture(label="Rollout", elem_id="live-rollout")
             dense = picture(label="Dense head", elem_id="live-dense")
         last, started = gr.State(None), gr.State(None)
