@@ -371,6 +371,30 @@ def test_the_live_tab_on_a_projector_shows_camera_controls_and_pictures_on_one_s
         browser.close()
 
 
+def test_the_depth_tab_on_a_projector_shows_its_map_and_controls_on_one_screen(page, tmp_path):
+    """With a depth model (a tiny random Depth Anything) at 1024x768 with "Large text" on: the depth map's
+    colour scale reads 18 px tall or more, and the model's controls and the map fit on one screen."""
+    from conftest import tiny_depth_anything
+
+    folder = tmp_path / "depth-model"
+    tiny_depth_anything().save_pretrained(folder)
+    with running_app(["--depth-model", str(folder)]) as url:
+        view = page.context.browser.new_page(viewport={"width": 1024, "height": 768})
+        try:
+            view.goto(url)
+            view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+            view.locator("#large-text input").check()
+            view.get_by_role("tab", name=label("depth")).click()
+            view.locator("#depth img").first.wait_for(state="attached", timeout=60_000)
+            assert shown_label(view, "#depth") >= 18
+            view.locator("#depth-model").scroll_into_view_if_needed()
+            span = view.evaluate(SPAN, ["#depth-model", "#depth img"])
+            shot(view, tmp_path, "depth-projector.png")
+            assert span <= 768, span
+        finally:
+            view.close()
+
+
 def lesson_picture(page) -> bytes:
     return page.request.get(src(page, "#lesson-picture")).body()
 

@@ -135,11 +135,12 @@ def build(ctx: Context) -> None:
                 value=ctx.depth_model or DEFAULT_DEPTH_MODEL,
                 label="Depth model",
                 scale=3,
+                elem_id="depth-model",
             )
             button = gr.Button("Estimate depth", variant="primary", scale=1)
         # Offline with no depth model, the notice stands alone: no empty panels under it.
         with gr.Column(visible=not offline, elem_id="depth-results"):
-            with gr.Row():
+            with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first"]):  # stacked on a projector
                 original = picture(label="Your image (depth input)")
                 overlay = picture(label="Relative inverse depth (bright = near)", elem_id="depth")
             cloud = gr.Plot(label="3-D view")
