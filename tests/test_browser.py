@@ -472,6 +472,22 @@ SPAN = """([first, last]) => {  // from the top of the first to the bottom of th
   const shown = i.naturalHeight * Math.min(r.width / i.naturalWidth, r.height / i.naturalHeight);
   return r.top + (r.height + shown) / 2 - document.querySelector(first).getBoundingClientRect().top;
 }"""
+CHART_CUT = """() => {  // each shown chart's text, legend and colour bar outside its chart, its panel or the page
+  const out = [];
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const p = plot.getBoundingClientRect(), b = (plot.closest('.block') || plot).getBoundingClientRect();
+    const box = {left: Math.max(p.left, b.left, 0), right: Math.min(p.right, b.right, innerWidth),
+                 top: Math.max(p.top, b.top), bottom: Math.min(p.bottom, b.bottom)};
+    if (!p.height) continue;
+    for (const e of plot.querySelectorAll('text, .legend, .colorbar')) {
+      const r = e.getBoundingClientRect();
+      if (!r.height || (e.tagName === 'text' && !e.textContent.trim())) continue;
+      if (r.left < box.left - 2 || r.right > box.right + 2 || r.top < box.top - 2 || r.bottom > box.bottom + 2)
+        out.push((e.textContent || e.getAttribute('class')).slice(0, 40));
+    }
+  }
+  return out;
+}"""
 LABELLED = {  # each tab's first control, its pictures with labels drawn in them, and whether it has Plotly charts
     "tokens": ("#tokens", ["#tokens"], False),
     "inside": ("#inside-layer", ["#inside-scores", "#inside-weights", "#inside-values"], True),
@@ -500,8 +516,8 @@ def shown_label(view, selector: str, drawn: int = LARGE_LABEL_PX - 1) -> float:
 def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(page, tmp_path):
     """At 1024x768 with "Large text" on, every picture drawn with labels (colour scales, token numbers, the
     lesson's tables) shows them at least 18 px tall on the screen, measured from the picture served and the
-    size the page shows it at; Plotly's text is 18 px or more too. Each tab's controls and pictures fit on one
-    screen together."""
+    size the page shows it at; Plotly's text is 18 px or more too, and no chart's text, legend or colour bar is
+    cut off. Each tab's controls and pictures fit on one screen together."""
     from vitviz.lesson import STEPS
 
     view = page.context.browser.new_page(viewport={"width": 1024, "height": 768})
@@ -521,6 +537,7 @@ def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(p
             if charts:
                 view.wait_for_function(f"() => {CHART_TEXT}() < Infinity", timeout=60_000)  # this tab's charts drawn
                 sizes[f"{tab} charts"] = view.evaluate(CHART_TEXT)
+                assert view.evaluate(CHART_CUT) == [], tab  # no tick, legend or colour bar cut off
         view.get_by_role("tab", name=label("attributions")).click()
         choose(view, "#method", "Saliency (|gradient|)")
         view.get_by_role("button", name="Compute attribution").click()
