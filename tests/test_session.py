@@ -330,39 +330,6 @@ def test_background_work_waits_while_anyone_waits_for_an_answer():
     waiter.join()
 
 
-def test_a_new_images_forward_waits_before_each_layer_while_a_redraw_runs(server, tmp_path, monkeypatch):
-    """On a CPU a forward and a redraw would share the cores: the forward stops before its next layer until the
-    redraws end (here YIELD_S is long enough that only the redraw's end lets it go), and its analysis is the
-    same as one made with nothing to wait for."""
-    import threading
-
-    import vitviz
-    from vitviz.app import session
-
-    monkeypatch.setattr(session, "YIELD_S", 60.0)
-    model, ran, waiting = server.models["tiny"], [], threading.Event()
-    hooks = [b.register_forward_hook(lambda *_, i=i: ran.append(i)) for i, b in enumerate(model.blocks)]
-    waits = server.redraws.wait_for_interactive
-    monkeypatch.setattr(server.redraws, "wait_for_interactive", lambda t: (waiting.set(), waits(t)))
-    image, got = photo(tmp_path, "a.png", 1), []
-    try:
-        with server.redraws.interactive():
-            forward = threading.Thread(
-                target=lambda: got.append(server.get_analysis(image, "tiny", session.SIZES[0], None))
-            )
-            forward.start()
-            assert waiting.wait(30)
-            forward.join(0.5)
-            assert ran == [] and forward.is_alive()  # it waits before the first layer
-        forward.join(30)
-        assert ran == list(range(model.num_layers))  # then runs every layer, each after its own wait
-    finally:
-        for h in hooks:
-            h.remove()
-    alone = vitviz.analyze(model, image)
-    np.testing.assert_array_equal(got[0].hidden_states, alone.hidden_states)
-
-
 def test_gradios_own_refusals_name_the_api_parameter_they_refuse():
     from vitviz.app.session import name_refusals
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -348,19 +347,16 @@ class Analysis:
         return self._dense_map
 
 
-def analyze(
-    model: VitModel, image: ImageInput, longest: int | None = None, between_layers: Callable[[], None] | None = None
-) -> Analysis:
+def analyze(model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:
     """Run one eager forward of `model` on `image` and capture everything.
 
     longest: the input's longest side in pixels (default: the model's, 448 for DINOv2).
     Fixed-size classifiers get their native square input unless `longest` is given, in
-    which case their position embeddings are interpolated. between_layers: see `VitModel.forward`.
+    which case their position embeddings are interpolated.
     """
     rgb = load_image(image)
     pixel_values = model_input(model, rgb, longest)
-    out = model.forward(torch.from_numpy(pixel_values), attentions="none", between_layers=between_layers)
-    return capture(model, rgb, pixel_values, out)
+    return capture(model, rgb, pixel_values, model.forward(torch.from_numpy(pixel_values), attentions="none"))
 
 
 def model_input(model: VitModel, rgb: np.ndarray, longest: int | None = None) -> np.ndarray:

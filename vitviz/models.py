@@ -110,13 +110,7 @@ class VitModel:
         """Cosine similarity of every patch position embedding with every other, [g0,g0,g0,g0]."""
         return maps.pos_embed_similarity(self.position_embeddings(), self.native_grid)
 
-    def forward(
-        self,
-        pixel_values: torch.Tensor,
-        attentions: str | Callable = "keep",
-        grad: bool = False,
-        between_layers: Callable[[], None] | None = None,
-    ):
+    def forward(self, pixel_values: torch.Tensor, attentions: str | Callable = "keep", grad: bool = False):
         """The one forward pass of vitviz: every layer's hidden states, and the attention as asked.
 
         attentions="keep": `attentions` is the first image's weights, one float16 tensor [L,H,N,N], each
@@ -129,8 +123,7 @@ class VitModel:
         attentions="all": `attentions` is a tuple of every layer's [B,H,N,N] and `pool_attention` [B,H,1,N], in
         the autograd graph when `grad` (relevancy). attentions=f: f(layer, weights [B,H,N,N]) is called as each
         layer makes them, which are then dropped (statistics over batches). grad: keep the autograd graph
-        (attributions); otherwise under inference mode. between_layers: called before each layer runs (the app's
-        forwards yield the CPU there to the redraws that users wait for).
+        (attributions); otherwise under inference mode.
         """
         layers = self.num_layers
         kept: dict = {"layers": [None] * layers}
@@ -150,8 +143,6 @@ class VitModel:
                     if mode in ("keep", "none"):
                         for module, scale in ((parts.attention, parts.scale1), (parts.mlp, parts.scale2)):
                             hooks.append(module.register_forward_hook(partial(_record_norm, updates[i], scale)))
-                if between_layers is not None and hookable:
-                    hooks += [b.register_forward_pre_hook(lambda *_: between_layers()) for b in self.blocks]
                 if self.pool is not None:
                     pool = self.pool.attention
                     hooks.append(pool.register_forward_pre_hook(_per_head, with_kwargs=True))

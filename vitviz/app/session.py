@@ -308,20 +308,12 @@ class Server:
             progress(0.3, desc="Running the ViT: one forward pass captures every layer")
         longest = None if size == DEFAULT_SIZE else int(size)
         with self.priority.interactive():
-            if self.batcher:
-                a = self.batcher.analyze(model, image, longest)
-            else:  # on a CPU a forward yields between its layers to the redraws that users wait for
-                a = analyze(model, image, longest, between_layers=self._yield_to_redraws)
+            a = (self.batcher.analyze if self.batcher else analyze)(model, image, longest)
         log.info("forward: a new analysis of %s at %s", model_name, size)  # what the classroom benchmark counts
         if self.cache.put(key, a):
             self.freed.set()
         self._to_warm.put((time.monotonic(), weakref.ref(a)))
         return a
-
-    def _yield_to_redraws(self) -> None:
-        """A new image's forward waits here, before each layer, while redraws run (for at most YIELD_S each time):
-        on a CPU the two would share its cores, and the redraw is what someone waits for right now."""
-        self.redraws.wait_for_interactive(YIELD_S)
 
     def depth_key(self, image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
         return session_of(request), depth_name, self.digest(image)
@@ -373,7 +365,6 @@ class Server:
             self.trim()
 
 
-YIELD_S = 0.25  # the longest a forward waits before a layer for redraws (12 layers: 3 s at most)
 BATCH_MAX = 8  # the most new images that go through the model as one batch (see `batcher`)
 BATCH_MS_ON_GPU = 2.0  # how long a new image waits for others to join it, where "auto" batches
 
