@@ -50,6 +50,12 @@ def test_nbytes_counts_what_the_analysis_holds_and_what_it_fills():
     projections = a.projections(1)
     held = a.shed_bytes
     assert held == fused.numel() * fused.element_size() + projections.nbytes and a.nbytes == before + held
+    # the projections' own arrays, not the model's weights that they read (float32 on a CPU: the same memory)
+    parts = a.model.layer_parts(1)
+    assert np.shares_memory(projections.wq, parts.q.weight.detach().numpy())
+    assert np.shares_memory(projections.wo, parts.o.weight.detach().numpy())
+    own = (projections.u, projections.k, projections.v, projections.value_norms)
+    assert projections.nbytes == sum(x.nbytes for x in own)
     assert a.shed() == held and a.nbytes == before and a.shed_bytes == 0
 
 

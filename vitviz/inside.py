@@ -35,6 +35,7 @@ class LayerProjections:
     v: np.ndarray
     value_norms: np.ndarray
     wo: np.ndarray
+    weights_shared: bool = False  # wq, bq and wo are the model's own parameters (float32 on a CPU), not copies
 
     @property
     def head_width(self) -> int:
@@ -42,7 +43,9 @@ class LayerProjections:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.u, self.wq, self.bq, self.k, self.v, self.value_norms, self.wo))
+        """The bytes these projections hold of their own: the model's weights are not theirs to count."""
+        weights = () if self.weights_shared else (self.wq, self.bq, self.wo)
+        return sum(a.nbytes for a in (self.u, self.k, self.v, self.value_norms, *weights))
 
     def query(self, query: int) -> np.ndarray:
         """[H*dh] the query vectors of token `query`, heads side by side."""
@@ -135,7 +138,9 @@ def project(model: VitModel, x: np.ndarray, layer: int) -> LayerProjections:
     u, wq, bq, k, v, wo = _run(model, x, kv)
     heads = model.num_heads
     scale = head_geometry(model)[1]
-    return LayerProjections(layer, heads, scale, u, wq, bq, k, v, maps.value_norms(v, wo, heads), wo)
+    p = next(model.net.parameters())
+    shared = p.device.type == "cpu" and p.dtype == torch.float32  # `_run`'s float() and cpu() then copy nothing
+    return LayerProjections(layer, heads, scale, u, wq, bq, k, v, maps.value_norms(v, wo, heads), wo, shared)
 
 
 def attention_weights(model: VitModel, x: np.ndarray, layer: int) -> np.ndarray:
