@@ -277,8 +277,8 @@ TILE_WIDTH = """(tile) => {  // the shown width of one all-heads tile: the sheet
 @pytest.mark.parametrize("width, height", [(1400, 1000), (1024, 768), (390, 844)])
 def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, height):
     """All heads: the sheet takes a line of its own, so each head's tile is at least 200 px wide at 1400
-    and on a 1024x768 projector; a phone gets the tiles in one column, its captions 18 px tall or more. One
-    head puts the picker and the overlay side by side again."""
+    and on a 1024x768 projector; a phone gets the tiles in one column, its captions 18 px tall or more, and the
+    other pictures' labels drawn large too. One head puts the picker and the overlay side by side again."""
     view = page.context.browser.new_page(viewport={"width": width, "height": height})
     try:
         view.goto(page.url)
@@ -292,8 +292,11 @@ def test_the_all_heads_sheet_has_tiles_a_class_can_read(page, tmp_path, width, h
         wait_for_new_overlay(view, one)
         view.wait_for_timeout(500)
         assert view.evaluate(TILE_WIDTH, SHEET_TILE) >= 200
-        if width < 600:
+        if width < 600:  # and the pictures' labels are drawn large: the token numbers 11 px or more, not 5
             assert shown_label(view, "#attention", 16) >= 18
+            view.get_by_role("tab", name=label("tokens")).click()
+            assert shown_label(view, "#tokens") >= 11
+            view.get_by_role("tab", name=label("attention")).click()
         view.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
         shot(view, tmp_path, f"all-heads-{width}x{height}.png")
         assert view.evaluate("() => document.documentElement.scrollWidth") <= width

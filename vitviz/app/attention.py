@@ -11,7 +11,7 @@ from ..models import VitModel
 from . import explorer
 from .pictures import picture
 from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, Server, head_arg, head_choices, user_errors
-from .source import Context, view_tab
+from .source import PHONE, Context, view_tab
 
 READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click one in a picture)"  # the API's values
 # What the radio shows: inside a head has three clickable pictures, none of them "on the left" on a phone.
@@ -20,7 +20,7 @@ QUERY_CHOICES = [
     ("a patch: click one on a picture", PATCH_QUERY),
 ]
 SHARED, PER_HEAD = "shared across heads", "per head"
-PHONE_COLUMNS = "() => (window.innerWidth < 600 ? 1 : 0)"
+PHONE_COLUMNS = f"() => ({PHONE} ? 1 : 0)"
 
 
 ALL_HEADS_LAYOUT = f"""(head) => {{

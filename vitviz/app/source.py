@@ -47,7 +47,10 @@ body.vitviz-large #lesson-picture img { max-height: 460px; object-fit: contain; 
 .block:has(> .image-container), .image-container { overflow: visible !important; }
 /* on a phone, Plotly's toolbar would sit on the chart's label: pinch and drag still zoom and pan */
 @media (max-width: 600px) { .js-plotly-plot .modebar-container { display: none !important; } }"""
-LARGE_TEXT_JS = "(on) => { document.body.classList.toggle('vitviz-large', on); }"
+# The switch zooms the page; the pictures' labels are drawn large with it, and on a phone (which shows pictures
+# at half their size or less) always.
+PHONE = "window.innerWidth < 600"
+LARGE_TEXT_JS = f"(on) => {{ document.body.classList.toggle('vitviz-large', on); return on || {PHONE}; }}"
 EXAMPLE_URL = "https://raw.githubusercontent.com/scikit-image/scikit-image/main/skimage/data/chelsea.png"
 
 
@@ -67,7 +70,7 @@ class Context:
     key: gr.State  # the analysis key of the session's image (None: no image)
     current_model: gr.State  # the loaded model's name; views resize their controls when it changes
     preview: gr.Image  # the user's image at display size
-    large: gr.Checkbox  # the projector mode: the page zoomed, and the pictures' labels drawn large
+    large: gr.Checkbox  # the pictures' labels drawn large: the projector mode, or a phone (set in the browser)
     shown: gr.State = field(default_factory=lambda: gr.State("tokens"))  # the id of the selected tab
     tabs: gr.Tabs | None = None  # the views' tab bar, for views that select a tab (a lesson's deep link)
     depth_model: str | None = None
@@ -305,7 +308,9 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
         "hide, so the tabs come up",
         elem_id="large-text",
     )
-    large.change(None, large, None, js=LARGE_TEXT_JS, api_visibility="private", queue=False)
+    labels = gr.Checkbox(False, visible=False, label="Large labels")  # the views' large_text: set in the browser
+    large.change(None, large, labels, js=LARGE_TEXT_JS, api_visibility="private", queue=False)
+    demo.load(None, None, labels, js=f"() => {PHONE}", api_visibility="private", queue=False)
     status = gr.Markdown(elem_id="status", label="Model and input")
     ctx = Context(
         demo,
@@ -320,7 +325,7 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
         gr.State(None),
         gr.State(model.name),
         preview,
-        large,
+        labels,
     )
     ctx.depth_model = depth_model
 
