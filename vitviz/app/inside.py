@@ -50,14 +50,20 @@ def build(ctx: Context) -> None:
             "**Every step, drawn by the server** (the API's `/inside_head`): click a picture to choose the query"
         )
         with gr.Row():
-            layer = gr.Slider(0, m.num_layers - 1, value=0, step=1, precision=0, label="Layer", elem_id="inside-layer")
+            last = m.num_layers - 1  # as the live panel above starts: the two show the same layer at first
+            layer = gr.Slider(0, last, value=last, step=1, precision=0, label="Layer", elem_id="inside-layer")
             head = gr.Dropdown(single_heads(m), value=0, label="Head", elem_id="inside-head")
             query_mode = gr.Radio(QUERY_CHOICES, value=READOUT_QUERY, label="Query")
             patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="inside-patch")
         with gr.Row():
             scores = picture(label="2 · Scores minus the top score, s − max s", clickable=True, elem_id="inside-scores")
             weights = picture(label="3 · Weights α = softmax(scores)", clickable=True, elem_id="inside-weights")
-            values = picture(label="4 · Weight × value norm ‖α W_O v‖", clickable=True, elem_id="inside-values")
+            values = picture(
+                label="4 · Weight × value norm ‖α W_O v‖",
+                caption="4 · Weight × value norm ‖α W<sub>O</sub> v‖",
+                clickable=True,
+                elem_id="inside-values",
+            )
         gr.Markdown(sentences.legend("query", "clip"), elem_classes=["legend"])
         note = gr.Markdown(label="The steps in numbers", latex_delimiters=LATEX, elem_id="inside-note")
         with gr.Row():

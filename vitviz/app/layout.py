@@ -27,11 +27,11 @@ def build(server: Server, default_model: str, depth_model: str | None = None) ->
     with gr.Blocks(title="vitviz: see inside a Vision Transformer", delete_cache=(1800, 3600)) as demo:
         gr.Markdown(INTRO, elem_id="intro")
         with gr.Row():
-            with gr.Column(scale=1, min_width=300):
+            with gr.Column(scale=1, min_width=300, elem_id="source-panel"):
                 ctx = build_source(demo, server, model, depth_model)
             # Below ~1100 px (a 1024x768 projector) the views wrap under the image panel at full width,
             # so that every tab shows and the pictures are large.
-            with gr.Column(scale=3, min_width=760):
+            with gr.Column(scale=3, min_width=760, elem_id="views-panel"):
                 with gr.Tabs(overflow_behavior="wrap") as ctx.tabs:  # every tab in sight, none behind "..."
                     for view in VIEWS:
                         view.build(ctx)

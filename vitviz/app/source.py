@@ -38,6 +38,15 @@ body.vitviz-large .vitviz-pair > * { flex: none; width: 100%; }
 body.vitviz-large #tokens img { max-height: 570px; object-fit: contain; }
 body.vitviz-large #lesson-picture img { max-height: 460px; object-fit: contain; }
 @media (min-width: 700px) and (max-width: 1100px) { #preview-panel { display: none; } }
+/* A phone: the upload, the examples and the status, then the views, then the settings, so that the tabs come on
+   the first screens; the Tokens view shows the photo, and the projector's switch has no use there */
+@media (max-width: 600px) {
+  #source-panel { display: contents; }
+  #source-panel > * { flex: 1 1 100%; }
+  #source-panel > .settings { order: 2; }
+  #views-panel { order: 1; }
+  #preview-panel, #large-text { display: none !important; }
+}
 /* Gradio's strip of picture buttons spans the picture's top-right corner even when empty: clicks on the
    patches under it must reach the picture (its buttons stay clickable) */
 .image-container .icon-button-wrapper { pointer-events: none; }
