@@ -139,9 +139,9 @@ def bench_app(model: VitModel, repeats: int, bare_forward: Callable[[], object])
                     client.predict(image, **where, api_name="/tokens")
             else:
                 with timed("http trivial"):
-                    http.call("position_map", model_name, 3, 3, "inferno")
+                    http.call("position_map", model_name, 3, 3, "inferno", False)
                 with timed("http one"):
-                    http.call("tokens", http.upload(path), model_name, "448")
+                    http.call("tokens", http.upload(path), model_name, "448", False)
 
     ms = {name: float(np.median(values[1:])) for name, values in times.items()}  # round 1 warms the server
     ratio = {name: float(np.median(values[1:])) for name, values in ratios.items()}
@@ -169,7 +169,7 @@ def bench_app_moves(model: VitModel, folder, look_s: float) -> None:
         http, trivial = HttpApi(url), []
         for _ in range(40):
             start = time.perf_counter()
-            http.call("position_map", model.name, 3, 3, "inferno")
+            http.call("position_map", model.name, 3, 3, "inferno", False)
             trivial.append((time.perf_counter() - start) * 1000)
         api_interactions(http, photos(1, folder, prefix="warm-up")[0], model, 1.0, count=20)  # the server's first uses
         new = photos(2, folder, prefix="moves")
@@ -226,7 +226,7 @@ def api_interactions(http, path, model: VitModel, look_s: float | None, count: i
     image, times, model_name = http.upload(path), [], model.name
     http.call("analyze", image, model_name, "448")
     if look_s is not None:
-        http.call("tokens", image, model_name, "448")
+        http.call("tokens", image, model_name, "448", False)
         time.sleep(look_s)
     for move in mixed_moves(model, (448 // model.patch_size) ** 2, count):
         start = time.perf_counter()
@@ -237,13 +237,13 @@ def api_interactions(http, path, model: VitModel, look_s: float | None, count: i
 
 def api_call(move: tuple, image, model_name: str, size: str) -> tuple:
     """(API name, its arguments) of one of `mixed_moves`."""
-    if move[0] == "rollout":
-        return ("rollout", image, model_name, size, *move[1:], "inferno", 0.6, DEFAULT_SCALE)
+    if move[0] == "rollout":  # every input, as a plain HTTP call must send them (large_text last)
+        return ("rollout", image, model_name, size, *move[1:], "inferno", 0.6, DEFAULT_SCALE, False)
     _, layer, head, query = move
     head = {None: -1, "all": -2}.get(head, head)  # the API's head values
     query = ("readout", -1) if query == "cls" else ("a patch (click one in a picture)", query)
     return ("attention", image, model_name, size, layer, head, *query, "weight", "inferno", 0.6,
-            "shared across heads", DEFAULT_SCALE)  # fmt: skip
+            "shared across heads", DEFAULT_SCALE, 0, False)  # fmt: skip
 
 
 def bench_live(model: VitModel, frames: int = 20) -> None:
