@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from pathlib import Path
 
 import gradio as gr
@@ -482,6 +484,9 @@ def test_a_started_server_warms_each_new_analysis_in_the_background_and_stops_cl
             break
         time.sleep(0.05)
     assert sorted(a._thresholds) == ["max", "mean", "min"] and len(a._layer_stats) == a.model.num_layers
+    if sys.platform == "linux":  # the warm runs at the lowest CPU priority; the server's other threads do not
+        assert os.getpriority(os.PRIO_PROCESS, server._threads[0].native_id) == 19
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0
     server.stop()
     assert not any(t.is_alive() for t in server._threads) and errors == []
     assert [r.getMessage() for r in caplog.records if r.exc_info] == ["background warm, step 0"]

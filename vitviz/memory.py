@@ -14,6 +14,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import os
+import threading
 from pathlib import Path
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
@@ -50,6 +52,17 @@ def trim() -> None:
     gc.collect()
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
+
+
+def lowest_priority() -> bool:
+    """Give the calling thread the lowest CPU priority (Linux: nice 19, a per-thread attribute), and with it the
+    threads it starts from now on, which inherit it: torch's OpenMP team for the ops it runs. False where the
+    system refuses."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):  # not Linux, or not allowed
+        return False
+    return True
 
 
 def rss_bytes(pid: int | str = "self") -> int:

@@ -330,7 +330,9 @@ class Server:
     def _warmer(self, delay_s: float = 0.3) -> None:
         """One background thread fills each new analysis' warm steps (see `Analysis.warm_step`) in turn,
         starting `delay_s` after the analysis was made, which leaves its shown view time to draw first, so that
-        switching tabs or moving a slider finds them ready. A step that fails is logged and that analysis left."""
+        switching tabs or moving a slider finds them ready. A step that fails is logged and that analysis left.
+        It runs at the lowest CPU priority: it takes the cores only when no forward or redraw wants them."""
+        memory.lowest_priority()
         while not self._exiting.is_set():
             queued, ref = self._to_warm.get()
             time.sleep(max(0.0, queued + delay_s - time.monotonic()))
