@@ -359,18 +359,16 @@ def test_the_live_tab_on_a_projector_shows_camera_controls_and_pictures_on_one_s
     camera = fake_camera(tmp_path / "camera.y4m", [vitviz.load_image(ASSETS / "coffee.jpg")])
     browser = page.context.browser.browser_type.launch(executable_path=CHROMIUM, args=ARGS + camera)
     try:
-        live = browser.new_context(viewport={"width": 1024, "height": 768}, permissions=["camera"]).new_page()
-        live.goto(page.url)
-        live.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
-        live.locator("#large-text input").check()
+
+        def camera_page(viewport):  # a page of its own context, which may use the fake camera
+            return browser.new_context(viewport=viewport, permissions=["camera"]).new_page()
+
+        live = on_a_projector(camera_page, page.url)
         start_live_stream(live)
         wait_for_src_change(live, "#live-dense", "")
         sizes = {s: shown_label(live, s) for s in ("#live-attention", "#live-rollout", "#live-dense")}
         assert min(sizes.values()) >= 18, sizes
-        live.locator("#live-camera").scroll_into_view_if_needed()
-        span = live.evaluate(SPAN, ["#live-camera", "#live-dense img"])
-        shot(live, tmp_path, "live-projector.png")
-        assert span <= 768, span
+        one_screen(live, "#live-camera", "#live-dense", tmp_path, "live-projector.png")
     finally:
         browser.close()
 
@@ -383,18 +381,12 @@ def test_the_depth_tab_on_a_projector_shows_its_map_and_controls_on_one_screen(p
     folder = tmp_path / "depth-model"
     tiny_depth_anything().save_pretrained(folder)
     with running_app(["--depth-model", str(folder)]) as url:
-        view = page.context.browser.new_page(viewport={"width": 1024, "height": 768})
+        view = on_a_projector(page.context.browser.new_page, url)
         try:
-            view.goto(url)
-            view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
-            view.locator("#large-text input").check()
             view.get_by_role("tab", name=label("depth")).click()
             view.locator("#depth img").first.wait_for(state="attached", timeout=60_000)
             assert shown_label(view, "#depth") >= 18
-            view.locator("#depth-model").scroll_into_view_if_needed()
-            span = view.evaluate(SPAN, ["#depth-model", "#depth img"])
-            shot(view, tmp_path, "depth-projector.png")
-            assert span <= 768, span
+            one_screen(view, "#depth-model", "#depth", tmp_path, "depth-projector.png")
         finally:
             view.close()
 
@@ -439,12 +431,8 @@ def test_the_lesson_walks_every_step_and_a_link_opens_one(page, tmp_path):
 def test_the_projector_mode_brings_the_tabs_and_the_explorer_onto_one_screen(page, tmp_path):
     """At 1024x768 with large text: the tab bar starts on the first screen, and the Explorer's controls and
     picture fit on one screen together, with no text under 18 px."""
-    view = page.context.browser.new_page(viewport={"width": 1024, "height": 768})
+    view = on_a_projector(page.context.browser.new_page, page.url)
     try:
-        view.goto(page.url)
-        view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
-        view.locator("#large-text input").check()
-        view.wait_for_function("() => document.body.classList.contains('vitviz-large')", timeout=10_000)
         box = view.get_by_role("tab", name=label("attention")).bounding_box()
         assert box["y"] + box["height"] < 768
         view.get_by_role("tab", name=label("attention")).click()
@@ -517,6 +505,24 @@ def shown_label(view, selector: str, drawn: int = LARGE_LABEL_PX - 1) -> float:
     raise AssertionError(f"{selector}: labels {measured} px tall in the picture, not {drawn}")
 
 
+def on_a_projector(new_page, url: str):
+    """A page of the app at 1024x768 with "Large text, for a projector" on; new_page: a browser's or a context's."""
+    view = new_page(viewport={"width": 1024, "height": 768})
+    view.goto(url)
+    view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+    view.locator("#large-text input").check()
+    view.wait_for_function("() => document.body.classList.contains('vitviz-large')", timeout=10_000)
+    return view
+
+
+def one_screen(view, first: str, last: str, tmp_path: Path, name: str) -> None:
+    """From the top of `first` to the bottom of the picture `last` fits in the 768 px of the screen."""
+    view.locator(first).scroll_into_view_if_needed()
+    span = view.evaluate(SPAN, [first, f"{last} img"])
+    shot(view, tmp_path, name)
+    assert span <= 768, (first, last, span)
+
+
 def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(page, tmp_path):
     """At 1024x768 with "Large text" on, every picture drawn with labels (colour scales, token numbers, the
     lesson's tables) shows them at least 18 px tall on the screen, measured from the picture served and the
@@ -524,12 +530,8 @@ def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(p
     cut off. Each tab's controls and pictures fit on one screen together."""
     from vitviz.lesson import STEPS
 
-    view = page.context.browser.new_page(viewport={"width": 1024, "height": 768})
+    view = on_a_projector(page.context.browser.new_page, page.url)
     try:
-        view.goto(page.url)
-        view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
-        view.locator("#large-text input").check()
-        view.wait_for_function("() => document.body.classList.contains('vitviz-large')", timeout=10_000)
         sizes, spans = {}, {}
         for tab, (first, pictures, charts) in LABELLED.items():
             view.get_by_role("tab", name=label(tab)).click()
