@@ -175,13 +175,60 @@ def test_an_analysis_is_made_once_per_session_photo_and_size_and_read_from_the_c
     a = server.get_analysis(first, "tiny", "model default", alice)
     assert server.get_analysis(copy_of_it, "tiny", "model default", alice) is a  # the same bytes: the same photo
     assert server.get_analysis(other, "tiny", "model default", alice) is not a
-    assert server.get_analysis(first, "tiny", "model default", bob) is not a  # each session its own
+    assert server.get_analysis(first, "tiny", "model default", bob) is a  # another session's same photo: shared
     small = server.get_analysis(first, "tiny", "224", alice)
     assert small is not a and max(small.pixel_values.shape[2:]) == 224
     assert np.array_equal(small.attentions, analyze(server.models["tiny"], first, longest=224).attentions)
     assert max(a.pixel_values.shape[2:]) == server.models["tiny"].default_longest
     with pytest.raises(ValueError, match=r"size must be one of \['model default', '224', .*\], got '225'"):
         server.get_analysis(first, "tiny", "225", alice)
+
+
+def test_sessions_that_ask_for_the_same_photo_at_once_share_one_forward(server, tmp_path, monkeypatch):
+    """A class clicks the same example: 8 sessions at once get one analysis from one forward, which the cache
+    counts once; a forward that fails fails for every session waiting on it, and the next request runs again."""
+    import threading
+    from types import SimpleNamespace
+
+    from vitviz.app import session
+
+    calls, gate = [], threading.Event()
+
+    def slow_analyze(*args, **kwargs):  # holds the forward until every session has asked
+        calls.append(args)
+        gate.wait(30)
+        return session.analyze.__wrapped__(*args, **kwargs)
+
+    slow_analyze.__wrapped__ = session.analyze
+    monkeypatch.setattr(session, "analyze", slow_analyze)
+    same, got = photo(tmp_path, "example.png", 7), {}
+    users = [
+        threading.Thread(target=lambda n=n: got.update({n: server.get_analysis(same, "tiny", "224", SimpleNamespace(
+            session_hash=f"student {n}"))}))
+        for n in range(8)
+    ]  # fmt: skip
+    for u in users:
+        u.start()
+    for _ in range(300):  # every session is waiting: one on the model, seven on it
+        if len(server._forwards) == 1 and len(calls) == 1 and sum(u.is_alive() for u in users) == 8:
+            break
+        threading.Event().wait(0.01)
+    gate.set()
+    for u in users:
+        u.join(30)
+    assert len(calls) == 1 and len({id(a) for a in got.values()}) == 1 and len(got) == 8
+    assert len(server.cache) == 8 and server.cache.nbytes == got[0].nbytes and server._forwards == {}
+
+    def broken(*args, **kwargs):
+        calls.append(args)
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(session, "analyze", broken)
+    other = photo(tmp_path, "other.png", 8)
+    for who in ("ann", "ben"):
+        with pytest.raises(RuntimeError, match="out of memory"):
+            server.get_analysis(other, "tiny", "224", SimpleNamespace(session_hash=who))
+    assert len(calls) == 3 and server._forwards == {}  # each failed request tried again
 
 
 def test_an_analysis_key_names_the_photos_bytes_the_model_and_the_size(server, tmp_path):

@@ -75,6 +75,12 @@ class AnalysisCache:
         with self._lock:
             return self._fit()
 
+    def find(self, rest: tuple) -> Sized | None:
+        """The newest entry of any session whose key is (session, *rest): another user's analysis of the same
+        photo, model and size, which every session may share (the same bytes give the same analysis)."""
+        with self._lock:
+            return next((a for k, a in reversed(self._items.items()) if k[1:] == rest), None)
+
     def holds(self, item: Sized) -> bool:
         """Whether `item` itself (not an equal one) is still cached."""
         with self._lock:
@@ -82,7 +88,8 @@ class AnalysisCache:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self._items.values())
+        """The bytes of the entries, each counted once however many sessions share it."""
+        return sum(a.nbytes for a in {id(a): a for a in self._items.values()}.values())
 
     def __len__(self) -> int:
         return len(self._items)
