@@ -65,6 +65,20 @@ def test_the_max_and_min_fusions_are_shed_before_any_mean_one():
     assert len(cache) == 3 and cache.nbytes <= cache.max_bytes
 
 
+def test_an_analysis_shared_by_sessions_is_counted_once_and_kept_whole_while_one_of_them_is_the_newest():
+    model = tiny_vit()
+    shared, other = (vitviz.analyze(model, random_image(32, 32, seed=20 + i)) for i in range(2))
+    for a in (shared, other):
+        a.warm()
+    cache = AnalysisCache(max_bytes=shared.nbytes + other.nbytes)
+    cache.put(("ann", "photo"), shared)
+    cache.put(("ben", "other"), other)
+    cache.put(("cat", "photo"), shared)  # a third session asks for ann's photo: the same analysis, now the newest
+    assert cache.nbytes == shared.nbytes + other.nbytes and len(cache) == 3 and cache.find(("photo",)) is shared
+    cache.max_bytes -= 1  # over the cap: the older one sheds, not the newest under its older key
+    assert cache.enforce_cap() == 1 and other.shed_bytes == 0 and shared.shed_bytes > 0
+
+
 def test_newest_entry_is_kept_even_over_the_cap():
     a = vitviz.analyze(tiny_vit(), random_image(32, 32))
     cache = AnalysisCache(max_bytes=1)

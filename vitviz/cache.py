@@ -59,8 +59,10 @@ class AnalysisCache:
         """Shed, then evict, the oldest until the total is under the cap; returns how many entries were."""
         # Lazily filled caches (fused heads, views) grow entries, so sizes are read now.
         total, before, touched = self.nbytes, len(self._items), 0
+        newest = next(reversed(self._items.values()), None)
+        older = {id(a): a for a in self._items.values() if a is not newest}.values()  # a shared one once
         for keep_mean in (True, False):
-            for item in list(self._items.values())[:-1]:
+            for item in list(older):
                 if total <= self.max_bytes:
                     return touched
                 freed = shed(item, keep_mean)
