@@ -284,18 +284,18 @@ def layer_head_grid(values: np.ndarray, cmap: str = "viridis", cell: int = 44) -
     value, the layer and head numbers at the sides, and a colorbar. In the projector mode the sides say the
     numbers alone, under a title that says what they count, so that the table keeps its width."""
     layers, heads = values.shape
-    numbers = [[f"{v:.0f}" for v in row] for row in values]
+    flat = [f"{v:.0f}" for v in values.ravel()]  # each cell's number, row by row
     tall = text_height(0.6)
     if _large.get():
         rows, cols = [str(i) for i in range(layers)], [str(h) for h in range(heads)]
         cell = max(cell, tall + 16)
         left = max(text_width(r, 0.6) for r in rows) + 16
-        col = max(text_width(n, 0.6) for n in [*cols, *sum(numbers, [])]) + 28
+        col = max(text_width(n, 0.6) for n in [*cols, *flat]) + 28
         title = wrap("layers down, heads across", 0.6, left + heads * col - 12)
         top = (len(title) + 1) * (tall + 15)
         inset = (
             [(col - text_width(n, 0.6)) // 2 for n in cols],
-            [(col - text_width(n, 0.6)) // 2 for n in sum(numbers, [])],
+            [(col - text_width(n, 0.6)) // 2 for n in flat],
         )
     else:
         rows, cols = [f"layer {i}" for i in range(layers)], [f"head {h}" for h in range(heads)]
@@ -316,7 +316,7 @@ def layer_head_grid(values: np.ndarray, cmap: str = "viridis", cell: int = 44) -
         for h in range(heads):
             dark = (values[i, h] - lo) / max(hi - lo, 1e-12) > 0.6  # light cells get black text
             colour = BLACK if dark else (255, 255, 255)
-            text(img, numbers[i][h], (left + h * col + inset[1][i * heads + h], y), 0.6, colour)
+            text(img, flat[i * heads + h], (left + h * col + inset[1][i * heads + h], y), 0.6, colour)
     return with_colorbar(img, cmap, lo, hi)
 
 
