@@ -64,9 +64,10 @@ def shoot(page, path: Path) -> None:
         page.evaluate(f"() => window.scrollTo(0, {y})")
         page.wait_for_timeout(150)
     page.evaluate("() => window.scrollTo(0, 0)")
-    try:  # the pictures that were scrolled to have loaded (a lazy one never scrolled to stays incomplete)
-        page.wait_for_function("() => [...document.images].filter((i) => i.src).every((i) => i.complete)",
-                               timeout=10_000)  # fmt: skip
+    # the shown pictures have loaded (a lazy one that is hidden, as the preview on a projector, never loads)
+    shown_loaded = "() => [...document.images].filter((i) => i.src && i.offsetParent).every((i) => i.complete)"
+    try:
+        page.wait_for_function(shown_loaded, timeout=10_000)
     except Exception:  # noqa: BLE001 (a shot with a picture still loading beats no shot)
         print(f"{path.name}: a picture was still loading")
     png = path.with_suffix(".png")
