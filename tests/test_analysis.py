@@ -64,10 +64,12 @@ def test_shedding_changes_no_answer_and_the_warm_sweep_fills_what_a_request_woul
     a = vitviz.analyze(model, random_image(32, 32, seed=34))
     for step in range(1 + model.num_layers // 2):  # the dense step, then half the layers swept
         a.warm_step(step)
-    assert set(a._warm_rows) == {"mean"} and set(a._warm_thresholds) == {"mean", "max", "min"} and not a._fused
+    fusions = {"mean", "max", "min"}
+    assert set(a._warm_rows) == fusions and set(a._warm_thresholds) == fusions and not a._fused
     half = {f: a.fused(f).clone() for f in ("mean", "max")}  # swept layers and recomputed ones together; all
     rollouts = {f: a.rollout(f, 0.3) for f in ("mean", "max", "min")}
     assert a.shed() > 0 and not a._fused and not a._warm_rows and a._projections is None
+    a._rollouts.clear()  # made again, from fused heads made again
     for fusion, rolled in rollouts.items():
         np.testing.assert_array_equal(a.rollout(fusion, 0.3), rolled)
     for fusion, fused in half.items():
@@ -88,7 +90,7 @@ def test_a_warm_shed_midway_recomputes_nothing_to_be_shed_again(monkeypatch):
     step = 1 + model.num_layers
     while a.warm_step(step):
         step += 1
-    assert made == [] and not a._fused  # the thresholds came from the sweep; the mean fusion waits to be asked
+    assert made == [] and not a._fused and not a._rollouts  # the thresholds came from the sweep; rollouts wait
     assert set(a._thresholds) == {"mean", "max", "min"}
 
 
@@ -99,8 +101,77 @@ def test_the_warm_steps_fill_what_the_views_read_and_change_no_answer():
     warm.warm()
     assert not warm.warm_step(10_000)  # past the last step: nothing to do
     assert set(warm._thresholds) == {"mean", "max", "min"} and set(warm._layer_stats) == set(range(model.num_layers))
-    assert set(warm._fused) == {"mean"} and not warm._warm_rows and not warm._warm_thresholds  # max, min when asked
+    # What stays is each fusion's rollouts at the slider's discards, not the fused heads they were made from
+    assert not warm._fused and not warm._warm_rows and not warm._warm_thresholds and warm.shed_bytes == 0
+    slider = {(f, p) for f in ("mean", "max", "min") for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+    assert set(warm._rollouts) == slider
     for fusion in ("mean", "max", "min"):
         np.testing.assert_array_equal(warm.rollout(fusion, 0.5), cold.rollout(fusion, 0.5))
     np.testing.assert_array_equal(warm.attention_entropy, cold.attention_entropy)
     assert warm.hidden_states.shape == (model.num_layers + 1, 17, 32)
+
+
+def test_after_the_warm_every_rollout_of_the_slider_is_kept_and_recomputes_no_attention(monkeypatch):
+    """A class moves the discard slider: each position is read from the analysis, none recomputes a layer's
+    attention, and each is the rollout of the fused heads of every layer's attention, made independently."""
+    model = tiny_vit()
+    a = vitviz.analyze(model, random_image(32, 32, seed=36))
+    a.warm()
+    attentions = torch.from_numpy(a.attentions)  # made before the layers are closed below
+    captured = a.nbytes - sum(r.nbytes for r in a._rollouts.values())
+    assert captured == sum(x.nbytes for x in (a.image, a.pixel_values, a.hidden_states, a.tokens, a.update_norms))
+
+    def refused(layer):
+        raise AssertionError(f"layer {layer}'s attention recomputed")
+
+    monkeypatch.setattr(a, "layer_attention", refused)
+    start, keep = a.readout_start(), model.readout.tokens
+    for fusion in ("mean", "max", "min"):
+        fused = maps.fuse_heads(attentions, fusion)
+        for percent in vitviz.Analysis.ROLLOUT_PERCENTS:
+            want = maps.rollout(fused, percent / 100, None, start, keep)[model.n_prefix :].reshape(a.grid)
+            got = a.rollout(fusion, percent / 100)
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+            got[:] = -1  # a copy: the kept one is unchanged
+    np.testing.assert_allclose(
+        a.rollout("max", 0.05),
+        maps.rollout(maps.fuse_heads(attentions, "max"), 0.05, None, start, keep)[model.n_prefix :].reshape(a.grid),
+        rtol=1e-6,
+        atol=1e-9,
+    )
+    with pytest.raises(AssertionError, match="recomputed"):  # a discard off the slider is made when asked
+        a.rollout("mean", 0.123)
+
+
+def test_a_request_never_waits_for_the_background_making_the_same_rollouts(monkeypatch):
+    """The warm makes a fusion's rollouts under no lock: a user's rollout of that fusion meanwhile is answered
+    (making them itself) while the background's are held up."""
+    import threading
+
+    model = tiny_vit()
+    a = vitviz.analyze(model, random_image(32, 32, seed=38))
+    for step in range(1 + model.num_layers):  # the dense step and every layer swept
+        a.warm_step(step)
+    busy, release, roll = threading.Event(), threading.Event(), maps.rollout
+    background = None
+
+    def slow_in_the_background(*args, **kwargs):
+        if threading.current_thread() is background:
+            busy.set()
+            release.wait(10)
+        return roll(*args, **kwargs)
+
+    monkeypatch.setattr(maps, "rollout", slow_in_the_background)
+    background = threading.Thread(target=a.warm_step, args=(1 + model.num_layers,), daemon=True)  # the mean's
+    background.start()
+    try:
+        assert busy.wait(10)
+        got = {}
+        user = threading.Thread(target=lambda: got.update(mean=a.rollout("mean", 0.5)), daemon=True)
+        user.start()
+        user.join(5)
+        assert "mean" in got, "the user's rollout waited for the background's"
+    finally:
+        release.set()
+    background.join(10)
+    np.testing.assert_array_equal(a.rollout("mean", 0.5), got["mean"])

@@ -32,17 +32,21 @@ def test_over_the_cap_the_oldest_shed_their_fused_heads_before_any_is_evicted():
     analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(4)]
     bare = analyses[0].nbytes
     for a in analyses:
-        a.warm()
+        a.fused("mean")  # what a request for a discard off the slider, or an export, keeps
     extra = analyses[0].nbytes - bare
     assert extra == analyses[0].shed_bytes > 0  # the fused heads
-    cache = AnalysisCache(max_bytes=4 * bare + 2 * extra)  # room for all four, and for two with their heads
+    rollouts = len(a.ROLLOUT_PERCENTS) * a.rollout().nbytes  # what a fusion's rollouts add (a few kB at 448 px)
+    a._rollouts.clear()
+    cache = AnalysisCache(max_bytes=4 * bare + 2 * extra + rollouts)  # all four, and two with their heads
     for i, a in enumerate(analyses):
         cache.put((f"user{i}", i), a)
     assert len(cache) == 4 and cache.nbytes <= cache.max_bytes  # shed, not evicted
     assert [a.shed_bytes > 0 for a in analyses] == [False, False, True, True]  # the oldest shed first
-    rolled = analyses[1].rollout("max", 0.2)  # refills it: the cache is over its cap until asked to fit
+    rolled = analyses[1].rollout("max", 0.2)  # kept, a few kB; not the fused heads it was made from
+    assert analyses[1].shed_bytes == 0 and cache.nbytes <= cache.max_bytes
+    analyses[1].fused("max")  # refills it: the cache is over its cap until asked to fit
     assert analyses[1].shed_bytes > 0 and cache.enforce_cap() == 1 and cache.nbytes <= cache.max_bytes  # one shed
-    assert analyses[1].shed_bytes == 0  # shed again: it is among the oldest
+    assert [a.shed_bytes > 0 for a in analyses] == [False, False, True, True]  # shed again: among the oldest
     np.testing.assert_array_equal(analyses[1].rollout("max", 0.2), rolled)
     cache.put(("user4", 4), vitviz.analyze(model, random_image(32, 32, seed=4)))  # nothing left to shed
     cache.put(("user5", 5), vitviz.analyze(model, random_image(32, 32, seed=5)))
@@ -69,7 +73,7 @@ def test_an_analysis_shared_by_sessions_is_counted_once_and_kept_whole_while_one
     model = tiny_vit()
     shared, other = (vitviz.analyze(model, random_image(32, 32, seed=20 + i)) for i in range(2))
     for a in (shared, other):
-        a.warm()
+        a.fused("mean")
     cache = AnalysisCache(max_bytes=shared.nbytes + other.nbytes)
     cache.put(("ann", "photo"), shared)
     cache.put(("ben", "other"), other)
@@ -101,8 +105,9 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     step = 0
     while server.warm_step(ref, step):
         step += 1
-    assert step == 5 + a.model.num_layers and set(a._layer_stats) == set(range(a.model.num_layers))
-    assert set(a._thresholds) == {"mean", "max", "min"} and set(a._fused) == {"mean"}  # for the rollout controls
+    assert step == 4 + a.model.num_layers and set(a._layer_stats) == set(range(a.model.num_layers))
+    assert set(a._thresholds) == {"mean", "max", "min"} and not a._fused  # the rollout controls' rollouts, not
+    assert len(a._rollouts) == 3 * len(a.ROLLOUT_PERCENTS)  # the fused heads they came from
     assert "_dense_map" in vars(a)  # filled, if only with None (tiny_vit has no dense head)
     server.cache._items.pop(key)
     a._layer_stats.clear()

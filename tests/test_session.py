@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 
 import gradio as gr
 import numpy as np
 import pytest
 
+import vitviz
 from vitviz.app.session import user_errors
 
 
@@ -271,15 +273,15 @@ def test_a_warm_step_that_grows_the_cache_past_its_cap_evicts_the_oldest_and_ask
 
 
 def test_a_cached_request_sheds_what_earlier_requests_refilled_and_asks_for_a_trim(server, tmp_path):
-    """A view that redraws a shed analysis refills its fused heads; the next request brings the cache back
-    under its cap by shedding the oldest (not evicting it) and asks the janitor for a trim."""
+    """A request that refills an analysis' fused heads (an export, a discard off the slider); the next request
+    brings the cache back under its cap by shedding the oldest (not evicting it) and asks the janitor for a trim."""
     from types import SimpleNamespace
 
     x, y = SimpleNamespace(session_hash="x"), SimpleNamespace(session_hash="y")
     old = server.get_analysis(photo(tmp_path, "a.png", 8), "tiny", "model default", x)
     new = server.get_analysis(photo(tmp_path, "b.png", 9), "tiny", "model default", y)
-    old.warm()
-    new.warm()
+    old.fused("mean")
+    new.fused("mean")
     server.cache.max_bytes = old.nbytes + new.nbytes - old.shed_bytes // 2  # one of them must shed
     server.freed.clear()
     assert server.get_analysis(photo(tmp_path, "b.png", 9), "tiny", "model default", y) is new
@@ -537,6 +539,30 @@ def test_a_started_server_warms_each_new_analysis_in_the_background_and_stops_cl
     server.stop()
     assert not any(t.is_alive() for t in server._threads) and errors == []
     assert [r.getMessage() for r in caplog.records if r.exc_info] == ["background warm, step 0"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's nice value is Linux's")
+def test_a_new_images_forward_yields_the_cpu_to_redraws_and_brings_its_dense_map(server, tmp_path, monkeypatch):
+    """The forward runs on a thread of lower CPU priority than the request's (a redraw someone waits for goes
+    first on a busy CPU) and above the warm's; the dense head's map comes with it, so that no redraw waits for
+    the model's lock."""
+    from vitviz.app import session
+
+    seen = []
+
+    def analyze(*args, **kwargs):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return vitviz.analyze(*args, **kwargs)
+
+    monkeypatch.setattr(session, "analyze", analyze)
+    a = server.get_analysis(photo(tmp_path, "a.png", 17), "tiny", "224", None)
+    assert seen == [session.FORWARD_NICE] and 0 < session.FORWARD_NICE < session.WARM_NICE
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0  # the request's own thread
+    assert "_dense_map" in vars(a)  # made (None: the tiny model has no dense head)
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image")
+    with pytest.raises(ValueError, match="image"):  # its error still reaches the request
+        server.get_analysis(str(broken), "tiny", "224", None)
 
 
 def test_a_request_without_a_session_is_the_local_session():

@@ -23,8 +23,9 @@ class Analysis:
     [1,3,h,w] float32. N = n_prefix + gh*gw tokens.
     hidden_states: [L+1,N,D] float32 (embeddings, then each layer's output). Every layer's attention weights
     [H,N,N] are recomputed from them when asked (`layer_attention`, ~20 ms a layer at 448 px on 2 CPU cores)
-    rather than kept: at 448 px they are 151 MB, the hidden states 20 MB. The fused heads and the projections
-    made from them are kept until a cache needs the memory (`shed`).
+    rather than kept: at 448 px they are 151 MB, the hidden states 20 MB. Rollouts are kept (a few kB each), not
+    the fused heads they are made from (50 MB a fusion at 448 px); fused heads and projections made on request
+    are kept until a cache needs the memory (`shed`).
     kept_attentions: [L,H,N,N] float16, only for a model whose layers vitviz cannot open (a DPT's encoder), else
     None.
     update_norms: [L,2,N] float32 norms of each layer's attention and MLP updates, kept by the forward
@@ -46,6 +47,7 @@ class Analysis:
     _fused: dict = field(default_factory=dict, repr=False)
     _warm_rows: dict = field(default_factory=dict, repr=False)  # {fusion: {layer: [N,N]}}, the warm's sweep
     _thresholds: dict = field(default_factory=dict, repr=False)
+    _rollouts: dict = field(default_factory=dict, repr=False)  # {(fusion, percent discarded): [gh,gw]}, kept
     _warm_thresholds: dict = field(default_factory=dict, repr=False)  # {fusion: {layer: [100]}}, the same
     _layer_stats: dict = field(default_factory=dict, repr=False)
     _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
@@ -77,7 +79,7 @@ class Analysis:
         """Memory held by this analysis, lazily filled caches included."""
         arrays = (self.image, self.pixel_values, self.hidden_states, self.tokens)
         kept = (self.kept_attentions, self.update_norms, self.pool_attention)
-        drawn = sum(a.nbytes for a in list(self.drawn.values()))
+        drawn = sum(a.nbytes for a in list(self.drawn.values())) + sum(r.nbytes for r in list(self._rollouts.values()))
         return sum(a.nbytes for a in arrays) + sum(a.nbytes for a in kept if a is not None) + drawn + self.shed_bytes
 
     @property
@@ -219,23 +221,62 @@ class Analysis:
         if fused is not None:
             return fused
         with self._fusion_locks.get(head_fusion, nullcontext()):  # fuse_heads refuses other names
-            fused = self._fused.get(head_fusion)
-            if fused is None:
-                swept = self._warm_rows.pop(head_fusion, {})
-                layers = [swept.get(i) for i in range(self.num_layers)]
-                for i in (i for i, t in enumerate(layers) if t is None):
-                    layers[i] = maps.fuse_heads(self.layer_attention(i)[None], head_fusion)[0]
-                fused = self._fused[head_fusion] = torch.stack(layers)
+            if head_fusion not in self._fused:
+                self._fused[head_fusion] = self._fused_layers(head_fusion)
+                self._warm_rows.pop(head_fusion, None)
+            return self._fused[head_fusion]
+
+    def _fused_layers(self, head_fusion: str) -> torch.Tensor:
+        """[L,N,N] the fused heads, made now where they are not kept (and not kept by this)."""
+        fused = self._fused.get(head_fusion)
+        if fused is not None:
             return fused
+        swept = self._warm_rows.get(head_fusion, {})
+        layers = [swept.get(i) for i in range(self.num_layers)]
+        for i in (i for i, t in enumerate(layers) if t is None):
+            layers[i] = maps.fuse_heads(self.layer_attention(i)[None], head_fusion)[0]
+        return torch.stack(layers)
 
     def rollout(self, head_fusion: str = "mean", discard_ratio: float = 0.0) -> np.ndarray:
-        """[gh,gw] attention rollout: the readout's row of Â_L ... Â_1 over the patches (see `readout_start`)."""
-        thresholds, percent = None, round(discard_ratio * 100)
-        if 0 < discard_ratio < 1 and abs(percent - discard_ratio * 100) < 1e-9:
-            thresholds = self.percent_thresholds(head_fusion)[:, percent]
+        """[gh,gw] attention rollout: the readout's row of Â_L ... Â_1 over the patches (see `readout_start`).
+
+        A whole percent discarded is kept, and its first request makes every one of `ROLLOUT_PERCENTS` (the
+        rollout tab's slider) at once from the same fused heads, which are then let go: a rollout is 4 kB at 448
+        px, the fused heads that make it 50 MB and ~0.2 s of recomputation."""
+        percent = round(discard_ratio * 100) if 0 <= discard_ratio < 1 else None  # NaN and others: refused below
+        if percent is not None and abs(percent - discard_ratio * 100) < 1e-9:
+            key = (head_fusion, percent)
+            if key not in self._rollouts:
+                with self._fusion_locks.get(head_fusion, nullcontext()):
+                    if key not in self._rollouts:
+                        self._roll(head_fusion, [percent])
+            return self._rollouts[key].copy()
         start, keep = self.readout_start(head_fusion), self.model.readout.tokens
-        rolled = maps.rollout(self.fused(head_fusion), discard_ratio, thresholds, start, keep)
+        rolled = maps.rollout(self._fused_layers(head_fusion), discard_ratio, None, start, keep)
         return rolled[self.n_prefix :].reshape(self.grid)
+
+    ROLLOUT_PERCENTS = tuple(range(0, 100, 5))  # the rollout tab's discard slider: 0 %, 5 %, ..., 95 %
+
+    def _roll(self, head_fusion: str, percents: list[int]) -> None:
+        """Keep the rollouts that discard `percents` and every one of `ROLLOUT_PERCENTS` not kept yet, made from
+        one stack of fused heads. A request holds the fusion's lock meanwhile; the background does not, and the
+        same rollouts made twice at once are the same."""
+        todo = dict.fromkeys([*percents, *self.ROLLOUT_PERCENTS])
+        todo = [p for p in todo if (head_fusion, p) not in self._rollouts]
+        fused = self._fused_layers(head_fusion)
+        thresholds = self.percent_thresholds(head_fusion, fused)
+        start, keep = self.readout_start(head_fusion), self.model.readout.tokens
+        made = {}
+        for p in todo:
+            rolled = maps.rollout(fused, p / 100, thresholds[:, p] if p else None, start, keep)
+            made[(head_fusion, p)] = rolled[self.n_prefix :].reshape(self.grid)
+        self._rollouts.update(made)
+        if self._rolled(head_fusion):
+            self._warm_rows.pop(head_fusion, None)  # its rollouts are made: the rows are not needed again
+
+    def _rolled(self, head_fusion: str) -> bool:
+        """Whether every rollout of the slider is kept for this fusion."""
+        return all((head_fusion, p) in self._rollouts for p in self.ROLLOUT_PERCENTS)
 
     def readout_start(self, head_fusion: str = "mean") -> np.ndarray:
         """[N] the readout's weights over the last layer's tokens, where rollout starts: the readout tokens
@@ -247,16 +288,18 @@ class Analysis:
 
     PERCENTS = [i / 100 for i in range(100)]
 
-    def percent_thresholds(self, head_fusion: str = "mean") -> torch.Tensor:
+    def percent_thresholds(self, head_fusion: str = "mean", fused: torch.Tensor | None = None) -> torch.Tensor:
         """[L,100] the discard thresholds of 0 %, 1 %, ..., 99 % (a slider's steps), counted once per fusion:
-        ~25 ms for max and min, ~90 ms for the mean at 448 px."""
+        ~25 ms for max and min, ~90 ms for the mean at 448 px (from `fused`, its fused heads, where the caller
+        has them)."""
         with self._fusion_locks.get(head_fusion, nullcontext()):  # the warm and a request may ask at once
             if head_fusion not in self._thresholds:
                 swept = self._warm_thresholds.pop(head_fusion, {})
                 if len(swept) == self.num_layers:  # each layer's, from the warm's sweep
                     self._thresholds[head_fusion] = torch.stack([swept[i] for i in range(self.num_layers)])
                 else:
-                    self._thresholds[head_fusion] = maps.discard_thresholds(self.fused(head_fusion), self.PERCENTS)
+                    fused = self._fused_layers(head_fusion) if fused is None else fused
+                    self._thresholds[head_fusion] = maps.discard_thresholds(fused, self.PERCENTS)
             return self._thresholds[head_fusion]
 
     def warm(self) -> None:
@@ -269,38 +312,42 @@ class Analysis:
         """One step of filling what other views read first (at 448 px on a 2-core CPU): 0, the dense head,
         a forward at 224 (~0.13 s; the output view, and the rollout's note); 1 to L, each layer's attention
         recomputed once (~20 ms) for its statistics (~25 ms; the attention view's numbers, and all of them the
-        heads view), its heads fused by mean (kept), max and min and their discard thresholds (~8, 2 and 2 ms;
-        the rollout's controls); then the thresholds of each fusion gathered, and the mean fusion's layers (unless
-        a cache shed some meanwhile). False when there is no such step. The app runs them one by
-        one in the background, between requests, so that no control's first touch computes them."""
+        heads view), its heads fused by mean, max and min, with their discard thresholds (~8, 2 and 2 ms); then
+        for each fusion, the rollouts of the tab's slider made from the swept layers, which are then let go
+        (~0.15 s). False when there is no such step. The app runs them one by one in the background, between
+        requests, so that no control's first touch computes them."""
         layers = self.num_layers
         if step == 0:
             self.dense_map()
         elif step <= layers:
             self._sweep(step - 1)
         elif step - layers <= len(maps.HEAD_FUSIONS):
-            self.percent_thresholds(maps.HEAD_FUSIONS[step - layers - 1])
-        elif step - layers == len(maps.HEAD_FUSIONS) + 1:
-            if len(self._warm_rows.get("mean", ())) == layers:  # its swept layers as one tensor; none made anew
-                self.fused("mean")  # where a cache shed some: the warm's work is not redone for it to shed again
+            fusion = maps.HEAD_FUSIONS[step - layers - 1]
+            if len(self._warm_rows.get(fusion, ())) == layers:  # under no lock: a request never waits for it
+                self._roll(fusion, [])
+            elif len(self._warm_thresholds.get(fusion, ())) == layers:  # a cache shed the rows: a request
+                self.percent_thresholds(fusion)  # makes the rollouts; the thresholds are gathered now
+            self._warm_rows.pop(fusion, None)
         else:
             return False
         return True
 
     def _sweep(self, layer: int) -> None:
-        """The warm's step for one layer: its attention recomputed once gives its statistics, its heads fused
-        each way with their discard thresholds, and the mean fusion (the rollout's first) kept. The max and min
-        fusions are not: 50 MB at 448 px that a cache under pressure would shed unused."""
+        """The warm's step for one layer: its attention recomputed once gives its statistics, and its heads fused
+        each way with their discard thresholds; the fused layers are held until the fusion's rollouts are made.
+        It takes a fusion's lock only to store them: a request never waits for the background's work."""
         attention = self.layer_attention(layer)
         self.layer_statistics(layer, attention)
         for fusion in maps.HEAD_FUSIONS:
+            if self._rolled(fusion):
+                continue  # a request made them already
+            fused = self._fused.get(fusion)
+            row = maps.fuse_heads(attention[None], fusion) if fused is None else fused[layer : layer + 1]
+            thresholds = None if fusion in self._thresholds else maps.discard_thresholds(row, self.PERCENTS)[0]
             with self._fusion_locks[fusion]:
-                fused = self._fused.get(fusion)
-                row = maps.fuse_heads(attention[None], fusion) if fused is None else fused[layer : layer + 1]
-                if fusion not in self._thresholds:
-                    thresholds = maps.discard_thresholds(row, self.PERCENTS)[0]
+                if thresholds is not None and fusion not in self._thresholds:
                     self._warm_thresholds.setdefault(fusion, {})[layer] = thresholds
-                if fusion == "mean" and fused is None:
+                if fused is None:
                     self._warm_rows.setdefault(fusion, {})[layer] = row[0]
 
     def layer_statistics(self, layer: int, attention: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -54,12 +54,12 @@ def trim() -> None:
         _LIBC.malloc_trim(0)
 
 
-def lowest_priority() -> bool:
-    """Give the calling thread the lowest CPU priority (Linux: nice 19, a per-thread attribute), and with it the
-    threads it starts from now on, which inherit it: torch's OpenMP team for the ops it runs. False where the
-    system refuses."""
+def lower_priority(nice: int = 19) -> bool:
+    """Give the calling thread a lower CPU priority (Linux: a nice value, a per-thread attribute; 19 is the
+    lowest), and with it the threads it starts from now on, which inherit it: torch's OpenMP team for the ops it
+    runs. False where the system refuses."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
     except (AttributeError, OSError):  # not Linux, or not allowed
         return False
     return True

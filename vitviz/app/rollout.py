@@ -5,6 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import plots, sentences, views
+from ..analysis import Analysis
 from ..attributions import attribution_size, input_analysis
 from ..deletion import faithfulness, passes
 from ..maps import HEAD_FUSIONS
@@ -98,7 +99,10 @@ def build(ctx: Context) -> None:
             fusion = gr.Radio(
                 list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by", elem_id="rollout-fusion"
             )
-            discard = gr.Slider(0, 0.95, value=0.0, step=0.05, label="Discard the weakest fraction")
+            percents = Analysis.ROLLOUT_PERCENTS  # the rollouts that an analysis makes at once, and keeps
+            discard = gr.Slider(
+                0, percents[-1] / 100, value=0.0, step=percents[1] / 100, label="Discard the weakest fraction"
+            )
         with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first"]):
             original = picture(label="Your image, for comparison")
             rollout = picture(label="Rollout (bilinear)", elem_id="rollout")

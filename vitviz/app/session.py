@@ -19,6 +19,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import wraps
@@ -173,6 +174,9 @@ class Server:
         self._digests_lock = threading.Lock()
         self._forwards: dict[str, Pending] = {}  # analysis key -> the forward under way for it
         self._forwards_lock = threading.Lock()
+        self._forward_threads = ThreadPoolExecutor(
+            BATCH_MAX, thread_name_prefix="vitviz-forward", initializer=memory.lower_priority, initargs=(FORWARD_NICE,)
+        )
         self._to_warm: queue.SimpleQueue = queue.SimpleQueue()  # (when queued, weak reference to an analysis)
         self._exiting = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -336,7 +340,12 @@ class Server:
                     progress(0.3, desc="Running the ViT: one forward pass captures every layer")
                 longest = None if size == DEFAULT_SIZE else int(size)
                 with self.priority.interactive():
-                    pending.result = (self.batcher.analyze if self.batcher else analyze)(model, image, longest)
+                    run = self.batcher.analyze if self.batcher else analyze
+                    pending.result = self._forward_threads.submit(run, model, image, longest).result()
+                    # The dense head's map (a forward at 224, ~0.13 s on 2 CPU cores) comes with it: the rollout's
+                    # note and the output view read it, and a redraw must never wait for the model's lock, which
+                    # the next uploads' forwards hold one after the other.
+                    pending.result.dense_map()
                 log.info("forward: a new analysis of %s at %s", model_name, size)  # the classroom benchmark counts
                 self._to_warm.put((time.monotonic(), weakref.ref(pending.result)))
             except BaseException as exc:
@@ -367,7 +376,7 @@ class Server:
         starting `delay_s` after the analysis was made, which leaves its shown view time to draw first, so that
         switching tabs or moving a slider finds them ready. A step that fails is logged and that analysis left.
         It runs at the lowest CPU priority: it takes the cores only when no forward or redraw wants them."""
-        memory.lowest_priority()
+        memory.lower_priority(WARM_NICE)
         while not self._exiting.is_set():
             queued, ref = self._to_warm.get()
             time.sleep(max(0.0, queued + delay_s - time.monotonic()))
@@ -377,6 +386,7 @@ class Server:
                     step += 1
             except Exception:  # the warm is an optimisation: the view that needs it computes it itself
                 log.exception("background warm, step %d", step)
+            self.freed.set()  # the fused layers that it let go (~100 MB at 448 px): trim soon
 
     def warm_step(self, ref: weakref.ref, step: int) -> bool:
         """Wait while a new image is analysed or a view redrawn, then run one step, if the cache still holds the
@@ -402,6 +412,9 @@ class Server:
             self.trim()
 
 
+# CPU priorities (nice values, per thread): a redraw that someone waits for (0) before a new image's forward, and
+# the forward before the background warm (docs/benchmarks.md, a class of 30).
+FORWARD_NICE, WARM_NICE = 10, 19
 BATCH_MAX = 8  # the most new images that go through the model as one batch (see `batcher`)
 BATCH_MS_ON_GPU = 2.0  # how long a new image waits for others to join it, where "auto" batches
 
