@@ -235,6 +235,13 @@ def api_interactions(http, path, model: VitModel, look_s: float | None, count: i
     return times
 
 
+def figures(seconds: list[float]) -> str:
+    if not seconds:
+        return "none"
+    p50, p95 = np.percentile(seconds, [50, 95])
+    return f"p50 {p50:6.2f} s  p95 {p95:6.2f} s  max {max(seconds):6.2f} s  (n={len(seconds)})"
+
+
 def api_call(move: tuple, image, model_name: str, size: str) -> tuple:
     """(API name, its arguments) of one of `mixed_moves`."""
     if move[0] == "rollout":  # every input, as a plain HTTP call must send them (large_text last)

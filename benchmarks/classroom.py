@@ -27,7 +27,7 @@ import numpy as np
 from tests.support.harness import photos, running_app
 from vitviz.memory import rss_bytes
 
-from .bench import api_call, mixed_moves
+from .bench import api_call, figures, mixed_moves
 from .loadtest import HttpApi
 
 GIB = 2**30
@@ -87,13 +87,6 @@ def mixed_moves_of(seed: int):
     moves = list(mixed_moves(SimpleNamespace(num_heads=HEADS, num_layers=LAYERS), PATCHES, 60))
     order = np.random.default_rng(seed).permutation(len(moves))
     return [moves[i] for i in order]
-
-
-def figures(seconds: list[float]) -> str:
-    if not seconds:
-        return "none"
-    p50, p95 = np.percentile(seconds, [50, 95])
-    return f"p50 {p50:6.2f} s  p95 {p95:6.2f} s  max {max(seconds):6.2f} s  (n={len(seconds)})"
 
 
 def cpu_s(pid: int | str = "self") -> float:
