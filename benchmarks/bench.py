@@ -235,6 +235,16 @@ def api_interactions(http, path, model: VitModel, look_s: float | None, count: i
     return times
 
 
+def run_together(threads: list, timeout_s: float) -> float:
+    """Start `threads` at once, wait for each (at most `timeout_s`); the seconds it took."""
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    return time.perf_counter() - start
+
+
 def figures(seconds: list[float]) -> str:
     if not seconds:
         return "none"

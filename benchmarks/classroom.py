@@ -27,7 +27,7 @@ import numpy as np
 from tests.support.harness import photos, running_app
 from vitviz.memory import rss_bytes
 
-from .bench import api_call, figures, mixed_moves
+from .bench import api_call, figures, mixed_moves, run_together
 from .loadtest import HttpApi
 
 GIB = 2**30
@@ -127,13 +127,7 @@ def main(argv: list[str] | None = None) -> None:
             seeds = range(1000 * r, 1000 * r + args.users)
             users = [User(url, images[r * args.users + u], args.moves, s, args.http) for u, s in enumerate(seeds)]
             cpu = cpu_s(pid), cpu_s()
-            threads = [threading.Thread(target=u.run) for u in users]
-            start = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(1800)
-            took = time.perf_counter() - start
+            took = run_together([threading.Thread(target=u.run) for u in users], 1800)
             server_cpu, client_cpu = cpu_s(pid) - cpu[0], cpu_s() - cpu[1]
             stop.set()
             monitor.join()

@@ -26,7 +26,7 @@ from vitviz import load_model, views
 from vitviz.analysis import analyze
 from vitviz.batching import Batcher
 
-from .bench import figures, mixed_moves
+from .bench import figures, mixed_moves, run_together
 
 
 def synchronize(device: torch.device) -> None:
@@ -89,12 +89,7 @@ def main(argv: list[str] | None = None) -> None:
             threading.Thread(target=user, args=(model, p, batcher, args.moves, think, 100 * r + i, outs[i], draws))
             for i, p in enumerate(photos)
         ]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(600)
-        took = time.perf_counter() - start
+        took = run_together(threads, 600)
         up = [o["upload"] for o in outs if "upload" in o]
         mv = [m for o in outs for m in o.get("moves", [])]
         err = [e for o in outs for e in o.get("errors", [])]
