@@ -175,3 +175,23 @@ def test_a_request_never_waits_for_the_background_making_the_same_rollouts(monke
         release.set()
     background.join(10)
     np.testing.assert_array_equal(a.rollout("mean", 0.5), got["mean"])
+
+
+def test_ratios_off_the_slider_are_exact_and_a_sweep_of_them_keeps_its_fused_heads(monkeypatch):
+    """A ratio just above 0 still discards each layer's least weights, one just below 1 is no whole percent, and
+    a notebook sweeping percents off the slider remakes the fused heads once, not at every step."""
+    model = tiny_vit()
+    a = vitviz.analyze(model, random_image(32, 32, seed=39))
+    fused = maps.fuse_heads(torch.from_numpy(a.attentions), "mean")
+    start, keep = a.readout_start(), model.readout.tokens
+    for ratio in (1e-12, 1 - 1e-13, 0.07, 0.123):
+        want = maps.rollout(fused, ratio, None, start, keep)[model.n_prefix :].reshape(a.grid)
+        np.testing.assert_allclose(a.rollout("mean", ratio), want, rtol=1e-6, atol=1e-9, err_msg=str(ratio))
+    assert not np.allclose(a.rollout("mean", 1e-12), a.rollout("mean", 0.0))  # the least weights went
+    a.shed()
+    made = []
+    real = a.layer_attention
+    monkeypatch.setattr(a, "layer_attention", lambda layer: made.append(layer) or real(layer))
+    for percent in (8, 9, 11):
+        a.rollout("mean", percent / 100)
+    assert made == list(range(model.num_layers)) and "mean" in a._fused  # made once, kept until a cache sheds it

@@ -565,6 +565,18 @@ def test_a_new_images_forward_yields_the_cpu_to_redraws_and_brings_its_dense_map
         server.get_analysis(str(broken), "tiny", "224", None)
 
 
+def test_a_dense_head_that_fails_is_logged_and_the_analysis_still_comes(server, tmp_path, monkeypatch, caplog):
+    from vitviz.analysis import Analysis
+
+    def broken(self):
+        raise RuntimeError("the dense head broke")
+
+    monkeypatch.setattr(Analysis, "dense_map", broken)
+    a = server.get_analysis(photo(tmp_path, "a.png", 19), "tiny", "224", None)
+    assert a.num_layers == server.models["tiny"].num_layers
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == ["the dense head's map"]
+
+
 def test_a_request_without_a_session_is_the_local_session():
     from types import SimpleNamespace
 

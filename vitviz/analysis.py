@@ -24,8 +24,9 @@ class Analysis:
     hidden_states: [L+1,N,D] float32 (embeddings, then each layer's output). Every layer's attention weights
     [H,N,N] are recomputed from them when asked (`layer_attention`, ~20 ms a layer at 448 px on 2 CPU cores)
     rather than kept: at 448 px they are 151 MB, the hidden states 20 MB. Rollouts are kept (a few kB each), not
-    the fused heads they are made from (50 MB a fusion at 448 px); fused heads and projections made on request
-    are kept until a cache needs the memory (`shed`).
+    the fused heads they are made from (50 MB a fusion at 448 px), which the background warm holds only while
+    it makes the slider's rollouts. Fused heads kept by `fused` (a ratio off the slider) and the last layer's
+    projections are kept until a cache needs the memory (`shed`).
     kept_attentions: [L,H,N,N] float16, only for a model whose layers vitviz cannot open (a DPT's encoder), else
     None.
     update_norms: [L,2,N] float32 norms of each layer's attention and MLP updates, kept by the forward
@@ -240,11 +241,13 @@ class Analysis:
     def rollout(self, head_fusion: str = "mean", discard_ratio: float = 0.0) -> np.ndarray:
         """[gh,gw] attention rollout: the readout's row of Â_L ... Â_1 over the patches (see `readout_start`).
 
-        A whole percent discarded is kept, and its first request makes every one of `ROLLOUT_PERCENTS` (the
-        rollout tab's slider) at once from the same fused heads, which are then let go: a rollout is 4 kB at 448
-        px, the fused heads that make it 50 MB and ~0.2 s of recomputation."""
+        A whole percent discarded is kept. The first request for one of `ROLLOUT_PERCENTS` (the rollout tab's
+        slider) makes all of them at once from the same fused heads, which are then let go: a rollout is 4 kB at
+        448 px, the fused heads that make it 50 MB and ~0.2 s of recomputation. Any other ratio (the API, a
+        notebook's sweep) is made from fused heads that are kept (`fused`) until a cache sheds them."""
         percent = round(discard_ratio * 100) if 0 <= discard_ratio < 1 else None  # NaN and others: refused below
-        if percent is not None and abs(percent - discard_ratio * 100) < 1e-9:
+        whole = percent is not None and percent < 100 and abs(percent - discard_ratio * 100) < 1e-9
+        if whole and (percent > 0 or discard_ratio == 0):  # not 1e-12, which discards each layer's least
             key = (head_fusion, percent)
             if key not in self._rollouts:
                 with self._fusion_locks.get(head_fusion, nullcontext()):
@@ -252,18 +255,30 @@ class Analysis:
                         self._roll(head_fusion, [percent])
             return self._rollouts[key].copy()
         start, keep = self.readout_start(head_fusion), self.model.readout.tokens
-        rolled = maps.rollout(self._fused_layers(head_fusion), discard_ratio, None, start, keep)
+        rolled = maps.rollout(self.fused(head_fusion), discard_ratio, None, start, keep)
         return rolled[self.n_prefix :].reshape(self.grid)
 
     ROLLOUT_PERCENTS = tuple(range(0, 100, 5))  # the rollout tab's discard slider: 0 %, 5 %, ..., 95 %
 
-    def _roll(self, head_fusion: str, percents: list[int]) -> None:
+    def _roll(self, head_fusion: str, percents: list[int], background: bool = False) -> None:
         """Keep the rollouts that discard `percents` and every one of `ROLLOUT_PERCENTS` not kept yet, made from
-        one stack of fused heads. A request holds the fusion's lock meanwhile; the background does not, and the
-        same rollouts made twice at once are the same."""
+        one stack of fused heads: the kept one for a percent off the slider (a sweep reuses it), else one made
+        and let go. A request holds the fusion's lock meanwhile. The background takes it only to store, and only
+        rolls layers that its sweep fused: where a request or a cache took them meanwhile, it leaves the rest
+        to the next request. The same rollouts made twice at once are the same."""
         todo = dict.fromkeys([*percents, *self.ROLLOUT_PERCENTS])
         todo = [p for p in todo if (head_fusion, p) not in self._rollouts]
-        fused = self._fused_layers(head_fusion)
+        if not todo:
+            return
+        if background:
+            rows = dict(self._warm_rows.get(head_fusion, {}))  # a snapshot: a shed may take them meanwhile
+            if len(rows) < self.num_layers:
+                return
+            fused = torch.stack([rows[i] for i in range(self.num_layers)])
+        elif set(percents) <= set(self.ROLLOUT_PERCENTS):
+            fused = self._fused_layers(head_fusion)
+        else:
+            fused = self.fused(head_fusion)
         thresholds = self.percent_thresholds(head_fusion, fused)
         start, keep = self.readout_start(head_fusion), self.model.readout.tokens
         made = {}
@@ -323,11 +338,13 @@ class Analysis:
             self._sweep(step - 1)
         elif step - layers <= len(maps.HEAD_FUSIONS):
             fusion = maps.HEAD_FUSIONS[step - layers - 1]
-            if len(self._warm_rows.get(fusion, ())) == layers:  # under no lock: a request never waits for it
-                self._roll(fusion, [])
-            elif len(self._warm_thresholds.get(fusion, ())) == layers:  # a cache shed the rows: a request
-                self.percent_thresholds(fusion)  # makes the rollouts; the thresholds are gathered now
-            self._warm_rows.pop(fusion, None)
+            try:
+                if len(self._warm_rows.get(fusion, ())) == layers:  # under no lock: a request never waits for it
+                    self._roll(fusion, [], background=True)
+                elif len(self._warm_thresholds.get(fusion, ())) == layers:  # a cache shed the rows: a request
+                    self.percent_thresholds(fusion)  # makes the rollouts; the thresholds are gathered now
+            finally:
+                self._warm_rows.pop(fusion, None)
         else:
             return False
         return True
@@ -347,7 +364,7 @@ class Analysis:
             with self._fusion_locks[fusion]:
                 if thresholds is not None and fusion not in self._thresholds:
                     self._warm_thresholds.setdefault(fusion, {})[layer] = thresholds
-                if fused is None:
+                if fused is None and not self._rolled(fusion):  # a request may have made them meanwhile
                     self._warm_rows.setdefault(fusion, {})[layer] = row[0]
 
     def layer_statistics(self, layer: int, attention: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

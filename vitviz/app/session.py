@@ -200,6 +200,7 @@ class Server:
         """Let the warm step under way end: a thread killed inside torch aborts the whole process
         ("terminate called without an active exception", exit status 134)."""
         self._exiting.set()
+        self._forward_threads.shutdown(wait=False, cancel_futures=True)  # a forward under way ends first
         self._to_warm.put((0.0, lambda: None))  # wakes a warmer that waits for work
         self.freed.set()  # wakes the janitor
         for thread in self._threads:
@@ -340,12 +341,7 @@ class Server:
                     progress(0.3, desc="Running the ViT: one forward pass captures every layer")
                 longest = None if size == DEFAULT_SIZE else int(size)
                 with self.priority.interactive():
-                    run = self.batcher.analyze if self.batcher else analyze
-                    pending.result = self._forward_threads.submit(run, model, image, longest).result()
-                    # The dense head's map (a forward at 224, ~0.13 s on 2 CPU cores) comes with it: the rollout's
-                    # note and the output view read it, and a redraw must never wait for the model's lock, which
-                    # the next uploads' forwards hold one after the other.
-                    pending.result.dense_map()
+                    pending.result = self._forward_threads.submit(self._forward, model, image, longest).result()
                 log.info("forward: a new analysis of %s at %s", model_name, size)  # the classroom benchmark counts
                 self._to_warm.put((time.monotonic(), weakref.ref(pending.result)))
             except BaseException as exc:
@@ -358,6 +354,18 @@ class Server:
         if pending.error is not None:
             raise pending.error
         return pending.result
+
+    def _forward(self, model: VitModel, image: str, longest: int | None) -> Analysis:
+        """A new image's analysis, on a forward thread (see `FORWARD_NICE`), with the dense head's map (a forward
+        at 224, ~0.13 s on 2 CPU cores): the rollout's note and the output view read it, and a redraw must never
+        wait for the model's lock, which the next uploads' forwards hold one after the other. A dense head that
+        fails is logged here, and the view that needs it says so."""
+        a = (self.batcher.analyze if self.batcher else analyze)(model, image, longest)
+        try:
+            a.dense_map()
+        except Exception:
+            log.exception("the dense head's map")
+        return a
 
     def depth_key(self, image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
         return session_of(request), depth_name, self.digest(image)
