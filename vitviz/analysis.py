@@ -80,8 +80,10 @@ class Analysis:
         """Memory held by this analysis, lazily filled caches included."""
         arrays = (self.image, self.pixel_values, self.hidden_states, self.tokens)
         kept = (self.kept_attentions, self.update_norms, self.pool_attention)
-        drawn = sum(a.nbytes for a in list(self.drawn.values())) + sum(r.nbytes for r in list(self._rollouts.values()))
-        return sum(a.nbytes for a in arrays) + sum(a.nbytes for a in kept if a is not None) + drawn + self.shed_bytes
+        drawn = sum(a.nbytes for a in list(self.drawn.values()))
+        rolled = sum(r.nbytes for r in list(self._rollouts.values()))
+        held = sum(a.nbytes for a in arrays) + sum(a.nbytes for a in kept if a is not None)
+        return held + drawn + rolled + self.shed_bytes
 
     @property
     def shed_bytes(self) -> int:
@@ -227,13 +229,16 @@ class Analysis:
                 self._warm_rows.pop(head_fusion, None)
             return self._fused[head_fusion]
 
-    def _fused_layers(self, head_fusion: str) -> torch.Tensor:
-        """[L,N,N] the fused heads, made now where they are not kept (and not kept by this)."""
+    def _fused_layers(self, head_fusion: str, recompute: bool = True) -> torch.Tensor | None:
+        """[L,N,N] the fused heads, made now where they are not kept (and not kept by this); None where a layer
+        would be recomputed and `recompute` is False."""
         fused = self._fused.get(head_fusion)
         if fused is not None:
             return fused
-        swept = self._warm_rows.get(head_fusion, {})
+        swept = dict(self._warm_rows.get(head_fusion, {}))  # a snapshot: a shed may take them meanwhile
         layers = [swept.get(i) for i in range(self.num_layers)]
+        if not recompute and any(t is None for t in layers):
+            return None
         for i in (i for i, t in enumerate(layers) if t is None):
             layers[i] = maps.fuse_heads(self.layer_attention(i)[None], head_fusion)[0]
         return torch.stack(layers)
@@ -270,13 +275,10 @@ class Analysis:
         todo = [p for p in todo if (head_fusion, p) not in self._rollouts]
         if not todo:
             return
-        if background:
-            rows = dict(self._warm_rows.get(head_fusion, {}))  # a snapshot: a shed may take them meanwhile
-            if len(rows) < self.num_layers:
+        if background or set(percents) <= set(self.ROLLOUT_PERCENTS):
+            fused = self._fused_layers(head_fusion, recompute=not background)
+            if fused is None:
                 return
-            fused = torch.stack([rows[i] for i in range(self.num_layers)])
-        elif set(percents) <= set(self.ROLLOUT_PERCENTS):
-            fused = self._fused_layers(head_fusion)
         else:
             fused = self.fused(head_fusion)
         thresholds = self.percent_thresholds(head_fusion, fused)
