@@ -1,31 +1,35 @@
-"""Benchmark: `python -m benchmarks.batching [--device auto|cpu|cuda] [--repeats N] [--batches 2,4,8]`.
+"""Benchmark: `python -m benchmarks.batching [--device auto|cpu|cuda] [--repeats N] [--batches 2,4,8] [--roll]`.
 
 Would micro-batching concurrent uploads help? For the bundled coffee photo at 224 and 448 px (longest side),
 prints the time of k forward passes of one image each, one after the other, against one forward of the k images
 as a batch, in images per second, and their ratio. Both capture every image's analysis from their forward, as
 the app's `Batcher` does (hidden states, tokens and update norms; attention is recomputed from them when a view
-asks). Medians of N runs after one untimed run of each shape; on a GPU each time is taken between
-`torch.cuda.synchronize()` calls. The app batches by default only where this shows a gain (see
+asks); with `--roll`, each image's slider rollouts too, made from the forward's weights as the app's forward
+makes them (`ForwardFusions`). Medians of N runs after one untimed run of each shape; on a GPU each time is
+taken between `torch.cuda.synchronize()` calls. The app batches by default only where this shows a gain (see
 `vitviz.app.session.batcher`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 
 import torch
 
 from vitviz import example, load_image, load_model
-from vitviz.analysis import capture, model_input
+from vitviz.analysis import ForwardFusions, capture, model_input
 
 from .bench import median_ms
 
 
-def batched_forward(model, x: torch.Tensor) -> None:
-    """One forward of the batch x [k,3,h,w] and each image's analysis captured from it."""
-    out = model.forward(x, attentions="none")
-    for i in range(len(x)):
-        capture(model, None, x[i : i + 1].cpu().numpy(), out, i)
+def batched_forward(model, x: torch.Tensor, roll: bool = False) -> None:
+    """One forward of the batch x [k,3,h,w] and each image's analysis captured from it (rolled, if asked)."""
+    fusions = ForwardFusions() if roll else None
+    out = model.forward(x, attentions="none", each_layer=fusions)
+    analyses = [capture(model, None, x[i : i + 1].cpu().numpy(), out, i) for i in range(len(x))]
+    if fusions is not None:
+        fusions.roll(analyses)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,21 +37,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batches", default="2,4,8")
+    parser.add_argument("--roll", action="store_true", help="make each image's slider rollouts, as the app does")
     args = parser.parse_args(argv)
     model = load_model(device=args.device)
     device = torch.device(model.device)
-    print(f"{model.name} on {device} ({torch.get_num_threads()} CPU threads)")
+    print(f"{model.name} on {device} ({torch.get_num_threads()} CPU threads){', rolled' if args.roll else ''}")
+    forward = functools.partial(batched_forward, model, roll=args.roll)
     print("| input | k | one by one, images/s | as a batch, images/s | batch / one by one |")
     print("|---|---|---|---|---|")
     rgb = load_image(example("coffee"))
     for side in (224, 448):
         one = torch.from_numpy(model_input(model, rgb, side)).to(device)
-        batched_forward(model, one)  # untimed: the first run of a shape allocates
-        single = median_ms(lambda x=one: batched_forward(model, x), args.repeats, device) / 1000
+        forward(one)  # untimed: the first run of a shape allocates
+        single = median_ms(lambda x=one: forward(x), args.repeats, device) / 1000
         for k in (int(b) for b in args.batches.split(",")):
             batch = one.repeat(k, 1, 1, 1)
-            batched_forward(model, batch)
-            together = median_ms(lambda x=batch: batched_forward(model, x), args.repeats, device) / 1000
+            forward(batch)
+            together = median_ms(lambda x=batch: forward(x), args.repeats, device) / 1000
             size, ratio = f"{one.shape[3]}×{one.shape[2]}", single * k / together
             print(f"| {size} | {k} | {1 / single:.2f} | {k / together:.2f} | {ratio:.2f}× |")
 

@@ -461,6 +461,7 @@ def bench_size(model: VitModel, longest: int, repeats: int) -> tuple[Analysis, C
     bare_forward()
     forward = median_ms(bare_forward, repeats, model.device)
     full = median_ms(lambda: analyze(model, image, longest=longest), repeats, model.device)
+    rolled = median_ms(lambda: analyze(model, image, longest=longest, roll=True), repeats, model.device)
     a.rollout("mean")
     a.rollout("max", 0.9)
     layer, query = model.num_layers - 1, a.grid[0] * a.grid[1] // 2
@@ -475,6 +476,7 @@ def bench_size(model: VitModel, longest: int, repeats: int) -> tuple[Analysis, C
     print(f"\ninput {w}x{h} -> grid {a.grid}, {a.num_tokens} tokens")
     print(f"  bare eager forward            {forward:8.1f} ms")
     print(f"  analyze                       {full:8.1f} ms   ratio {full / forward:.2f}x (target <= 1.3x)")
+    print(f"  analyze, rolled (the app's)   {rolled:8.1f} ms   ratio {rolled / forward:.2f}x (with 60 rollouts)")
     print(f"  attention_map + rollout       {plain:8.1f} ms   (target < 30 ms at 448)")
     print(f"  same, max fusion, discard 0.9 {discard:8.1f} ms")
     print(f"  attention_map, a new layer    {new_layer:8.1f} ms   (its weights recomputed from the hidden states)")

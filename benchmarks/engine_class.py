@@ -3,7 +3,8 @@
 
 For a machine where the app's web stack cannot go (a lent GPU machine that reaches no package registry, and
 carries 64 MiB at most). Each user is a thread: it analyses its own new 448x448 photo through the app's
-micro-batcher (`Batcher`, as `VITVIZ_BATCH_MS` sets it; `--batch-ms off` for one forward each), draws its
+micro-batcher (`Batcher`, as `VITVIZ_BATCH_MS` sets it; `--batch-ms off` for one forward each) with the
+rollouts and the dense head's map that the server's forward makes (`Server._forward`), draws its
 shown view (the attention view, as the classroom benchmark's users wait for), then makes `--moves` mixed moves
 (`bench.mixed_moves`: attention at any layer, head or query; rollout at any fusion and discard) after think
 times drawn from `--think-s`. At most `--draws` views are drawn at once (4, the app's "draw" slots in
@@ -40,7 +41,8 @@ def user(model, photo: np.ndarray, batcher: Batcher | None, moves: int, think: t
     device = torch.device(model.device)
     try:
         start = time.perf_counter()
-        a = (batcher.analyze if batcher else analyze)(model, photo, 448)
+        a = (batcher.analyze if batcher else analyze)(model, photo, 448, roll=True)  # as the server's forward
+        a.dense_map()
         with draws:
             views.attention_view(a, model.num_layers - 1, None, "readout")
         synchronize(device)

@@ -152,7 +152,7 @@ def test_a_request_never_waits_for_the_background_making_the_same_rollouts(monke
     a = vitviz.analyze(model, random_image(32, 32, seed=38))
     for step in range(1 + model.num_layers):  # the dense step and every layer swept
         a.warm_step(step)
-    busy, release, roll = threading.Event(), threading.Event(), maps.rollout
+    busy, release, roll = threading.Event(), threading.Event(), maps.rollouts
     background = None
 
     def slow_in_the_background(*args, **kwargs):
@@ -161,7 +161,7 @@ def test_a_request_never_waits_for_the_background_making_the_same_rollouts(monke
             release.wait(10)
         return roll(*args, **kwargs)
 
-    monkeypatch.setattr(maps, "rollout", slow_in_the_background)
+    monkeypatch.setattr(maps, "rollouts", slow_in_the_background)
     background = threading.Thread(target=a.warm_step, args=(1 + model.num_layers,), daemon=True)  # the mean's
     background.start()
     try:
@@ -195,3 +195,20 @@ def test_ratios_off_the_slider_are_exact_and_a_sweep_of_them_keeps_its_fused_hea
     for percent in (8, 9, 11):
         a.rollout("mean", percent / 100)
     assert made == list(range(model.num_layers)) and "mean" in a._fused  # made once, kept until a cache sheds it
+
+
+def test_a_forward_too_large_to_hold_its_fused_heads_does_not_roll_and_its_rollouts_come_when_asked(monkeypatch):
+    """`ForwardFusions.fits`: past `HELD_BYTES` (a large input, ~1.6 GB of fused heads at 896 px) the forward
+    holds nothing more and a rollout is made when asked, the same as a rolled forward's."""
+    from vitviz.analysis import ForwardFusions
+
+    model = tiny_vit()
+    image = random_image(32, 32, seed=42)
+    rolled = vitviz.analyze(model, image, roll=True)
+    n, layers = rolled.num_tokens, model.num_layers
+    assert len(rolled._rollouts) == 60 and ForwardFusions.fits(model, rolled.pixel_values)
+    monkeypatch.setattr(ForwardFusions, "HELD_BYTES", layers * n * n * 8 - 1)  # one byte short
+    assert not ForwardFusions.fits(model, rolled.pixel_values)
+    lazy = vitviz.analyze(model, image, roll=True)
+    assert not lazy._rollouts and not lazy._thresholds
+    np.testing.assert_array_equal(lazy.rollout("min", 0.3), rolled.rollout("min", 0.3))

@@ -10,6 +10,7 @@ import pytest
 from conftest import ASSETS, FAMILIES, random_image
 
 import vitviz
+from vitviz import maps
 from vitviz.batching import Batcher
 
 
@@ -48,6 +49,11 @@ def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis) -> No
         assert (mine is None) == (theirs is None), name
         if theirs is not None:
             np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+    if batched._rollouts:  # made by the batch's forward (roll=True, as the app asks): each image's own
+        assert set(batched._rollouts) == {(f, p) for f in maps.HEAD_FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+        for fusion, percent in batched._rollouts:
+            want = alone.rollout(fusion, percent / 100)
+            np.testing.assert_allclose(batched.rollout(fusion, percent / 100), want, atol=1e-4, err_msg=fusion)
     np.testing.assert_allclose(batched.rollout("mean", 0.5), alone.rollout("mean", 0.5), atol=1e-4)
 
 
@@ -61,7 +67,7 @@ def photos(size: tuple[int, int], count: int) -> list[np.ndarray]:
 def test_eight_concurrent_uploads_of_one_size_go_as_one_batch_and_each_equals_its_solo_analysis(embedded):
     images = photos((300, 200), 8)
     batcher = Batcher(window_s=5.0, max_batch=8)  # the eighth image closes the batch long before the window ends
-    results = together(batcher, [(embedded, image, 224) for image in images])
+    results = together(batcher, [(embedded, image, 224, True) for image in images])
     assert list(batcher.sizes) == [8]
     for image, batched in zip(images, results, strict=True):
         assert isinstance(batched, vitviz.Analysis), batched
@@ -86,7 +92,7 @@ def test_every_family_batched_equals_alone(name):
     model = FAMILIES[name]()
     images = [random_image(40, 56, seed=10 + i) for i in range(3)]
     batcher = Batcher(window_s=5.0, max_batch=3)
-    results = together(batcher, [(model, image, 56) for image in images])
+    results = together(batcher, [(model, image, 56, True) for image in images])  # rolled, as the app asks
     assert list(batcher.sizes) == [3]
     for image, batched in zip(images, results, strict=True):
         assert_same_analysis(batched, vitviz.analyze(model, image, longest=56))

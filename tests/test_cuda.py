@@ -49,6 +49,24 @@ def test_the_gpu_analysis_is_the_cpu_analysis(coffee_pair):
     np.testing.assert_allclose(b.dense_map(), a.dense_map(), atol=0.02)
 
 
+def test_the_gpu_forward_rolls_on_the_device_as_the_cpu_does(pair):
+    """The app's forward on a GPU (`roll=True`) fuses, counts thresholds and makes the slider's rollouts of every
+    fusion on the device: each is the CPU's. A discard off the slider is fused there too, when asked."""
+    cpu, gpu = pair
+    image = vitviz.load_image(ASSETS / "coffee.jpg")
+    a, b = vitviz.analyze(cpu, image), vitviz.analyze(gpu, image, roll=True)
+    slider = {(f, p) for f in maps.HEAD_FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+    assert set(b._rollouts) == slider and all(t.is_cuda for t in b._thresholds.values())
+    for fusion, percent in sorted(slider):
+        want, message = a.rollout(fusion, percent / 100), f"{fusion} {percent}"
+        np.testing.assert_allclose(b.rollout(fusion, percent / 100), want, rtol=0.01, atol=1e-7, err_msg=message)
+    np.testing.assert_allclose(b.rollout("max", 0.123), a.rollout("max", 0.123), rtol=0.01, atol=1e-7)
+    assert b.fused("max").is_cuda
+    b.warm()
+    np.testing.assert_allclose(b.mean_attention_distance, a.mean_attention_distance, rtol=2e-3)
+    np.testing.assert_allclose(b.attention_entropy, a.attention_entropy, rtol=2e-3)
+
+
 def test_the_gpu_recomputed_weights_are_what_transformers_returns(pair):
     """The float16 weights an analysis recomputes on the GPU from its hidden states are transformers' own
     `output_attentions` there."""

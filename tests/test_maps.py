@@ -530,3 +530,61 @@ def test_rollout_does_not_depend_on_torchs_default_dtype():
     finally:
         torch.set_default_dtype(before)
     np.testing.assert_array_equal(got, expected)
+
+
+def test_a_forward_that_rolls_makes_every_slider_rollout_without_recomputing_attention(family, monkeypatch):
+    """The app's forward (`analyze(..., roll=True)`) fuses each layer's heads as the model makes its weights and
+    keeps the rollout slider's 20 discards of every fusion: each is the textbook chain of transformers' own
+    weights (rounded to float16, as a capture is), and none is made by recomputing a layer's attention."""
+    _, model = family
+    image = random_image(40, 72, seed=41)
+
+    def refused(self, layer):
+        raise AssertionError(f"layer {layer}'s attention recomputed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(vitviz.Analysis, "layer_attention", refused)
+        a = vitviz.analyze(model, image, longest=72, roll=True)
+        got = {(f, p): a.rollout(f, p / 100) for f in maps.HEAD_FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+    ref_out = reference_outputs(model, a.pixel_values)
+    weights = torch.cat(ref_out.attentions).half().float().numpy()
+    keep = model.readout.tokens
+    for fusion in maps.HEAD_FUSIONS:
+        start = independent_start(model, ref_out, fusion, a.num_tokens)
+        for percent in (0, 5, 30, 50, 95):
+            expected = (start @ independent_rollout(weights, fusion, percent / 100, keep))[a.n_prefix :]
+            np.testing.assert_allclose(got[fusion, percent].ravel(), expected, atol=2e-5, err_msg=f"{fusion} {percent}")
+    # the same as an analysis makes them when asked, from its recomputed weights
+    lazy = vitviz.analyze(model, image, longest=72)
+    for (fusion, percent), rollout in got.items():
+        np.testing.assert_allclose(rollout, lazy.rollout(fusion, percent / 100), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_rollouts_of_many_ratios_at_once_are_each_ratios_rollout(dtype):
+    """`maps.rollouts` puts `chunk` ratios through each layer together (a GPU's way; a CPU's is one at a time):
+    every chunking gives each ratio's own rollout, a ratio of 0 among them included."""
+    rng = np.random.default_rng(9)
+    attn = rng.random((3, 2, 9, 9)) ** 4
+    attn /= attn.sum(-1, keepdims=True)
+    fused = maps.fuse_heads(attn.astype(np.float16), "max").to(dtype)
+    ratios, start = [0.0, 0.05, 0.3, 0.5, 0.9], rng.random(9)
+    start /= start.sum()
+    each = np.stack([maps.rollout(fused, r, None, start, (0, 1)) for r in ratios])
+    for r, row in zip(ratios, each, strict=True):
+        np.testing.assert_allclose(row, start @ independent_rollout(fused.float()[:, None].numpy(), "max", r, (0, 1)),
+                                   atol=1e-6)  # fmt: skip
+    for chunk in (1, 2, 5):
+        got = maps.rollouts(list(fused), ratios, None, start, (0, 1), chunk=chunk)
+        np.testing.assert_allclose(got, each, rtol=1e-6, atol=1e-9, err_msg=str(chunk))
+    # a batch's images together, as a forward's: each image's own rollouts, on the CPU's way and the GPU's
+    second = maps.fuse_heads(attn[::-1].copy().astype(np.float16), "max").to(dtype)
+    layers = [torch.stack(pair) for pair in zip(fused, second, strict=True)]  # L layers [2,N,N]
+    thresholds = torch.stack([maps.discard_thresholds(f, ratios) for f in (fused, second)], dim=1)  # [L,2,R]
+    starts = np.stack([start, start[::-1]])
+    alone = [maps.rollouts(f, ratios, None, s, (0, 1)) for f, s in ((fused, starts[0]), (second, starts[1]))]
+    for chunk in (1, 5):
+        got = maps.rollouts(layers, ratios, thresholds, starts, (0, 1), chunk=chunk)
+        np.testing.assert_allclose(got, np.stack(alone), rtol=1e-6, atol=1e-9, err_msg=f"batched, {chunk}")
+    with pytest.raises(ValueError, match="need its thresholds"):
+        maps.rollouts(layers, ratios, None, starts)

@@ -240,8 +240,13 @@ class Analysis:
         if not recompute and any(t is None for t in layers):
             return None
         for i in (i for i, t in enumerate(layers) if t is None):
-            layers[i] = maps.fuse_heads(self.layer_attention(i)[None], head_fusion)[0]
+            layers[i] = maps.fuse_heads(self._on_device(self.layer_attention(i))[None], head_fusion)[0]
         return torch.stack(layers)
+
+    def _on_device(self, weights: np.ndarray) -> torch.Tensor:
+        """A layer's weights as a tensor on the model's device, where its fusions, thresholds and rollouts are
+        made: on a GPU they take milliseconds, where the CPU beside it took 0.2 s."""
+        return torch.from_numpy(weights).to(self.model.device)
 
     def rollout(self, head_fusion: str = "mean", discard_ratio: float = 0.0) -> np.ndarray:
         """[gh,gw] attention rollout: the readout's row of Â_L ... Â_1 over the patches (see `readout_start`).
@@ -268,9 +273,9 @@ class Analysis:
     def _roll(self, head_fusion: str, percents: list[int], background: bool = False) -> None:
         """Keep the rollouts that discard `percents` and every one of `ROLLOUT_PERCENTS` not kept yet, made from
         one stack of fused heads: the kept one for a percent off the slider (a sweep reuses it), else one made
-        and let go. A request holds the fusion's lock meanwhile. The background takes it only to store, and only
-        rolls layers that its sweep fused: where a request or a cache took them meanwhile, it leaves the rest
-        to the next request. The same rollouts made twice at once are the same."""
+        and let go. A request holds the fusion's lock meanwhile. The background
+        takes it only to store, and only rolls layers that its sweep fused: where a request or a cache took them
+        meanwhile, it leaves the rest to the next request. The same rollouts made twice at once are the same."""
         todo = dict.fromkeys([*percents, *self.ROLLOUT_PERCENTS])
         todo = [p for p in todo if (head_fusion, p) not in self._rollouts]
         if not todo:
@@ -281,13 +286,14 @@ class Analysis:
                 return
         else:
             fused = self.fused(head_fusion)
-        thresholds = self.percent_thresholds(head_fusion, fused)
+        thresholds = self.percent_thresholds(head_fusion, fused)[:, todo]
         start, keep = self.readout_start(head_fusion), self.model.readout.tokens
-        made = {}
-        for p in todo:
-            rolled = maps.rollout(fused, p / 100, thresholds[:, p] if p else None, start, keep)
-            made[(head_fusion, p)] = rolled[self.n_prefix :].reshape(self.grid)
-        self._rollouts.update(made)
+        self._keep_rollouts(head_fusion, todo, maps.rollouts(fused, [p / 100 for p in todo], thresholds, start, keep))
+
+    def _keep_rollouts(self, head_fusion: str, percents: list[int], rows: np.ndarray) -> None:
+        """Keep the rollouts [R,N] that discard `percents`, as maps over the patches."""
+        maps_of = {(head_fusion, p): r[self.n_prefix :].reshape(self.grid) for p, r in zip(percents, rows, strict=True)}
+        self._rollouts.update(maps_of)
         if self._rolled(head_fusion):
             self._warm_rows.pop(head_fusion, None)  # its rollouts are made: the rows are not needed again
 
@@ -355,7 +361,7 @@ class Analysis:
         """The warm's step for one layer: its attention recomputed once gives its statistics, and its heads fused
         each way with their discard thresholds; the fused layers are held until the fusion's rollouts are made.
         It takes a fusion's lock only to store them: a request never waits for the background's work."""
-        attention = self.layer_attention(layer)
+        attention = self._on_device(self.layer_attention(layer))
         self.layer_statistics(layer, attention)
         for fusion in maps.HEAD_FUSIONS:
             if self._rolled(fusion):
@@ -369,9 +375,11 @@ class Analysis:
                 if fused is None and not self._rolled(fusion):  # a request may have made them meanwhile
                     self._warm_rows.setdefault(fusion, {})[layer] = row[0]
 
-    def layer_statistics(self, layer: int, attention: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def layer_statistics(
+        self, layer: int, attention: np.ndarray | torch.Tensor | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """([H] mean attention distance in pixels, [H] entropy in nats) of one layer, computed once (from
-        `attention`, its [H,N,N] weights, where the caller has them)."""
+        `attention`, its [H,N,N] weights on any device, where the caller has them)."""
         if layer not in self._layer_stats:
             one = (self.layer_attention(layer) if attention is None else attention)[None]
             distance = maps.mean_attention_distance(one, self.grid, self.model.patch_size, self.n_prefix)[0]
@@ -413,16 +421,73 @@ class Analysis:
         return self._dense_map
 
 
-def analyze(model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:
+def analyze(model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False) -> Analysis:
     """Run one eager forward of `model` on `image` and capture everything.
 
     longest: the input's longest side in pixels (default: the model's, 448 for DINOv2).
     Fixed-size classifiers get their native square input unless `longest` is given, in
-    which case their position embeddings are interpolated.
+    which case their position embeddings are interpolated. roll: make the rollout slider's rollouts of every
+    fusion from the forward's own weights (see `ForwardFusions`), as the app does for each new image.
     """
     rgb = load_image(image)
     pixel_values = model_input(model, rgb, longest)
-    return capture(model, rgb, pixel_values, model.forward(torch.from_numpy(pixel_values), attentions="none"))
+    fusions = ForwardFusions() if roll and ForwardFusions.fits(model, pixel_values) else None
+    out = model.forward(torch.from_numpy(pixel_values), attentions="none", each_layer=fusions)
+    a = capture(model, rgb, pixel_values, out)
+    if fusions is not None:
+        fusions.roll([a])
+    return a
+
+
+class ForwardFusions:
+    """`VitModel.forward`'s `each_layer`: fuses each layer's heads each way (see `maps.fuse_heads`) as the forward
+    makes its weights, for every image of the batch, and counts their discard thresholds; `roll` then makes the
+    slider's rollouts of every fusion for the whole batch, so that an analysis' rollouts come with its forward
+    and no view recomputes attention for them. The weights are rounded to float16 first, as
+    `Analysis.layer_attention` rounds them: the rollouts are those that the analysis would make. At 448 px on 2
+    CPU cores this adds ~0.1 s to the forward and ~0.2 s for the 60 rollouts; the ~0.4 s of each fusion's first
+    rollout (its attention recomputed) is never spent. Held until `roll`: [L,N,N] per fusion and image, 100 MB
+    at 448 px; a forward whose images would hold more than `HELD_BYTES` together does not roll (`fits`)."""
+
+    HELD_BYTES = 2**30  # 8 images at 448 px (0.8 GB); one at 672 px (0.5 GB), and not one at 896 px (1.6 GB)
+
+    def __init__(self) -> None:
+        self.fused: dict[str, dict[int, torch.Tensor]] = {f: {} for f in maps.HEAD_FUSIONS}  # {layer: [B,N,N]}
+        self.thresholds: dict[str, dict[int, torch.Tensor]] = {f: {} for f in maps.HEAD_FUSIONS}  # {layer: [B,100]}
+
+    @classmethod
+    def fits(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> bool:
+        """Whether the fused heads of a forward of `pixel_values` [B,3,h,w] fit `HELD_BYTES`: float32 for the
+        mean, float16 for max and min, for every layer and image."""
+        (images, _, h, w), p = pixel_values.shape, model.patch_size
+        n = model.n_prefix + (h // p) * (w // p)
+        return images * model.num_layers * n * n * 8 <= cls.HELD_BYTES
+
+    def __call__(self, layer: int, weights: torch.Tensor) -> None:
+        rounded = weights.detach().half()
+        for fusion in maps.HEAD_FUSIONS:
+            fused = self.fused[fusion][layer] = maps.fuse_heads(rounded, fusion)
+            self.thresholds[fusion][layer] = maps.discard_thresholds(fused, Analysis.PERCENTS)
+
+    def roll(self, analyses: list[Analysis]) -> None:
+        """Give each analysis (image i of the batch, in order) its thresholds and the slider's rollouts of every
+        fusion, made for the whole batch at once (on a GPU, a handful of kernels per layer), then let the fused
+        heads go. A model whose layers cannot be opened had no weights here: its rollouts are made when asked."""
+        layers = range(analyses[0].num_layers)
+        if any(i not in self.fused[f] for f in maps.HEAD_FUSIONS for i in layers):
+            return
+        percents = list(Analysis.ROLLOUT_PERCENTS)
+        for fusion in maps.HEAD_FUSIONS:
+            thresholds = torch.stack([self.thresholds[fusion][i] for i in layers])  # [L,B,100]
+            starts = np.stack([a.readout_start(fusion) for a in analyses])
+            fused = [self.fused[fusion].pop(i) for i in layers]
+            keep = analyses[0].model.readout.tokens
+            chosen = thresholds.index_select(-1, maps.indices(tuple(percents), thresholds.device))
+            rolled = maps.rollouts(fused, [p / 100 for p in percents], chosen, starts, keep)
+            del fused
+            for a, thresholds_of, rows in zip(analyses, thresholds.unbind(1), rolled, strict=True):
+                a._thresholds[fusion] = thresholds_of.clone()
+                a._keep_rollouts(fusion, percents, rows)
 
 
 def model_input(model: VitModel, rgb: np.ndarray, longest: int | None = None) -> np.ndarray:
@@ -457,9 +522,10 @@ def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
     return a
 
 
-def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out, index: int = 0) -> Analysis:
+def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out, index: int = 0, fusions=None) -> Analysis:
     """Keep what one forward `out` (with hidden states, and attentions where `model`'s layers cannot be opened to
-    recompute them) says about image `index` of its batch, whose RGB is `rgb` and input `pixel_values` [1,3,h,w]."""
+    recompute them) says about image `index` of its batch, whose RGB is `rgb` and input `pixel_values` [1,3,h,w];
+    with its rollouts, where the forward ran with `fusions` (`ForwardFusions`)."""
     with torch.inference_mode():
         tokens = model.final_norm(out.hidden_states[-1][index])
     logits, norms, pool = getattr(out, "logits", None), out.get("update_norms"), out.get("pool_attention")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .analysis import Analysis, capture, model_input
+from .analysis import Analysis, ForwardFusions, capture, model_input
 from .models import VitModel
 from .preprocess import ImageInput, load_image
 
@@ -23,6 +23,7 @@ from .preprocess import ImageInput, load_image
 class _Batch:
     """Images waiting to go through one forward: (RGB, input [1,3,h,w]) each, then their analyses."""
 
+    roll: bool
     inputs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     full: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
@@ -44,26 +45,23 @@ class Batcher:
         self._open: dict[tuple, _Batch] = {}
         self._lock = threading.Lock()
 
-    def analyze(self, model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:
-        """What `vitviz.analyze(model, image, longest)` returns, from a forward that it may share."""
+    def analyze(self, model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False) -> Analysis:
+        """What `vitviz.analyze(model, image, longest, roll)` returns, from a forward that it may share."""
         rgb = load_image(image)
         x = model_input(model, rgb, longest)  # a bad image or size fails here, alone, before joining
-        key = (id(model), x.shape)
+        key = (id(model), x.shape, roll)
         with self._lock:
             batch = self._open.get(key)
             leader = batch is None
             if leader:
-                batch = self._open[key] = _Batch()
+                batch = self._open[key] = _Batch(roll)
             slot = len(batch.inputs)
             batch.inputs.append((rgb, x))
             if len(batch.inputs) >= self.max_batch:
                 self._close(key, batch)
         if leader:
             batch.full.wait(self.window_s)
-            with model.lock:  # a forward under way ends first; who arrives meanwhile still joins
-                with self._lock:
-                    self._close(key, batch)
-                self._run(model, batch)
+            self._run(model, key, batch)
         batch.done.wait()
         if batch.error is not None:
             raise RuntimeError(f"the batch of {len(batch.inputs)} failed: {batch.error}") from batch.error
@@ -74,11 +72,20 @@ class Batcher:
             del self._open[key]
         batch.full.set()
 
-    def _run(self, model: VitModel, batch: _Batch) -> None:
+    def _run(self, model: VitModel, key: tuple, batch: _Batch) -> None:
+        """The batch's forward, under the model's lock; its analyses are captured and rolled after it, so that
+        the next batch's forward need not wait for them."""
         try:
-            pixels = torch.from_numpy(np.concatenate([x for _, x in batch.inputs]))
-            out = model.forward(pixels, attentions="none")
-            batch.results = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(batch.inputs)]
+            with model.lock:  # a forward under way ends first; who arrives meanwhile still joins
+                with self._lock:
+                    self._close(key, batch)
+                pixels = torch.from_numpy(np.concatenate([x for _, x in batch.inputs]))
+                fusions = ForwardFusions() if batch.roll and ForwardFusions.fits(model, pixels) else None
+                out = model.forward(pixels, attentions="none", each_layer=fusions)
+            results = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(batch.inputs)]
+            if fusions is not None:
+                fusions.roll(results)
+            batch.results = results
             self.sizes.append(len(batch.inputs))
         except BaseException as exc:  # every image of the batch gets the error
             batch.error = exc

@@ -7,9 +7,11 @@ row-major scan order), P = gh*gw patches, D the token width, p the patch size in
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 HEAD_FUSIONS = ("mean", "max", "min")
 COLOUR_SCALES = ("log", "robust", "min-max")  # log and robust clip at the 99th percentile
@@ -39,6 +41,13 @@ def fuse_heads(attn: np.ndarray | torch.Tensor, how: str = "mean") -> torch.Tens
     return torch.stack([fuse[how](layer) for layer in a])
 
 
+@functools.lru_cache(maxsize=64)
+def indices(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """`values` as an index tensor on `device`, made once: a copy from the host waits for all the work queued on
+    a GPU. Shared: read it, never write to it."""
+    return torch.tensor(values, dtype=torch.long, device=device)
+
+
 def rollout(
     fused: torch.Tensor,
     discard_ratio: float = 0.0,
@@ -56,62 +65,120 @@ def rollout(
     vector times matrices from the last layer down, O(L·N²). thresholds: [L] the per-layer quantile values
     if already known (see `discard_thresholds`). Returns [N] float32: it sums to 1, prefix tokens first.
     """
-    if not 0.0 <= discard_ratio < 1.0:
-        raise ValueError(f"discard_ratio must be in [0, 1), got {discard_ratio}")
-    if discard_ratio > 0.0 and thresholds is None:
-        thresholds = discard_thresholds(fused, [discard_ratio])[:, 0]
-    n = fused.shape[-1]
+    per_layer = None if thresholds is None else torch.as_tensor(thresholds)[:, None]
+    return rollouts(fused, [discard_ratio], per_layer, start, keep)[0]
+
+
+ROLL_CHUNK_BYTES = 2**30  # on a GPU, the most memory that one layer's ratios at once may take in `rollouts`
+
+
+def rollouts(
+    fused: torch.Tensor | Sequence[torch.Tensor],
+    ratios: list[float],
+    thresholds: torch.Tensor | None = None,
+    start: np.ndarray | None = None,
+    keep: tuple[int, ...] = (0,),
+    chunk: int | None = None,
+) -> np.ndarray:
+    """[R,N] float32 the `rollout` of each discard ratio in `ratios`, from the same fused heads [L,N,N] (or L
+    layers [N,N], a forward's, not copied into one tensor) on any device. thresholds: [L,R] each layer's discard
+    threshold of each ratio, where known (see `discard_thresholds`). A batch's images go together: L layers
+    [B,N,N], thresholds [L,B,R] (needed), start [B,N] (or one [N] for all) give [B,R,N].
+
+    `chunk` ratios at a time go through each layer together. By default as many as fit `ROLL_CHUNK_BYTES` on a
+    GPU (all 20 of the slider's at 448 px), where one kernel for many ratios costs what one for a single ratio
+    does; one at a time on a CPU, where 4 at once took twice as long at 448 px (a broadcast `where` is slow
+    there, and [4,N,N] leaves the caches)."""
+    for r in ratios:
+        if not 0.0 <= r < 1.0:
+            raise ValueError(f"discard_ratio must be in [0, 1), got {r}")
+    device, dtype, n, layers = fused[0].device, fused[0].dtype, fused[0].shape[-1], len(fused)
+    batched = fused[0].dim() == 3
+    images = fused[0].shape[0] if batched else 1
+    discarding = [i for i, r in enumerate(ratios) if r > 0.0]
+    if discarding and thresholds is None:
+        if batched:
+            raise ValueError("a batch's rollouts need its thresholds [L,B,R]")
+        thresholds = torch.zeros(layers, len(ratios), dtype=dtype, device=device)
+        thresholds[:, discarding] = discard_thresholds(fused, [ratios[i] for i in discarding]).to(device)
+    if discarding:  # [L,B,R]; a ratio of 0 keeps every weight: its threshold is below them all
+        thresholds = torch.as_tensor(thresholds).to(device, dtype).clone().reshape(layers, images, len(ratios))
+        thresholds[..., indices(tuple(i for i, r in enumerate(ratios) if r == 0.0), device)] = float("-inf")
     if start is None:
-        row = torch.zeros(n, dtype=torch.float32)
-        row[0] = 1.0
+        first = torch.zeros(n, dtype=torch.float32, device=device)
+        first[0] = 1.0
     else:
-        row = torch.as_tensor(np.asarray(start, np.float32))
-    kept_columns = list(keep)
-    for layer in range(fused.shape[0] - 1, -1, -1):
-        a = fused[layer]
-        if discard_ratio > 0.0:
-            kept = torch.nn.functional.threshold(a, float(thresholds[layer]), 0.0)  # a if a > t, else 0
-            kept[:, kept_columns] = a[:, kept_columns]
-            a = kept
-        a = a.float()
-        # v·Â = (v / rowsum) · (A + I): A + I is never materialised.
-        scaled = row / (a.sum(dim=1) + 1.0)
-        row = scaled @ a + scaled
-    return row.numpy()
+        first = torch.as_tensor(np.asarray(start, np.float32)).to(device)
+    if chunk is None:
+        chunk = 1 if device.type == "cpu" else max(1, min(len(ratios), ROLL_CHUNK_BYTES // (images * n * n * 4)))
+    per_ratio = thresholds.float().cpu().tolist() if discarding and chunk == 1 else None  # [L][B][R]
+    columns = indices(tuple(keep), device)
+    rows = first.reshape(-1, 1, n).expand(images, len(ratios), n)  # [B,R,N]
+    for layer in range(layers - 1, -1, -1):
+        a = fused[layer].float()  # once a layer, whichever ratio it serves
+        a = (a if batched else a[None])[:, None]  # [B,1,N,N]
+        made = []
+        for lo in range(0, len(ratios), chunk):
+            c = min(chunk, len(ratios) - lo)
+            part = a
+            if per_ratio is not None:  # a where a > the ratio's threshold, else 0: [B,1,N,N]
+                part = torch.stack([F.threshold(a[i, 0], per_ratio[layer][i][lo], 0.0) for i in range(images)])[:, None]
+            elif discarding:  # the same for c ratios at once: [B,c,N,N]
+                part = torch.where(a > thresholds[layer, :, lo : lo + c, None, None].float(), a, a.new_zeros(()))
+            if discarding:
+                part[..., columns] = a[..., columns]
+            # v·Â = (v / rowsum) · (A + I): A + I is never materialised.
+            scaled = rows[:, lo : lo + c] / (part.sum(dim=-1) + 1.0)  # [B,c,N]
+            made.append((scaled[..., None, :] @ part)[..., 0, :] + scaled)
+        rows = torch.cat(made, dim=1)
+    out = rows.cpu().numpy()
+    return out if batched else out[0]
 
 
-def discard_thresholds(fused: torch.Tensor, ratios: list[float]) -> torch.Tensor:
+def discard_thresholds(fused: torch.Tensor | Sequence[torch.Tensor], ratios: list[float]) -> torch.Tensor:
     """[L,N,N] -> [L,R]: per layer, the value below which a fraction `ratio` of weights lie.
 
     It is the k-th smallest weight, k = max(1, int(N² · ratio)): weights at or below it are dropped.
     Exact, by counting rather than sorting (at 448 px, ~8 ms per layer for every ratio at once in
     float32, ~2 ms in float16, where a sort took 60): a float's bits, read as an integer (see `_ordered`),
     order as the floats do. float16 weights have 65,536 bit patterns, so one count of them gives every
-    threshold. float32 weights are counted by their top 20 bits (2^-11 of an octave per bin); then only
-    the weights in the bins that hold a k-th smallest are sorted. Returns float16 for float16 input,
-    else float32.
+    threshold, for every layer at once. float32 weights are counted by their top 20 bits (2^-11 of an octave
+    per bin), a layer at a time; then only the weights in the bins that hold a k-th smallest are sorted. On a
+    GPU float32 layers are sorted whole, which takes less than those steps. Returns float16 for float16 input,
+    else float32, on `fused`'s device.
     """
+    if not isinstance(fused, torch.Tensor):  # L layers [N,N]
+        fused = torch.stack(list(fused))
     flat = fused.reshape(fused.shape[0], -1)
     if flat.dtype not in (torch.float16, torch.float32):
         flat = flat.float()
     bits = 16 if flat.dtype == torch.float16 else 32
     top, ints, offset = min(bits, 20), flat.view(torch.int16 if bits == 16 else torch.int32), 0
-    if bool((ints < 0).any()):  # a sign bit set: a negative weight, or -0.0
-        ints, offset = _ordered(ints.int(), bits), 2 ** (top - 1)
-    ks = torch.tensor([max(1, int(flat.shape[1] * r)) for r in ratios])
-    out = torch.empty(flat.shape[0], len(ks), dtype=flat.dtype)
-    for i in range(flat.shape[0]):
+    ks = indices(tuple(max(1, int(flat.shape[1] * r)) for r in ratios), flat.device)
+    if flat.is_cuda and bits == 32:  # a GPU sorts each row in less time than the count below steps through them
+        return flat.sort(dim=1).values[:, ks - 1]
+    if flat.is_cuda or bool((ints < 0).any()):  # a sign bit set (a negative weight, or -0.0); a GPU is not asked,
+        ints, offset = _ordered(ints.int(), bits), 2 ** (top - 1)  # which would wait for its queued work
+    rows = flat.shape[0]
+    if bits == 16:  # each bit pattern its own bin: one count of every row at once gives every threshold
+        bins = ints.int() + offset + torch.arange(rows, device=flat.device, dtype=torch.int32)[:, None] * 2**16
+        if flat.is_cuda:  # a count by index_add_: bincount would wait for the GPU, to learn the largest bin
+            one = torch.ones((), dtype=torch.long, device=flat.device).expand(bins.numel())
+            counts = torch.zeros(rows * 2**16, dtype=torch.long, device=flat.device).index_add_(0, bins.flatten(), one)
+        else:
+            counts = torch.bincount(bins.flatten(), minlength=rows * 2**16)
+        counts = counts.view(rows, 2**16)
+        key = torch.searchsorted(counts.cumsum(1), ks.expand(rows, -1).contiguous()) - offset  # the k-th's bin
+        return (_ordered(key, bits) if offset else key).to(torch.int16).view(flat.dtype)
+    out = torch.empty(rows, len(ks), dtype=flat.dtype, device=flat.device)
+    for i in range(rows):
         bins = (ints[i] >> (bits - top)) + offset
         counts = torch.bincount(bins, minlength=2**top)
         cumulative = counts.cumsum(0)
         where = torch.searchsorted(cumulative, ks)  # the bin that holds the k-th smallest
         below = cumulative[where] - counts[where]  # weights in lower bins
-        if top == bits:  # the bin is the value
-            key = where - offset
-            out[i] = (_ordered(key, bits) if offset else key).to(torch.int16).view(flat.dtype)
-            continue
         needed, slot = torch.unique(where, return_inverse=True)
-        mask = torch.zeros(2**top, dtype=torch.bool)
+        mask = torch.zeros(2**top, dtype=torch.bool, device=flat.device)
         mask[needed] = True
         chosen = flat[i][mask[bins]].sort().values  # the needed bins' weights, in order
         start = counts[needed].cumsum(0) - counts[needed]  # where each needed bin starts among them

@@ -110,7 +110,13 @@ class VitModel:
         """Cosine similarity of every patch position embedding with every other, [g0,g0,g0,g0]."""
         return maps.pos_embed_similarity(self.position_embeddings(), self.native_grid)
 
-    def forward(self, pixel_values: torch.Tensor, attentions: str | Callable = "keep", grad: bool = False):
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        attentions: str | Callable = "keep",
+        grad: bool = False,
+        each_layer: Callable | None = None,
+    ):
         """The one forward pass of vitviz: every layer's hidden states, and the attention as asked.
 
         attentions="keep": `attentions` is the first image's weights, one float16 tensor [L,H,N,N], each
@@ -123,7 +129,8 @@ class VitModel:
         attentions="all": `attentions` is a tuple of every layer's [B,H,N,N] and `pool_attention` [B,H,1,N], in
         the autograd graph when `grad` (relevancy). attentions=f: f(layer, weights [B,H,N,N]) is called as each
         layer makes them, which are then dropped (statistics over batches). grad: keep the autograd graph
-        (attributions); otherwise under inference mode.
+        (attributions); otherwise under inference mode. each_layer: f(layer, weights [B,H,N,N]) is called as each
+        layer makes them, whatever `attentions` asks (not for a model whose layers cannot be opened).
         """
         layers = self.num_layers
         kept: dict = {"layers": [None] * layers}
@@ -138,8 +145,9 @@ class VitModel:
                 hookable = self._hookable()
                 for i in range(layers) if hookable else ():
                     parts = self.layer_parts(i)
-                    if mode != "none":
-                        hooks.append(parts.attention.register_forward_hook(partial(_keep_weights, kept, i, attentions)))
+                    for keep in (attentions if mode != "none" else None, each_layer):
+                        if keep is not None:
+                            hooks.append(parts.attention.register_forward_hook(partial(_keep_weights, kept, i, keep)))
                     if mode in ("keep", "none"):
                         for module, scale in ((parts.attention, parts.scale1), (parts.mlp, parts.scale2)):
                             hooks.append(module.register_forward_hook(partial(_record_norm, updates[i], scale)))

@@ -360,7 +360,7 @@ class Server:
         at 224, ~0.13 s on 2 CPU cores): the rollout's note and the output view read it, and a redraw must never
         wait for the model's lock, which the next uploads' forwards hold one after the other. A dense head that
         fails is logged here, and the view that needs it says so."""
-        a = (self.batcher.analyze if self.batcher else analyze)(model, image, longest)
+        a = (self.batcher.analyze if self.batcher else analyze)(model, image, longest, roll=True)
         try:
             a.dense_map()
         except Exception:
