@@ -18,18 +18,14 @@ import functools
 import torch
 
 from vitviz import example, load_image, load_model
-from vitviz.analysis import ForwardFusions, capture, model_input
+from vitviz.analysis import capture_all, forward_for, model_input
 
 from .bench import median_ms
 
 
 def batched_forward(model, x: torch.Tensor, roll: bool = False) -> None:
     """One forward of the batch x [k,3,h,w] and each image's analysis captured from it (rolled, if asked)."""
-    fusions = ForwardFusions() if roll else None
-    out = model.forward(x, attentions="none", each_layer=fusions)
-    analyses = [capture(model, None, x[i : i + 1].cpu().numpy(), out, i) for i in range(len(x))]
-    if fusions is not None:
-        fusions.roll(analyses)
+    capture_all(model, [(None, x[i : i + 1].cpu().numpy()) for i in range(len(x))], *forward_for(model, x, roll))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -212,3 +212,21 @@ def test_a_forward_too_large_to_hold_its_fused_heads_does_not_roll_and_its_rollo
     lazy = vitviz.analyze(model, image, roll=True)
     assert not lazy._rollouts and not lazy._thresholds
     np.testing.assert_array_equal(lazy.rollout("min", 0.3), rolled.rollout("min", 0.3))
+
+
+def test_a_roll_that_fails_is_logged_and_the_analysis_makes_its_rollouts_when_asked(monkeypatch, caplog):
+    """Rollouts are an optimisation of the forward: one that fails (a GPU out of memory) leaves the analysis
+    whole, and its rollouts are made when asked."""
+    model = tiny_vit()
+    image = random_image(32, 32, seed=43)
+    real = maps.rollouts
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(maps, "rollouts", out_of_memory)
+    a = vitviz.analyze(model, image, roll=True)
+    assert "the rollouts of a forward" in caplog.text and "out of memory" in caplog.text
+    monkeypatch.setattr(maps, "rollouts", real)
+    assert not a._rollouts
+    np.testing.assert_array_equal(a.rollout("max", 0.4), vitviz.analyze(model, image, roll=True).rollout("max", 0.4))

@@ -35,8 +35,9 @@ def together(batcher: Batcher, jobs: list[tuple]) -> list:
     return results
 
 
-def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis) -> None:
-    """Equal to float noise: the hidden states and what is made of them, and attention to float16 rounding."""
+def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis, rolled: bool = False) -> None:
+    """Equal to float noise: the hidden states and what is made of them, and attention to float16 rounding;
+    where the batch `rolled`, every slider rollout made by its forward."""
     np.testing.assert_array_equal(batched.image, alone.image)
     np.testing.assert_array_equal(batched.pixel_values, alone.pixel_values)
     scale = np.abs(alone.hidden_states).max()
@@ -49,7 +50,7 @@ def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis) -> No
         assert (mine is None) == (theirs is None), name
         if theirs is not None:
             np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
-    if batched._rollouts:  # made by the batch's forward (roll=True, as the app asks): each image's own
+    if rolled:  # made by the batch's forward (roll=True, as the app asks): each image's own
         assert set(batched._rollouts) == {(f, p) for f in maps.HEAD_FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
         for fusion, percent in batched._rollouts:
             want = alone.rollout(fusion, percent / 100)
@@ -71,7 +72,7 @@ def test_eight_concurrent_uploads_of_one_size_go_as_one_batch_and_each_equals_it
     assert list(batcher.sizes) == [8]
     for image, batched in zip(images, results, strict=True):
         assert isinstance(batched, vitviz.Analysis), batched
-        assert_same_analysis(batched, vitviz.analyze(embedded, image, longest=224))
+        assert_same_analysis(batched, vitviz.analyze(embedded, image, longest=224), rolled=True)
 
 
 def test_mixed_sizes_batch_by_size_and_each_equals_its_solo_analysis():
@@ -95,7 +96,7 @@ def test_every_family_batched_equals_alone(name):
     results = together(batcher, [(model, image, 56, True) for image in images])  # rolled, as the app asks
     assert list(batcher.sizes) == [3]
     for image, batched in zip(images, results, strict=True):
-        assert_same_analysis(batched, vitviz.analyze(model, image, longest=56))
+        assert_same_analysis(batched, vitviz.analyze(model, image, longest=56), rolled=True)
 
 
 def test_a_broken_upload_fails_alone_and_a_failed_forward_fails_its_whole_batch(tmp_path, monkeypatch):
@@ -144,3 +145,20 @@ def test_the_server_batches_where_asked_and_only_on_a_gpu_by_default(tmp_path):
     for t in threads:
         t.join(60)
     assert list(server.batcher.sizes) == [3] and len({id(r) for r in results}) == 3 and len(server.cache) == 3
+
+
+def test_a_batch_that_rolls_holds_no_more_fused_heads_than_fit(monkeypatch):
+    """Concurrent uploads that roll go in batches of as many images as `ForwardFusions.HELD_BYTES` holds (here
+    two), each rolled: never one batch too large to roll."""
+    from vitviz.analysis import ForwardFusions
+
+    model = FAMILIES["dinov2"]()
+    images = [random_image(40, 40, seed=20 + i) for i in range(4)]
+    x = vitviz.analysis.model_input(model, images[0], 40)
+    n = model.n_prefix + (x.shape[2] // model.patch_size) * (x.shape[3] // model.patch_size)
+    monkeypatch.setattr(ForwardFusions, "HELD_BYTES", 2 * model.num_layers * n * n * 8)
+    batcher = Batcher(window_s=5.0, max_batch=8)  # each batch closes at two, long before the window ends
+    results = together(batcher, [(model, image, 40, True) for image in images])
+    assert list(batcher.sizes) == [2, 2]
+    for image, batched in zip(images, results, strict=True):
+        assert_same_analysis(batched, vitviz.analyze(model, image, longest=40), rolled=True)

@@ -10,6 +10,8 @@ from conftest import ASSETS, PREFIX_COUNT, expected_readout_row, random_image, r
 import vitviz
 from vitviz import maps
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"))]
+
 
 def independent_rollout(attn: np.ndarray, fusion: str, discard: float, keep: tuple[int, ...] = (0,)) -> np.ndarray:
     """The textbook form: full N×N matrices, R ← Â_l · R from the first layer up; the `keep` columns (the
@@ -427,10 +429,12 @@ def test_robust_scale_marks_only_values_above_the_clip():
     assert hi == 1.0 and not clipped.any()
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
-def test_discard_thresholds_count_exactly_what_a_sort_finds(dtype):
+def test_discard_thresholds_count_exactly_what_a_sort_finds(dtype, device):
     """The counting select against a full sort: many weights per 20-bit bin (a heavy tail near 0, as in
-    attention), ties, negative numbers and -0.0, in float16 (one count) and float32 (two passes)."""
+    attention), ties, negative numbers and -0.0, in float16 (one count) and float32 (two passes on a CPU, a
+    sort on a GPU)."""
     g = torch.Generator().manual_seed(7)
     heavy = torch.rand(2, 300, 300, generator=g) ** 8  # most weights crowd into a few bins
     ties = torch.randint(0, 5, (2, 40, 40), generator=g).float() / 4
@@ -443,9 +447,9 @@ def test_discard_thresholds_count_exactly_what_a_sort_finds(dtype):
         weights = weights.to(dtype)
         flat = weights.reshape(2, -1).double().sort(dim=1).values
         expected = flat[:, [max(1, int(flat.shape[1] * r)) - 1 for r in ratios]]
-        got = maps.discard_thresholds(weights, ratios)
-        assert got.dtype == (dtype if dtype != torch.float64 else torch.float32)
-        np.testing.assert_array_equal(got.double().numpy(), expected.numpy())
+        got = maps.discard_thresholds(weights.to(device), ratios)
+        assert got.dtype == (dtype if dtype != torch.float64 else torch.float32) and got.device.type == device
+        np.testing.assert_array_equal(got.double().cpu().numpy(), expected.numpy())
 
 
 def test_max_and_min_fusions_keep_the_captured_float16(analysis):
@@ -554,16 +558,19 @@ def test_a_forward_that_rolls_makes_every_slider_rollout_without_recomputing_att
         for percent in (0, 5, 30, 50, 95):
             expected = (start @ independent_rollout(weights, fusion, percent / 100, keep))[a.n_prefix :]
             np.testing.assert_allclose(got[fusion, percent].ravel(), expected, atol=2e-5, err_msg=f"{fusion} {percent}")
-    # the same as an analysis makes them when asked, from its recomputed weights
+    # the same as an analysis makes them when asked, from its recomputed weights; every percent's threshold too
     lazy = vitviz.analyze(model, image, longest=72)
+    for fusion in maps.HEAD_FUSIONS:
+        torch.testing.assert_close(a._thresholds[fusion], lazy.percent_thresholds(fusion), rtol=0, atol=0)
     for (fusion, percent), rollout in got.items():
         np.testing.assert_allclose(rollout, lazy.rollout(fusion, percent / 100), rtol=1e-5, atol=1e-8)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_rollouts_of_many_ratios_at_once_are_each_ratios_rollout(dtype):
+def test_rollouts_of_many_ratios_at_once_are_each_ratios_rollout(dtype, device):
     """`maps.rollouts` puts `chunk` ratios through each layer together (a GPU's way; a CPU's is one at a time):
-    every chunking gives each ratio's own rollout, a ratio of 0 among them included."""
+    every chunking gives each ratio's own rollout, a ratio of 0 among them included, on each device."""
     rng = np.random.default_rng(9)
     attn = rng.random((3, 2, 9, 9)) ** 4
     attn /= attn.sum(-1, keepdims=True)
@@ -574,17 +581,20 @@ def test_rollouts_of_many_ratios_at_once_are_each_ratios_rollout(dtype):
     for r, row in zip(ratios, each, strict=True):
         np.testing.assert_allclose(row, start @ independent_rollout(fused.float()[:, None].numpy(), "max", r, (0, 1)),
                                    atol=1e-6)  # fmt: skip
-    for chunk in (1, 2, 5):
-        got = maps.rollouts(list(fused), ratios, None, start, (0, 1), chunk=chunk)
-        np.testing.assert_allclose(got, each, rtol=1e-6, atol=1e-9, err_msg=str(chunk))
+    for chunk in (1, 2, 5, None):
+        got = maps.rollouts(list(fused.to(device)), ratios, None, start, (0, 1), chunk=chunk)
+        np.testing.assert_allclose(got, each, rtol=1e-5, atol=1e-9, err_msg=str(chunk))
     # a batch's images together, as a forward's: each image's own rollouts, on the CPU's way and the GPU's
     second = maps.fuse_heads(attn[::-1].copy().astype(np.float16), "max").to(dtype)
     layers = [torch.stack(pair) for pair in zip(fused, second, strict=True)]  # L layers [2,N,N]
     thresholds = torch.stack([maps.discard_thresholds(f, ratios) for f in (fused, second)], dim=1)  # [L,2,R]
     starts = np.stack([start, start[::-1]])
     alone = [maps.rollouts(f, ratios, None, s, (0, 1)) for f, s in ((fused, starts[0]), (second, starts[1]))]
-    for chunk in (1, 5):
+    layers, thresholds = [t.to(device) for t in layers], thresholds.to(device)
+    for chunk in (1, 5, None):
         got = maps.rollouts(layers, ratios, thresholds, starts, (0, 1), chunk=chunk)
-        np.testing.assert_allclose(got, np.stack(alone), rtol=1e-6, atol=1e-9, err_msg=f"batched, {chunk}")
+        np.testing.assert_allclose(got, np.stack(alone), rtol=1e-5, atol=1e-9, err_msg=f"batched, {chunk}")
     with pytest.raises(ValueError, match="need its thresholds"):
         maps.rollouts(layers, ratios, None, starts)
+    with pytest.raises(ValueError, match="at least one"):
+        maps.rollouts(layers, [], thresholds, starts)

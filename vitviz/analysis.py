@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from . import inside, maps
 from .models import VitModel
 from .preprocess import ImageInput, input_size, load_image, prepare_input
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(eq=False)
 class Analysis:
@@ -24,9 +27,10 @@ class Analysis:
     hidden_states: [L+1,N,D] float32 (embeddings, then each layer's output). Every layer's attention weights
     [H,N,N] are recomputed from them when asked (`layer_attention`, ~20 ms a layer at 448 px on 2 CPU cores)
     rather than kept: at 448 px they are 151 MB, the hidden states 20 MB. Rollouts are kept (a few kB each), not
-    the fused heads they are made from (50 MB a fusion at 448 px), which the background warm holds only while
-    it makes the slider's rollouts. Fused heads kept by `fused` (a ratio off the slider) and the last layer's
-    projections are kept until a cache needs the memory (`shed`).
+    the fused heads they are made from (50 MB a fusion at 448 px): the app's forward makes the slider's from its
+    own weights (`analyze(..., roll=True)`, `ForwardFusions`); elsewhere the first request for a fusion, or the
+    background warm, makes them and lets the fused heads go. Fused heads kept by `fused` (a ratio off the
+    slider) and the last layer's projections are kept until a cache needs the memory (`shed`).
     kept_attentions: [L,H,N,N] float16, only for a model whose layers vitviz cannot open (a DPT's encoder), else
     None.
     update_norms: [L,2,N] float32 norms of each layer's attention and MLP updates, kept by the forward
@@ -273,9 +277,9 @@ class Analysis:
     def _roll(self, head_fusion: str, percents: list[int], background: bool = False) -> None:
         """Keep the rollouts that discard `percents` and every one of `ROLLOUT_PERCENTS` not kept yet, made from
         one stack of fused heads: the kept one for a percent off the slider (a sweep reuses it), else one made
-        and let go. A request holds the fusion's lock meanwhile. The background
-        takes it only to store, and only rolls layers that its sweep fused: where a request or a cache took them
-        meanwhile, it leaves the rest to the next request. The same rollouts made twice at once are the same."""
+        and let go. A request holds the fusion's lock meanwhile. The background takes it only to store, and only
+        rolls layers that its sweep fused: where a request or a cache took them meanwhile, it leaves the rest
+        to the next request. The same rollouts made twice at once are the same."""
         todo = dict.fromkeys([*percents, *self.ROLLOUT_PERCENTS])
         todo = [p for p in todo if (head_fusion, p) not in self._rollouts]
         if not todo:
@@ -286,14 +290,16 @@ class Analysis:
                 return
         else:
             fused = self.fused(head_fusion)
-        thresholds = self.percent_thresholds(head_fusion, fused)[:, todo]
+        thresholds = self.percent_thresholds(head_fusion, fused)
+        thresholds = thresholds.index_select(1, maps.indices(tuple(todo), thresholds.device))
         start, keep = self.readout_start(head_fusion), self.model.readout.tokens
         self._keep_rollouts(head_fusion, todo, maps.rollouts(fused, [p / 100 for p in todo], thresholds, start, keep))
 
     def _keep_rollouts(self, head_fusion: str, percents: list[int], rows: np.ndarray) -> None:
-        """Keep the rollouts [R,N] that discard `percents`, as maps over the patches."""
-        maps_of = {(head_fusion, p): r[self.n_prefix :].reshape(self.grid) for p, r in zip(percents, rows, strict=True)}
-        self._rollouts.update(maps_of)
+        """Keep the rollouts [R,N] that discard `percents`, as maps over the patches: copies, not views of a
+        batch's rows."""
+        patches = rows[:, self.n_prefix :].reshape(len(rows), *self.grid)
+        self._rollouts.update({(head_fusion, p): m.copy() for p, m in zip(percents, patches, strict=True)})
         if self._rolled(head_fusion):
             self._warm_rows.pop(head_fusion, None)  # its rollouts are made: the rows are not needed again
 
@@ -431,12 +437,23 @@ def analyze(model: VitModel, image: ImageInput, longest: int | None = None, roll
     """
     rgb = load_image(image)
     pixel_values = model_input(model, rgb, longest)
+    return capture_all(model, [(rgb, pixel_values)], *forward_for(model, pixel_values, roll))[0]
+
+
+def forward_for(model: VitModel, pixel_values: np.ndarray, roll: bool) -> tuple:
+    """(out, fusions): the forward of `pixel_values` [B,3,h,w] that an analysis is captured from, with
+    `ForwardFusions` where `roll` asks and the batch's fused heads fit (else None)."""
     fusions = ForwardFusions() if roll and ForwardFusions.fits(model, pixel_values) else None
-    out = model.forward(torch.from_numpy(pixel_values), attentions="none", each_layer=fusions)
-    a = capture(model, rgb, pixel_values, out)
+    return model.forward(torch.as_tensor(pixel_values), attentions="none", each_layer=fusions), fusions
+
+
+def capture_all(model: VitModel, inputs: list[tuple[np.ndarray, np.ndarray]], out, fusions) -> list[Analysis]:
+    """Each image's analysis from `forward_for`'s (out, fusions), for its (RGB, input) `inputs` in batch order;
+    with the rollouts of its forward, where it ran with `fusions`."""
+    analyses = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(inputs)]
     if fusions is not None:
-        fusions.roll([a])
-    return a
+        fusions.roll(analyses)
+    return analyses
 
 
 class ForwardFusions:
@@ -444,24 +461,30 @@ class ForwardFusions:
     makes its weights, for every image of the batch, and counts their discard thresholds; `roll` then makes the
     slider's rollouts of every fusion for the whole batch, so that an analysis' rollouts come with its forward
     and no view recomputes attention for them. The weights are rounded to float16 first, as
-    `Analysis.layer_attention` rounds them: the rollouts are those that the analysis would make. At 448 px on 2
-    CPU cores this adds ~0.1 s to the forward and ~0.2 s for the 60 rollouts; the ~0.4 s of each fusion's first
-    rollout (its attention recomputed) is never spent. Held until `roll`: [L,N,N] per fusion and image, 100 MB
-    at 448 px; a forward whose images would hold more than `HELD_BYTES` together does not roll (`fits`)."""
+    `Analysis.layer_attention` rounds them: the rollouts are those that the analysis would make, to float
+    rounding. At 448 px on 2 CPU cores this adds ~0.1 s to the forward and ~0.2 s for the 60 rollouts; the
+    ~0.4 s of each fusion's first rollout (its attention recomputed) is never spent. Held until `roll`: [L,N,N]
+    per fusion and image, 100 MB an image at 448 px for the three; a forward whose images would hold more than
+    `HELD_BYTES` together does not roll (`fits`), and the micro-batcher makes no such batch (`most`)."""
 
-    HELD_BYTES = 2**30  # 8 images at 448 px (0.8 GB); one at 672 px (0.5 GB), and not one at 896 px (1.6 GB)
+    HELD_BYTES = 2**30  # 10 images at 448 px (0.1 GB each); one at 672 px (0.5 GB), and not one at 896 px (1.6 GB)
 
     def __init__(self) -> None:
         self.fused: dict[str, dict[int, torch.Tensor]] = {f: {} for f in maps.HEAD_FUSIONS}  # {layer: [B,N,N]}
         self.thresholds: dict[str, dict[int, torch.Tensor]] = {f: {} for f in maps.HEAD_FUSIONS}  # {layer: [B,100]}
 
     @classmethod
-    def fits(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> bool:
-        """Whether the fused heads of a forward of `pixel_values` [B,3,h,w] fit `HELD_BYTES`: float32 for the
-        mean, float16 for max and min, for every layer and image."""
-        (images, _, h, w), p = pixel_values.shape, model.patch_size
+    def most(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> int:
+        """How many images of `pixel_values`' size [B,3,h,w] one forward can roll: their fused heads (float32 for
+        the mean, float16 for max and min, every layer) within `HELD_BYTES`."""
+        (_, _, h, w), p = pixel_values.shape, model.patch_size
         n = model.n_prefix + (h // p) * (w // p)
-        return images * model.num_layers * n * n * 8 <= cls.HELD_BYTES
+        return cls.HELD_BYTES // (model.num_layers * n * n * 8)
+
+    @classmethod
+    def fits(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> bool:
+        """Whether a forward of `pixel_values` [B,3,h,w] can roll all its images (see `most`)."""
+        return len(pixel_values) <= cls.most(model, pixel_values)
 
     def __call__(self, layer: int, weights: torch.Tensor) -> None:
         rounded = weights.detach().half()
@@ -472,7 +495,16 @@ class ForwardFusions:
     def roll(self, analyses: list[Analysis]) -> None:
         """Give each analysis (image i of the batch, in order) its thresholds and the slider's rollouts of every
         fusion, made for the whole batch at once (on a GPU, a handful of kernels per layer), then let the fused
-        heads go. A model whose layers cannot be opened had no weights here: its rollouts are made when asked."""
+        heads go. A model whose layers cannot be opened had no weights here, and a roll that fails (out of
+        memory) is logged: their rollouts are made when asked, as an analysis makes them without a roll."""
+        try:
+            self._roll(analyses)
+        except Exception:
+            log.exception("the rollouts of a forward")
+        finally:
+            self.fused = {f: {} for f in maps.HEAD_FUSIONS}
+
+    def _roll(self, analyses: list[Analysis]) -> None:
         layers = range(analyses[0].num_layers)
         if any(i not in self.fused[f] for f in maps.HEAD_FUSIONS for i in layers):
             return
@@ -522,10 +554,9 @@ def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
     return a
 
 
-def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out, index: int = 0, fusions=None) -> Analysis:
+def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out, index: int = 0) -> Analysis:
     """Keep what one forward `out` (with hidden states, and attentions where `model`'s layers cannot be opened to
-    recompute them) says about image `index` of its batch, whose RGB is `rgb` and input `pixel_values` [1,3,h,w];
-    with its rollouts, where the forward ran with `fusions` (`ForwardFusions`)."""
+    recompute them) says about image `index` of its batch, whose RGB is `rgb` and input `pixel_values` [1,3,h,w]."""
     with torch.inference_mode():
         tokens = model.final_norm(out.hidden_states[-1][index])
     logits, norms, pool = getattr(out, "logits", None), out.get("update_norms"), out.get("pool_attention")

@@ -12,9 +12,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
-from .analysis import Analysis, ForwardFusions, capture, model_input
+from .analysis import Analysis, ForwardFusions, capture_all, forward_for, model_input
 from .models import VitModel
 from .preprocess import ImageInput, load_image
 
@@ -50,6 +49,7 @@ class Batcher:
         rgb = load_image(image)
         x = model_input(model, rgb, longest)  # a bad image or size fails here, alone, before joining
         key = (id(model), x.shape, roll)
+        most = min(self.max_batch, max(1, ForwardFusions.most(model, x))) if roll else self.max_batch
         with self._lock:
             batch = self._open.get(key)
             leader = batch is None
@@ -57,7 +57,7 @@ class Batcher:
                 batch = self._open[key] = _Batch(roll)
             slot = len(batch.inputs)
             batch.inputs.append((rgb, x))
-            if len(batch.inputs) >= self.max_batch:
+            if len(batch.inputs) >= most:  # full; a batch that rolls, as many as can hold their fused heads
                 self._close(key, batch)
         if leader:
             batch.full.wait(self.window_s)
@@ -79,13 +79,8 @@ class Batcher:
             with model.lock:  # a forward under way ends first; who arrives meanwhile still joins
                 with self._lock:
                     self._close(key, batch)
-                pixels = torch.from_numpy(np.concatenate([x for _, x in batch.inputs]))
-                fusions = ForwardFusions() if batch.roll and ForwardFusions.fits(model, pixels) else None
-                out = model.forward(pixels, attentions="none", each_layer=fusions)
-            results = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(batch.inputs)]
-            if fusions is not None:
-                fusions.roll(results)
-            batch.results = results
+                out, fusions = forward_for(model, np.concatenate([x for _, x in batch.inputs]), batch.roll)
+            batch.results = capture_all(model, batch.inputs, out, fusions)
             self.sizes.append(len(batch.inputs))
         except BaseException as exc:  # every image of the batch gets the error
             batch.error = exc

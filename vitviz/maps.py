@@ -2,6 +2,9 @@
 
 Notation: L layers, H heads, N tokens (prefix tokens first, then the patches in
 row-major scan order), P = gh*gw patches, D the token width, p the patch size in pixels.
+
+Every function takes tensors on any device. Where a GPU and a CPU are fastest by different means (the
+thresholds and rollouts of a forward's fused heads), the function says which it takes, and why.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def rollout(
     return rollouts(fused, [discard_ratio], per_layer, start, keep)[0]
 
 
-ROLL_CHUNK_BYTES = 2**30  # on a GPU, the most memory that one layer's ratios at once may take in `rollouts`
+ROLL_CHUNK_BYTES = 2**30  # on a GPU, the most that one layer's ratios at once take in `rollouts` (their mask: +25 %)
 
 
 def rollouts(
@@ -89,6 +92,8 @@ def rollouts(
     GPU (all 20 of the slider's at 448 px), where one kernel for many ratios costs what one for a single ratio
     does; one at a time on a CPU, where 4 at once took twice as long at 448 px (a broadcast `where` is slow
     there, and [4,N,N] leaves the caches)."""
+    if not ratios:
+        raise ValueError("rollouts needs at least one discard ratio")
     for r in ratios:
         if not 0.0 <= r < 1.0:
             raise ValueError(f"discard_ratio must be in [0, 1), got {r}")
@@ -100,9 +105,9 @@ def rollouts(
         if batched:
             raise ValueError("a batch's rollouts need its thresholds [L,B,R]")
         thresholds = torch.zeros(layers, len(ratios), dtype=dtype, device=device)
-        thresholds[:, discarding] = discard_thresholds(fused, [ratios[i] for i in discarding]).to(device)
-    if discarding:  # [L,B,R]; a ratio of 0 keeps every weight: its threshold is below them all
-        thresholds = torch.as_tensor(thresholds).to(device, dtype).clone().reshape(layers, images, len(ratios))
+        thresholds[:, indices(tuple(discarding), device)] = discard_thresholds(fused, [ratios[i] for i in discarding])
+    if discarding:  # [L,B,R] float32, exact for float16 ones; a ratio of 0 keeps every weight: below them all
+        thresholds = torch.as_tensor(thresholds).to(device, torch.float32).clone().reshape(layers, images, len(ratios))
         thresholds[..., indices(tuple(i for i, r in enumerate(ratios) if r == 0.0), device)] = float("-inf")
     if start is None:
         first = torch.zeros(n, dtype=torch.float32, device=device)
@@ -111,7 +116,7 @@ def rollouts(
         first = torch.as_tensor(np.asarray(start, np.float32)).to(device)
     if chunk is None:
         chunk = 1 if device.type == "cpu" else max(1, min(len(ratios), ROLL_CHUNK_BYTES // (images * n * n * 4)))
-    per_ratio = thresholds.float().cpu().tolist() if discarding and chunk == 1 else None  # [L][B][R]
+    per_ratio = thresholds.cpu().tolist() if discarding and chunk == 1 else None  # [L][B][R]
     columns = indices(tuple(keep), device)
     rows = first.reshape(-1, 1, n).expand(images, len(ratios), n)  # [B,R,N]
     for layer in range(layers - 1, -1, -1):
@@ -122,9 +127,10 @@ def rollouts(
             c = min(chunk, len(ratios) - lo)
             part = a
             if per_ratio is not None:  # a where a > the ratio's threshold, else 0: [B,1,N,N]
-                part = torch.stack([F.threshold(a[i, 0], per_ratio[layer][i][lo], 0.0) for i in range(images)])[:, None]
+                each = [F.threshold(a[i, 0], per_ratio[layer][i][lo], 0.0) for i in range(images)]
+                part = (each[0][None] if images == 1 else torch.stack(each))[:, None]  # no copy for one image
             elif discarding:  # the same for c ratios at once: [B,c,N,N]
-                part = torch.where(a > thresholds[layer, :, lo : lo + c, None, None].float(), a, a.new_zeros(()))
+                part = torch.where(a > thresholds[layer, :, lo : lo + c, None, None], a, a.new_zeros(()))
             if discarding:
                 part[..., columns] = a[..., columns]
             # v·Â = (v / rowsum) · (A + I): A + I is never materialised.
