@@ -198,7 +198,7 @@ def test_ratios_off_the_slider_are_exact_and_a_sweep_of_them_keeps_its_fused_hea
 
 
 def test_a_forward_too_large_to_hold_its_fused_heads_does_not_roll_and_its_rollouts_come_when_asked(monkeypatch):
-    """`ForwardFusions.fits`: past `HELD_BYTES` (a large input, ~1.6 GB of fused heads at 896 px) the forward
+    """`ForwardFusions.fits`: past `held_bytes` (a large input: on a CPU, 0.5 GB of fused heads at 672 px) the forward
     holds nothing more and a rollout is made when asked, the same as a rolled forward's."""
     from vitviz.analysis import ForwardFusions
 
@@ -207,7 +207,8 @@ def test_a_forward_too_large_to_hold_its_fused_heads_does_not_roll_and_its_rollo
     rolled = vitviz.analyze(model, image, roll=True)
     n, layers = rolled.num_tokens, model.num_layers
     assert len(rolled._rollouts) == 60 and ForwardFusions.fits(model, rolled.pixel_values)
-    monkeypatch.setattr(ForwardFusions, "HELD_BYTES", layers * n * n * 8 - 1)  # one byte short
+    assert ForwardFusions.held_bytes(model) == ForwardFusions.HELD_BYTES_CPU == 2**28
+    monkeypatch.setattr(ForwardFusions, "HELD_BYTES_CPU", layers * n * n * 8 - 1)  # one byte short
     assert not ForwardFusions.fits(model, rolled.pixel_values)
     lazy = vitviz.analyze(model, image, roll=True)
     assert not lazy._rollouts and not lazy._thresholds

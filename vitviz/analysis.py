@@ -467,7 +467,11 @@ class ForwardFusions:
     per fusion and image, 100 MB an image at 448 px for the three; a forward whose images would hold more than
     `HELD_BYTES` together does not roll (`fits`), and the micro-batcher makes no such batch (`most`)."""
 
-    HELD_BYTES = 2**30  # 10 images at 448 px (0.1 GB each); one at 672 px (0.5 GB), and not one at 896 px (1.6 GB)
+    # The most fused heads one forward holds (see `held_bytes`). A GPU: 1 GiB, 10 images at 448 px (0.1 GB each),
+    # one at 672 px (0.5 GB), not one at 896 px (1.6 GB). A CPU: 256 MiB, one image up to ~570 px, because there
+    # a roll's time grows faster than its memory: +0.3 s at 448 px, +4.2 s at 672 px (2.5 s for the forward
+    # alone, 3.1 s for one fusion's rollouts made when asked).
+    HELD_BYTES, HELD_BYTES_CPU = 2**30, 2**28
 
     def __init__(self) -> None:
         self.fused: dict[str, dict[int, torch.Tensor]] = {f: {} for f in maps.HEAD_FUSIONS}  # {layer: [B,N,N]}
@@ -476,10 +480,15 @@ class ForwardFusions:
     @classmethod
     def most(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> int:
         """How many images of `pixel_values`' size [B,3,h,w] one forward can roll: their fused heads (float32 for
-        the mean, float16 for max and min, every layer) within `HELD_BYTES`."""
+        the mean, float16 for max and min, every layer) within `held_bytes`."""
         (_, _, h, w), p = pixel_values.shape, model.patch_size
         n = model.n_prefix + (h // p) * (w // p)
-        return cls.HELD_BYTES // (model.num_layers * n * n * 8)
+        return cls.held_bytes(model) // (model.num_layers * n * n * 8)
+
+    @classmethod
+    def held_bytes(cls, model: VitModel) -> int:
+        """The most fused heads that a forward of `model` holds, on its device."""
+        return cls.HELD_BYTES_CPU if torch.device(model.device).type == "cpu" else cls.HELD_BYTES
 
     @classmethod
     def fits(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> bool:
