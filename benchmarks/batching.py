@@ -18,7 +18,7 @@ import functools
 import torch
 
 from vitviz import example, load_image, load_model
-from vitviz.analysis import capture_all, forward_for, model_input
+from vitviz.capture import capture_all, forward_for, model_input
 
 from .bench import median_ms
 

@@ -267,7 +267,7 @@ def bench_live(model: VitModel, frames: int = 20) -> None:
     """Server time of one live camera frame: a 640x480 frame analysed at the square live input, with the
     CLS attention, the rollout and the dense head drawn (target >= 5 frames a second on this CPU)."""
     from vitviz import views
-    from vitviz.analysis import analyze_frame
+    from vitviz.capture import analyze_frame
 
     rng = np.random.default_rng(1)
     shots = [rng.integers(0, 256, (480, 640, 3), dtype=np.uint8) for _ in range(4)]

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from vitviz import load_model, views
-from vitviz.analysis import analyze
 from vitviz.batching import Batcher
+from vitviz.capture import analyze
 
 from .bench import figures, mixed_moves, run_together
 

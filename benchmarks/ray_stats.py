@@ -20,7 +20,7 @@ import torch
 
 from tests.support.harness import photos
 from vitviz import load_model, ray_stats, stats
-from vitviz.analysis import model_input
+from vitviz.capture import model_input
 from vitviz.preprocess import load_image
 
 

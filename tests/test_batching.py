@@ -150,11 +150,11 @@ def test_the_server_batches_where_asked_and_only_on_a_gpu_by_default(tmp_path):
 def test_a_batch_that_rolls_holds_no_more_fused_heads_than_fit(monkeypatch):
     """Concurrent uploads that roll go in batches of as many images as `ForwardFusions.held_bytes` holds (here
     two), each rolled: never one batch too large to roll."""
-    from vitviz.analysis import ForwardFusions
+    from vitviz.capture import ForwardFusions, model_input
 
     model = FAMILIES["dinov2"]()
     images = [random_image(40, 40, seed=20 + i) for i in range(4)]
-    x = vitviz.analysis.model_input(model, images[0], 40)
+    x = model_input(model, images[0], 40)
     n = model.n_prefix + (x.shape[2] // model.patch_size) * (x.shape[3] // model.patch_size)
     monkeypatch.setattr(ForwardFusions, "HELD_BYTES_CPU", 2 * model.num_layers * n * n * 8)
     batcher = Batcher(window_s=5.0, max_batch=8)  # each batch closes at two, long before the window ends

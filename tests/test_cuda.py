@@ -10,7 +10,7 @@ from conftest import ASSETS, DEPTH_FAMILIES
 
 import vitviz
 from vitviz import attributions, maps, stats
-from vitviz.analysis import analyze_frame
+from vitviz.capture import analyze_frame
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 

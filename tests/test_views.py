@@ -196,7 +196,7 @@ def test_a_photo_enlarged_more_than_four_times_is_said_to_be(wide):
 def test_the_live_view_overlays_each_map_of_the_frame_it_analysed(embedded, coffee):
     """A camera frame's three overlays (attention, rollout, the dense head) each show that frame's own map: the
     overlay's difference from the bare frame follows the map, so a map of another frame would not fit."""
-    from vitviz.analysis import analyze_frame
+    from vitviz.capture import analyze_frame
 
     a = analyze_frame(embedded, coffee)
     maps = [a.attention_map(11, None, "readout"), a.rollout("mean"), a.dense_map()]

@@ -26,7 +26,7 @@ __version__ = "0.2.0"
 
 _WHERE = {
     "Analysis": "analysis",
-    "analyze": "analysis",
+    "analyze": "capture",
     "METHODS": "attributions",
     "Attribution": "attributions",
     "attribute": "attributions",

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .analysis import Analysis, capture
+from .analysis import Analysis
+from .capture import capture
 from .models import VitModel
 from .preprocess import ImageInput, input_size, load_image, prepare_input
 from .relevance import legrad, relevancy

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .analysis import Analysis, ForwardFusions, capture_all, forward_for, model_input
+from .analysis import Analysis
+from .capture import ForwardFusions, capture_all, forward_for, model_input
 from .models import VitModel
 from .preprocess import ImageInput, load_image
 

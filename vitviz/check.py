@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .analysis import analyze
+from .capture import analyze
 from .models import VitModel
 from .preprocess import ImageInput
 

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from . import maps
-from .analysis import Analysis, capture
+from .analysis import Analysis
+from .capture import capture
 from .families import IMAGENET_MEAN, IMAGENET_STD
 from .hub import pretrained_source, read_preprocessor
 from .models import VitModel, resolve_device, wrap

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from . import maps, plots, render
-from .analysis import model_input
+from .capture import model_input
 from .models import VitModel
 from .preprocess import load_image
 

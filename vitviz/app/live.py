@@ -9,7 +9,7 @@ import gradio as gr
 import numpy as np
 
 from .. import views
-from ..analysis import analyze_frame
+from ..capture import analyze_frame
 from ..render import large_labels
 from .pictures import picture
 from .session import MEAN_OF_HEADS_VALUE, Server, head_choices, user_errors

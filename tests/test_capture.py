@@ -1,0 +1,45 @@
+"""Running the forward an analysis is captured from: the rollouts that come with it (`ForwardFusions`), and its
+bounds. How they equal the reference chain on every family: `tests/test_maps.py -k forward_that_rolls`."""
+
+from __future__ import annotations
+
+import numpy as np
+from conftest import random_image, tiny_vit
+
+import vitviz
+from vitviz import maps
+from vitviz.capture import ForwardFusions
+
+
+def test_a_forward_too_large_to_hold_its_fused_heads_does_not_roll_and_its_rollouts_come_when_asked(monkeypatch):
+    """`ForwardFusions.fits`: past `held_bytes` (a large input: on a CPU, 0.5 GB of fused heads at 672 px) the forward
+    holds nothing more and a rollout is made when asked, the same as a rolled forward's."""
+    model = tiny_vit()
+    image = random_image(32, 32, seed=42)
+    rolled = vitviz.analyze(model, image, roll=True)
+    n, layers = rolled.num_tokens, model.num_layers
+    assert len(rolled._rollouts) == 60 and ForwardFusions.fits(model, rolled.pixel_values)
+    assert ForwardFusions.held_bytes(model) == ForwardFusions.HELD_BYTES_CPU == 2**28
+    monkeypatch.setattr(ForwardFusions, "HELD_BYTES_CPU", layers * n * n * 8 - 1)  # one byte short
+    assert not ForwardFusions.fits(model, rolled.pixel_values)
+    lazy = vitviz.analyze(model, image, roll=True)
+    assert not lazy._rollouts and not lazy._thresholds
+    np.testing.assert_array_equal(lazy.rollout("min", 0.3), rolled.rollout("min", 0.3))
+
+
+def test_a_roll_that_fails_is_logged_and_the_analysis_makes_its_rollouts_when_asked(monkeypatch, caplog):
+    """Rollouts are an optimisation of the forward: one that fails (a GPU out of memory) leaves the analysis
+    whole, and its rollouts are made when asked."""
+    model = tiny_vit()
+    image = random_image(32, 32, seed=43)
+    real = maps.rollouts
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(maps, "rollouts", out_of_memory)
+    a = vitviz.analyze(model, image, roll=True)
+    assert "the rollouts of a forward" in caplog.text and "out of memory" in caplog.text
+    monkeypatch.setattr(maps, "rollouts", real)
+    assert not a._rollouts
+    np.testing.assert_array_equal(a.rollout("max", 0.4), vitviz.analyze(model, image, roll=True).rollout("max", 0.4))

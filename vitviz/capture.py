@@ -1,0 +1,196 @@
+"""Running the forward that an analysis is captured from: the model's input for an image, one eager forward
+(alone, or a micro-batch's), each image's capture, and the rollouts made with the forward (`ForwardFusions`)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from . import maps
+from .analysis import Analysis
+from .models import VitModel
+from .preprocess import ImageInput, input_size, load_image, prepare_input
+
+log = logging.getLogger(__name__)
+
+
+def analyze(model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False) -> Analysis:
+    """Run one eager forward of `model` on `image` and capture everything.
+
+    longest: the input's longest side in pixels (default: the model's, 448 for DINOv2).
+    Fixed-size classifiers get their native square input unless `longest` is given, in
+    which case their position embeddings are interpolated. roll: make the rollout slider's rollouts of every
+    fusion from the forward's own weights (see `ForwardFusions`), as the app does for each new image.
+    """
+    rgb = load_image(image)
+    pixel_values = model_input(model, rgb, longest)
+    return capture_all(model, [(rgb, pixel_values)], *forward_for(model, pixel_values, roll))[0]
+
+
+def forward_for(model: VitModel, pixel_values: np.ndarray, roll: bool) -> tuple:
+    """(out, fusions): the forward of `pixel_values` [B,3,h,w] that an analysis is captured from, with
+    `ForwardFusions` where `roll` asks and the batch's fused heads fit (else None)."""
+    fusions = ForwardFusions() if roll and ForwardFusions.fits(model, pixel_values) else None
+    return model.forward(torch.as_tensor(pixel_values), attentions="none", each_layer=fusions), fusions
+
+
+def capture_all(model: VitModel, inputs: list[tuple[np.ndarray, np.ndarray]], out, fusions) -> list[Analysis]:
+    """Each image's analysis from `forward_for`'s (out, fusions), for its (RGB, input) `inputs` in batch order;
+    with the rollouts of its forward, where it ran with `fusions`."""
+    analyses = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(inputs)]
+    if fusions is not None:
+        fusions.roll(analyses)
+    return analyses
+
+
+class ForwardFusions:
+    """`VitModel.forward`'s `each_layer`: fuses each layer's heads each way (see `maps.fuse_heads`) as the forward
+    makes its weights, for every image of the batch, and counts their discard thresholds; `roll` then makes the
+    slider's rollouts of every fusion for the whole batch, so that an analysis' rollouts come with its forward
+    and no view recomputes attention for them. The weights are rounded to float16 first, as
+    `Analysis.layer_attention` rounds them: the rollouts are those that the analysis would make, to float
+    rounding. At 448 px on 2 CPU cores this adds ~0.1 s to the forward and ~0.2 s for the 60 rollouts; the
+    ~0.4 s of each fusion's first rollout (its attention recomputed) is never spent. Held until `roll`: [L,N,N]
+    per fusion and image, 100 MB an image at 448 px for the three; a forward whose images would hold more than
+    `HELD_BYTES` together does not roll (`fits`), and the micro-batcher makes no such batch (`most`)."""
+
+    # The most fused heads one forward holds (see `held_bytes`). A GPU: 1 GiB, 10 images at 448 px (0.1 GB each),
+    # one at 672 px (0.5 GB), not one at 896 px (1.6 GB). A CPU: 256 MiB, one image up to ~570 px, because there
+    # a roll's time grows faster than its memory: +0.3 s at 448 px, +4.2 s at 672 px (2.5 s for the forward
+    # alone, 3.1 s for one fusion's rollouts made when asked).
+    HELD_BYTES, HELD_BYTES_CPU = 2**30, 2**28
+
+    def __init__(self) -> None:
+        self.fused: dict[str, dict[int, torch.Tensor]] = {f: {} for f in maps.HEAD_FUSIONS}  # {layer: [B,N,N]}
+        self.thresholds: dict[str, dict[int, torch.Tensor]] = {f: {} for f in maps.HEAD_FUSIONS}  # {layer: [B,100]}
+
+    @classmethod
+    def most(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> int:
+        """How many images of `pixel_values`' size [B,3,h,w] one forward can roll: their fused heads (float32 for
+        the mean, float16 for max and min, every layer) within `held_bytes`."""
+        (_, _, h, w), p = pixel_values.shape, model.patch_size
+        n = model.n_prefix + (h // p) * (w // p)
+        return cls.held_bytes(model) // (model.num_layers * n * n * 8)
+
+    @classmethod
+    def held_bytes(cls, model: VitModel) -> int:
+        """The most fused heads that a forward of `model` holds, on its device."""
+        return cls.HELD_BYTES_CPU if torch.device(model.device).type == "cpu" else cls.HELD_BYTES
+
+    @classmethod
+    def fits(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> bool:
+        """Whether a forward of `pixel_values` [B,3,h,w] can roll all its images (see `most`)."""
+        return len(pixel_values) <= cls.most(model, pixel_values)
+
+    def __call__(self, layer: int, weights: torch.Tensor) -> None:
+        rounded = weights.detach().half()
+        for fusion in maps.HEAD_FUSIONS:
+            fused = self.fused[fusion][layer] = maps.fuse_heads(rounded, fusion)
+            self.thresholds[fusion][layer] = maps.discard_thresholds(fused, Analysis.PERCENTS)
+
+    def roll(self, analyses: list[Analysis]) -> None:
+        """Give each analysis (image i of the batch, in order) its thresholds and the slider's rollouts of every
+        fusion, made for the whole batch at once (on a GPU, a handful of kernels per layer), then let the fused
+        heads go. A model whose layers cannot be opened had no weights here, and a roll that fails (out of
+        memory) is logged: their rollouts are made when asked, as an analysis makes them without a roll."""
+        try:
+            self._roll(analyses)
+        except Exception:
+            log.exception("the rollouts of a forward")
+        finally:
+            self.fused = {f: {} for f in maps.HEAD_FUSIONS}
+
+    def _roll(self, analyses: list[Analysis]) -> None:
+        layers = range(analyses[0].num_layers)
+        if any(i not in self.fused[f] for f in maps.HEAD_FUSIONS for i in layers):
+            return
+        percents = list(Analysis.ROLLOUT_PERCENTS)
+        for fusion in maps.HEAD_FUSIONS:
+            thresholds = torch.stack([self.thresholds[fusion][i] for i in layers])  # [L,B,100]
+            starts = np.stack([a.readout_start(fusion) for a in analyses])
+            fused = [self.fused[fusion].pop(i) for i in layers]
+            keep = analyses[0].model.readout.tokens
+            chosen = thresholds.index_select(-1, maps.indices(tuple(percents), thresholds.device))
+            rolled = maps.rollouts(fused, [p / 100 for p in percents], chosen, starts, keep)
+            del fused
+            for a, thresholds_of, rows in zip(analyses, thresholds.unbind(1), rolled, strict=True):
+                a._thresholds[fusion] = thresholds_of.clone()
+                a._keep_rollouts(fusion, percents, rows)
+
+
+def model_input(model: VitModel, rgb: np.ndarray, longest: int | None = None) -> np.ndarray:
+    """[1,3,h,w] float32: the input `analyze` gives RGB uint8 `rgb` (see `analyze` for `longest`)."""
+    if longest is None and model.fixed_size:
+        size = (model.native_grid[0] * model.patch_size, model.native_grid[1] * model.patch_size)
+    else:
+        longest = longest or model.default_longest
+        if not model.patch_size <= longest <= 2048:
+            raise ValueError(f"input size must be between {model.patch_size} and 2048 pixels, got {longest}")
+        size = input_size(*rgb.shape[:2], model.patch_size, longest)
+    return prepare_input(rgb, size, model.patch_size, model.mean, model.std)
+
+
+LIVE_SIDE = 224  # a camera frame's input side: the embedded dense head's training size, 16x16 patches of 14
+
+
+def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
+    """A camera frame, for the live view: one forward at a square input, the model's native one for
+    classifiers and LIVE_SIDE for the others. The embedded dense head reads the same forward's tokens,
+    since it was trained on exactly this input (the whole frame resized to 224x224)."""
+    rgb = load_image(frame)
+    p = model.patch_size
+    side = model.native_grid[0] * p if model.fixed_size else LIVE_SIDE // p * p
+    pixel_values = prepare_input(rgb, (side, side), p, model.mean, model.std)
+    out = model.forward(torch.from_numpy(pixel_values), attentions="none")
+    a = capture(model, rgb, pixel_values, out)
+    if model.dense_head is not None:
+        with model.lock, torch.inference_mode():
+            dense = model.dense_map(out.hidden_states[-1], a.grid, (side, side))
+        a.__dict__["_dense_map"] = dense[0, 0].float().cpu().numpy()  # fills the cached property
+    return a
+
+
+def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out, index: int = 0) -> Analysis:
+    """Keep what one forward `out` (with hidden states, and attentions where `model`'s layers cannot be opened to
+    recompute them) says about image `index` of its batch, whose RGB is `rgb` and input `pixel_values` [1,3,h,w]."""
+    with torch.inference_mode():
+        tokens = model.final_norm(out.hidden_states[-1][index])
+    logits, norms, pool = getattr(out, "logits", None), out.get("update_norms"), out.get("pool_attention")
+    attentions = out.get("attentions")  # per layer [B,H,N,N], from transformers
+    return Analysis(
+        model=model,
+        image=rgb,
+        pixel_values=pixel_values,
+        kept_attentions=None if attentions is None else _stack(_one(attentions, index), torch.float16),
+        hidden_states=_stack(_one(out.hidden_states, index), torch.float32),
+        tokens=tokens.float().cpu().numpy(),
+        logits=None if logits is None else logits[index].float().cpu().numpy().copy(),  # not views of the batch's
+        update_norms=None if norms is None else norms[index].copy(),
+        pool_attention=None if pool is None else pool[index].copy(),
+    )
+
+
+def _one(layers: tuple[torch.Tensor, ...], index: int) -> tuple[torch.Tensor, ...]:
+    """Per-layer [B,...] tensors -> image `index`'s [1,...] of each."""
+    return tuple(t[index : index + 1] for t in layers)
+
+
+def _stack(tensors: tuple[torch.Tensor, ...] | torch.Tensor, dtype: torch.dtype) -> np.ndarray:
+    """Per-layer [1,...] tensors -> one `dtype` array [L,...]; a tensor [L,...] (`VitModel.forward`'s
+    attentions) is already stacked, on its device. From a GPU the array is page-locked (pinned) memory: on an
+    H100 machine a copy of 448 px attention (151 MB) into pageable memory took 87 ms, into pinned memory 2.8 ms,
+    and PyTorch's host allocator reuses the pinned blocks that evicted analyses give back."""
+    stacked = isinstance(tensors, torch.Tensor)
+    if not stacked and tensors[0].is_cuda:  # one conversion and one copy, not one of each per layer
+        tensors, stacked = torch.stack([t[0] for t in tensors]).to(dtype), True
+    first = tensors if stacked else tensors[0]
+    shape = tuple(tensors.shape) if stacked else (len(tensors), *first.shape[1:])
+    out = torch.empty(shape, dtype=dtype, pin_memory=first.is_cuda)
+    if stacked:
+        out.copy_(tensors)
+    else:
+        for i, t in enumerate(tensors):
+            out[i].copy_(t[0])
+    return out.numpy()
