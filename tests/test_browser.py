@@ -417,7 +417,8 @@ def test_the_lesson_walks_every_step_and_a_link_opens_one(page, tmp_path):
     try:
         linked.goto(page.url.split("?")[0] + "?step=3")
         linked.locator("#lesson-title").get_by_text(f"Step 3 of {len(STEPS)}").wait_for(timeout=60_000)
-        assert linked.locator("#lesson-picture img").first.is_visible()
+        # the title comes before the picture's file: wait for it to show (it raises if it never does)
+        linked.locator("#lesson-picture img").first.wait_for(state="visible", timeout=30_000)
         assert "most local head" in linked.locator("#lesson-text").inner_text()
         linked.wait_for_function(  # the step is on screen, its picture whole, without scrolling
             """() => document.getElementById('lesson-title').getBoundingClientRect().top < 300 &&
