@@ -41,8 +41,7 @@ def user(model, photo: np.ndarray, batcher: Batcher | None, moves: int, think: t
     device = torch.device(model.device)
     try:
         start = time.perf_counter()
-        a = (batcher.analyze if batcher else analyze)(model, photo, 448, roll=True)  # as the server's forward
-        a.dense_map()
+        a = (batcher.analyze if batcher else analyze)(model, photo, 448, roll=True, dense=True)  # as the server's
         with draws:
             views.attention_view(a, model.num_layers - 1, None, "readout")
         synchronize(device)

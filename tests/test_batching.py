@@ -65,14 +65,42 @@ def photos(size: tuple[int, int], count: int) -> list[np.ndarray]:
     return [cv2.resize(p, size, interpolation=cv2.INTER_AREA) for p in bundled + made][:count]
 
 
-def test_eight_concurrent_uploads_of_one_size_go_as_one_batch_and_each_equals_its_solo_analysis(embedded):
+def test_eight_concurrent_uploads_of_one_size_go_as_one_batch_and_each_equals_its_solo_analysis(embedded, monkeypatch):
+    """As the app asks (rolled, with the dense head's maps): the eight share one forward, and one more of the
+    dense head for their maps, each of which is the map of its own image alone."""
     images = photos((300, 200), 8)
     batcher = Batcher(window_s=5.0, max_batch=8)  # the eighth image closes the batch long before the window ends
-    results = together(batcher, [(embedded, image, 224, True) for image in images])
-    assert list(batcher.sizes) == [8]
+    forwards, forward = [], embedded.forward
+    monkeypatch.setattr(embedded, "forward", lambda x, *args, **kw: forwards.append(len(x)) or forward(x, *args, **kw))
+    results = together(batcher, [(embedded, image, 224, True, True) for image in images])
+    assert list(batcher.sizes) == [8] and forwards == [8, 8]  # the batch's, then its dense maps'
+    monkeypatch.undo()
     for image, batched in zip(images, results, strict=True):
         assert isinstance(batched, vitviz.Analysis), batched
         assert_same_analysis(batched, vitviz.analyze(embedded, image, longest=224), rolled=True)
+        made = batched.__dict__["_dense_map"]  # made with the batch, before any view asked
+        assert made.shape == batched.pixel_values.shape[2:]
+        np.testing.assert_allclose(made, embedded.dense_map_of(image, made.shape), atol=1e-4)
+
+
+def test_a_dense_head_that_fails_leaves_each_analysis_whole_and_its_view_says_why(embedded, monkeypatch, caplog):
+    def broken(images, size):
+        raise RuntimeError("CUDA out of memory")
+
+    images = photos((300, 200), 2)
+    monkeypatch.setattr(embedded, "dense_maps_of", broken)
+    results = together(Batcher(window_s=5.0, max_batch=2), [(embedded, image, 224, True, True) for image in images])
+    assert "the dense head's maps" in caplog.text
+    for image, batched in zip(images, results, strict=True):
+        assert isinstance(batched, vitviz.Analysis), batched
+        assert set(batched._rollouts) and "_dense_map" not in batched.__dict__  # rolled, and no map yet
+        with pytest.raises(RuntimeError, match="CUDA out of memory"):  # asked again, where a view needs it
+            batched.dense_map()
+        monkeypatch.undo()
+        np.testing.assert_allclose(
+            batched.dense_map(), embedded.dense_map_of(image, batched.pixel_values.shape[2:]), atol=1e-6
+        )
+        monkeypatch.setattr(embedded, "dense_maps_of", broken)
 
 
 def test_mixed_sizes_batch_by_size_and_each_equals_its_solo_analysis():

@@ -569,15 +569,15 @@ def test_a_new_images_forward_yields_the_cpu_to_redraws_and_brings_its_dense_map
 
 
 def test_a_dense_head_that_fails_is_logged_and_the_analysis_still_comes(server, tmp_path, monkeypatch, caplog):
-    from vitviz.analysis import Analysis
+    from vitviz.models import VitModel
 
-    def broken(self):
+    def broken(self, images, size):
         raise RuntimeError("the dense head broke")
 
-    monkeypatch.setattr(Analysis, "dense_map", broken)
+    monkeypatch.setattr(VitModel, "dense_maps_of", broken)
     a = server.get_analysis(photo(tmp_path, "a.png", 19), "tiny", "224", None)
-    assert a.num_layers == server.models["tiny"].num_layers
-    assert [r.getMessage() for r in caplog.records if r.exc_info] == ["the dense head's map"]
+    assert a.num_layers == server.models["tiny"].num_layers and "_dense_map" not in vars(a)
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == ["the dense head's maps"]
 
 
 def test_a_request_without_a_session_is_the_local_session():

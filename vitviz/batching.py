@@ -24,6 +24,7 @@ class _Batch:
     """Images waiting to go through one forward: (RGB, input [1,3,h,w]) each, then their analyses."""
 
     roll: bool
+    dense: bool
     inputs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     full: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
@@ -45,17 +46,20 @@ class Batcher:
         self._open: dict[tuple, _Batch] = {}
         self._lock = threading.Lock()
 
-    def analyze(self, model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False) -> Analysis:
-        """What `vitviz.analyze(model, image, longest, roll)` returns, from a forward that it may share."""
+    def analyze(
+        self, model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False, dense: bool = False
+    ) -> Analysis:
+        """What `vitviz.analyze(model, image, longest, roll, dense)` returns, from a forward that it may share (and
+        where `dense` asks, a dense-head forward that it shares too)."""
         rgb = load_image(image)
         x = model_input(model, rgb, longest)  # a bad image or size fails here, alone, before joining
-        key = (id(model), x.shape, roll)
+        key = (id(model), x.shape, roll, dense)
         most = min(self.max_batch, max(1, ForwardFusions.most(model, x))) if roll else self.max_batch
         with self._lock:
             batch = self._open.get(key)
             leader = batch is None
             if leader:
-                batch = self._open[key] = _Batch(roll)
+                batch = self._open[key] = _Batch(roll, dense)
             slot = len(batch.inputs)
             batch.inputs.append((rgb, x))
             if len(batch.inputs) >= most:  # full; a batch that rolls, as many as can hold their fused heads
@@ -74,14 +78,15 @@ class Batcher:
         batch.full.set()
 
     def _run(self, model: VitModel, key: tuple, batch: _Batch) -> None:
-        """The batch's forward, under the model's lock; its analyses are captured and rolled after it, so that
-        the next batch's forward need not wait for them."""
+        """The batch's forward, under the model's lock; its analyses are captured and rolled after it (and their
+        dense maps made by one forward of them all, which takes the lock again), so that the next batch's forward
+        need not wait for them."""
         try:
             with model.lock:  # a forward under way ends first; who arrives meanwhile still joins
                 with self._lock:
                     self._close(key, batch)
                 out, fusions = forward_for(model, np.concatenate([x for _, x in batch.inputs]), batch.roll)
-            batch.results = capture_all(model, batch.inputs, out, fusions)
+            batch.results = capture_all(model, batch.inputs, out, fusions, batch.dense)
             self.sizes.append(len(batch.inputs))
         except BaseException as exc:  # every image of the batch gets the error
             batch.error = exc

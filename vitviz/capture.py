@@ -16,17 +16,20 @@ from .preprocess import ImageInput, input_size, load_image, prepare_input
 log = logging.getLogger(__name__)
 
 
-def analyze(model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False) -> Analysis:
+def analyze(
+    model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False, dense: bool = False
+) -> Analysis:
     """Run one eager forward of `model` on `image` and capture everything.
 
     longest: the input's longest side in pixels (default: the model's, 448 for DINOv2).
     Fixed-size classifiers get their native square input unless `longest` is given, in
     which case their position embeddings are interpolated. roll: make the rollout slider's rollouts of every
-    fusion from the forward's own weights (see `ForwardFusions`), as the app does for each new image.
+    fusion from the forward's own weights (see `ForwardFusions`), as the app does for each new image. dense: make
+    the dense head's map now (`Analysis.dense_map`), as the app does, rather than when first asked.
     """
     rgb = load_image(image)
     pixel_values = model_input(model, rgb, longest)
-    return capture_all(model, [(rgb, pixel_values)], *forward_for(model, pixel_values, roll))[0]
+    return capture_all(model, [(rgb, pixel_values)], *forward_for(model, pixel_values, roll), dense)[0]
 
 
 def forward_for(model: VitModel, pixel_values: np.ndarray, roll: bool) -> tuple:
@@ -36,12 +39,23 @@ def forward_for(model: VitModel, pixel_values: np.ndarray, roll: bool) -> tuple:
     return model.forward(torch.as_tensor(pixel_values), attentions="none", each_layer=fusions), fusions
 
 
-def capture_all(model: VitModel, inputs: list[tuple[np.ndarray, np.ndarray]], out, fusions) -> list[Analysis]:
-    """Each image's analysis from `forward_for`'s (out, fusions), for its (RGB, input) `inputs` in batch order;
-    with the rollouts of its forward, where it ran with `fusions`."""
+def capture_all(
+    model: VitModel, inputs: list[tuple[np.ndarray, np.ndarray]], out, fusions, dense: bool = False
+) -> list[Analysis]:
+    """Each image's analysis from `forward_for`'s (out, fusions), for its (RGB, input) `inputs` in batch order
+    (all of one input size); with the rollouts of its forward, where it ran with `fusions`; and where `dense`
+    asks, with the dense head's maps, made by one more forward of them all. A dense head that fails is logged:
+    the analyses are whole without its maps, and the view that asks for one says why it has none."""
     analyses = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(inputs)]
     if fusions is not None:
         fusions.roll(analyses)
+    if dense:
+        try:
+            made = model.dense_maps_of([rgb for rgb, _ in inputs], tuple(inputs[0][1].shape[2:]))
+            for a, dense_map in zip(analyses, made or [None] * len(analyses), strict=True):  # None: no dense head
+                a.__dict__["_dense_map"] = dense_map  # fills the cached property
+        except Exception:
+            log.exception("the dense head's maps")
     return analyses
 
 

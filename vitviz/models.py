@@ -282,17 +282,23 @@ class VitModel:
         the whole image resized, as that pipeline does; its output is resized to `size`.
         None for models without a dense head.
         """
+        made = self.dense_maps_of([image], size)
+        return None if made is None else made[0]
+
+    def dense_maps_of(self, images: Sequence[np.ndarray], size: tuple[int, int]) -> list[np.ndarray] | None:
+        """`dense_map_of` for each of `images`, through one forward of them all (a micro-batch's uploads: on a
+        GPU one batched forward costs about what one image's does). None for models without a dense head."""
         if self.dense_head is None:
             return None
         from .embedded import HOME_SIZE
         from .preprocess import prepare_input
 
-        home = prepare_input(image, (HOME_SIZE, HOME_SIZE), self.patch_size, self.mean, self.std)
-        out = self.forward(torch.from_numpy(home), attentions="none")
+        home = [prepare_input(i, (HOME_SIZE, HOME_SIZE), self.patch_size, self.mean, self.std) for i in images]
+        out = self.forward(torch.from_numpy(np.concatenate(home)), attentions="none")
         g = HOME_SIZE // self.patch_size
         with self.lock, torch.inference_mode():
             sal = self.dense_map(out.hidden_states[-1], (g, g), size)
-        return sal[0, 0].float().cpu().numpy()
+        return [m.copy() for m in sal[:, 0].float().cpu().numpy()]  # not views that keep the whole batch's
 
     def to(self, device: str | torch.device) -> VitModel:
         self.device = torch.device(device)
