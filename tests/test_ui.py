@@ -281,6 +281,36 @@ def test_a_display_setting_recolours_the_attribution_without_running_it_again(mo
     assert attributions.recolour(server, None, other, "viridis", 0.6, "log", False) == (gr.skip(),) * 3
 
 
+def test_no_event_sets_off_a_request_that_sets_off_the_others_again():
+    """Gradio's browser client, when an `always_last` listener whose request was running is done, fires its whole
+    event again: every listener on it, not that one alone. Two such listeners on one event then set each other
+    off without end (13 requests a second from a phone, whose large labels changed as the views drew). So an
+    event that a browser fires (a State's change is fired per listener) has one listener with a request where
+    any is `always_last`; the display settings have one step in the browser, and each view follows it."""
+    from collections import defaultdict
+
+    from vitviz.app.layout import build
+    from vitviz.app.session import Server
+
+    config = build(Server(device="cpu"), "dinov2-small").get_config_file()
+    kinds = {c["id"]: c["type"] for c in config["components"]}
+    listeners = defaultdict(list)
+    for d in config["dependencies"]:
+        for target, event in d["targets"]:
+            if target is not None and kinds.get(target) != "state":  # 0: the page (load)
+                listeners[(target, event)].append(d)
+    for (target, event), deps in listeners.items():
+        requests = [d for d in deps if d["backend_fn"]]
+        if any(d["trigger_mode"] == "always_last" for d in requests):
+            assert len(requests) == 1, f"{kinds.get(target)} {target} {event}: {[d['api_name'] for d in requests]}"
+    labels = {c["props"].get("label"): c["id"] for c in config["components"]}
+    settings = [labels[n] for n in ("Colormap", "Opacity", "Colour scale of every map", "Large labels")]
+    (step,) = {d["id"] for s in settings for d in listeners[(s, "change")]}  # one step, no request
+    followers = [d for d in config["dependencies"] if d["trigger_after"] == step]
+    assert not config["dependencies"][step]["backend_fn"] and len(followers) >= 12
+    assert all(d["backend_fn"] and d["trigger_mode"] == "always_last" for d in followers)
+
+
 def test_readme_api_example_runs(client):
     """The README's gradio_client block, as written, against the running app; its answers are checked."""
     from app_server import ROOT

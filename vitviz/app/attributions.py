@@ -335,8 +335,7 @@ def build(ctx: Context) -> None:
     # A display setting recolours the kept result; so does the end of a run, for settings changed during it.
     recolouring = dict(api_visibility="private", show_progress="minimal", **slots("draw"))
     inputs = [kept, ctx.key, ctx.cmap, ctx.alpha, ctx.scale, ctx.large]
-    gr.on([c.change for c in (ctx.cmap, ctx.alpha, ctx.scale, ctx.large)], bind(recolour), inputs, [shown, roll, rel],
-          trigger_mode="always_last", **recolouring)  # fmt: skip
+    ctx.on_display(bind(recolour), inputs, [shown, roll, rel], **recolouring)
     running.success(drop_stale, [kept, ctx.key], results, api_visibility="private", queue=False).success(
         bind(recolour), inputs, [shown, roll, rel], **recolouring
     )

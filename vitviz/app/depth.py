@@ -165,17 +165,17 @@ def build(ctx: Context) -> None:
                 )
             attention = picture(label="Encoder attention of the CLS token", height=480)
             files = gr.File(label="Download the depth: .npy (float32) and 16-bit PNG")
+    fitted = model.change(ctx.server.bind(fit_controls), [model, layer, head], [layer, head], api_visibility="private")
     ctx.view(
         tab,
         draw,
         [ctx.image, model, ctx.cmap, ctx.alpha, layer, head],
         [note, original, overlay, cloud, stages, table, attention, files],
-        [button.click, model.change],
+        [button.click, fitted],  # a new depth model: its layer and head fitted first, then the draw
         api_name="depth",
         concurrency_id="heavy",
         progress="full",
     )
-    model.change(ctx.server.bind(fit_controls), [model, layer, head], [layer, head], api_visibility="private")
     gr.on(
         [layer.change, head.change],
         ctx.server.bind(draw_attention),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
+from gradio.events import Dependency
 from gradio_client import handle_file
 
 from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, tabs, views
@@ -83,11 +84,28 @@ class Context:
     shown: gr.State = field(default_factory=lambda: gr.State("tokens"))  # the id of the selected tab
     tabs: gr.Tabs | None = None  # the views' tab bar, for views that select a tab (a lesson's deep link)
     depth_model: str | None = None
+    _display: Dependency | None = None
 
     @property
     def where(self) -> list:
         """The inputs that name an analysis: image, model and input size."""
         return [self.image, self.model_name, self.size]
+
+    def on_display(self, fn: Callable, inputs: Sequence, outputs: Sequence, **kwargs) -> None:
+        """Run fn when a display setting changes (colormap, opacity, colour scale, large labels), as its own
+        request, the newest change last (`always_last`).
+
+        Each setting's change runs one step in the browser, and each listener follows it with `.then`: no
+        listener is on the settings' own events. Gradio's browser client (6.31), when a listener that waits for
+        its running request (`always_last`) is done, fires the whole event again, not that listener alone: with
+        ten views on one event each finished view set the others off again, endlessly (13 requests a second
+        from a phone, which sets the large labels as a view draws)."""
+        if self._display is None:
+            settings = (self.cmap, self.alpha, self.scale, self.large)
+            self._display = gr.on(
+                [c.change for c in settings], None, js="() => []", queue=False, api_visibility="private"
+            )
+        self._display.then(fn, inputs, outputs, trigger_mode="always_last", **kwargs)
 
     def mirror_preview(self, image: gr.Image) -> None:
         """Show the user's image in another place too, copied in the browser (no request)."""
@@ -110,10 +128,11 @@ class Context:
         `server` parameter gets the server. Every draw runs in the projector mode's labels (`large_labels`) when it
         is on: its endpoint takes `large_text` last.
 
-        `triggers` (its own controls' events) redraw it at once, as the endpoint `api_name`. A new analysis or a display
-        setting redraws it if its tab is shown; otherwise selecting the tab draws it. Nothing is
-        drawn twice for the same inputs. prepare: (fn, inputs, outputs) run on a new analysis before
-        the view redraws, to fit its controls (layer range, heads, the query patch) to it.
+        `triggers` (its own controls' events) redraw it at once, as the endpoint `api_name`; a listener among them
+        (a `Dependency`) redraws it when it is done, so that no event fires two requests (see `on_display`). A new
+        analysis or a display setting redraws it if its tab is shown; otherwise selecting the tab draws it. Nothing
+        is drawn twice for the same inputs. prepare: (fn, inputs, outputs) run on a new analysis before the view
+        redraws, to fit its controls (layer range, heads, the query patch) to it.
         """
         with tab:  # what the wiring adds belongs to the tab, not between the tabs
             drawn = gr.State(None)
@@ -165,35 +184,25 @@ class Context:
         _as_taking(render, ["key", *names])
         _as_taking(refresh, ["shown", "key", "last", *names])
         _as_taking(selected, ["key", "last", *names])
-        if triggers or api_name:  # a view without controls gets its endpoint through a button nobody sees
-            gr.on(
-                list(triggers) or [hidden.click],
-                render,
-                [self.key, *inputs],
-                [*outputs, drawn],
-                api_name=api_name,
-                api_visibility="public" if api_name else "private",
-                trigger_mode="always_last",
-                show_progress=progress,
-                **slots(concurrency_id),
-            )
+        after = [t for t in triggers if isinstance(t, Dependency)]  # listeners the view's draw follows
+        events = [t for t in triggers if not isinstance(t, Dependency)]
+        drawing = dict(trigger_mode="always_last", show_progress=progress, **slots(concurrency_id))
+        if events or api_name:  # a view without controls gets its endpoint through a button nobody sees
+            visibility = "public" if api_name else "private"
+            gr.on(events or [hidden.click], render, [self.key, *inputs], [*outputs, drawn], api_name=api_name,
+                  api_visibility=visibility, **drawing)  # fmt: skip
+        for listener in after:
+            listener.then(render, [self.key, *inputs], [*outputs, drawn], api_visibility="private", **drawing)
         refresh_in = [self.shown, self.key, drawn, *inputs]
         if prepare is not None:  # fit the view's controls to the new analysis first
             fn, prepare_in, prepare_out = prepare
             self.key.change(fn, prepare_in, prepare_out, api_visibility="private").then(
                 refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress
             )
-        gr.on(
-            [c.change for c in (self.cmap, self.alpha, self.scale, self.large)]
-            + ([] if prepare else [self.key.change]),
-            refresh,
-            refresh_in,
-            [*outputs, drawn],
-            api_visibility="private",
-            trigger_mode="always_last",
-            show_progress=progress,
-            **slots(concurrency_id),
-        )
+        refreshing = dict(api_visibility="private", show_progress=progress, **slots(concurrency_id))
+        self.on_display(refresh, refresh_in, [*outputs, drawn], **refreshing)
+        if prepare is None:
+            self.key.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
         tab.select(lambda: tab.id, None, self.shown, api_visibility="private", queue=False)
         tab.select(
             selected,
@@ -317,7 +326,7 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
         "hide, so the tabs come up",
         elem_id="large-text",
     )
-    labels = gr.Checkbox(False, visible=False, label="Large labels")  # the views' large_text: set in the browser
+    labels = gr.Checkbox(False, visible="hidden", label="Large labels")  # the views' large_text: set in the browser
     large.change(None, large, labels, js=LARGE_TEXT_JS, api_visibility="private", queue=False)
     demo.load(None, None, labels, js=f"() => {PHONE}", api_visibility="private", queue=False)
     status = gr.Markdown(elem_id="status", label="Model and input")
