@@ -78,8 +78,8 @@ def test_scan_margins_keep_the_picture_whole_and_the_strip_shows_the_sequence():
     strip = render.token_strip(image, grid, [("CLS", True), ("register 1", False)], 640)
     cell = 66  # 8 cells of at most 66 px: CLS, reg1, p0..p3, "...", p11
     x0 = 4 + 2 * (cell + 6)  # the third cell: patch 0
-    p0 = strip[24 + 4 : 24 + cell - 20, x0 + 4 : x0 + cell - 4].reshape(-1, 3).mean(0)
-    expected = cv2.resize(image[:40, :40], (cell, cell), interpolation=cv2.INTER_AREA)[4:-20, 4:-4].reshape(-1, 3)
+    p0 = strip[24 + 4 : 24 + cell - 24, x0 + 4 : x0 + cell - 4].reshape(-1, 3).mean(0)  # above its name's band
+    expected = cv2.resize(image[:40, :40], (cell, cell), interpolation=cv2.INTER_AREA)[4:-24, 4:-4].reshape(-1, 3)
     np.testing.assert_allclose(p0, expected.mean(0), atol=2)
 
     def red_text(strip: np.ndarray) -> int:  # the "no pos" line under the cells
@@ -456,13 +456,29 @@ def test_the_token_strip_names_each_token_and_colours_the_prefix():
         return width_of(img, 0, 0, 200, 40)
 
     np.testing.assert_array_equal(strip[24 + 2, 4 + 2], (255, 170, 60))  # a prefix token's cell
+
+    def white(s: str) -> int:  # the width of the white strokes, on black
+        img = np.zeros((40, 200, 3), np.uint8)
+        render.text(img, s, (4, 25), 0.5, (255, 255, 255))
+        return ink(img, 0, 0, 200, 40, (255, 255, 255), tol=10)[2] - ink(img, 0, 0, 200, 40, (255, 255, 255), 10)[0]
+
     for k, (label, number) in enumerate([("CLS", "#0"), ("reg0", "#1"), ("p0", "#2"), ("p1", "#3")]):
         x = 4 + k * (cell + 6)
-        outline = ink(strip, x + 1, 24 + cell - 24, x + cell - 1, 24 + cell - 1)  # the black edge of the label
-        assert outline is not None and abs(outline[2] - outline[0] + 1 - inked(label, 3)) <= 3, label
+        name = ink(strip, x + 1, 24 + cell - 24, x + cell - 1, 24 + cell - 1, (255, 255, 255), tol=10)
+        assert name is not None and abs(name[2] - name[0] - white(label)) <= 2, label
         assert abs(width_of(strip, x, 24 + cell + 4, x + cell + 6, 24 + cell + 26) - inked(number)) <= 2, number
     last = 4 + 7 * (cell + 6)  # the last patch, p5, at position #7
     assert abs(width_of(strip, last, 24 + cell + 4, last + cell + 6, 24 + cell + 26) - inked("#7")) <= 2
+
+
+def test_a_pale_patchs_name_reads_white_on_dark():
+    """On a white patch the name's white strokes stand on dark ground: the cell's lowest rows, around the
+    strokes, are at most a third as bright as the patch."""
+    strip = render.token_strip(np.full((40, 60, 3), 250, np.uint8), (2, 3), [("CLS", True)], 640)
+    cell, x = 66, 4 + 66 + 6  # the first patch, p0
+    below = strip[24 + cell - 23 : 24 + cell - 1, x + 1 : x + cell - 1].astype(int).sum(axis=-1) // 3
+    assert np.median(below) <= 250 // 3 and below.max() >= 250  # dark ground, white strokes
+    assert strip[24 + 4, x + 4].min() == 250  # the patch above the name as it is
 
 
 def hershey(img: np.ndarray, s: str, org: tuple[int, int], scale: float, colour=(0, 0, 0), thickness: int = 1):
@@ -482,7 +498,8 @@ def hershey(img: np.ndarray, s: str, org: tuple[int, int], scale: float, colour=
 def test_the_token_strip_is_laid_out_to_the_pixel(width, patches_shown, cell, title):
     """Every cell, outline and label where the layout puts it: cells `cell` px square with 6 px gaps from
     (4, 24); the prefix tokens (orange), the first patches, "...", then the last patch (its pixels area-
-    resized); in each cell its name, white on a black outline, 3 px from the left and 6 px above the bottom;
+    resized); in each cell its name, white on a black outline, 3 px from the left and 6 px above the bottom, on
+    the cell's lowest 23 rows darkened to 80/256;
     below it "#position" at +20 px and "+ pos" (green) or "no pos" (red) at +44 px. A title wider than the strip
     wraps into lines 22 px apart, and the cells move down as much."""
     rng = np.random.default_rng(5)
@@ -512,6 +529,8 @@ def test_the_token_strip_is_laid_out_to_the_pixel(width, patches_shown, cell, ti
             )
         )
         cv2.rectangle(expected, (x, y), (x + cell - 1, y + cell - 1), (0, 0, 0), 1)
+        band = expected[y + cell - 24 : y + cell - 1, x + 1 : x + cell - 1]  # under the name: 80/256 as bright
+        band[:] = band.astype(int) * 80 // 256
         hershey(expected, name, (x + 3, y + cell - 6), 0.5, thickness=3)
         hershey(expected, name, (x + 3, y + cell - 6), 0.5, (255, 255, 255))
         hershey(expected, f"#{position}", (x + 3, y + cell + 20), 0.5)

@@ -167,8 +167,9 @@ def vector_strips(groups: list[tuple[str, list[np.ndarray], list[str]]], title: 
         layout[f"yaxis{axis}"] = dict(domain=[max(0.0, top - share), min(1.0, top)], autorange="reversed")
         top -= share + gap
     layout["xaxis"] = dict(title=dict(text="component (0 … d−1)"), anchor=f"y{len(groups) if len(groups) > 1 else ''}")
-    return go.Figure(data=data, layout=dict(title=dict(text=title), margin=dict(l=10, r=10, t=50, b=10),
-                                            height=140 + 34 * total, font=FONT, **layout))  # fmt: skip
+    return go.Figure(data=data, layout=dict(title=dict(text=title), margin=dict(l=10, r=10, t=90, b=10),
+                                            height=180 + 34 * total, font=FONT, **layout))  # fmt: skip
+    # t=90: room for the Plot's own label (two lines on a projector) above the title
 
 
 def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[float, float]], layer: int):
@@ -179,14 +180,15 @@ def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[
     colours = ["#d62728" if h == head else "#7f7f7f" for h in range(len(shares))]
     data = [dict(type="bar", x=[f"h{h}" for h in range(len(shares))], y=shares, marker=dict(color=colours),
                  showlegend=False, hovertemplate="%{x}: %{y:.1%}<extra></extra>", xaxis="x", yaxis="y")]  # fmt: skip
+    ticks = [n.replace(" ", "<br>", 1) for n in names]  # two short lines each: side by side even on a phone
     for i, who in enumerate(("this token", "mean over tokens")):
-        data.append(dict(type="bar", x=names, y=[updates[n][i] for n in names], name=who, xaxis="x2", yaxis="y2",
+        data.append(dict(type="bar", x=ticks, y=[updates[n][i] for n in names], name=who, xaxis="x2", yaxis="y2",
                          hovertemplate="%{x}: %{y:.2f}<extra>" + who + "</extra>"))  # fmt: skip
     titles = [("Each head's share", 0.2), (f"Layer {layer}: sizes ‖·‖", 0.77)]
     layout = dict(
         xaxis=dict(domain=[0, 0.4], tickangle=0),
         yaxis=dict(tickformat=".0%"),
-        xaxis2=dict(domain=[0.52, 1], tickangle=-20),  # its three names stay apart on a projector
+        xaxis2=dict(domain=[0.52, 1], tickangle=0),
         yaxis2=dict(anchor="x2"),
         annotations=[
             dict(text=t, x=x, y=1.02, xref="paper", yref="paper", showarrow=False, yanchor="bottom", xanchor="center")
@@ -294,8 +296,9 @@ def sanity_correlation(randomised: np.ndarray, correlation: np.ndarray, name: st
     return fig
 
 
-def map_grid(maps: np.ndarray, titles: list[str], cols: int = 4, shared: bool = True, side: int = 64) -> go.Figure:
+def map_grid(maps: np.ndarray, titles: list[str], cols: int = 3, shared: bool = True, side: int = 64) -> go.Figure:
     """Small maps side by side, each with its title: maps [K,h,w] (resized to at most `side` cells a side).
+    Three a row: on a phone four titles of 16 px ran into each other, and the maps shrank to 50 px.
     shared: one colour scale for all (maps of one quantity); else each scaled to its own min-max (maps compared
     by their order, such as a sanity check's)."""
     import cv2
@@ -317,7 +320,7 @@ def map_grid(maps: np.ndarray, titles: list[str], cols: int = 4, shared: bool = 
                         col=i % cols + 1, hovertemplate=f"{titles[i]}<br>%{{z:.3g}}<extra></extra>")  # fmt: skip
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
-    fig.update_layout(height=190 * rows + 90, margin=dict(l=10, r=10, t=90, b=10), font=FONT)
+    fig.update_layout(height=170 * rows + 90, margin=dict(l=10, r=10, t=90, b=10), font=FONT)
     if not shared:
         fig.update_traces(colorbar=dict(title="each map<br>0 to 1"), selector=dict(showscale=True))
     fig.update_annotations(font_size=16)

@@ -342,6 +342,9 @@ def scan_margins(image: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
     return out
 
 
+LABEL_DIM = 80  # a token cell's name sits on its picture darkened to 80/256: white on white was unreadable
+
+
 def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str, bool]], width: int) -> np.ndarray:
     """The token sequence as the transformer reads it, `width` wide: the prefix tokens, then the first
     patches, "...", the last patch, each with its sequence position above and "+ pos" below where a
@@ -382,6 +385,8 @@ def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str
             )
             label, has_pos = f"p{i}", True
         cv2.rectangle(out, (x, y), (x + cell - 1, y + cell - 1), BLACK, 1)
+        band = out[y + cell - tall - 10 : y + cell - 1, x + 1 : x + cell - 1]  # dimmed: a pale patch's name reads
+        band[:] = (band.astype(np.uint16) * LABEL_DIM // 256).astype(np.uint8)
         text(out, label, (x + 3, y + cell - 6), 0.5, thickness=3)  # white on a black outline
         text(out, label, (x + 3, y + cell - 6), 0.5, (255, 255, 255))
         text(out, f"#{position}", (x + 3, y + cell + tall + 6), 0.5)

@@ -212,7 +212,7 @@ def check_sanity(server: Server, image, model_name, size, method_label, target, 
         s = sanity.sanity_check(model, image, method, progress=report, **settings, **options)
     steps = zip(s.randomised, s.correlation, strict=True)
     titles = ["the model" if k == 0 else f"{k} random<br>ρ {rho:.2f}" for k, rho in steps]
-    maps = plots.map_grid(s.maps, titles, cols=5, shared=False)
+    maps = plots.map_grid(s.maps, titles, shared=False)
     figure = plots.sanity_correlation(s.randomised, s.correlation, METHODS[method])
     return figure, maps, f"**{METHODS[method]}.** {s.sentence()} {s.seconds:.0f} s."
 
