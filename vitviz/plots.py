@@ -167,9 +167,11 @@ def vector_strips(groups: list[tuple[str, list[np.ndarray], list[str]]], title: 
         layout[f"yaxis{axis}"] = dict(domain=[max(0.0, top - share), min(1.0, top)], autorange="reversed")
         top -= share + gap
     layout["xaxis"] = dict(title=dict(text="component (0 … d−1)"), anchor=f"y{len(groups) if len(groups) > 1 else ''}")
-    return go.Figure(data=data, layout=dict(title=dict(text=title), margin=dict(l=10, r=10, t=90, b=10),
+    # the title just above the strips, under the Plot's own label (two lines on a projector), which sits on the
+    # top margin where Plotly puts a title by default
+    title = dict(text=title, y=1, yref="paper", yanchor="bottom", pad=dict(b=6))
+    return go.Figure(data=data, layout=dict(title=title, margin=dict(l=10, r=10, t=90, b=10),
                                             height=180 + 34 * total, font=FONT, **layout))  # fmt: skip
-    # t=90: room for the Plot's own label (two lines on a projector) above the title
 
 
 def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[float, float]], layer: int):
@@ -180,15 +182,14 @@ def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[
     colours = ["#d62728" if h == head else "#7f7f7f" for h in range(len(shares))]
     data = [dict(type="bar", x=[f"h{h}" for h in range(len(shares))], y=shares, marker=dict(color=colours),
                  showlegend=False, hovertemplate="%{x}: %{y:.1%}<extra></extra>", xaxis="x", yaxis="y")]  # fmt: skip
-    ticks = [n.replace(" ", "<br>", 1) for n in names]  # two short lines each: side by side even on a phone
     for i, who in enumerate(("this token", "mean over tokens")):
-        data.append(dict(type="bar", x=ticks, y=[updates[n][i] for n in names], name=who, xaxis="x2", yaxis="y2",
+        data.append(dict(type="bar", x=names, y=[updates[n][i] for n in names], name=who, xaxis="x2", yaxis="y2",
                          hovertemplate="%{x}: %{y:.2f}<extra>" + who + "</extra>"))  # fmt: skip
-    titles = [("Each head's share", 0.2), (f"Layer {layer}: sizes ‖·‖", 0.77)]
+    titles = [("Each head's share", 0.185), (f"Layer {layer}: sizes ‖·‖", 0.735)]
     layout = dict(
-        xaxis=dict(domain=[0, 0.4], tickangle=0),
+        xaxis=dict(domain=[0, 0.37], tickangle=0),
         yaxis=dict(tickformat=".0%"),
-        xaxis2=dict(domain=[0.52, 1], tickangle=0),
+        xaxis2=dict(domain=[0.47, 1], tickangle=0),  # its three names side by side, on a phone too
         yaxis2=dict(anchor="x2"),
         annotations=[
             dict(text=t, x=x, y=1.02, xref="paper", yref="paper", showarrow=False, yanchor="bottom", xanchor="center")
@@ -320,8 +321,10 @@ def map_grid(maps: np.ndarray, titles: list[str], cols: int = 3, shared: bool = 
                         col=i % cols + 1, hovertemplate=f"{titles[i]}<br>%{{z:.3g}}<extra></extra>")  # fmt: skip
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
-    fig.update_layout(height=170 * rows + 90, margin=dict(l=10, r=10, t=90, b=10), font=FONT)
-    if not shared:
-        fig.update_traces(colorbar=dict(title="each map<br>0 to 1"), selector=dict(showscale=True))
+    # the colour scale under the maps, across: beside them it took a phone's width from the maps
+    bar = dict(orientation="h", y=-60 / (170 * rows), yanchor="top", thickness=14, len=0.9,
+               title=dict(text="each map, 0 to 1" if not shared else "", side="top"))  # fmt: skip
+    fig.update_traces(colorbar=bar, selector=dict(showscale=True))
+    fig.update_layout(height=170 * rows + 200, margin=dict(l=10, r=10, t=90, b=110), font=FONT)
     fig.update_annotations(font_size=16)
     return fig

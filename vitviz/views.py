@@ -327,7 +327,7 @@ def inside_views(
         f"q, k, v of head {head} (d = {d.head_width})",
     )
     updates = {
-        "residual<br>‖x‖": (float(u.residual[d.query]), float(u.residual.mean())),
+        "‖x‖": (float(u.residual[d.query]), float(u.residual.mean())),  # the residual stream, narrow as a phone needs
         "attention<br>update": (float(u.attention[d.query]), float(u.attention.mean())),
         "MLP<br>update": (float(u.mlp[d.query]), float(u.mlp.mean())),
     }
