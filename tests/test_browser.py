@@ -203,6 +203,19 @@ OVERLAPS = """() => {
   for (const l of labels) for (const p of pictures) {
     if (hit(l.getBoundingClientRect(), p.getBoundingClientRect())) out.push(l.innerText + ' on ' + p.src.slice(-40));
   }
+  // a chart's title and captions stay clear of the labels, and an axis' names of each other
+  const drawn = e => e.getBoundingClientRect().width > 0;  // SVG has no offsetParent: a hidden tab's is 0 wide
+  const texts = [...document.querySelectorAll('.js-plotly-plot .gtitle, .js-plotly-plot .annotation-text')];
+  for (const l of labels) for (const t of texts.filter(drawn)) {
+    if (hit(l.getBoundingClientRect(), t.getBoundingClientRect())) out.push(l.innerText + ' on ' + t.textContent);
+  }
+  for (const axis of document.querySelectorAll('.js-plotly-plot .xaxislayer-above')) {
+    const ticks = [...axis.querySelectorAll('g[class$="tick"] text')].filter(drawn)  // .xtick, .x2tick, ...
+      .map(t => [t.textContent, t.getBoundingClientRect()]);
+    for (let i = 1; i < ticks.length; i++) {
+      if (hit(ticks[i - 1][1], ticks[i][1])) out.push(ticks[i - 1][0] + ' on ' + ticks[i][0]);
+    }
+  }
   return out;
 }"""
 
@@ -211,7 +224,8 @@ OVERLAPS = """() => {
 def test_projector_and_phone_show_every_tab_and_no_label_on_a_picture(page, tmp_path, width, height):
     """At a 1024x768 projector every tab is in the bar (none behind '...') and nothing scrolls sideways; on a
     phone the upload, the examples and the main picture are there, and the tabs on the first screen (the
-    settings come after the views). No label box covers any picture."""
+    settings come after the views). No label box covers any picture or a chart's title, and no axis' names
+    run into each other."""
     small = page.context.browser.new_page(viewport={"width": width, "height": height})
     try:
         small.goto(page.url)

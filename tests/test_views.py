@@ -441,7 +441,7 @@ def test_inside_a_head_draws_its_scores_shifted_to_zero_its_weights_and_values_a
     assert strips.layout.title.text.startswith(f"q, k, v of head 2 (d = {d.q.size})")
     q = d.query
     assert np.allclose(bars.data[0].y, d.head_shares) and list(bars.data[0].marker.color).index("#d62728") == 2
-    assert list(bars.data[1].x) == ["‖x‖", "attention<br>update", "MLP<br>update"]
+    assert list(bars.data[1].x) == ["‖x‖", "attention", "MLP"]
     assert np.allclose(bars.data[1].y, [u.residual[q], u.attention[q], u.mlp[q]])
     assert np.allclose(bars.data[2].y, [u.residual.mean(), u.attention.mean(), u.mlp.mean()])
     assert "Layer 1: sizes" in bars.to_json() and note == sentences.inside_note(wide, d, u)

@@ -327,9 +327,10 @@ def inside_views(
         f"q, k, v of head {head} (d = {d.head_width})",
     )
     updates = {
-        "‖x‖": (float(u.residual[d.query]), float(u.residual.mean())),  # the residual stream, narrow as a phone needs
-        "attention<br>update": (float(u.attention[d.query]), float(u.attention.mean())),
-        "MLP<br>update": (float(u.mlp[d.query]), float(u.mlp.mean())),
+        # the residual stream and the layer's two updates (the sentence names them), short: a phone gives each 50 px
+        "‖x‖": (float(u.residual[d.query]), float(u.residual.mean())),
+        "attention": (float(u.attention[d.query]), float(u.attention.mean())),
+        "MLP": (float(u.mlp[d.query]), float(u.mlp.mean())),
     }
     bars = plots.head_and_layer_bars(d.head_shares, head, updates, layer)
     return scores, weights, values, strips, bars, inside_note(a, d, u)
