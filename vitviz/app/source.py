@@ -98,8 +98,8 @@ class Context:
         Each setting's change runs one step in the browser, and each listener follows it with `.then`: no
         listener is on the settings' own events. Gradio's browser client (6.31), when a listener that waits for
         its running request (`always_last`) is done, fires the whole event again, not that listener alone: with
-        ten views on one event each finished view set the others off again, endlessly (13 requests a second
-        from a phone, which sets the large labels as a view draws)."""
+        fourteen listeners on the settings' events, each one that finished set the others off again, endlessly
+        (13 requests a second and more from a phone, which sets the large labels as its first views draw)."""
         if self._display is None:
             settings = (self.cmap, self.alpha, self.scale, self.large)
             self._display = gr.on(
@@ -326,7 +326,7 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
         "hide, so the tabs come up",
         elem_id="large-text",
     )
-    labels = gr.Checkbox(False, visible="hidden", label="Large labels")  # the views' large_text: set in the browser
+    labels = gr.Checkbox(False, visible=False, label="Large labels")  # the views' large_text: set in the browser
     large.change(None, large, labels, js=LARGE_TEXT_JS, api_visibility="private", queue=False)
     demo.load(None, None, labels, js=f"() => {PHONE}", api_visibility="private", queue=False)
     status = gr.Markdown(elem_id="status", label="Model and input")
