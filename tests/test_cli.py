@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import os
@@ -16,7 +17,7 @@ import pytest
 from conftest import ASSETS
 
 import vitviz
-from vitviz import stats
+from vitviz import cli, stats
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,9 +64,13 @@ def test_analyze_writes_every_map_and_skips_a_bad_file_by_name(embedded, mixed, 
     np.testing.assert_allclose(arrays["rollout"], a.rollout("mean"), rtol=1e-5)
     assert tuple(arrays["grid"]) == a.grid and arrays["pixel_values"].shape == a.pixel_values.shape
     summary = json.loads((out / "chelsea" / "summary.json").read_text())
-    assert summary["grid"] == [21, 32] and summary["input_size"] == [448, 294] and summary["prefix_tokens"] == ["CLS"]
+    assert [summary[k] for k in ("grid_rows", "grid_cols", "input_width", "input_height")] == [21, 32, 448, 294]
+    assert summary["prefix_tokens"] == ["CLS"]
     np.testing.assert_allclose(summary["mean_attention_distance_px"], a.mean_attention_distance, atol=1e-3)
     np.testing.assert_allclose(summary["attention_entropy_nats"], a.attention_entropy, atol=1e-4)
+    raw = sum(arrays[k].nbytes for k in arrays.files) / 1e6  # said before it is written, on stderr
+    assert f"chelsea/arrays.npz: {raw:.0f} MB before compression (the attention of 2 layers, 673 tokens)" in run.stderr
+    assert "loading dinov2-small: 100%" in run.stderr and "chelsea.jpg: forward" in run.stderr
     sheet = cv2.imread(str(out / "chelsea" / "attention_layer11.png"))
     assert sheet.shape[1] > 3 * 280  # heads 0 and 3 and their mean, side by side
 
@@ -75,6 +80,23 @@ def test_analyze_names_a_bad_layer():
     assert run.returncode == 2 and "--layers [12] out of range: this model has 12 layers" in run.stderr
 
 
+HEAVY = ("torch", "transformers", "gradio", "cv2")
+CHELSEA = str(ASSETS / "chelsea.jpg")
+
+
+def usage(args: list[str], cwd: Path) -> tuple[int, str, list[str], float]:
+    """`vitviz ARGS` in a fresh interpreter: (exit code, stderr, the heavy modules it imported, seconds in main)."""
+    code = (
+        "import sys, time, vitviz.cli\nstart = time.perf_counter()\n"
+        f"try:\n    rc = vitviz.cli.main({args!r})\nexcept SystemExit as exc:\n    rc = exc.code\n"
+        f"print(rc, time.perf_counter() - start, sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=env, check=True)
+    rc, seconds, heavy = run.stdout.strip().splitlines()[-1].split(" ", 2)
+    return int(rc), run.stderr, ast.literal_eval(heavy), float(seconds)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -82,19 +104,115 @@ def test_analyze_names_a_bad_layer():
         (["stats", "nothing-here-*.jpg", "--out", "unused"], "nothing-here-*.jpg: no such file"),
         (["stats", ".", "--shard", "3/2", "--out", "unused"], "--shard must be i/n with 0 <= i < n, got '3/2'"),
         (["stats", ".", "--shard", "x", "--out", "unused"], "--shard must be i/n"),
-        (["stats", "--merge", "missing.csv", "--out", "unused"], "--merge: "),
-        (["analyze", "x.jpg", "--out", "o", "--model", "./no/such/folder"], "no such folder: no/such/folder"),
-        (["analyze", "x.jpg", "--out", "o", "--model", "not-a-model"], "unknown model 'not-a-model'"),
-        (["analyze", "x.jpg", "--out", "o", "--heads", "one"], "--heads must be 'all' or numbers"),
-        (["analyze", "x.jpg", "--out", "o", "--bogus"], "unrecognized arguments: --bogus"),
-        (["faithfulness", ".", "--methods", "lime"], "--methods: unknown lime"),
-        (["faithfulness", ".", "--replacement", "noise"], "--replacement must be one of blur, mean, black"),
+        (["stats", ".", "--batch", "0", "--out", "unused"], "argument --batch: must be a whole number of at least 1"),
+        (["stats", ".", "--workers", "2", "--out", "unused"], "--workers goes with --ray"),
+        (["stats", "--merge", "missing.csv", "--out", "unused"], "--merge: no such file: missing.csv"),
+        (["analyze", "x.jpg", "--out", "o"], "analyze: no such file: x.jpg"),
+        (["analyze", CHELSEA, "--out", "o", "--model", "./no/such/folder"], "--model ./no/such/folder: no such folder"),
+        (["analyze", CHELSEA, "--out", "o", "--model", "not-a-model"], "unknown model 'not-a-model'"),
+        (["analyze", CHELSEA, "--out", "o", "--heads", "one"], "--heads must be 'all' or numbers"),
+        (["analyze", CHELSEA, "--out", "o", "--layers", "1-3"], "--layers must be 'all' or numbers"),
+        (["analyze", CHELSEA, "--out", "o", "--size", "-5"], "argument --size: must be a whole number"),
+        (["analyze", CHELSEA, "--out", "o", "--bogus"], "unrecognized arguments: --bogus"),
+        (["check", "not-a-model"], "MODEL not-a-model: unknown model"),
+        (["check", "./no/such/folder"], "MODEL ./no/such/folder: no such folder"),
+        (["check", "owner/model", "--image", "missing.jpg"], "--image: no such file: missing.jpg"),
+        (["faithfulness", "nothing-here"], "nothing-here: no such file"),
+        (["faithfulness", ".", "--steps", "0"], "argument --steps: must be a whole number"),
+        (["faithfulness", ".", "--model", "./no/such/folder"], "--model ./no/such/folder: no such folder"),
+        (["serve", "--port", "x"], "argument --port: invalid int value"),
+        (["serve", "--model", "./no/such/folder"], "--model ./no/such/folder: no such folder"),
+        (["serve", "--depth-model", "./no/such/folder"], "--depth-model ./no/such/folder: no such folder"),
     ],
 )
-def test_every_usage_error_exits_2_with_a_message_and_no_traceback(args, message, tmp_path):
+def test_every_usage_error_exits_2_at_once_with_a_message(args, message, tmp_path):
+    """Before torch, transformers, gradio or OpenCV is imported, let alone a model loaded."""
+    (tmp_path / "photo.jpg").write_bytes((ASSETS / "coffee.jpg").read_bytes())  # "." holds an image
+    rc, stderr, heavy, seconds = usage(args, tmp_path)
+    assert rc == 2 and message in stderr and "Traceback" not in stderr, stderr
+    assert heavy == [] and seconds < 1.0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["faithfulness", CHELSEA, "--methods", "lime"], "--methods: unknown lime"),
+        (["faithfulness", CHELSEA, "--replacement", "noise"], "--replacement must be one of blur, mean, black"),
+    ],
+)
+def test_a_method_or_replacement_unknown_exits_2_before_the_model_loads(args, message, tmp_path):
+    """The method names live beside torch (vitviz.METHODS), so these take an import, but no model."""
     run = vitviz_cli(*args, cwd=tmp_path)
-    assert run.returncode == 2, (run.returncode, run.stderr)
-    assert message in run.stderr and "Traceback" not in run.stderr
+    assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr
+    assert "loading" not in run.stderr
+
+
+def test_check_names_its_model_argument_offline(tmp_path):
+    """`vitviz check HUB_ID` takes the model as MODEL: its message names that, not another command's --model."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    run = subprocess.run([sys.executable, "-m", "vitviz", "check", "vitviz-tests/no-such-model"], capture_output=True,
+                         text=True, cwd=tmp_path, env=env)  # fmt: skip
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "MODEL vitviz-tests/no-such-model: cannot download vitviz-tests/no-such-model: no network" in run.stderr
+    assert "--model" not in run.stderr and "give a local folder" in run.stderr
+
+
+def test_the_embedded_models_name_is_the_librarys():
+    assert cli.DEFAULT_MODEL == vitviz.DEFAULT_MODEL
+    assert set(cli.ASKED_BY_NAME) <= set(vitviz.METHODS)
+
+
+def test_faithfulness_runs_occlusion_only_when_asked_by_name():
+    from vitviz.deletion import MAPS
+
+    every = [*vitviz.METHODS, *MAPS]
+    assert cli.faithfulness_methods(None) == [m for m in every if m != "occlusion"]
+    assert cli.faithfulness_methods("all") == every
+    assert cli.faithfulness_methods("occlusion,rollout") == ["occlusion", "rollout"]
+
+
+def test_serve_says_it_is_loading_before_it_loads(tmp_path):
+    """The first line comes before gradio or the model is imported: the 40 s of loading are not silent."""
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "vitviz", "serve", "--port", "0"], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, cwd=tmp_path, env=env)  # fmt: skip
+    try:
+        line = proc.stderr.readline()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    assert line.startswith("vitviz: loading dinov2-small, then serving on http://127.0.0.1:0/")
+
+
+def test_check_shows_its_progress_and_an_unreadable_image_is_a_failure_at_run_time(tmp_path, capsys):
+    """rc 1, not 2: the arguments were right, the file was not an image."""
+    from conftest import tiny_vit
+
+    tiny_vit().net.save_pretrained(tmp_path / "vit", safe_serialization=True)
+    argv = ["check", str(tmp_path / "vit"), "--device", "cpu", "--size", "48"]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"loading {tmp_path / 'vit'}: 100%" in err and "check coffee.jpg: vitviz against transformers: 100%" in err
+    (tmp_path / "notes.jpg").write_text("not an image")
+    assert cli.main([*argv, "--image", str(tmp_path / "notes.jpg")]) == 1
+    assert "notes.jpg: notes.jpg is not an image" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_analyze_without_arrays_writes_the_pictures_and_a_summary_with_named_axes(embedded, tmp_path, monkeypatch,
+                                                                                   capsys):  # fmt: skip
+    monkeypatch.setattr(vitviz, "load_model", lambda name, device: embedded)
+    argv = ["analyze", CHELSEA, "--out", str(tmp_path), "--layers", "11", "--heads", "0", "--no-arrays"]
+    assert cli.main(argv) == 0
+    files = sorted(p.name for p in (tmp_path / "chelsea").iterdir())
+    assert files == ["attention_layer11.png", "dense.png", "pca.png", "rollout.png", "summary.json", "tokens.png"]
+    summary = json.loads((tmp_path / "chelsea" / "summary.json").read_text())
+    assert (summary["input_width"], summary["input_height"]) == (448, 294)
+    assert (summary["grid_rows"], summary["grid_cols"]) == (21, 32) and "grid" not in summary
+    out, err = capsys.readouterr()
+    assert "chelsea.jpg: pictures" in err and "1/1" in err and "arrays.npz" not in err + out
+    assert out.strip().endswith("(5 pictures)")
 
 
 @pytest.mark.slow
@@ -103,7 +221,9 @@ def test_faithfulness_table_equals_the_python_api_and_names_a_bad_file(embedded,
 
     run = vitviz_cli("faithfulness", str(mixed / "chelsea.jpg"), str(mixed / "notes.jpg"), "--methods",
                      "saliency,rollout", "--steps", "4", "--random", "2")  # fmt: skip
-    assert run.returncode == 1 and "notes.jpg" in run.stderr and "Traceback" not in run.stderr
+    assert run.returncode == 1 and run.stderr.count("skipped") == 1 and "notes.jpg" in run.stderr
+    assert "saliency chelsea.jpg" in run.stderr and "rollout chelsea.jpg" in run.stderr and "4/4" in run.stderr
+    assert "Traceback" not in run.stderr
     rows = {line.split()[0]: line.split()[1:] for line in run.stdout.splitlines()[2:4]}
     assert set(rows) == {"saliency", "rollout"}
     for method, row in rows.items():
@@ -111,7 +231,7 @@ def test_faithfulness_table_equals_the_python_api_and_names_a_bad_file(embedded,
         expected = [f.deletion_auc, f.insertion_auc, f.random_auc]
         np.testing.assert_allclose([float(v) for v in row[:3]], expected, atol=1e-4)
         assert row[3] == f"{int(f.verdict == 'faithful')}/1"
-    assert "1 image; target: the dense head's mean output over the whole image" in run.stdout
+    assert "1 image; target: the dense head's " in run.stdout  # its words: attributions.describe's
 
 
 def test_stats_on_a_folder_without_a_readable_image_names_each_file(tmp_path):

@@ -1,9 +1,10 @@
 """The `vitviz` command (also `python -m vitviz`): serve the app, export an image's maps, or measure
-attention distance and entropy over a dataset. Heavy modules are imported inside the commands, so that
-`vitviz --help` answers at once.
+attention distance and entropy over a dataset. Every command checks its arguments before it imports torch or
+loads a model, so that a usage error answers at once; long work shows a progress bar on stderr.
 
-Exit codes: 0 done; 1 some inputs, or all of them, were skipped (each named on stderr with the reason);
-2 a usage error (a bad option, missing inputs, a model that cannot be had).
+Exit codes: 0 done; 1 a failure at run time: an input that could not be read (each named on stderr with the
+reason), or a check that found a mismatch; 2 a usage error (a bad option, a missing input file, a model that
+cannot be had).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 from pathlib import Path
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
+DEFAULT_MODEL = "dinov2-small"  # vitviz.DEFAULT_MODEL, named here so that checking arguments imports no torch
+ASKED_BY_NAME = ("occlusion",)  # one forward per patch: minutes a map on a CPU, so faithfulness runs it when named
 
 
 class UsageError(Exception):
@@ -23,17 +26,28 @@ class UsageError(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["serve"]:  # the app keeps its own options (python app.py takes the same)
-        from .app import main as serve
-
-        serve(argv[1:], prog="vitviz serve")
-        return 0
-    args = parser().parse_args(argv)  # argparse itself exits with 2 on a bad option
     try:
+        if argv[:1] == ["serve"]:  # the app keeps its own options (python app.py takes the same)
+            return run_serve(argv[1:])
+        args = parser().parse_args(argv)  # argparse itself exits with 2 on a bad option
         return args.run(args)
     except UsageError as exc:
         print(f"vitviz: {exc}", file=sys.stderr)
         return 2
+
+
+def run_serve(argv: list[str]) -> int:
+    """Check the app's options and model names, say at once that the model is loading, then serve."""
+    from .app import main as serve
+    from .app import parse_args
+
+    args = parse_args(argv, prog="vitviz serve")
+    _check_model(args.model, "--model")
+    if args.depth_model is not None:
+        _check_model(args.depth_model, "--depth-model")
+    print(f"vitviz: loading {args.model}, then serving on http://{args.host}:{args.port}/ …", file=sys.stderr)
+    serve(argv, prog="vitviz serve")
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,119 +65,211 @@ def parser() -> argparse.ArgumentParser:
     _model_options(analyze)
     analyze.add_argument("--layers", default="all", help="layers for the attention sheets: all, or e.g. 0,5,11")
     analyze.add_argument("--heads", default="all", help="heads tiled in each sheet: all, or e.g. 0,3")
+    analyze.add_argument("--no-arrays", action="store_true",
+                         help="leave out arrays.npz (the chosen layers' attention: tens of MB an image)")  # fmt: skip
     analyze.set_defaults(run=run_analyze)
 
     stats = sub.add_parser("stats", help="mean attention distance and entropy per layer and head over many images")
     stats.add_argument("inputs", nargs="*", help="folders, image files or glob patterns (quote them)")
     stats.add_argument("--out", type=Path, required=True, help="folder for stats.csv, stats.html and stats.png")
     _model_options(stats)
-    stats.add_argument("--batch", type=int, default=4, help="images per forward pass (same input size; default 4)")
+    stats.add_argument("--batch", type=_positive, default=4, help="images per forward pass (same size; default 4)")
     stats.add_argument("--shard", default="0/1", help="i/n: take every n-th file from the i-th (0-based)")
     stats.add_argument("--merge", nargs="+", type=Path, help="merge the stats.csv of shards instead")
     stats.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                        help='schedule it on Ray Data: a local Ray, or the cluster at ADDRESS ("auto" for this '
                             'machine\'s); needs pip install "vitviz[ray]"')  # fmt: skip
-    stats.add_argument("--workers", type=int, help="with --ray: model replicas (default: one per GPU, else 2)")
+    stats.add_argument("--workers", type=_positive, help="with --ray: model replicas (default: one per GPU, else 2)")
     stats.set_defaults(run=run_stats)
 
     check = sub.add_parser("check", help="compare vitviz's capture of a model with transformers' own outputs")
-    check.add_argument("model", help="hub id, local folder or catalogue name")
+    check.add_argument("model", metavar="MODEL", help="hub id, local folder or catalogue name")
     check.add_argument("--image", type=Path, default=None, help="the photo to compare on (default: a bundled one)")
-    check.add_argument("--size", type=int, default=None, help="input's longest side in pixels (default: the model's)")
-    check.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    check.set_defaults(run=run_check)
+    _input_options(check)
+    check.set_defaults(run=run_check, model_argument="MODEL")
 
     faith = sub.add_parser("faithfulness", help="how faithful each attribution map is, over many images")
     faith.add_argument("inputs", nargs="+", help="folders, image files or glob patterns (quote them)")
     _model_options(faith)
-    faith.add_argument("--methods", default="all", help="all, or e.g. integrated_gradients,rollout")
-    faith.add_argument("--steps", type=int, default=10, help="points on each curve, less one (10: every 10 %%)")
+    faith.add_argument("--methods", default=None,
+                       help=f"e.g. integrated_gradients,rollout, or all (default: every method but "
+                            f"{', '.join(ASKED_BY_NAME)}, which take minutes a map)")  # fmt: skip
+    faith.add_argument("--steps", type=_positive, default=10, help="points on each curve, less one (10: every 10 %%)")
     faith.add_argument("--replacement", default="blur", help="what a hidden patch shows: blur, mean or black")
-    faith.add_argument("--random", type=int, default=5, help="random orders for the baseline band (default 5)")
+    faith.add_argument("--random", type=_positive, default=5, help="random orders for the baseline band (default 5)")
     faith.set_defaults(run=run_faithfulness)
     return top
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="dinov2-small", help="catalogue name, hub id or local folder")
-    p.add_argument("--size", type=int, default=None, help="input's longest side in pixels (default: the model's)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="catalogue name, hub id or local folder")
+    p.set_defaults(model_argument="--model")
+    _input_options(p)
+
+
+def _input_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size", type=_positive, default=None, help="input's longest side in pixels (default: the model's)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
 
 
-def _indices(text: str, count: int, what: str) -> list[int]:
-    """'all' or '0,5,11' -> indices in [0, count)."""
-    if text == "all":
-        return list(range(count))
+def _positive(text: str) -> int:
+    """argparse's type for counts and sizes: a whole number of at least 1."""
     try:
-        chosen = [int(t) for t in text.split(",")]
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _indices(text: str, what: str) -> list[int] | None:
+    """'all' -> None, '0,5,11' -> [0, 5, 11]: the syntax, checked before the model loads."""
+    if text == "all":
+        return None
+    try:
+        return [int(t) for t in text.split(",")]
     except ValueError:
         raise UsageError(f"--{what} must be 'all' or numbers like 0,5,11, got {text!r}") from None
+
+
+def _within(chosen: list[int] | None, count: int, what: str) -> list[int]:
+    """The chosen indices (all of them for None), each in [0, count): the model's own count, once it is loaded."""
+    if chosen is None:
+        return list(range(count))
     bad = [i for i in chosen if not 0 <= i < count]
     if bad:
         raise UsageError(f"--{what} {bad} out of range: this model has {count} {what} (0 to {count - 1})")
     return chosen
 
 
-def _load(args: argparse.Namespace):
-    """The model the command names; a model that cannot be had is a usage error, not a traceback."""
-    from . import ModelUnavailableError, load_model
+def _check_model(name: str, argument: str) -> None:
+    """A model name that cannot name a model, or a folder without weights, refused before anything heavy loads."""
+    from .hub import ModelUnavailableError, model_folder
 
-    try:
-        return load_model(args.model, device=args.device)
-    except (ValueError, ModelUnavailableError, OSError) as exc:
-        raise UsageError(f"--model {args.model}: {exc}") from None
+    if name != DEFAULT_MODEL:
+        try:
+            model_folder(name)
+        except (ValueError, ModelUnavailableError) as exc:
+            raise UsageError(f"{argument} {name}: {exc}") from None
+
+
+def _existing(paths: list[Path], what: str) -> None:
+    """Every file named must be there: a missing one is a usage error, found before the model loads."""
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise UsageError(f"{what}: no such file: {', '.join(missing)}")
+
+
+def _bar(total: float, desc: str, unit: str):
+    """A progress bar on stderr: what runs, how far it is, for how long."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)
+
+
+def _say(line: str, file=None) -> None:
+    """A line printed above the progress bars (on stdout by default), which tqdm draws again under it."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=file or sys.stdout)
+
+
+def _load(args: argparse.Namespace):
+    """The model the command names, under a progress bar; a model that cannot be had is a usage error, named
+    as the user gave it (--model, or check's MODEL)."""
+    with _bar(1, f"loading {args.model}", "model") as bar:
+        from . import ModelUnavailableError, load_model
+
+        try:
+            model = load_model(args.model, device=args.device)
+        except (ValueError, ModelUnavailableError, OSError) as exc:
+            bar.leave = False
+            raise UsageError(f"{args.model_argument} {args.model}: {exc}") from None
+        bar.update()
+    return model
 
 
 def _skip(path: Path | str, exc: Exception) -> None:
-    print(f"vitviz: skipped {path}: {exc}", file=sys.stderr)
+    _say(f"vitviz: skipped {path}: {exc}", sys.stderr)
 
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Per image, in OUT/<name>/: tokens.png, attention_layerNN.png (the chosen heads and their mean,
-    CLS query), rollout.png, pca.png, dense.png (models with a dense head), arrays.npz, summary.json."""
+    CLS query), rollout.png, pca.png, dense.png (models with a dense head), arrays.npz (unless --no-arrays),
+    summary.json."""
+    _existing(args.images, "analyze")
+    layers, heads = _indices(args.layers, "layers"), _indices(args.heads, "heads")
+    _check_model(args.model, args.model_argument)
+    model = _load(args)
+    layers, heads = _within(layers, model.num_layers, "layers"), _within(heads, model.num_heads, "heads")
+    from . import analyze
+
+    skipped = 0
+    used: set[str] = set()
+    with _bar(len(args.images), "analyze", "image") as bar:
+        for path in args.images:
+            bar.set_description(f"{path.name}: forward")
+            try:
+                a = analyze(model, path, longest=args.size)
+            except (OSError, ValueError) as exc:
+                _skip(path, exc)
+                skipped += 1
+                bar.update()
+                continue
+            name = path.stem
+            while name in used:  # two photo.jpg from different folders
+                name += "-2"
+            used.add(name)
+            out = args.out / name
+            out.mkdir(parents=True, exist_ok=True)
+            bar.set_description(f"{path.name}: pictures")
+            written = _write_pictures(a, layers, heads, out)
+            if not args.no_arrays:
+                bar.set_description(f"{path.name}: arrays")
+                written += _write_arrays(a, layers, out)
+            _say(f"{path} -> {out}/ ({written})")
+            bar.update()
+    return 1 if skipped else 0
+
+
+def _write_pictures(a, layers: list[int], heads: list[int], out: Path) -> str:
+    """The maps as PNG files and summary.json in `out`; what was written, in words."""
     import cv2
     import numpy as np
 
-    from . import analyze, views
+    from . import views
     from .notebook import show
 
-    model = _load(args)
-    layers = _indices(args.layers, model.num_layers, "layers")
-    heads = _indices(args.heads, model.num_heads, "heads")
-    skipped = 0
-    used: set[str] = set()
-    for path in args.images:
-        try:
-            a = analyze(model, path, longest=args.size)
-        except (OSError, ValueError) as exc:
-            _skip(path, exc)
-            skipped += 1
-            continue
-        name = path.stem
-        while name in used:  # two photo.jpg from different folders
-            name += "-2"
-        used.add(name)
-        out = args.out / name
-        out.mkdir(parents=True, exist_ok=True)
-        pictures = {"tokens.png": views.tokens_view(a)[0], "rollout.png": views.rollout_view(a, "mean", 0.0)[0]}
-        for layer in layers:
-            pictures[f"attention_layer{layer:02d}.png"] = views.attention_sheet(a, layer, heads)
-        pictures["pca.png"] = np.asarray(show(a, "pca"))
-        if a.dense_map() is not None:
-            pictures["dense.png"] = views.output_view(a)[1]
-        for file, picture in pictures.items():
-            cv2.imwrite(str(out / file), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
-        np.savez_compressed(
-            out / "arrays.npz",
-            attentions=np.stack([a.layer_attention(layer) for layer in layers]),
-            layers=np.array(layers),
-            rollout=a.rollout("mean"),
-            grid=np.array(a.grid),
-            pixel_values=a.pixel_values,
-        )
-        (out / "summary.json").write_text(json.dumps(summary(a, sorted(pictures)), indent=2))
-        print(f"{path} -> {out}/ ({len(pictures)} pictures)")
-    return 1 if skipped else 0
+    pictures = {"tokens.png": views.tokens_view(a)[0], "rollout.png": views.rollout_view(a, "mean", 0.0)[0]}
+    for layer in layers:
+        pictures[f"attention_layer{layer:02d}.png"] = views.attention_sheet(a, layer, heads)
+    pictures["pca.png"] = np.asarray(show(a, "pca"))
+    if a.dense_map() is not None:
+        pictures["dense.png"] = views.output_view(a)[1]
+    for file, picture in pictures.items():
+        cv2.imwrite(str(out / file), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
+    (out / "summary.json").write_text(json.dumps(summary(a, sorted(pictures)), indent=2))
+    return f"{len(pictures)} pictures"
+
+
+def _write_arrays(a, layers: list[int], out: Path) -> str:
+    """arrays.npz in `out`, its size said on stderr before it is written (the chosen layers' attention makes
+    tens of MB); what was written, in words."""
+    import numpy as np
+
+    arrays = {
+        "attentions": np.stack([a.layer_attention(layer) for layer in layers]),
+        "layers": np.array(layers),
+        "rollout": a.rollout("mean"),
+        "grid": np.array(a.grid),
+        "pixel_values": a.pixel_values,
+    }
+    size = sum(v.nbytes for v in arrays.values()) / 1e6
+    _say(f"vitviz: {out.name}/arrays.npz: {size:.0f} MB before compression (the attention of {len(layers)} "
+         f"layers, {a.num_tokens} tokens); --no-arrays leaves it out", sys.stderr)  # fmt: skip
+    np.savez_compressed(out / "arrays.npz", **arrays)
+    return f", arrays.npz {(out / 'arrays.npz').stat().st_size / 1e6:.0f} MB"
 
 
 def summary(a, files: list[str]) -> dict:
@@ -173,9 +279,11 @@ def summary(a, files: list[str]) -> dict:
     h, w = a.pixel_values.shape[2:]
     return {
         "model": m.name,
-        "input_size": [int(w), int(h)],
+        "input_width": int(w),
+        "input_height": int(h),
         "patch_size": m.patch_size,
-        "grid": list(a.grid),
+        "grid_rows": a.grid[0],
+        "grid_cols": a.grid[1],
         "prefix_tokens": list(m.prefix_tokens),
         "tokens": a.num_tokens,
         "top_classes": [[label, round(p, 6)] for label, p in a.top_classes(5)],
@@ -203,9 +311,10 @@ def image_files(inputs: list[str]) -> list[Path]:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from . import stats
-
     if args.merge:
+        _existing(args.merge, "--merge")
+        from . import stats
+
         try:
             table = stats.merge([stats.read_csv(p) for p in args.merge])
         except (OSError, ValueError) as exc:
@@ -223,9 +332,12 @@ def run_stats(args: argparse.Namespace) -> int:
         files = image_files(args.inputs)[index::count]
         if not files:
             raise UsageError(f"no image files in {' '.join(args.inputs)} (shard {args.shard})")
-        if args.workers is not None and (args.ray is None or args.workers < 1):
-            raise UsageError("--workers must be a positive number, with --ray")
+        if args.workers is not None and args.ray is None:
+            raise UsageError("--workers goes with --ray")
+        _check_model(args.model, args.model_argument)
         model = _load(args)
+        from . import stats
+
         try:
             if args.ray is None:
                 table, skipped = stats.over_images(model, files, args.size, args.batch, on_skip=_skip)
@@ -253,14 +365,21 @@ def _ray_stats(args: argparse.Namespace, files: list[Path]):
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """Exit 0 when every quantity agrees within its tolerance, 1 on a mismatch."""
+    """Exit 0 when every quantity agrees within its tolerance, 1 on a mismatch or an image it cannot read."""
+    if args.image is not None:
+        _existing([args.image], "--image")
+    _check_model(args.model, args.model_argument)
+    model = _load(args)
     from . import check, example
 
-    model = _load(args)
-    try:
-        rows = check.check(model, args.image or example("coffee"), args.size)
-    except (OSError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+    image = args.image or example("coffee")
+    with _bar(1, f"check {image.name}: vitviz against transformers", "image") as bar:
+        try:
+            rows = check.check(model, image, args.size)
+        except (OSError, ValueError) as exc:
+            _say(f"vitviz: {image}: {exc}", sys.stderr)
+            return 1
+        bar.update()
     print(check.table(model, rows))
     bad = [r.quantity for r in rows if not r.ok]
     if bad:
@@ -270,33 +389,78 @@ def run_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_faithfulness(args: argparse.Namespace) -> int:
-    """Per method: the mean deletion, insertion and random areas over the images, how many beat every random
-    order, and the seconds per map and per set of curves."""
+def faithfulness_methods(text: str | None) -> list[str]:
+    """The methods --methods names: None is every one but those ASKED_BY_NAME, "all" every one."""
     from .attributions import METHODS
-    from .deletion import MAPS, REPLACEMENTS, over_images, table
+    from .deletion import MAPS
 
     known = [*METHODS, *MAPS]
-    methods = known if args.methods == "all" else args.methods.split(",")
+    if text is None:
+        return [m for m in known if m not in ASKED_BY_NAME]
+    methods = known if text == "all" else text.split(",")
     unknown = [m for m in methods if m not in known]
     if unknown:
         raise UsageError(f"--methods: unknown {', '.join(unknown)}; use all or some of {', '.join(known)}")
-    if args.replacement not in REPLACEMENTS:
-        raise UsageError(f"--replacement must be one of {', '.join(REPLACEMENTS)}, got {args.replacement!r}")
+    return methods
+
+
+class _MapsBar:
+    """One progress bar over every (method, image) map of `faithfulness`: it names the map under way and moves
+    with its progress."""
+
+    def __init__(self, total: int) -> None:
+        self.bar, self.done = _bar(total, "faithfulness", "map"), 0
+
+    def files(self, files: list[Path], method: str):
+        """The files as `over_images` takes them, each named on the bar while its map is made."""
+        for path in files:
+            self.bar.set_description(f"{method} {path.name}", refresh=False)
+            self.progress(0.0)
+            yield path
+            self.done += 1
+        self.progress(0.0)
+
+    def progress(self, fraction: float) -> None:
+        self.bar.n = round(self.done + fraction, 2) if fraction else self.done
+        self.bar.refresh()
+
+
+def run_faithfulness(args: argparse.Namespace) -> int:
+    """Per method: the mean deletion, insertion and random areas over the images, how many beat every random
+    order, and the seconds per map and per set of curves."""
     files = image_files(args.inputs)
     if not files:
         raise UsageError(f"no image files in {' '.join(args.inputs)}")
+    _check_model(args.model, args.model_argument)
+    methods = faithfulness_methods(args.methods)  # the method names live with torch: an import of a few seconds
+    from .deletion import REPLACEMENTS
+
+    if args.replacement not in REPLACEMENTS:
+        raise UsageError(f"--replacement must be one of {', '.join(REPLACEMENTS)}, got {args.replacement!r}")
     model = _load(args)
-    skipped = []
+    from .deletion import over_images, table
+
+    skipped: set[Path] = set()
+
+    def skip(path: Path, exc: Exception) -> None:  # each method meets the same unreadable file
+        if path not in skipped:
+            skipped.add(path)
+            _skip(path, exc)
+
+    maps = _MapsBar(len(files) * len(methods))
+    rows = []
     try:
-        rows = over_images(model, files, methods, on_skip=lambda p, e: (skipped.append(p), _skip(p, e)),
-                           longest=args.size, steps=args.steps, replacement=args.replacement,
-                           random_orders=args.random)  # fmt: skip
+        for method in methods:
+            rows += over_images(model, maps.files(files, method), [method], on_skip=skip, longest=args.size,
+                                steps=args.steps, replacement=args.replacement, random_orders=args.random,
+                                progress=maps.progress)  # fmt: skip
     except ValueError as exc:
         if skipped:
             print(f"vitviz: none of the {len(files)} files could be read", file=sys.stderr)
             return 1
         raise UsageError(str(exc)) from None
+    finally:
+        maps.bar.close()
     print(table(rows))
     from .attributions import describe
 

@@ -126,7 +126,7 @@ def load_depth_model(name: str = DEFAULT_DEPTH_MODEL, device: str = "auto", dtyp
     """
     from transformers import AutoModelForDepthEstimation
 
-    source, kwargs = pretrained_source(name, "--depth-model")
+    source, kwargs = pretrained_source(name)
     net = AutoModelForDepthEstimation.from_pretrained(source, attn_implementation="eager", **kwargs)
     preprocessor = read_preprocessor(name, source, kwargs)
     model = wrap_depth(net, name, preprocessor)

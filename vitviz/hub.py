@@ -36,7 +36,7 @@ def load_tokenizer(name: str):
     """The tokenizer saved beside a model with a text tower (a hub id or a local folder)."""
     from transformers import AutoTokenizer
 
-    source, kwargs = pretrained_source(name, "--model")
+    source, kwargs = pretrained_source(name)
     missing = (f"{name} has no tokenizer files: save its tokenizer beside the model (tokenizer.save_pretrained("
                "FOLDER)), or give the text as token ids")  # fmt: skip
     try:
@@ -48,29 +48,36 @@ def load_tokenizer(name: str):
     return tokenizer
 
 
-def pretrained_source(name: str, flag: str) -> tuple[str, dict]:
-    """(source, from_pretrained kwargs) for a local folder or a hub id; fails fast when offline.
-
-    flag: the command-line option that takes a local folder instead, for the error message.
-    """
+def model_folder(name: str) -> Path | None:
+    """The local folder that `name` names, or None for a hub id ("owner/name"). Checked without the network or any
+    heavy import, so that a command refuses a bad name at once; a ValueError for a name that is neither."""
     path = Path(name).expanduser()
-    if name.startswith((".", "/", "~")) or name.count("/") > 1:  # a path, never a hub id ("owner/name")
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:  # a path, never a hub id
         if not path.is_dir():
             raise ValueError(f"no such folder: {path} (a model folder in save_pretrained layout)")
     if path.is_dir():
         if not list(path.glob("*.safetensors")):
             raise ModelUnavailableError(f"{path} holds no .safetensors weights; vitviz never loads pickle files")
-        return str(path), {"use_safetensors": True}
+        return path
     if "/" in name and not path.exists():
-        if hub_reachable():
-            return name, {}
-        if hub_cached(name):
-            return name, {"local_files_only": True}
-        raise ModelUnavailableError(
-            f"cannot download {name}: no network connection to the model hub. "
-            f"Connect once to download it, or pass a local folder with {flag} PATH."
-        )
+        return None
     raise ValueError(f"unknown model {name!r}: use a catalogue name, a hub id or a folder")
+
+
+def pretrained_source(name: str) -> tuple[str, dict]:
+    """(source, from_pretrained kwargs) for a local folder or a hub id; fails fast when offline. Its messages name
+    no option: the caller (a command, the app, Python) says how its user gives a folder."""
+    folder = model_folder(name)
+    if folder is not None:
+        return str(folder), {"use_safetensors": True}
+    if hub_reachable():
+        return name, {}
+    if hub_cached(name):
+        return name, {"local_files_only": True}
+    raise ModelUnavailableError(
+        f"cannot download {name}: no network connection to the model hub. "
+        "Connect once to download it, or give a local folder in save_pretrained layout instead."
+    )
 
 
 def hub_cached(repo_id: str) -> bool:
@@ -98,7 +105,7 @@ def load_transformers(name: str) -> tuple:
     """(the model, its preprocessor_config.json or None) for a hub id or a local folder."""
     from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
 
-    source, kwargs = pretrained_source(name, "--model")
+    source, kwargs = pretrained_source(name)
     config = AutoConfig.from_pretrained(source, local_files_only=kwargs.get("local_files_only", False))
     archs = getattr(config, "architectures", None) or []
     auto = AutoModelForImageClassification if any("Classification" in a for a in archs) else AutoModel
