@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import struct
 import time
+import warnings
 import zlib
 
 import cv2
@@ -103,6 +104,20 @@ def test_absurd_dimensions_are_refused_before_decoding():
     assert time.perf_counter() - start < 2.0
     with pytest.raises(ValueError, match="too large"):
         load_image(np.zeros((10_000, 10_000), np.uint8)[:, :, None].repeat(1, axis=2))
+
+
+@pytest.mark.parametrize("side", [10_000, 30_000])  # Pillow warns over 89 megapixels and refuses over 179
+def test_a_decompression_bomb_gets_the_apps_own_message_with_its_limit(side):
+    """Not Pillow's words ("could be decompression bomb DOS attack") nor its limit: the 40 megapixels the README
+    states, even where warnings are errors."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError) as raised:
+            load_image(png_header_only(side, side))
+    message = str(raised.value)
+    assert message.startswith("image is too large: ")
+    assert "over the limit of 40,000,000 pixels (40 megapixels" in message
+    assert "DOS" not in message and "bomb" not in message
 
 
 def test_image_smaller_than_one_patch():
@@ -207,7 +222,8 @@ def test_every_refusal_says_exactly_what_is_wrong(tmp_path, monkeypatch):
     assert message(load_image, np.zeros((0, 5, 3))).endswith("and some pixels, got (0, 5, 3)")
     monkeypatch.setattr(vitviz.preprocess, "MAX_PIXELS", 2_500_000)
     assert message(load_image, np.zeros((1000, 2501), np.uint8)) == (
-        "image is too large: 2501x1000 pixels is over the limit of 2,500,000 (VITVIZ_MAX_PIXELS sets it)"
+        "image is too large: 2501x1000 pixels, over the limit of 2,500,000 pixels (2.5 megapixels; VITVIZ_MAX_PIXELS "
+        "sets it)"
     )
     three = tmp_path / "three.tiff"  # three float64 channels: neither Pillow nor vitviz reads them
     assert cv2.imwrite(str(three), np.random.default_rng(0).random((4, 6, 3)))
