@@ -10,7 +10,7 @@ import gradio as gr
 
 from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, tabs, views
 from ..depth import save_depth
-from ..hub import hub_reachable
+from ..hub import hub_cached, hub_reachable
 from ..render import large_labels
 from .pictures import picture
 from .session import (
@@ -23,13 +23,17 @@ from .session import (
 )
 from .source import Context, view_tab
 
-HELP = (
-    "**Depth needs a DPT model's weights, which this machine cannot download.** Connect to the internet once "
-    "and press *Estimate depth* (the weights are kept for next time), or start the app with "
-    "`python app.py --depth-model PATH`, where PATH is a folder saved with `save_pretrained` (safetensors)."
-)
 ENCODER_ALPHA = 0.6  # the encoder's attention keeps the image visible whatever the depth opacity
 DOWNLOADS_KEPT = 32  # depth results whose files stay on disk, newest first
+OFFLINE = (
+    "this machine cannot reach the model hub, and keeps no depth model's weights. Connect once to download one, "
+    "or give a local folder in save_pretrained layout instead."
+)
+
+
+def unavailable(reason: str) -> str:
+    """What the Depth tab says when it has no depth model: why (the hub's own words), and how the app takes one."""
+    return f"**Depth is not available here:** {reason} The app takes a folder as `vitviz serve --depth-model PATH`."
 
 
 def downloads(server: Server, r: DepthResult, image: str, key: tuple) -> list[str]:
@@ -72,8 +76,7 @@ def draw(image, depth_name, cmap, alpha, layer, head, server: Server, request: g
     try:
         r = server.get_depth(image, depth_name, key)
     except ModelUnavailableError as exc:
-        return (f"**Depth is not available here:** {exc} (`python app.py --depth-model PATH`, PATH a folder "
-                "saved with `save_pretrained`, safetensors)",) + (None,) * 7  # fmt: skip
+        return (unavailable(str(exc)),) + (None,) * 7
     original, overlay = views.depth_view(r, cmap, float(alpha))
     return (
         status(r),
@@ -127,8 +130,8 @@ def build(ctx: Context) -> None:
         ),
         elem_id="depth-tab",
     ) as tab:
-        offline = ctx.depth_model is None and not hub_reachable()
-        note = gr.Markdown(HELP if offline else "", elem_id="depth-note", label="Depth status")
+        offline = ctx.depth_model is None and not hub_reachable() and not any(map(hub_cached, DEPTH_CATALOGUE))
+        note = gr.Markdown(unavailable(OFFLINE) if offline else "", elem_id="depth-note", label="Depth status")
         with gr.Row():
             model = gr.Dropdown(
                 [(f"{n}: {DEPTH_CATALOGUE.get(n, 'local folder')}", n) for n in names],
@@ -137,7 +140,7 @@ def build(ctx: Context) -> None:
                 scale=3,
                 elem_id="depth-model",
             )
-            button = gr.Button("Estimate depth", variant="primary", scale=1)
+            button = gr.Button("Estimate depth", variant="primary", scale=1, interactive=not offline)
         # Offline with no depth model, the notice stands alone: no empty panels under it.
         with gr.Column(visible=not offline, elem_id="depth-results"):
             with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first"]):  # stacked on a projector

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import cv2
@@ -26,6 +27,16 @@ CAMERA_OFF = (  # what the empty pictures wait for (the stream sends no frame: N
     "**The camera is off.** Click the camera's box to let the page use it (the browser asks once), then press "
     "the record button under it: each frame then fills the pictures below."
 )
+NO_CAMERA = (
+    "**No camera was found.** This browser reports none on this device (browsers offer one only to pages served "
+    "over https or from this machine), so this tab has nothing to show; every other tab works on your photos."
+)
+# Run in the browser when the tab opens: only the browser knows its cameras. What the note says is kept where
+# one is found (it may be counting frames).
+FIND_CAMERA_JS = f"""async (said) => {{
+    const devices = navigator.mediaDevices?.enumerateDevices ? await navigator.mediaDevices.enumerateDevices() : [];
+    return devices.some((device) => device.kind === "videoinput") ? said : {json.dumps(NO_CAMERA)};
+}}"""
 
 
 @user_errors
@@ -116,3 +127,4 @@ def build(ctx: Context) -> None:
     )
     freeze_button.click(ctx.server.bind(freeze), last, ctx.image, api_visibility="private")
     tab.select(lambda: "live", None, ctx.shown, api_visibility="private", queue=False)
+    tab.select(None, info, info, js=FIND_CAMERA_JS, api_visibility="private", queue=False)

@@ -83,11 +83,39 @@ def user_errors(fn):
 def name_refusals(demo: gr.Blocks) -> None:
     """Gradio refuses some arguments itself, before any handler runs, without saying which: "Value 99 is
     greater than maximum value 11", "Value: -1 is not in the list of choices". Prefix each input's refusals
-    with the API parameter it feeds ("layer: Value 99 is greater ..."). Call once, after every event is wired."""
+    with the API parameter it feeds ("layer: Value 99 is greater ..."), and refuse a file path that no one
+    uploaded in one line (`refuse_paths_in_one_line`). Call once, after every event is wired."""
     for fn in demo.fns.values():
         for component, name in zip(fn.inputs, fn.input_parameter_names or (), strict=False):  # None: unnamed
             if name and "preprocess" not in vars(component):
                 component.preprocess = _naming(component.preprocess, name)
+    refuse_paths_in_one_line()
+
+
+def refuse_paths_in_one_line() -> None:
+    """A request that names a file the server must not read (`{"path": "/etc/passwd"}`) gets one line back and
+    one line in the log. Gradio (6.31) refuses it in `processing_utils.async_move_files_to_cache`, before any
+    handler, with an InvalidPathError that its queue prints as a traceback and answers with no message: any
+    client could flood the log. Here that refusal becomes a user error."""
+    from gradio import processing_utils
+    from gradio.exceptions import InvalidPathError
+
+    move = processing_utils.async_move_files_to_cache
+    if getattr(move, "refuses_in_one_line", False):
+        return
+
+    @wraps(move)
+    async def moved(data, block, *args, **kwargs):
+        try:
+            return await move(data, block, *args, **kwargs)
+        except InvalidPathError:
+            if not kwargs.get("check_in_upload_folder"):  # a file the app itself returns: its own error, as it was
+                raise
+            path = data.get("path") if isinstance(data, dict) else None
+            raise user_error(f"this server reads only the files uploaded to it, not {path!r}", "a request") from None
+
+    moved.refuses_in_one_line = True
+    processing_utils.async_move_files_to_cache = moved
 
 
 def _naming(preprocess, name: str):
