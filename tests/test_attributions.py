@@ -11,6 +11,7 @@ from conftest import FAMILIES, random_image, reference_outputs, tiny_vit
 
 import vitviz
 from vitviz.attributions import METHODS, attribute
+from vitviz.outputs import Output
 from vitviz.preprocess import prepare_input
 
 
@@ -125,12 +126,15 @@ def test_legrad_equals_a_float64_computation_from_truncated_models(name):
     r = attribute(model, image, "legrad", longest=56)
     x = torch.from_numpy(prepare_input(image, (40, 56), model.patch_size, model.mean, model.std)).double()
     extra = {"interpolate_pos_encoding": True} if model.fixed_size else {}
-    target = None if model.labels is None else int(reference_outputs(model, x.float().numpy()).logits[0].argmax())
+    whole = reference_outputs(model, x.float().numpy())
+    target = None if model.labels is None else int(whole.logits[0].argmax())
+    own = None if model.labels is not None else independent_readout(model, whole)[0].double()  # the photo's readout
     maps = []
     for layers in range(1, model.num_layers + 1):
         net = truncated(model, layers)
         out = model.family.runner(net)(pixel_values=x, output_attentions=True, output_hidden_states=True, **extra)
-        s = out.logits[0, target] if model.labels is not None else independent_readout(model, out)[0].norm()
+        # an encoder's output: the readout vector along the photo's own (`outputs.Output("readout")`)
+        s = out.logits[0, target] if model.labels is not None else independent_readout(model, out)[0] @ own / own.norm()
         (g,) = torch.autograd.grad(s, out.attentions[-1])
         maps.append(g[0].clamp(min=0).mean((0, 1)).numpy())
     expected = np.mean(maps, 0)[model.n_prefix :].reshape(r.grid)
@@ -186,14 +190,19 @@ def test_integrated_gradients_completeness(embedded, coffee):
     assert deltas[2] < 0.05 * abs(r.raw.sum())
 
 
-def test_box_target_is_the_dense_heads_mean_inside_the_box(embedded, coffee):
-    full = attribute(embedded, coffee, "saliency")
+def test_the_dense_output_is_the_map_where_salient_over_the_image_or_in_a_box(embedded, coffee):
+    """By default the dense head's map weighted by itself on the photo (Σ m·m / Σ m); over the whole image, its
+    mean; in a box, its mean there. Each names itself, and each makes another map."""
+    salient = attribute(embedded, coffee, "saliency")
+    whole = attribute(embedded, coffee, "saliency", output=Output("dense", region="image"))
     left = attribute(embedded, coffee, "saliency", box=(0, 0, 300, 400))  # left half of 600x400
-    dense = embedded.dense_map_of(coffee, (224, 224))
-    assert full.score == pytest.approx(float(dense.mean()), rel=1e-4)
+    dense = embedded.dense_map_of(coffee, (224, 224)).astype(np.float64)
+    assert salient.score == pytest.approx(float((dense * dense).sum() / dense.sum()), rel=1e-4)
+    assert whole.score == pytest.approx(float(dense.mean()), rel=1e-4)
     assert left.score == pytest.approx(float(dense[:, :112].mean()), rel=1e-4)
-    assert "inside the box" in left.target and "whole image" in full.target
-    assert not np.allclose(left.map, full.map)
+    assert "inside the box" in left.target and "whole image" in whole.target and "salient" in salient.target
+    assert salient.output == Output("dense") and left.output == Output("dense", box=(0, 0, 300, 400))
+    assert not np.allclose(left.map, whole.map) and not np.allclose(salient.map, whole.map)
 
 
 # Faithfulness (deletion) on the dense head's mean: hiding the 20 % of patches a method ranks highest
@@ -206,7 +215,7 @@ FAITHFUL = {"integrated_gradients": True, "saliency": True, "occlusion": True, "
 @pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(FAITHFUL))
 def test_deletion_top_patches_lower_the_target_more_than_random(embedded, coffee, method):
-    r = attribute(embedded, coffee, method, n_steps=32, internal_batch_size=32)
+    r = attribute(embedded, coffee, method, n_steps=32, internal_batch_size=32, output=Output("dense", region="image"))
     gh, gw = r.grid
     p = embedded.patch_size
     per_patch = r.raw if r.raw.ndim == 2 else r.raw[0].sum(0).reshape(gh, p, gw, p).sum((1, 3))
@@ -256,7 +265,7 @@ def test_relevancy_does_not_depend_on_torchs_default_dtype():
 def test_relevancy_keeps_the_identity_on_the_dense_head(embedded, coffee):
     """R = I + sum of gradient-weighted attention: on a mean (logit-sized) target the identity keeps a real
     share of the map, where the summed target gave values up to 1e18 and an identity share of 0.0 %."""
-    r = attribute(embedded, coffee, "relevancy")
+    r = attribute(embedded, coffee, "relevancy", output=Output("dense", region="image"))
     identity = r.raw.size  # each patch's row of I contributes 1 to the readout rows
     assert 0.5 < identity / r.raw.sum() <= 1.0
     assert r.raw.max() / r.raw.min() > 1.001  # and the gradient term still draws structure
@@ -425,9 +434,11 @@ def test_faithfulness_follows_the_text_target():
     assert f.target == "the similarity with the text"
 
 
-def test_legrad_through_a_dense_head_equals_a_float64_computation():
-    """The embedded model's kind of target: a dense head's mean over the image. LeGrad's s_l is that head applied
-    to each layer's normed patch tokens at the input's size; written here with the head's module in float64."""
+@pytest.mark.parametrize("region", ["image", "salient"])
+def test_legrad_through_a_dense_head_equals_a_float64_computation(region):
+    """The embedded model's kind of target: a dense head's map, averaged over the image or weighted by its own map
+    on the photo (m0, the last layer's). LeGrad's s_l is that head applied to each layer's normed patch tokens at
+    the input's size; written here with the head's module in float64."""
     import transformers as tf
     from conftest import TINY
 
@@ -440,14 +451,18 @@ def test_legrad_through_a_dense_head_equals_a_float64_computation():
             p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.5 + 1)
     model = vitviz.wrap(net, "tiny-dense", dense_head=DenseHead(TINY["hidden_size"]))
     image = random_image(40, 56, seed=6)
-    r = attribute(model, image, "legrad", longest=56)
+    r = attribute(model, image, "legrad", longest=56, output=Output("dense", region=region))
     x = torch.from_numpy(prepare_input(image, (40, 56), 8, model.mean, model.std)).double()
     net64, head64 = copy.deepcopy(net).double(), copy.deepcopy(model.dense_head).double()
     out = net64(pixel_values=x, output_attentions=True, output_hidden_states=True)
+
+    def head(hidden):
+        return head64(net64.layernorm(hidden)[:, 1:].reshape(1, 5, 7, -1).permute(0, 3, 1, 2), (40, 56))
+
+    weights = head(out.hidden_states[-1]).detach() if region == "salient" else torch.ones(1, 1, 40, 56).double()
     maps = []
     for layer, attention in enumerate(out.attentions):
-        tokens = net64.layernorm(out.hidden_states[layer + 1])[:, 1:]
-        s = head64(tokens.reshape(1, 5, 7, -1).permute(0, 3, 1, 2), (40, 56)).mean()
+        s = (head(out.hidden_states[layer + 1]) * weights).sum() / weights.sum()
         (g,) = torch.autograd.grad(s, attention, retain_graph=True)
         maps.append(g[0].clamp(min=0).mean((0, 1)).numpy())
     expected = np.mean(maps, 0)[1:].reshape(5, 7)

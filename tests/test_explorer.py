@@ -416,3 +416,29 @@ def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_wei
     ranges = page.locator("#inside-explorer .vx-range").all_inner_texts()
     assert "(bright); 0 is the top key, " in ranges[0] and ranges[1].startswith("colour: 0 to ")
     page.get_by_role("tab", name=label("attention")).click()
+
+
+@pytest.mark.browser
+def test_a_key_tied_with_the_top_key_reads_as_a_tie_never_as_minus_zero():
+    """Layer 1's keys made so that two patches score exactly alike for one query (the second key a copy of the
+    top one): the panel names the tie, and shows no "−0.00" and no e^0.00 = 100.0 %."""
+    sync_api = browser_or_skip()
+    model = FAMILIES["vit"]()
+    a = vitviz.analyze(model, random_image(40, 56, seed=6), longest=56)
+    meta, layers = family_meta(a)
+    data, head, query = explorer.layer_data(a, 1), 1, a.n_prefix + 7
+    width = data.k.shape[1] // model.num_heads
+    k = data.k.copy()
+    part = slice(head * width, (head + 1) * width)
+    scores = k[:, part] @ data.q[query, part]
+    top = int(np.argmax(scores))  # over every key: the readout's may be the top one
+    twin = a.n_prefix + (0 if top != a.n_prefix else 1)
+    k[twin] = k[top]  # the same key: the same score, to the last bit
+    layers[1] = explorer.LayerData(data.q, k, data.value_norms).tobytes()
+    with sync_api.sync_playwright() as pw:
+        browser, page, _ = bare_page(pw, meta, layers)
+        page.evaluate(f"() => window.vitviz.explorer.hover(1, {head}, 7)")
+        text = page.locator(".vx-mech").inner_text()
+        browser.close()
+    assert "tied with the top key" in text, text
+    assert "−0.00" not in text and "-0.00" not in text and "100.0 %" not in text, text

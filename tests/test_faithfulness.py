@@ -12,6 +12,7 @@ from conftest import random_image, reference_outputs, tiny_dinov2, tiny_vit
 
 from vitviz.attributions import METHODS
 from vitviz.deletion import faithfulness
+from vitviz.outputs import Output
 from vitviz.preprocess import prepare_input
 
 
@@ -26,6 +27,7 @@ def curve_by_hand(model, x, base, order, counts, grid, target, insert=False) -> 
     """The target after replacing (or, inserting, keeping) the first `count` patches of `order`, for each count."""
     p, gw = model.patch_size, grid[1]
     values = []
+    own = None if target is not None else reference_outputs(model, x).pooler_output[0]  # the readout's direction
     for count in counts:
         img = (base if insert else x).copy()
         for i in order[:count]:
@@ -34,13 +36,14 @@ def curve_by_hand(model, x, base, order, counts, grid, target, insert=False) -> 
                 :, :, r * p : (r + 1) * p, c * p : (c + 1) * p
             ]
         out = reference_outputs(model, img)
-        values.append(float(out.logits[0, target] if target is not None else out.pooler_output[0].norm()))
+        values.append(float(out.logits[0, target] if target is not None else out.pooler_output[0] @ own / own.norm()))
     return np.array(values)
 
 
 @pytest.mark.parametrize(("tiny", "target"), [(tiny_vit, 2), (tiny_dinov2, None)])
 def test_curves_equal_patches_masked_by_hand(tiny, target):
-    """ViT: its native 4x4 grid and a class logit; DINOv2: a 5x7 grid (56 px wide) and the readout's norm."""
+    """ViT: its native 4x4 grid and a class logit; DINOv2: a 5x7 grid (56 px wide) and the readout vector along the
+    unmasked photo's."""
     model, image = tiny(), random_image(40, 56, seed=11)
     size = (32, 32) if model.fixed_size else (40, 56)
     grid = (size[0] // 8, size[1] // 8)
@@ -63,7 +66,7 @@ def test_curves_equal_patches_masked_by_hand(tiny, target):
         np.testing.assert_allclose(curve, curve_by_hand(model, x, base, o, counts, grid, target), rtol=1e-5, atol=1e-5)
     assert len({tuple(o) for o in f.random_order}) == 3
     assert f.deletion_auc == pytest.approx(np.trapezoid(f.deletion, f.fractions))
-    assert ("class 2" in f.target) if target is not None else ("norm" in f.target)
+    assert f.target == ("the logit of class 2" if target is not None else "the readout vector")
 
 
 def test_mean_colour_replacement_is_zero_after_normalisation():
@@ -105,7 +108,8 @@ _ORACLE: dict = {}
 
 
 def oracle_by_hand(model, rgb) -> np.ndarray:
-    """[16,16] the drop of the dense head's mean when each patch alone shows the blurred image."""
+    """[16,16] the drop of the dense head's default output (its map weighted by the map on the photo) when each
+    patch alone shows the blurred image."""
     if "drops" not in _ORACLE:
         x = prepare_input(rgb, (224, 224), 14, model.mean, model.std)
         base = prepare_input(blurred_by_hand(rgb, (224, 224)), (224, 224), 14, model.mean, model.std)
@@ -114,12 +118,14 @@ def oracle_by_hand(model, rgb) -> np.ndarray:
             r, c = divmod(i, 16)
             inputs[i + 1, :, r * 14 : (r + 1) * 14, c * 14 : (c + 1) * 14] = base[0, :, r * 14 : (r + 1) * 14,
                                                                                 c * 14 : (c + 1) * 14]  # fmt: skip
-        values = []
+        maps = []
         for chunk in np.array_split(inputs, 17):
             out = model.forward(torch.from_numpy(chunk))
             with torch.inference_mode():
-                values += model.dense_map(out.hidden_states[-1], (16, 16), (224, 224)).mean((1, 2, 3)).tolist()
-        _ORACLE["drops"] = (values[0] - np.array(values[1:])).reshape(16, 16)
+                maps.append(model.dense_map(out.hidden_states[-1], (16, 16), (224, 224))[:, 0].double())
+        maps = torch.cat(maps)
+        values = ((maps * maps[0]).sum((1, 2)) / maps[0].sum()).numpy()
+        _ORACLE["drops"] = (values[0] - values[1:]).reshape(16, 16)
     return _ORACLE["drops"]
 
 
@@ -224,8 +230,8 @@ def test_the_limits_are_inclusive_and_name_the_argument():
 
 
 def test_a_box_or_a_text_is_the_target_the_curves_follow(embedded, coffee):
-    """The curves start at the attribution's own score: the dense head's mean inside the box, or the image-text
-    logit; and the target is named so."""
+    """The curves start at the attribution's own score: the dense head's map inside the box, or the image-text
+    logit; and the output is named so."""
     from conftest import tiny_siglip
     from test_attributions import word_tokenizer
 
@@ -236,9 +242,9 @@ def test_a_box_or_a_text_is_the_target_the_curves_follow(embedded, coffee):
     r = attribute(embedded, coffee, "saliency", box=box)
     assert f.deletion[0] == pytest.approx(r.score, rel=1e-4)
     np.testing.assert_array_equal(f.order, np.argsort(-patch_scores(r.raw, 14).ravel(), kind="stable"))
-    assert f.target == "the dense head's mean inside the box"
+    assert f.target == "the dense map inside the box" and f.output == Output("dense", box=box)
     whole = faithfulness(embedded, coffee, scores=np.ones((16, 16)), steps=1, random_orders=1)
-    assert whole.target == "the dense head's mean" and whole.deletion[0] != pytest.approx(f.deletion[0])
+    assert whole.target == "the dense map where salient" and whole.deletion[0] != pytest.approx(f.deletion[0])
     model, image = tiny_siglip(), random_image(40, 56, seed=3)
     model.tokenizer = word_tokenizer()
     for text, name in (([0, 5, 2], "the similarity with the text"), ("a dog", 'the similarity with "a dog"')):
@@ -247,7 +253,7 @@ def test_a_box_or_a_text_is_the_target_the_curves_follow(embedded, coffee):
         assert f.deletion[0] == pytest.approx(r.score, rel=1e-4, abs=1e-6) and f.target == name
         np.testing.assert_array_equal(f.order, np.argsort(-patch_scores(r.raw, 8).ravel(), kind="stable"))
     plain = faithfulness(tiny_dinov2(), image, scores=np.ones((5, 7)), longest=56, steps=1, random_orders=1)
-    assert plain.target == "the readout's norm"
+    assert plain.target == "the readout vector"
 
 
 def test_the_sentence_says_when_hiding_the_top_patches_raises_the_output():

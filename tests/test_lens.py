@@ -71,4 +71,7 @@ def test_settles_is_the_first_layer_from_which_the_reading_stays():
     assert readout.settles() == 3  # within 10 % of the largest gap (0.8): 0.03 and 0
     assert "from layer 3 on" in readout.sentence()
     late = LayerLens("dense", np.array([[[0.0]], [[0.5]], [[1.0]]]))
-    assert late.settles() == 2 and "layer 1's is 50% of the largest difference away" in late.sentence()
+    assert (
+        late.settles() == 2
+        and "layer 1's still differs from it by 50% as much as layer 0's, the most different one" in late.sentence()
+    )

@@ -146,7 +146,12 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
     colours = dict(cmap="magma", alpha=0.5, scale="robust")  # not the defaults: each picture must follow them
     want = independent_numbers(a)
     steps = [lesson.lesson_step(a, s, **colours) for s in range(1, len(lesson.STEPS) + 1)]
-    assert [title for title, *_ in steps] == TITLES
+    deep = d.shape[0] * 2 // 3
+    late, early = d[deep:].mean(), d[0].mean()
+    titles = list(TITLES)  # the titles that a step's own numbers allow
+    titles[3] = "A global head" if late > early else "The farthest-looking late head"
+    titles[5] = "The readout and rollout" if m.dense_head is None else "The output and rollout"
+    assert [title for title, *_ in steps] == titles
     for _, _, text in steps:
         assert_well_formed(text)
     h, w = a.pixel_values.shape[2:]
@@ -170,23 +175,32 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
     assert f"Layer 0's heads look {d[0].mean():.0f} px away" in text
     drawn = vitviz.views.attention_view(a, int(layer), int(head), centre, "magma", 0.5, True, "robust")[0]
     np.testing.assert_array_equal(steps[2][1], drawn)
-    deep = d.shape[0] * 2 // 3
     far_layer, far_head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
     far_layer += deep
     text = steps[3][2]
-    late, early = d[deep:].mean(), d[0].mean()
-    verb = "looks farther than layer 0:" if late > early else "does not look farther than layer 0 on average"
-    assert f"the last third of the layers {verb}" in text and f"{late:.0f} px" in text and f"{early:.0f} px" in text
+    if late > early:
+        assert f"the last third of the layers looks farther than layer 0: {late:.0f} px on average" in text
+    else:  # the paper's finding, and that this image contradicts it, plainly
+        assert "later layers look farther. On this image they do not:" in text
+        assert f"looks {late:.0f} px away on average, layer 0 {early:.0f} px" in text
     assert f"**layer {far_layer}, head {far_head}**: {d[far_layer, far_head]:.0f} px on average, against " in text
     assert f"against {d.min():.0f} px for the most local head" in text
     drawn = vitviz.views.attention_view(a, int(far_layer), int(far_head), centre, "magma", 0.5, True, "robust")[0]
     np.testing.assert_array_equal(steps[3][1], drawn)
     text, means = steps[4][2], d.mean(1)
-    assert f"from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer {len(means) - 1}," in text
-    assert f"widest spread of heads in layer {int(np.argmax(d.max(1) - d.min(1)))}:" in text
+    assert f"from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer {len(means) - 1}" in text
+    grows = "as in the paper" in text
+    assert grows == (means[-1] > means[0]) and grows != ("On this image it does not" in text)
+    assert f"widest spread of heads is in layer {int(np.argmax(d.max(1) - d.min(1)))}:" in text
     np.testing.assert_array_equal(steps[4][1], vitviz.render.layer_head_grid(a.mean_attention_distance, "viridis"))
     text = steps[5][2]
-    if m.readout.pool:
+    if m.dense_head is not None:  # the output reads the patches: rollout toward it, and the readout's compared
+        values = a.rollout("mean", 0.0)
+        rho = vitviz.sanity.rank_correlation(values, a.rollout("mean", 0.0, vitviz.outputs.Output("readout")))
+        assert "feeds nothing that this model outputs" in text and f"(rank correlation {rho:.2f} with" in text
+        assert f"gets **{values.max() / values.sum():.1%}** of what the patches pass to the output" in text
+        np.testing.assert_array_equal(values, a.rollout("mean", 0.0, a.output))
+    elif m.readout.pool:
         assert f"whose largest share on one patch is {want['probe top']:.1%}" in text
     else:
         where = "itself" if m.n_prefix == 1 else f"the prefix tokens ({vitviz.sentences.prefix_phrase(a)})"

@@ -139,7 +139,7 @@ def test_the_colorbar_below_runs_left_to_right_with_low_middle_high_and_the_scal
         left, middle, right = bar[30:58, :130], bar[30:58, 150:250], bar[30:58, 270:]
         assert dark(left) and dark(middle) and dark(right)  # "0.000", "0.500", "1.000"
         if scale:  # its name, centred under the numbers
-            assert dark(bar[62:, 120:280]) and not dark(bar[62:, :100])
+            assert dark(bar[62:, 150:250]) and not dark(bar[62:, :40]) and not dark(bar[62:, 360:])
 
 
 def test_mark_patch_outlines_exactly_that_patch_in_the_query_colour():
@@ -393,9 +393,14 @@ def test_colorbar_numbers_and_scale_names_say_the_right_thing():
         below = render.with_colorbar_below(np.zeros((4, 400, 3), np.uint8), "gray", lo, hi, scale)[4:]
         for s, (x0, x1) in zip(expected[::-1], ((0, 140), (140, 260), (260, 400)), strict=True):
             assert width_of(below, x0, 26, x1, 60) == inked(s, 0.8), (scale, s)
-    for scale, name in (("robust", "clip p99"), ("log", "log p1-p99"), ("min-max", "min-max")):
+    for scale, name in (("robust", "linear, top 1% clipped"), ("log", "log scale"),
+                        ("min-max", "linear, lowest to highest")):  # fmt: skip
         named = render.with_colorbar(np.zeros((200, 10, 3), np.uint8), "gray", 0, 1, scale)[:, 10:]
-        assert width_of(named, 0, 200 - 34, 150, 200) == inked(name, 0.75), scale
+        lines = render.bar_names(scale, "", render.BAR_LINE)  # a vertical bar wraps its words
+        assert " ".join(lines) == name
+        for i, line in enumerate(lines):
+            y = 200 - 10 - (len(lines) - 1 - i) * 28
+            assert width_of(named, 0, y - 20, 150, y + 6) == inked(line, 0.75), (scale, line)
         below = render.with_colorbar_below(np.zeros((4, 400, 3), np.uint8), "gray", 0, 1, scale)[4:]
         assert width_of(below, 0, 62, 400, 92) == inked(name, 0.75), scale
     log_bar = render.with_colorbar(np.zeros((300, 10, 3), np.uint8), "gray", -3.0, 0.0, "log")[:, 10:]
@@ -541,17 +546,19 @@ def test_the_token_strip_is_laid_out_to_the_pixel(width, patches_shown, cell, ti
 
 @pytest.mark.parametrize(("height", "scale"), [(300, "robust"), (301, ""), (120, "log")])
 def test_the_colorbar_is_laid_out_to_the_pixel(height, scale):
-    """A 16 px ramp from the top colour down at x 4..20, the scale's name 10 px above the bottom, and the
-    top, middle and bottom values (bold, 9 px under their ramp height, kept 16 px from the top and 12 px
-    above the name); a log bar writes 10 to the power of its ends."""
-    bar = render.colorbar(height, "viridis", -1.0, 2.0, scale=scale)
-    ramp_h = height - (34 if scale else 0)
+    """A 16 px ramp from the top colour down at x 4..20, under it what the bar shows and the scale's name, a line
+    every 28 px up from 10 px above the bottom, and the top, middle and bottom values (bold, 9 px under their ramp
+    height, kept 16 px from the top and 12 px above the words); a log bar writes 10 to the power of its ends."""
+    quantity = "% of the flow to the output" if scale == "log" else ""
+    bar = render.colorbar(height, "viridis", -1.0, 2.0, scale=scale, quantity=quantity)
+    names = ["% of the flow", "to the output", "log scale"] if quantity else render.bar_names(scale, "", 14)
+    ramp_h = height - (len(names) * 28 + 6 if names else 0)
     expected = np.full((height, 150, 3), 255, np.uint8)
     expected[:ramp_h, 4:20] = render.colorize(
         np.linspace(1, 0, ramp_h, dtype=np.float32)[:, None].repeat(16, 1), "viridis", 0, 1
     )
-    if scale:
-        hershey(expected, render.SCALE_NAMES[scale], (2, height - 10), 0.75, thickness=2)
+    for i, name in enumerate(names):
+        hershey(expected, name, (2, height - 10 - (len(names) - 1 - i) * 28), 0.75, thickness=2)
     for v, y in ((-1.0, ramp_h - 1), (0.5, (ramp_h - 1) / 2), (2.0, 0)):
         y = min(max(int(y), 16), ramp_h - 12)
         hershey(expected, render._fmt(10**v if scale == "log" else v), (24, y + 9), 0.85, thickness=2)

@@ -13,6 +13,7 @@ from conftest import FAMILIES, random_image
 
 import vitviz
 from vitviz import maps, plots, render, sentences, views
+from vitviz.outputs import Output
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def test_the_rollout_note_names_the_brightest_patch_by_its_row_and_column(wide):
     text = sentences.rollout_note(wide, values)
     row, col, patch = (int(x) for x in re.search(r"row (\d+), column (\d+) \(patch (\d+)\)", text).groups())
     assert patch == int(values.argmax()) and (row, col) == divmod(patch, wide.grid[1])
-    share = float(re.search(r"gets ([\d.]+)% of all", text).group(1))
+    share = float(re.search(r"gets \*\*([\d.]+)%\*\* of all", text).group(1))
     assert share == pytest.approx(100 * values.max() / values.sum(), abs=0.05)
     tail = float(re.search(r"([\d.]+) times the level that only 1 in 100 patches exceeds", text).group(1))
     assert tail == pytest.approx(values.max() / np.percentile(values, 99), abs=0.05)
@@ -121,7 +122,8 @@ def test_the_lessons_head_steps_draw_the_head_they_name_and_say_what_depth_shows
         assert (layer, head) == expected, step.__name__
     deep = d[d.shape[0] * 2 // 3 :].mean()
     farther = "the last third of the layers looks farther than layer 0" in text
-    assert farther == (deep > d[0].mean()) and (farther or "does not look farther" in text)
+    assert farther == (deep > d[0].mean()) and (farther or "On this image they do not" in text)
+    assert title == ("A global head" if farther else "The farthest-looking late head")
 
 
 @pytest.mark.parametrize("which, where", [("vit", "on itself"), ("wide", "on the prefix tokens (CLS and 4 registers)")])
@@ -325,9 +327,10 @@ def test_the_sheets_defaults_are_the_readouts_weights_on_one_scale(wide):
 def test_the_rollout_view_draws_the_fusion_and_discard_chosen_with_its_sentence(wide):
     values = wide.rollout("max", 0.5)
     picture, note = views.rollout_view(wide, "max", 0.5, "magma", scale="robust")  # robust: the clip is outlined
-    want = views.scaled_overlay(views.display(wide), values, "magma", 0.6, "robust", False, wide.grid)
+    shares, named = values / values.sum() * 100, "% of the flow to the readout"  # the note's unit, named on the bar
+    want = views.scaled_overlay(views.display(wide), shares, "magma", 0.6, "robust", False, wide.grid, quantity=named)
     assert np.array_equal(picture, want) and pixels_of(picture, views.CLIPPED).any()
-    assert note == sentences.rollout_note(wide, values)
+    assert note == sentences.rollout_note(wide, values, wide.output)
 
 
 def test_the_position_map_colours_each_positions_similarity_from_minus_one_to_one_and_marks_the_chosen():
@@ -580,7 +583,8 @@ def test_the_attention_note_reads_as_written_with_the_layers_or_the_heads_number
     assert sentences.attention_note(wide, 1, head, 7) == (
         f"The map shows the patches only: CLS and 4 registers, not on the map, take **{share:.1%}** of this query's "
         f"attention{mean}. Over all queries, {who} **{d:.0f} px** away on average (mean attention distance), with "
-        f"entropy **{e:.2f} nats** " + uniform_part(wide, e)
+        f"entropy **{e:.2f} nats** (how spread out the attention is, in natural-log units: 0 if one key took it "
+        "all) " + uniform_part(wide, e)
     )
 
 
@@ -647,17 +651,16 @@ def test_the_legend_names_each_mark_in_one_line():
     )
 
 
-def test_the_rollout_note_gives_the_dense_heads_score_of_the_brightest_patch(coffee_224):
-    values = coffee_224.rollout("mean")
-    (gh, gw), sal = coffee_224.grid, coffee_224.dense_map()
-    row, col = divmod(int(values.argmax()), gw)
-    assert sal.shape == (gh * 14, gw * 14)  # the input's size: 14 px per patch
-    score = sal.reshape(gh, 14, gw, 14).mean(axis=(1, 3))[row, col]
-    side = "above" if score >= 0.5 else "below"
-    assert sentences.rollout_note(coffee_224, values).endswith(
-        f" The embedded model's dense head (tab 7, its saliency map) scores that patch {score:.2f} on its scale from "
-        f"0 (background) to 1 (region of interest): {side} the middle, 0.5."
-    )
+def test_the_rollout_note_of_a_dense_model_says_which_output_the_map_follows(coffee_224):
+    """Toward the dense head's output: its patches; toward the readout: the CLS token, which that output does not
+    read. Each note quotes its own map's brightest share, and neither compares a rollout with the dense map."""
+    output = views.rollout_view(coffee_224, "mean", 0.0)[1]
+    readout = views.rollout_view(coffee_224, "mean", 0.0, toward=Output("readout"))[1]
+    assert output.startswith("Rollout toward the output: it starts from the patch tokens that the dense head reads")
+    assert readout.startswith("Rollout toward the readout, the CLS token: DINOv2's image summary, which this model's "
+                              "output (its dense head) does not read.")  # fmt: skip
+    for note, values in ((output, coffee_224.rollout()), (readout, coffee_224.rollout(toward=Output("readout")))):
+        assert f"gets **{values.max() / values.sum():.1%}** of all" in note and "scores that patch" not in note
 
 
 def test_inside_a_heads_strips_show_cls_then_the_three_keys_weighted_most_each_once(wide):
@@ -705,26 +708,11 @@ def test_the_rollout_note_on_a_map_with_one_bright_patch_gives_its_tail_and_whet
     tail = 10.0 / np.percentile(values, 99)
     kind = "an artifact token" if artifact else "no artifact token (its norm is ordinary)"
     assert sentences.rollout_note(a, values) == (
-        f"The brightest patch, row 1, column 3 (patch 12), gets {10 / 54:.1%} of all that the patches pass to the "
-        f"readout: {tail:.1f} times the level that only 1 in 100 patches exceeds (the 99th percentile). Its output "
-        f"vector is {norms.flat[12]:.2f} times as long as the median patch's: {kind}."
-    )
-
-
-@pytest.mark.parametrize("score, side", [(0.5, "above"), (0.49, "below")])
-def test_the_rollout_note_says_whether_the_dense_head_scores_the_patch_above_the_middle(wide, score, side):
-    import copy
-
-    a = copy.copy(wide)
-    dense = np.zeros((50, 90), np.float32)  # 10 px a patch
-    dense[10:20, 30:40] = score  # patch 12: row 1, column 3
-    a.__dict__["_dense_map"] = dense
-    values = np.ones(wide.grid, np.float32)
-    values.flat[12] = 10.0
-    note = sentences.rollout_note(a, values)
-    assert note.startswith("The brightest patch, row 1, column 3 (patch 12), gets ") and note.endswith(
-        f"scores that patch {score:.2f} on its scale from 0 (background) to 1 (region of interest): {side} the "
-        "middle, 0.5."
+        f"Rollout toward the readout, the CLS token, which this model's output reads: it follows attention back from "
+        f"there through all 3 layers. The brightest patch, row 1, column 3 (patch 12), gets **{10 / 54:.1%}** of all "
+        f"that the patches pass to the readout (the colour scale is in the same %): {tail:.1f} times the level that "
+        f"only 1 in 100 patches exceeds. Its output vector is {norms.flat[12]:.2f} times as long as the median "
+        f"patch's: {kind}."
     )
 
 
@@ -748,7 +736,7 @@ def test_inside_notes_five_steps_read_as_written_with_this_heads_numbers(name):
             steps[2].endswith(f"Prefix tokens, not pictured: {prefix}.")
             and f"for each of the {a.n_prefix + 45} keys" in steps[2]
         )
-        assert f"**{d.effective_keys:.1f}** of {a.n_prefix + 45}." in steps[3]
+        assert f"as if **{d.effective_keys:.1f}** of the {a.n_prefix + 45} keys shared them equally" in steps[3]
         big, most, best = (int(np.argmax(x)) for x in (d.weights, d.contributions, d.head_shares))
         assert f"The largest weight is **{d.weights[big]:.3f}**, on {sentences.token_name(a, big)};" in steps[3]
         same = (

@@ -13,6 +13,7 @@ import torch
 
 from . import inside, maps
 from .models import VitModel
+from .outputs import Output, default_output, dense_weights, patch_weights
 
 
 @dataclass(eq=False)
@@ -49,7 +50,9 @@ class Analysis:
     _fused: dict = field(default_factory=dict, repr=False)
     _warm_rows: dict = field(default_factory=dict, repr=False)  # {fusion: {layer: [N,N]}}, the warm's sweep
     _thresholds: dict = field(default_factory=dict, repr=False)
-    _rollouts: dict = field(default_factory=dict, repr=False)  # {(fusion, percent discarded): [gh,gw]}, kept
+    # {(fusion, percent discarded): [gh,gw]} toward the model's own output; {(start, fusion, percent): ...} toward
+    # another (see `_key`), kept
+    _rollouts: dict = field(default_factory=dict, repr=False)
     _warm_thresholds: dict = field(default_factory=dict, repr=False)  # {fusion: {layer: [100]}}, the same
     _layer_stats: dict = field(default_factory=dict, repr=False)
     _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
@@ -249,36 +252,59 @@ class Analysis:
         made: on a GPU they take milliseconds, where the CPU beside it took 0.2 s."""
         return torch.from_numpy(weights).to(self.model.device)
 
-    def rollout(self, head_fusion: str = "mean", discard_ratio: float = 0.0) -> np.ndarray:
-        """[gh,gw] attention rollout: the readout's row of Â_L ... Â_1 over the patches (see `readout_start`).
+    @property
+    def output(self) -> Output:
+        """The output this model has (`outputs.default_output`): what its rollout follows unless told otherwise."""
+        return default_output(self.model)
+
+    def _start_of(self, toward: Output | None) -> str | Output:
+        """Where a rollout toward `toward` starts: "readout" (the readout's row) for an output that reads the
+        readout, else the output itself (a dense output's patches)."""
+        toward = self.output if toward is None else toward
+        return "readout" if toward.reads_readout else toward
+
+    def _key(self, head_fusion: str, percent: int, start: str | Output) -> tuple:
+        own = start == self._start_of(None)
+        return (head_fusion, percent) if own else (start, head_fusion, percent)
+
+    def rollout(
+        self, head_fusion: str = "mean", discard_ratio: float = 0.0, toward: Output | None = None
+    ) -> np.ndarray:
+        """[gh,gw] attention rollout toward `toward` (default: the model's own output, `output`): the row of
+        Â_L ... Â_1 that starts from the tokens the output reads, weighted as it reads them (`rollout_start`), over
+        the patches. Toward an output that reads the readout (a class, a text, the readout vector), the readout's
+        row; toward the dense head's, its patches' rows weighted by its map (or its box).
 
         A whole percent discarded is kept. The first request for one of `ROLLOUT_PERCENTS` (the rollout tab's
         slider) makes all of them at once from the same fused heads, which are then let go: a rollout is 4 kB at
         448 px, the fused heads that make it 50 MB and ~0.2 s of recomputation. Any other ratio (the API, a
         notebook's sweep) is made from fused heads that are kept (`fused`) until a cache sheds them."""
+        start = self._start_of(toward)
         percent = round(discard_ratio * 100) if 0 <= discard_ratio < 1 else None  # NaN and others: refused below
         whole = percent is not None and percent < 100 and abs(percent - discard_ratio * 100) < 1e-9
         if whole and (percent > 0 or discard_ratio == 0):  # not 1e-12, which discards each layer's least
-            key = (head_fusion, percent)
+            key = self._key(head_fusion, percent, start)
             if key not in self._rollouts:
                 with self._fusion_locks.get(head_fusion, nullcontext()):
                     if key not in self._rollouts:
-                        self._roll(head_fusion, [percent])
+                        self._roll(head_fusion, [percent], start=start)
             return self._rollouts[key].copy()
-        start, keep = self.readout_start(head_fusion), self.model.readout.tokens
-        rolled = maps.rollout(self.fused(head_fusion), discard_ratio, None, start, keep)
+        first, keep = self.rollout_start(head_fusion, start)
+        rolled = maps.rollout(self.fused(head_fusion), discard_ratio, None, first, keep)
         return rolled[self.n_prefix :].reshape(self.grid)
 
     ROLLOUT_PERCENTS = tuple(range(0, 100, 5))  # the rollout tab's discard slider: 0 %, 5 %, ..., 95 %
 
-    def _roll(self, head_fusion: str, percents: list[int], background: bool = False) -> None:
-        """Keep the rollouts that discard `percents` and every one of `ROLLOUT_PERCENTS` not kept yet, made from
-        one stack of fused heads: the kept one for a percent off the slider (a sweep reuses it), else one made
-        and let go. A request holds the fusion's lock meanwhile. The background takes it only to store, and only
-        rolls layers that its sweep fused: where a request or a cache took them meanwhile, it leaves the rest
-        to the next request. The same rollouts made twice at once are the same."""
+    def _roll(self, head_fusion: str, percents: list[int], background: bool = False, start=None) -> None:
+        """Keep the rollouts from `start` (see `_start_of`; default: the model's own output's) that discard
+        `percents` and every one of `ROLLOUT_PERCENTS` not kept yet, made from one stack of fused heads: the kept
+        one for a percent off the slider (a sweep reuses it), else one made and let go. A request holds the
+        fusion's lock meanwhile. The background takes it only to store, and only rolls layers that its sweep
+        fused: where a request or a cache took them meanwhile, it leaves the rest to the next request. The same
+        rollouts made twice at once are the same."""
+        start = self._start_of(None) if start is None else start
         todo = dict.fromkeys([*percents, *self.ROLLOUT_PERCENTS])
-        todo = [p for p in todo if (head_fusion, p) not in self._rollouts]
+        todo = [p for p in todo if self._key(head_fusion, p, start) not in self._rollouts]
         if not todo:
             return
         if background or set(percents) <= set(self.ROLLOUT_PERCENTS):
@@ -289,20 +315,36 @@ class Analysis:
             fused = self.fused(head_fusion)
         thresholds = self.percent_thresholds(head_fusion, fused)
         thresholds = thresholds.index_select(1, maps.indices(tuple(todo), thresholds.device))
-        start, keep = self.readout_start(head_fusion), self.model.readout.tokens
-        self._keep_rollouts(head_fusion, todo, maps.rollouts(fused, [p / 100 for p in todo], thresholds, start, keep))
+        first, keep = self.rollout_start(head_fusion, start)
+        rows = maps.rollouts(fused, [p / 100 for p in todo], thresholds, first, keep)
+        self._keep_rollouts(head_fusion, todo, rows, start)
 
-    def _keep_rollouts(self, head_fusion: str, percents: list[int], rows: np.ndarray) -> None:
-        """Keep the rollouts [R,N] that discard `percents`, as maps over the patches: copies, not views of a
-        batch's rows."""
+    def _keep_rollouts(self, head_fusion: str, percents: list[int], rows: np.ndarray, start=None) -> None:
+        """Keep the rollouts [R,N] from `start` (default: the model's own output's) that discard `percents`, as
+        maps over the patches: copies, not views of a batch's rows."""
+        start = self._start_of(None) if start is None else start
         patches = rows[:, self.n_prefix :].reshape(len(rows), *self.grid)
-        self._rollouts.update({(head_fusion, p): m.copy() for p, m in zip(percents, patches, strict=True)})
+        made = {self._key(head_fusion, p, start): m.copy() for p, m in zip(percents, patches, strict=True)}
+        self._rollouts.update(made)
         if self._rolled(head_fusion):
             self._warm_rows.pop(head_fusion, None)  # its rollouts are made: the rows are not needed again
 
     def _rolled(self, head_fusion: str) -> bool:
-        """Whether every rollout of the slider is kept for this fusion."""
+        """Whether every rollout of the slider toward the model's own output is kept for this fusion."""
         return all((head_fusion, p) in self._rollouts for p in self.ROLLOUT_PERCENTS)
+
+    def rollout_start(self, head_fusion: str = "mean", toward=None) -> tuple[np.ndarray, tuple[int, ...]]:
+        """([N] the weights over the last layer's tokens where a rollout toward `toward` (an `Output`, or what
+        `_start_of` makes of one) starts, summing to 1; the token columns that a discard never drops). Toward the
+        readout: `readout_start`, its tokens kept. Toward a dense output: its patches, each weighted by the mean of
+        its pixels' weights in the output (`outputs.dense_weights`: the photo's own map, a box, or the image)."""
+        start = toward if isinstance(toward, str) else self._start_of(toward)
+        if start == "readout":
+            return self.readout_start(head_fusion), self.model.readout.tokens
+        weights = dense_weights(start, self.dense_map(), self.image.shape[:2])
+        row = np.zeros(self.num_tokens, np.float32)
+        row[self.n_prefix :] = patch_weights(weights, self.grid).ravel()
+        return row / row.sum(), ()
 
     def readout_start(self, head_fusion: str = "mean") -> np.ndarray:
         """[N] the readout's weights over the last layer's tokens, where rollout starts: the readout tokens

@@ -2,17 +2,17 @@
 
 Captum does the gradient and perturbation methods (one uniform call per method); the
 transformer relevancy of Chefer et al. (2021) is computed here from attention gradients.
-The target is one scalar per image: a class logit, the embedded model's dense head averaged
-(over the image or a box), the image-text logit of a CLIP or SigLIP model with its text tower (Chefer et al.'s
-CLIP relevancy: which pixels make this photo match "a dog"?), or, for encoders without a head, the readout
-token's norm.
+The target is one scalar per image, an `outputs.Output`: a class logit, the embedded model's dense head (where
+the photo is salient, over the image or in a box), the image-text logit of a CLIP or SigLIP model with its text
+tower (Chefer et al.'s CLIP relevancy: which pixels make this photo match "a dog"?), or, for encoders without a
+head, the readout vector along the photo's own.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -22,6 +22,7 @@ from torch import nn
 from .analysis import Analysis
 from .capture import capture
 from .models import VitModel
+from .outputs import Box, Output, Text, dense_weights, output_for, patch_weights
 from .preprocess import ImageInput, input_size, load_image, prepare_input
 from .relevance import legrad, relevancy
 
@@ -35,7 +36,6 @@ METHODS: dict[str, str] = {
     "legrad": "LeGrad (Bousselham et al. 2024)",
 }
 BASELINES = ("blurred", "black", "mean colour")  # blurred first: IG converges along its path
-Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels of the original image
 
 
 @dataclass(eq=False)
@@ -54,6 +54,7 @@ class Attribution:
     score: float  # the target's value on the image
     grid: tuple[int, int]
     seconds: float
+    output: Output | None = None  # the output explained (a class resolved to its index)
 
 
 def attribution_size(model: VitModel, height: int, width: int, longest: int | None = None) -> tuple[int, int]:
@@ -84,18 +85,9 @@ def targets(model: VitModel, image: ImageInput, k: int = 5) -> list[tuple[str, i
     return [(f"class {i}: {model.labels[i]} ({probs[i]:.0%})", i) for i in best]
 
 
-Text = str | Sequence[int]  # a text target: words, or token ids of the model's tokenizer
-
-
 def describe(model: VitModel, target: int | None, box: Box | None, text: Text | None = None) -> str:
-    if text is not None:
-        return f"the image-text similarity with {_quoted(text)} ({model.family.name}'s logit)"
-    if model.labels is not None:
-        return f"the logit of class {target}: {model.labels[target]}"
-    if model.dense_head is not None:
-        inside = "inside the box" if box else "over the whole image"
-        return f"the dense head's mean output {inside}"
-    return f"the norm of the readout vector, read from {model.readout.name} (this encoder has no output head)"
+    """The output that `attribute`'s target, box and text name, in plain words."""
+    return output_for(model, target, box, text).name(model)
 
 
 def attribute(
@@ -113,17 +105,20 @@ def attribute(
     longest: int | None = None,
     progress: Callable[[float], None] | None = None,
     text: Text | None = None,
+    output: Output | None = None,
 ) -> Attribution:
     """Attribute one scalar output of `model` on `image` to its input with `method` (see METHODS).
 
-    target: a class index for classifiers (default: the top-1 class); ignored otherwise.
+    output: the output explained (see `outputs.Output`); by default the one that target, box and text name
+    (`outputs.output_for`): target, a class index for classifiers (default: the top-1 class); box, a region of
+    the original image for the dense head; text, for a CLIP or SigLIP model with its text tower, the image's
+    similarity logit with this text (words, or token ids).
     n_steps, internal_batch_size: Integrated Gradients' path steps and the batch size of its
     (and occlusion's) forward passes, which bounds memory. baseline: what "absent" means for
     IG and occlusion (black, blurred or the dataset's mean colour). nt_samples > 0 wraps IG in
     a SmoothGrad NoiseTunnel with noise of `nt_stdev` (in normalised input units).
-    layer: the block whose input tokens Grad-CAM reads (default: the last). box: a region of the original image for
-    the dense head's target. progress: called with the fraction done. text: for a CLIP or SigLIP model with its
-    text tower, the target is the image's similarity logit with this text (words, or token ids).
+    layer: the block whose input tokens Grad-CAM reads (default: the last). progress: called with the fraction
+    done.
     """
     if method not in METHODS:
         raise ValueError(f"unknown attribution method {method!r}: use one of {', '.join(METHODS)}")
@@ -134,9 +129,10 @@ def attribute(
     if not 1 <= internal_batch_size <= 256:
         raise ValueError(f"internal_batch_size must be between 1 and 256, got {internal_batch_size}")
     rgb = load_image(image)
+    output = output_for(model, target, box, text) if output is None else output
     start = time.perf_counter()
     with model.lock:
-        x, score_fn, score, target = target_function(model, rgb, target, box, longest, progress, text)
+        x, score_fn, score, output = target_function(model, rgb, output, longest, progress)
         grid = score_fn.grid
         score_fn.expected = _expected_batches(method, n_steps, nt_samples, internal_batch_size, grid)
         raw, delta = _run(method, model, score_fn, x, rgb, grid, n_steps, baseline, nt_samples, nt_stdev, layer,
@@ -146,44 +142,52 @@ def attribute(
         map=to_image(raw, rgb.shape[:2]),
         raw=raw,
         delta=delta,
-        target=describe(model, target, box, text),
+        target=output.name(model),
         score=score,
         grid=grid,
         seconds=time.perf_counter() - start,
+        output=output,
     )
 
 
 def target_function(
     model: VitModel,
     rgb: np.ndarray,
-    target: int | None = None,
-    box: Box | None = None,
+    output: Output,
     longest: int | None = None,
     progress: Callable[[float], None] | None = None,
-    text: Text | None = None,
-) -> tuple[torch.Tensor, _CountingScore, float, int | None]:
-    """The input that attributions use for `rgb` [H,W,3] (see attribution_size), the target as a function of
-    such inputs ([B,3,h,w] -> [B]), its value on this image, and the class it reads (the top-1 class when
-    `target` is None; None without labels). text: the image-text similarity is the target instead."""
-    features = None if text is None else model.text_features(text)
+) -> tuple[torch.Tensor, _CountingScore, float, Output]:
+    """The input that attributions use for `rgb` [H,W,3] (see attribution_size), `output` as a function of such
+    inputs ([B,3,h,w] -> [B]), its value on this image, and the output resolved (a class of None: the top class on
+    this image). What the output reads off the unmasked photo is fixed here: a dense output's weights (its map on
+    the photo, or a box) and the readout vector's direction."""
+    if output.kind == "text" and not model.has_text:
+        raise ValueError(f"{model.name} has no text tower: a text target needs a full CLIP or SigLIP model")
+    if output.kind == "class" and model.labels is None:
+        raise ValueError(f"{model.name} is not a classifier: it has no class to explain")
+    if output.kind == "dense" and model.dense_head is None:
+        raise ValueError(f"{model.name} has no dense head: its output is not a map")
+    features = None if output.kind != "text" else model.text_features(output.text)
     x = torch.from_numpy(_input(model, rgb, longest)).to(model.device)
     grid = (x.shape[2] // model.patch_size, x.shape[3] // model.patch_size)
     with model.lock:
         with torch.no_grad():
             out = model.forward(x, attentions="all", grad=True)  # the default class and the target's value
-        if model.labels is not None and target is None and features is None:
-            target = int(out.logits[0].argmax())
-        if model.labels is not None and features is None and not 0 <= int(target) < len(model.labels):
-            raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {target}")
-        region = _box_mask(box, rgb.shape[:2], x.shape[2:], model.device) if model.dense_head is not None else None
-        score_fn = _CountingScore(model, target, grid, region, progress, features)
+            if output.kind == "class" and output.index is None:
+                output = replace(output, index=int(out.logits[0].argmax()))
+            if output.kind == "class" and not 0 <= int(output.index) < len(model.labels):
+                raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {output.index}")
+            weights = direction = None
+            if output.kind == "dense":
+                photo = model.dense_map(out.hidden_states[-1], grid, tuple(x.shape[2:]))[0, 0].float().cpu().numpy()
+                weights = torch.from_numpy(dense_weights(output, photo, rgb.shape[:2])).to(model.device)
+            if output.kind == "readout":
+                vector = model.readout_vector(out)[0].float()
+                direction = vector / vector.norm().clamp(min=1e-12)
+        score_fn = _CountingScore(model, output, grid, weights, direction, features, progress)
         with torch.no_grad():
             score = float(score_fn.from_output(out, x)[0])
-    return x, score_fn, score, target
-
-
-def _quoted(text: Text) -> str:
-    return f'"{text}"' if isinstance(text, str) else f"the token ids {list(text)}"
+    return x, score_fn, score, output
 
 
 def to_image(raw: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -210,10 +214,12 @@ def patch_scores(raw: np.ndarray, patch: int) -> np.ndarray:
 
 
 class _CountingScore:
-    """The target as a function of the input, [B] -> [B], reporting progress per call."""
+    """An `Output` as a function of the input, [B,3,h,w] -> [B], reporting progress per call. weights: a dense
+    output's [h,w] pixel weights; direction: the readout output's unit vector [D]; features: a text's."""
 
-    def __init__(self, model, target, grid, region, progress, text=None) -> None:
-        self.model, self.target, self.grid, self.region, self.text = model, target, grid, region, text
+    def __init__(self, model, output, grid, weights=None, direction=None, features=None, progress=None) -> None:
+        self.model, self.output, self.grid = model, output, grid
+        self.weights, self.direction, self.features = weights, direction, features
         self.progress, self.calls, self.expected = progress, 0, 1
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -224,43 +230,39 @@ class _CountingScore:
         return score
 
     def readout_rows(self, n: int) -> torch.Tensor:
-        """[N] weights of the output tokens that the target reads (for relevancy)."""
-        k = self.model.n_prefix
-        if self.model.dense_head is None:
-            return torch.from_numpy(self.model.readout.start(n)).to(self.model.device)
-        rows = torch.zeros(n, dtype=torch.float32, device=self.model.device)
-        if self.region is None:
-            rows[k:] = 1
-        else:
-            (gh, gw), (h, w) = self.grid, self.region.shape
-            rows[k:] = self.region.reshape(gh, h // gh, gw, w // gw).mean((1, 3)).flatten()
+        """[N] how much the output reads each final token (relevancy's row): the readout tokens', or a dense
+        output's patches, each by the mean of its pixels' weights."""
+        m = self.model
+        if self.output.reads_readout:
+            return torch.from_numpy(m.readout.start(n)).to(m.device)
+        rows = torch.zeros(n, dtype=torch.float32, device=m.device)
+        rows[m.n_prefix :] = torch.from_numpy(patch_weights(self.weights.cpu().numpy(), self.grid).ravel())
         return rows
 
     def from_output(self, out, x: torch.Tensor) -> torch.Tensor:
-        m = self.model
-        if self.text is not None:
-            return m.similarity(m.readout_vector(out), self.text)
-        if m.labels is not None:
-            return out.logits[:, self.target]
-        if m.dense_head is None:
-            return m.readout_vector(out).norm(dim=-1)
+        m, kind = self.model, self.output.kind
+        if kind == "text":
+            return m.similarity(m.readout_vector(out), self.features)
+        if kind == "class":
+            return out.logits[:, self.output.index]
+        if kind == "readout":
+            return m.readout_vector(out).float() @ self.direction
         return self.from_tokens(out.hidden_states[-1], x)
 
     def from_tokens(self, hidden: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """The target read from any layer's tokens [B,N,D] through the model's own output head, as if they were
-        the last layer's (on the last layer's, the target itself; on earlier ones, a layer lens)."""
-        m = self.model
-        if self.text is not None:
-            return m.similarity(m.output_from(hidden), self.text)
-        if m.dense_head is None:
-            out = m.output_from(hidden)
-            return out[:, self.target] if m.labels is not None else out.norm(dim=-1)
+        """The output read from any layer's tokens [B,N,D] through the model's own output head, as if they were
+        the last layer's (on the last layer's, the output itself; on earlier ones, a layer lens)."""
+        m, kind = self.model, self.output.kind
+        if kind == "text":
+            return m.similarity(m.output_from(hidden), self.features)
+        if kind == "class":
+            return m.output_from(hidden)[:, self.output.index]
+        if kind == "readout":
+            return m.output_from(hidden).float() @ self.direction
         dense = m.dense_map(hidden, self.grid, tuple(x.shape[2:]))[:, 0]
-        # The mean, not the sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
+        # A weighted mean, not a sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
         # targets. Summed over ~50,000 pixels, its gradient term dwarfed the identity (values up to 1e18).
-        if self.region is None:
-            return dense.mean((1, 2))
-        return (dense * self.region).sum((1, 2)) / self.region.sum()
+        return (dense * self.weights).sum((1, 2)) / self.weights.sum()
 
 
 def input_analysis(model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:
@@ -277,23 +279,6 @@ SIGNED = ("integrated_gradients", "input_x_gradient", "occlusion")  # can push t
 def _input(model: VitModel, rgb: np.ndarray, longest: int | None) -> np.ndarray:
     size = attribution_size(model, *rgb.shape[:2], longest)
     return prepare_input(rgb, size, model.patch_size, model.mean, model.std)
-
-
-def _box_mask(box: Box | None, image_size, input_size, device) -> torch.Tensor | None:
-    """A 0/1 mask [h,w] on the model input for a box given in original-image pixels."""
-    if box is None:
-        return None
-    x0, y0, x1, y1 = (float(v) for v in box)
-    (height, width), (h, w) = image_size, input_size
-    x0, x1 = (min(max(v, 0.0), float(width)) for v in sorted((x0, x1)))
-    y0, y1 = (min(max(v, 0.0), float(height)) for v in sorted((y0, y1)))
-    if x1 - x0 < 1 or y1 - y0 < 1:
-        raise ValueError(f"the box {box} covers no pixels of the {width}x{height} image")
-    mask = torch.zeros((h, w), device=device)
-    r0, r1 = int(y0 * h / height), max(int(y0 * h / height) + 1, round(y1 * h / height))
-    c0, c1 = int(x0 * w / width), max(int(x0 * w / width) + 1, round(x1 * w / width))
-    mask[r0:r1, c0:c1] = 1
-    return mask
 
 
 def _baseline(kind: str, rgb: np.ndarray, x: torch.Tensor, model: VitModel) -> torch.Tensor:

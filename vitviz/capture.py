@@ -47,15 +47,15 @@ def capture_all(
     asks, with the dense head's maps, made by one more forward of them all. A dense head that fails is logged:
     the analyses are whole without its maps, and the view that asks for one says why it has none."""
     analyses = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(inputs)]
-    if fusions is not None:
-        fusions.roll(analyses)
-    if dense:
+    if dense:  # first: a dense model's rollouts start from its map
         try:
             made = model.dense_maps_of([rgb for rgb, _ in inputs], tuple(inputs[0][1].shape[2:]))
             for a, dense_map in zip(analyses, made or [None] * len(analyses), strict=True):  # None: no dense head
                 a.__dict__["_dense_map"] = dense_map  # fills the cached property
         except Exception:
             log.exception("the dense head's maps")
+    if fusions is not None:
+        fusions.roll(analyses)
     return analyses
 
 
@@ -123,9 +123,9 @@ class ForwardFusions:
         percents = list(Analysis.ROLLOUT_PERCENTS)
         for fusion in maps.HEAD_FUSIONS:
             thresholds = torch.stack([self.thresholds[fusion][i] for i in layers])  # [L,B,100]
-            starts = np.stack([a.readout_start(fusion) for a in analyses])
+            starts, keeps = zip(*(a.rollout_start(fusion) for a in analyses), strict=True)  # toward each one's output
+            starts, keep = np.stack(starts), keeps[0]
             fused = [self.fused[fusion].pop(i) for i in layers]
-            keep = analyses[0].model.readout.tokens
             chosen = thresholds.index_select(-1, maps.indices(tuple(percents), thresholds.device))
             rolled = maps.rollouts(fused, [p / 100 for p in percents], chosen, starts, keep)
             del fused

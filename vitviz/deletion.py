@@ -18,13 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .attributions import Box, Text, attribute, input_analysis, patch_scores, target_function
 from .attributions import _baseline as replacement_input
+from .attributions import attribute, input_analysis, patch_scores, target_function
 from .models import VitModel
+from .outputs import Box, Output, Text, output_for
 from .preprocess import ImageInput, load_image
 
 REPLACEMENTS = {"blur": "blurred", "mean": "mean colour", "black": "black"}  # -> the attributions' baselines
-MAPS = ("rollout",)  # besides the attribution methods: maps that faithfulness scores too
+MAPS = ("rollout",)  # besides the attribution methods: maps that faithfulness scores too (toward the same output)
 
 
 @dataclass(eq=False)
@@ -49,6 +50,7 @@ class Faithfulness:
     order: np.ndarray
     seconds: float
     map_seconds: float
+    output: Output | None = None  # the output followed, which the map explains
 
     @property
     def deletion_auc(self) -> float:
@@ -90,6 +92,8 @@ class Faithfulness:
             how = f"lowers {self.target} no faster than {k} random orders, over the whole curve: no better than random"
         if self.deletion[1:].mean() > self.deletion[0]:  # the curve does not fall at all
             how += f"; hiding them raises it on average, from {self.deletion[0]:.3g} to {self.deletion[1:].mean():.3g}"
+        if self.verdict != "faithful":  # a finding about the map, which the reader did nothing to cause
+            how += ". So on this image the map is not a reliable guide to what this output uses"
         return (
             f"On this image, removing this map's top patches ({replaced}) {how} "
             f"(area under the deletion curve {self.deletion_auc:.3g}, random orders {low:.3g} to {high:.3g}; "
@@ -120,13 +124,15 @@ def faithfulness(
     scores: np.ndarray | None = None,
     batch: int = 16,
     progress: Callable[[float], None] | None = None,
+    output: Output | None = None,
     **options,
 ) -> Faithfulness:
     """Deletion and insertion curves of one map on `image`, against `random_orders` random orders.
 
-    method: an attribution method (see attributions.METHODS, made with `options` such as n_steps) or "rollout";
-    or give `scores` [gh,gw], one value per patch of the attribution input (method then only names it). The
-    target is the one the map explains (target, box, text: as `attribute`). steps: the curves' points less one
+    method: an attribution method (see attributions.METHODS, made with `options` such as n_steps) or "rollout"
+    (toward the same output, `Analysis.rollout`); or give `scores` [gh,gw], one value per patch of the
+    attribution input (method then only names it). The curves follow the output the map explains: `output`, or
+    the one that target, box and text name (as `attribute`'s). steps: the curves' points less one
     (10: every 10 %). replacement: what a hidden patch shows ("blur", "mean" colour or "black"). batch: the
     masked inputs per forward pass.
     """
@@ -143,14 +149,15 @@ def faithfulness(
     if not 1 <= batch <= 256:
         raise ValueError(f"batch must be between 1 and 256, got {batch}")
     rgb = load_image(image)
-    x, score_fn, _, target = target_function(model, rgb, target, box, longest, text=text)
+    output = output_for(model, target, box, text) if output is None else output
+    x, score_fn, _, output = target_function(model, rgb, output, longest)
     grid, p = score_fn.grid, model.patch_size
     start = time.perf_counter()
     if scores is None and method == "rollout":
-        scores = input_analysis(model, rgb, longest).rollout()
+        scores = input_analysis(model, rgb, longest).rollout(toward=output)
     elif scores is None:
         half = None if progress is None else (lambda fraction: progress(fraction / 2))  # the map: the first half
-        r = attribute(model, rgb, method, target=target, box=box, longest=longest, progress=half, text=text, **options)
+        r = attribute(model, rgb, method, longest=longest, progress=half, output=output, **options)
         scores = patch_scores(r.raw, p)
     scores = np.asarray(scores, np.float32)
     if scores.shape != grid:
@@ -182,7 +189,7 @@ def faithfulness(
 
     return Faithfulness(
         method=method,
-        target=_short_target(model, target, box, text),
+        target=output.short(model.labels),
         replacement=replacement,
         grid=grid,
         fractions=counts / n,
@@ -193,6 +200,7 @@ def faithfulness(
         order=order,
         seconds=time.perf_counter() - start,
         map_seconds=map_seconds,
+        output=output,
     )
 
 
@@ -214,16 +222,6 @@ def _scores(model, score_fn, x, base, masks, grid, p, batch, progress) -> list[f
         if progress is not None:
             progress(min(1.0, (i + batch) / len(masks)))
     return values
-
-
-def _short_target(model: VitModel, target: int | None, box: Box | None, text: Text | None) -> str:
-    if text is not None:
-        return "the similarity with " + (f'"{text}"' if isinstance(text, str) else "the text")
-    if model.labels is not None:
-        return f"the logit of {model.labels[target]}"
-    if model.dense_head is not None:
-        return "the dense head's mean" + (" inside the box" if box else "")
-    return "the readout's norm"
 
 
 @dataclass

@@ -63,9 +63,11 @@ class LayerLens:
         what = "dense map" if self.kind == "dense" else "readout vector"
         gaps = self.gaps()
         if k == last:
+            far = int(gaps.argmax())
             return (
                 f"Read through the output head, no layer before the last gives a {what} close to the final one: "
-                f"layer {last - 1}'s is {gaps[last - 1] / gaps.max():.0%} of the largest difference away{caveat}."
+                f"layer {last - 1}'s still differs from it by {gaps[last - 1] / gaps.max():.0%} as much as layer "
+                f"{far}'s, the most different one (mean absolute difference){caveat}."
             )
         return (
             f"Read through the output head, the layers' {what}s come within 10 % of the final one (mean absolute "

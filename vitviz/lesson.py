@@ -12,6 +12,8 @@ from . import render, sentences, tabs, views
 from .analysis import Analysis
 from .depth import DepthResult
 from .maps import DEFAULT_SCALE
+from .outputs import Output
+from .sanity import rank_correlation
 
 Step = tuple[str, np.ndarray, str]  # (title, picture, text)
 
@@ -88,27 +90,36 @@ def global_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthRe
     layer, head = deep + int(layer), int(head)
     late, early = float(d[deep:].mean()), float(d[0].mean())
     if late > early:
+        title = "A global head"
         trend = (f"On this image the last third of the layers looks farther than layer 0: {late:.0f} px on average "
                  f"against {early:.0f} px.")  # fmt: skip
     else:
-        trend = (f"On this image the last third of the layers does not look farther than layer 0 on average "
-                 f"({late:.0f} px against {early:.0f} px), but some of its heads do.")  # fmt: skip
+        title = "The farthest-looking late head"
+        trend = (f"The ViT paper found that later layers look farther. On this image they do not: the last third "
+                 f"of the layers looks {late:.0f} px away on average, layer 0 {early:.0f} px. Still, single heads "
+                 f"late in the network look far.")  # fmt: skip
     text = (
         f"{trend} In the last third of the network the farthest-looking head is **layer {layer}, head {head}**: "
         f"{d[layer, head]:.0f} px on average, against {d.min():.0f} px for the most local head. Same query as "
-        "before, the centre patch: now bright squares can be anywhere the image has related content. A CNN needs "
+        "before, the centre patch: bright squares can be anywhere the image has related content. A CNN needs "
         "many layers before one unit sees that far."
     )
-    return "A global head", _head_picture(a, layer, head, cmap, alpha, scale), text
+    return title, _head_picture(a, layer, head, cmap, alpha, scale), text
 
 
 def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     d = a.mean_attention_distance
     means = d.mean(axis=1)
+    last = len(means) - 1
+    if means[-1] > means[0]:
+        trend = (f"Averaged over heads it grows from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer "
+                 f"{last}, as in the paper.")  # fmt: skip
+    else:
+        trend = (f"In the paper the distance grows with depth. On this image it does not: averaged over heads it "
+                 f"goes from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer {last}.")  # fmt: skip
     text = (
         f"The table is the ViT paper's Figure 7 (right) on your image: the **mean attention distance** of every "
-        f"head in every layer, in pixels. Averaged over heads it goes from {means[0]:.0f} px in layer 0 to "
-        f"{means[-1]:.0f} px in layer {len(means) - 1}, with the widest spread of heads in layer "
+        f"head in every layer, in pixels. {trend} The widest spread of heads is in layer "
         f"{int(np.argmax(d.max(1) - d.min(1)))}: some heads stay local while others look far, in the same layer. "
         "Each layer is a *pre-norm* layer: LayerNorm, attention, add; LayerNorm, MLP, add."
     )
@@ -118,19 +129,37 @@ def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth:
 def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     picture, note = views.rollout_view(a, "mean", 0.0, cmap, alpha, scale)
     last = a.query_rows(a.model.num_layers - 1, "readout")  # [H,N]
-    trace = ("*Attention rollout* follows attention through all layers (adding the residual path) to estimate how "
-             "much of each patch reaches the readout at the end; the picture is the rollout.")  # fmt: skip
-    if a.model.readout.pool:
+    trace = ("*Attention rollout* multiplies the attention of all layers (adding the residual path) to estimate "
+             "how much of each patch reaches the tokens that the output reads; the picture is the rollout toward "
+             "this model's output.")  # fmt: skip
+    if a.output.reads_readout and a.model.readout.pool:
         top = float(last.mean(0).max())
-        text = (f"{sentences.readout_phrase(a)} {trace} Here rollout starts from the probe's own attention, "
-                f"whose largest share on one patch is {top:.1%} (the mean over its heads). {note}")  # fmt: skip
-    else:
-        share = float(last[:, : a.n_prefix].sum(-1).mean())
-        where = "itself" if a.n_prefix == 1 else f"the prefix tokens ({sentences.prefix_phrase(a)})"
-        text = (f"{sentences.readout_phrase(a)} It gathers the image for the output. {trace} In the last layer, "
-                f"the readout keeps {share:.0%} of its attention on {where} and spreads the rest over the patches. "
+        text = (f"{sentences.output_phrase(a)} {sentences.readout_phrase(a)} {trace} Here rollout starts from the "
+                f"probe's own attention, whose largest share on one patch is {top:.1%} (the mean over its heads). "
                 f"{note}")  # fmt: skip
-    return "The readout and rollout", picture, text
+        return "The readout and rollout", picture, text
+    share = float(last[:, : a.n_prefix].sum(-1).mean())
+    where = "itself" if a.n_prefix == 1 else f"the prefix tokens ({sentences.prefix_phrase(a)})"
+    kept = (f"In the last layer the readout keeps {share:.0%} of its attention on {where} and spreads the rest over "
+            "the patches.")  # fmt: skip
+    if a.output.reads_readout:
+        text = (f"{sentences.output_phrase(a)} {sentences.readout_phrase(a)} It gathers the image for the output. "
+                f"{trace} {kept} {note}")  # fmt: skip
+        return "The readout and rollout", picture, text
+    values, to_cls = a.rollout("mean", 0.0), a.rollout("mean", 0.0, Output("readout"))
+    rho = rank_correlation(values, to_cls)
+    same = "nearly the same map" if rho >= 0.9 else "a similar map" if rho >= 0.5 else "a different map"
+    best, readout = int(values.argmax()), sentences.prefix_phrase(a)
+    text = (
+        f"{sentences.output_phrase(a)} The picture is *attention rollout* toward that output: the attention of all "
+        f"layers multiplied (adding the residual path), starting from the patches the head reads, each weighted by "
+        f"its map. Its brightest patch, {_where(a, best)}, gets **{values.flat[best] / values.sum():.1%}** of what "
+        f"the patches pass to the output. A classifier would be different: its head reads only the {readout} "
+        f"token's final vector, so its rollout starts from that one token. Here rollout toward the {readout} token "
+        f"gives {same} (rank correlation {rho:.2f} with the one shown): with the skip connection in every layer, "
+        "rollout mostly shows which patches all tokens attend to, wherever it starts."
+    )
+    return "The output and rollout", picture, text
 
 
 def inside(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:

@@ -29,7 +29,7 @@ def relevancy(model: VitModel, x: torch.Tensor, score_fn) -> np.ndarray:
     for layer, a in enumerate(out.attentions):
         cam = (grads[layer][0].float() * a[0].float()).clamp(min=0).mean(0)
         r = r + cam @ r
-    if model.pool is not None and model.dense_head is None:
+    if model.pool is not None and score_fn.output.reads_readout:
         rows = (grads[-1][0].float() * attentions[-1][0].float()).clamp(min=0).mean(0)[0]  # [H,1,N] -> [N]
     else:
         rows = score_fn.readout_rows(n)

@@ -120,25 +120,46 @@ def overlay(
     return cv2.addWeighted(heat, alpha, image, 1.0 - alpha, 0.0)
 
 
-def colorbar(height: int, cmap: str, vmin: float, vmax: float, width: int = 150, scale: str = "") -> np.ndarray:
-    """A vertical colour scale [height,width,3]: its top, middle and bottom values and, under it, the
-    scale's name (at the bottom: the app's image buttons cover the top corner). scale "log": the bar
-    is in log10 units and the ticks say the values themselves. Wider than `width` where its labels need it."""
-    name = SCALE_NAMES.get(scale, scale)
+def colorbar(
+    height: int, cmap: str, vmin: float, vmax: float, width: int = 150, scale: str = "", quantity: str = ""
+) -> np.ndarray:
+    """A vertical colour scale [height,width,3]: its top, middle and bottom values and, under it, what it
+    shows (`quantity`, in words and units) and the scale's name (at the bottom: the app's image buttons cover
+    the top corner). scale "log": the bar is in log10 units and the ticks say the values themselves. Wider than
+    `width` where its labels need it."""
+    names = bar_names(scale, quantity, BAR_LINE)
     numbers = [_fmt(10**v if scale == "log" else v) for v in (vmin + f * (vmax - vmin) for f in (0.0, 0.5, 1.0))]
-    width = max(width, 28 + max(text_width(n, 0.85, 2) for n in numbers), text_width(name, 0.75, 2) + 6)
-    tall = text_height(0.85, 2)  # 23 px; the layout below grows with it in the projector mode
-    foot = text_height(0.75, 2) + 14 if scale else 0
+    width = max(width, 28 + max(text_width(n, 0.85, 2) for n in numbers), *(text_width(n, 0.75, 2) + 6 for n in names))
+    tall, line = text_height(0.85, 2), text_height(0.75, 2) + 8  # 23 px; grown in the projector mode
+    foot = len(names) * line + 6 if names else 0
     bar_h = height - foot
     ramp = np.linspace(1, 0, bar_h, dtype=np.float32)[:, None].repeat(16, axis=1)
     bar = np.full((height, width, 3), 255, np.uint8)
     bar[:bar_h, 4:20] = colorize(ramp, cmap, 0, 1)
-    if scale:
-        text(bar, name, (2, height - 10), 0.75, thickness=2)
+    for i, name in enumerate(names):
+        text(bar, name, (2, height - 10 - (len(names) - 1 - i) * line), 0.75, thickness=2)
     for frac, number in zip((0.0, 0.5, 1.0), numbers, strict=True):
         y = int(np.clip((1 - frac) * (bar_h - 1), round(tall * 0.7), bar_h - round(tall * 0.52)))
         text(bar, number, (24, y + round(tall * 0.4)), 0.85, thickness=2)
     return bar
+
+
+BAR_LINE = 14  # the most characters on one line of a vertical colour scale's words
+
+
+def bar_names(scale: str, quantity: str, limit: int) -> list[str]:
+    """The lines under a colour scale: what it shows, then its scale's name, each wrapped at `limit` characters."""
+    return _wrapped(quantity, limit) + _wrapped(SCALE_NAMES.get(scale, scale), limit)
+
+
+def _wrapped(words: str, limit: int) -> list[str]:
+    lines: list[str] = []
+    for word in words.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= limit:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
 
 
 def _fmt(v: float) -> str:
@@ -149,7 +170,8 @@ def _fmt(v: float) -> str:
     return f"{v:.3f}" if abs(v) < 10 else f"{v:.4g}"
 
 
-SCALE_NAMES = {"robust": "clip p99", "min-max": "min-max", "log": "log p1-p99"}
+# in words: "log" spans the 1st to the 99th percentile (maps.colour_scale), "robust" clips at the 99th
+SCALE_NAMES = {"robust": "linear, top 1% clipped", "min-max": "linear, lowest to highest", "log": "log scale"}
 
 
 MIN_BAR = 160  # the shortest vertical colour scale whose three numbers and name fit, in pixels
@@ -167,21 +189,29 @@ def _pad_to(image: np.ndarray, height: int = 0, width: int = 0) -> np.ndarray:
     return out
 
 
-def with_colorbar(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
-    image = _pad_to(image, height=grown(MIN_BAR, 0.85, 2))
-    bar = colorbar(image.shape[0], cmap, vmin, vmax, scale=scale)
+def with_colorbar(
+    image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "", quantity: str = ""
+) -> np.ndarray:
+    names = len(bar_names(scale, quantity, BAR_LINE))
+    image = _pad_to(image, height=grown(MIN_BAR, 0.85, 2) + max(0, names - 1) * (text_height(0.75, 2) + 8))
+    bar = colorbar(image.shape[0], cmap, vmin, vmax, scale=scale, quantity=quantity)
     return np.concatenate([image, bar], axis=1)
 
 
-def with_colorbar_below(image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "") -> np.ndarray:
-    """`image` over a horizontal colour scale as wide as it: low, middle and high values, then the
-    scale's name. For pictures shown small, side by side: its text keeps the picture's own scale. The middle
-    value is left out where the three would touch (a narrow picture, or the projector mode's labels)."""
+def with_colorbar_below(
+    image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "", quantity: str = ""
+) -> np.ndarray:
+    """`image` over a horizontal colour scale as wide as it: low, middle and high values, then what it shows
+    (`quantity`) and the scale's name, on lines as wide as the picture. For pictures shown small, side by side:
+    its text keeps the picture's own scale. The middle value is left out where the three would touch (a narrow
+    picture, or the projector mode's labels)."""
     image = _pad_to(image, width=MIN_BAR_BELOW)
     width = image.shape[1]
     baseline = 30 + text_height(0.8, 2)  # 52 px; the rows below grow with the labels in the projector mode
-    name_line = baseline + text_height(0.75, 2) + 12
-    bar = np.full(((name_line if scale else baseline) + 8, width, 3), 255, np.uint8)
+    line = text_height(0.75, 2) + 12
+    sample = SCALE_NAMES["robust"]  # how many characters a line holds, from a typical line's width
+    names = bar_names(scale, quantity, max(8, (width - 8) * len(sample) // text_width(sample, 0.75, 2)))
+    bar = np.full((baseline + len(names) * line + 8, width, 3), 255, np.uint8)
     bar[6:24, 6 : width - 6] = colorize(np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), cmap, 0, 1)
     placed = []
     for frac in (0.0, 0.5, 1.0):
@@ -194,9 +224,8 @@ def with_colorbar_below(image: np.ndarray, cmap: str, vmin: float, vmax: float, 
         del placed[1]
     for number, x, _ in placed:
         text(bar, number, (x, baseline), 0.8, thickness=2)
-    if scale:
-        name = SCALE_NAMES.get(scale, scale)
-        text(bar, name, ((width - text_width(name, 0.75, 2)) // 2, name_line), 0.75, thickness=2)
+    for i, name in enumerate(names):
+        text(bar, name, ((width - text_width(name, 0.75, 2)) // 2, baseline + (i + 1) * line), 0.75, thickness=2)
     return np.concatenate([image, bar], axis=0)
 
 

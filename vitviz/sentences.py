@@ -9,6 +9,7 @@ import numpy as np
 
 from .analysis import Analysis
 from .maps import high_norm_tokens
+from .outputs import Output
 
 
 def upscale_note(a: Analysis, limit: float = 4.0) -> str:
@@ -71,8 +72,12 @@ def readout_phrase(a: Analysis) -> str:
     if len(r.tokens) > 1:
         return (f"The readout is {len(r.tokens)} tokens, {names}: each feeds its own classifier, and the two "
                 "classifiers' logits are averaged.")  # fmt: skip
-    return (f"The {names} token is the *readout token*: a learned vector put in front of the patches, whose "
+    said = (f"The {names} token is the *readout token*: a learned vector put in front of the patches, whose "
             "output summarises the image.")  # fmt: skip
+    if not a.output.reads_readout:
+        said += (f" In {m.family.name}'s training that summary was the output; in this model the output is a "
+                 "dense head that reads the patch tokens, and the readout feeds nothing it outputs.")  # fmt: skip
+    return said
 
 
 def attention_note(a: Analysis, layer: int, head: int | str | None, query: str | int) -> str:
@@ -96,12 +101,44 @@ def attention_note(a: Analysis, layer: int, head: int | str | None, query: str |
     if query == "readout" and a.model.readout.pool:
         first += " The probe attends once, after the last layer: its map is the same whatever layer is picked."
     return (f"{first} Over all queries, {who} **{float(distances.mean()):.0f} px** away on average "
-            f"(mean attention distance), with entropy **{entropy:.2f} nats** against {uniform:.2f} for perfectly "
+            f"(mean attention distance), with entropy **{entropy:.2f} nats** (how spread out the attention is, "
+            f"in natural-log units: 0 if one key took it all) against {uniform:.2f} for perfectly "
             f"uniform attention ({entropy / uniform:.0%}).")  # fmt: skip
 
 
-def rollout_note(a: Analysis, values: np.ndarray) -> str:
-    """What the rollout's brightest patch is, in numbers: its share, how far it stands out, its norm."""
+def output_phrase(a: Analysis) -> str:
+    """What this model outputs and which tokens that output reads, from its output record."""
+    m, out = a.model, a.output
+    if out.kind == "dense":
+        return (f"This model's output is its dense head: a small decoder (transposed convolutions) that reads "
+                f"every patch token of the last layer and paints a map over the image. It reads no prefix token: "
+                f"{prefix_phrase(a)} feeds nothing that this model outputs.")  # fmt: skip
+    if out.kind == "class":
+        return f"This model's output is a classifier's logits, read from {m.readout.name} after the last layer."
+    return (f"This model has no output head: what it produces is the readout vector, {m.readout.name} after the "
+            "last layer, which a task's head would read.")  # fmt: skip
+
+
+def toward_phrase(a: Analysis, toward: Output) -> str:
+    """Which tokens a rollout toward `toward` starts from, and whether the model's output reads them."""
+    if not toward.reads_readout:
+        where = "inside the box" if toward.box is not None else "over the image"
+        weighted = "equally" if toward.box is not None or toward.region == "image" else "by the head's map"
+        return (f"Rollout toward the output: it starts from the patch tokens that the dense head reads "
+                f"{where}, each weighted {weighted}, and follows attention back through all "
+                f"{a.num_layers} layers.")  # fmt: skip
+    if a.output.reads_readout:
+        return (f"Rollout toward the readout, {a.model.readout.name}, which this model's output reads: it "
+                f"follows attention back from there through all {a.num_layers} layers.")  # fmt: skip
+    return (f"Rollout toward the readout, {a.model.readout.name}: {a.model.family.name}'s image summary, which "
+            "this model's output (its dense head) does not read. It shows what the readout gathers, not what "
+            "the output uses.")  # fmt: skip
+
+
+def rollout_note(a: Analysis, values: np.ndarray, toward: Output | None = None) -> str:
+    """What the rollout follows (toward which output), and what its brightest patch is, in numbers: its share,
+    how far it stands out, its norm."""
+    toward = a.output if toward is None else toward
     gh, gw = a.grid
     best = int(values.argmax())
     row, col = divmod(best, gw)
@@ -110,17 +147,11 @@ def rollout_note(a: Analysis, values: np.ndarray) -> str:
     norms = a.token_norms()
     norm = float(norms.flat[best] / np.median(norms))
     kind = "an artifact token" if high_norm_tokens(norms).flat[best] else "no artifact token (its norm is ordinary)"
-    text = (f"The brightest patch, row {row}, column {col} (patch {best}), gets {share:.1%} of all that the patches "
-            f"pass to the readout: {tail:.1f} times the level that only 1 in 100 patches exceeds (the 99th "
-            f"percentile). Its output vector is {norm:.2f} times as long as the median patch's: {kind}.")  # fmt: skip
-    sal = a.dense_map()
-    if sal is not None:
-        h, w = sal.shape
-        score = float(sal[row * h // gh : (row + 1) * h // gh, col * w // gw : (col + 1) * w // gw].mean())
-        kind = "above" if score >= 0.5 else "below"
-        text += (f" The embedded model's dense head (tab 7, its saliency map) scores that patch {score:.2f} "
-                 f"on its scale from 0 (background) to 1 (region of interest): {kind} the middle, 0.5.")  # fmt: skip
-    return text
+    end = "the readout" if toward.reads_readout else "the output"
+    return (f"{toward_phrase(a, toward)} The brightest patch, row {row}, column {col} (patch {best}), gets "
+            f"**{share:.1%}** of all that the patches pass to {end} (the colour scale is in the same %): "
+            f"{tail:.1f} times the level that only 1 in 100 patches exceeds. Its output vector is {norm:.2f} times "
+            f"as long as the median patch's: {kind}.")  # fmt: skip
 
 
 def token_name(a: Analysis, index: int) -> str:
@@ -162,8 +193,8 @@ def inside_note(a: Analysis, d, u) -> str:
         f"Prefix tokens, not pictured: {prefix}.",
         f"**3 · Softmax.** $\\alpha_j = e^{{s_j}} / \\sum_k e^{{s_k}}$ (picture 3: the Attention view's map). "
         f"The largest weight is **{d.weights[big]:.3f}**, on {token_name(a, big)}; the top 1 % of keys hold "
-        f"**{d.top_share:.0%}** of the weight; the effective number of keys, $e^{{\\text{{entropy}}}}$, is "
-        f"**{d.effective_keys:.1f}** of {n}.",
+        f"**{d.top_share:.0%}** of the weight; the weights are as spread out as if **{d.effective_keys:.1f}** of "
+        f"the {n} keys shared them equally (the effective number of keys, $e^{{\\text{{entropy}}}}$).",
         f"**4 · Values.** Each key passes on $\\alpha_j v_j$. Its size after this head's slice of the output "
         f"projection, $\\lVert \\alpha_j W^O_{h} v_j \\rVert$ (picture 4), is what the key really contributes: "
         f"attention is not only a weight (Kobayashi et al. 2020). The largest contribution comes from "

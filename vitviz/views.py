@@ -15,6 +15,7 @@ from .attributions import SIGNED, Attribution
 from .depth import DepthResult
 from .maps import DEFAULT_SCALE, colour_scale, high_norm_tokens
 from .models import VitModel
+from .outputs import Output
 from .sentences import inside_note, readout_phrase, rollout_note, token_name
 
 ALL_HEADS = "all"
@@ -69,11 +70,13 @@ def scaled_overlay(
     colorbar: str | None = "right",
     flagged: np.ndarray | None = None,
     query: int | None = None,
+    quantity: str = "",
 ) -> np.ndarray:
     """`values` over `base` on a colour scale, with a colorbar that names it; on a patch map (`grid`),
     the patches above the clip are outlined (and `flagged` ones in green). limits: (low, high) shared
     with other pictures. colorbar: "right", "below" (pictures shown small, side by side) or None.
-    query: a patch to outline on top of everything, the query of an attention map."""
+    query: a patch to outline on top of everything, the query of an attention map. quantity: what the values are,
+    in words and units, written under the colour scale."""
     if colorbar not in ("right", "below", None):
         raise ValueError(f"colorbar must be 'right', 'below' or None, got {colorbar!r}")
     shown, lo, hi, clipped = colour_scale(values, scale)
@@ -89,7 +92,8 @@ def scaled_overlay(
         img = render.mark_patch(img, grid, query)
     if colorbar is None:
         return img
-    return (render.with_colorbar if colorbar == "right" else render.with_colorbar_below)(img, cmap, lo, hi, scale)
+    bar = render.with_colorbar if colorbar == "right" else render.with_colorbar_below
+    return bar(img, cmap, lo, hi, scale, quantity)
 
 
 def attention_view(
@@ -157,11 +161,23 @@ def attention_sheet(
 
 
 def rollout_view(
-    a: Analysis, fusion: str, discard: float, cmap: str = "inferno", alpha: float = 0.6, scale: str = DEFAULT_SCALE
+    a: Analysis,
+    fusion: str,
+    discard: float,
+    cmap: str = "inferno",
+    alpha: float = 0.6,
+    scale: str = DEFAULT_SCALE,
+    toward: Output | None = None,
 ) -> tuple[np.ndarray, str]:
-    """(the rollout over the image, bilinear, with a colorbar; what its brightest patch is)."""
-    values = a.rollout(fusion, discard)
-    return scaled_overlay(display(a), values, cmap, alpha, scale, False, a.grid), rollout_note(a, values)
+    """(the rollout toward `toward` (default: the model's own output) over the image, bilinear, with a colorbar
+    in the note's unit, each patch's share of what the patches pass on, in %; the note: what the map follows and
+    what its brightest patch is)."""
+    toward = a.output if toward is None else toward
+    values = a.rollout(fusion, discard, toward)
+    shares = values / max(float(values.sum()), 1e-12) * 100
+    quantity = f"% of the flow to {'the readout' if toward.reads_readout else 'the output'}"
+    picture = scaled_overlay(display(a), shares, cmap, alpha, scale, False, a.grid, quantity=quantity)
+    return picture, rollout_note(a, values, toward)
 
 
 def patch_at_display(a: Analysis, x: float, y: float) -> int | None:

@@ -133,7 +133,7 @@ def run(server: Server, image, model_name, size, method_label, target, baseline,
             **options,
         )
         rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
-    same = input_analysis(model, image).rollout("mean", 0.0)  # rollout on the attribution's own input
+    same = input_analysis(model, image).rollout("mean", 0.0, r.output)  # on its input, toward its output
     made = (
         _settings(method, options, baseline, n_steps, noise_samples, block),
         patch_scores(r.raw, a.model.patch_size),
@@ -265,8 +265,9 @@ def build(ctx: Context) -> None:
             "changes when pixels change; occlusion hides one patch at a time; *relevancy* "
             "(Chefer et al. 2021) weighs each layer's attention by its gradient. Compare the "
             "three pictures: where attention rollout and the attributions disagree, attention "
-            "was not the whole story. A classifier's target is a class; the embedded model's "
-            "is its dense head's output, over the image or inside a box you draw."
+            "was not the whole story. Every map here, and every check of it, explains one output, named in the "
+            "summary: a classifier's class; for the embedded model its dense head's map, where it marks your "
+            "photo as salient (weighted by that map), or inside a box you draw."
         ),
         elem_id="attributions-tab",
     ) as tab:
@@ -298,7 +299,7 @@ def build(ctx: Context) -> None:
                 summary = gr.Markdown(elem_id="attr-summary", label="Summary")
         with gr.Row(elem_id="attr-results"):
             shown = picture(label="Attribution", elem_id="attribution")
-            roll = picture(label="Attention rollout")
+            roll = picture(label="Attention rollout, toward the same output")
             rel = picture(label="Relevancy (Chefer et al.)")
         with gr.Row():
             faithful = gr.Button("Check faithfulness: hide the top patches", elem_id="check-faithfulness")

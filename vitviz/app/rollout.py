@@ -1,4 +1,5 @@
-"""Rollout: attention followed through every layer to the readout token, and how far to trust it on this image."""
+"""Rollout: attention followed back through every layer from the tokens an output reads (the model's own output by
+default, or the readout token), and how far to trust it on this image, checked against that same output."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from ..analysis import Analysis
 from ..attributions import attribution_size, input_analysis
 from ..deletion import faithfulness, passes
 from ..maps import HEAD_FUSIONS
+from ..outputs import Output
 from .heavy import stop_run, stoppable, within_budget
 from .pictures import picture
 from .session import Server, slots, user_errors
@@ -19,6 +21,9 @@ STOPPED_NOTE = (
 )
 
 
+TOWARD = {"output": "the model's output", "readout": "the readout token (CLS)"}
+
+
 def _settings(fusion, discard) -> tuple[str, float]:
     """The tab's fusion, checked, and its discard ratio as a number (maps.rollout checks its range)."""
     if fusion not in HEAD_FUSIONS:
@@ -26,22 +31,30 @@ def _settings(fusion, discard) -> tuple[str, float]:
     return fusion, float(discard)
 
 
+def _toward(a: Analysis, toward) -> Output:
+    """The output a rollout follows: the model's own ("output"), or the readout vector ("readout")."""
+    if toward not in TOWARD:
+        raise ValueError(f"toward must be one of {list(TOWARD)}, got {toward!r}")
+    return a.output if toward == "output" else Output("readout")
+
+
 @user_errors
-def draw(a, fusion, discard, cmap, alpha, colour_scale, request: gr.Request):
-    """Attention rollout with head fusion and discard ratio."""
+def draw(a, fusion, discard, toward, cmap, alpha, colour_scale, request: gr.Request):
+    """Attention rollout toward the chosen output, with head fusion and discard ratio."""
     fusion, discard = _settings(fusion, discard)
-    return views.rollout_view(a, fusion, discard, cmap, float(alpha), colour_scale)
+    return views.rollout_view(a, fusion, discard, cmap, float(alpha), colour_scale, _toward(a, toward))
 
 
 @user_errors
-def check_faithfulness(server: Server, image, model_name, size, fusion, discard, request: gr.Request = None,
-                       progress=gr.Progress()):  # fmt: skip
+def check_faithfulness(server: Server, image, model_name, size, fusion, discard, toward="output",
+                       request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
     """Deletion and insertion curves of the rollout with the tab's fusion and discard ratio, and of the other two
-    fusions at the same ratio, for the model's own output, against random orders: a figure and a sentence each.
-    The rollouts are remade on the input that the output is read from (the attributions' input), so that the
-    map and the curves see the same tokens."""
+    fusions at the same ratio, each following the very output it rolls toward, against random orders: a figure
+    and a sentence each. The rollouts are remade on the input that the output is read from (the attributions'
+    input), so that the map and the curves see the same tokens."""
     fusion, discard = _settings(fusion, discard)
     a = server.get_analysis(image, model_name, size, request)
+    output = _toward(a, toward)
     fusions = [fusion, *(f for f in HEAD_FUSIONS if f != fusion)]
     name = "The faithfulness check of the rollout"
     within_budget(a, lambda grid: 1 + len(fusions) * passes(), name)
@@ -53,7 +66,8 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
                 model,
                 image,
                 f"rollout ({f})",
-                scores=same.rollout(f, discard),
+                scores=same.rollout(f, discard, output),
+                output=output,
                 progress=lambda done, i=i: report((i + done) / len(fusions)),
             )  # fmt: skip
             for i, f in enumerate(fusions)
@@ -65,7 +79,7 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
         ("Each rollout keeps all" if discard == 0 else f"Each rollout discards the weakest {discard:.0%}")
         + f" of each layer's attention and is remade on the {w}×{h} px input that the output is read from"
         + ("." if (h, w) == (shown_h, shown_w) else f" (the picture above is the {shown_w}×{shown_h} px analysis).")
-        + f" The output followed: {results[0].target}."
+        + f" The curves follow the output the rollout goes toward: {output.name(a.model)}."
     )
     lines = [f"**{n}.** {r.sentence()} (Curves computed in {r.seconds:.1f} s.)"
              for n, r in zip(names, results, strict=True)]  # fmt: skip
@@ -86,13 +100,14 @@ def build(ctx: Context) -> None:
     with view_tab(
         "rollout",
         (
-            "Attention *rollout* follows attention through all layers "
+            "Attention *rollout* follows attention back through all layers "
             "at once: it multiplies the layers' attention (plus the skip connection) to estimate "
-            "how much each patch flows into the readout at the end (the CLS token in most ViTs). Bright = more. "
+            "how much each patch flows into the tokens that an output reads at the end. By default that is "
+            "the model's own output; the readout token (CLS) is the other choice. Bright = more. "
             "On the default log scale equal steps of colour are equal factors, so a faint background and "
             "a bright object both show. "
-            "The sentence under the pictures says what the brightest patch is on this image; "
-            "a discard ratio or max fusion shows more than the few brightest patches."
+            "The sentence under the pictures says what the map follows and what its brightest patch is on this "
+            "image; a discard ratio or max fusion shows more than the few brightest patches."
         ),
     ) as tab:
         with gr.Row():
@@ -103,6 +118,8 @@ def build(ctx: Context) -> None:
             discard = gr.Slider(
                 0, percents[-1] / 100, value=0.0, step=percents[1] / 100, label="Discard the weakest fraction"
             )
+            toward = gr.Radio([(label, key) for key, label in TOWARD.items()], value="output",
+                              label="Rollout toward", elem_id="rollout-toward")  # fmt: skip
         with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first"]):
             original = picture(label="Your image, for comparison")
             rollout = picture(label="Rollout (bilinear)", elem_id="rollout")
@@ -112,9 +129,9 @@ def build(ctx: Context) -> None:
             check = gr.Button("Check faithfulness: hide the top patches", variant="primary", elem_id="rollout-check")
             halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="rollout-stop")
         gr.Markdown(
-            "Does the output depend on the patches that rollout makes bright? Hide them first (showing a blur of "
-            "the image there) and follow the model's output; a faithful map makes it fall faster than random "
-            "orders do. The three head fusions are checked, at the discard ratio above.",
+            "Does the output that rollout goes toward depend on the patches it makes bright? Hide them first "
+            "(showing a blur of the image there) and follow that same output; a faithful map makes it fall faster "
+            "than random orders do. The three head fusions are checked, at the discard ratio above.",
             elem_classes=["caption"],
         )
         curves = gr.Plot(label="Rollout: deletion and insertion", elem_id="rollout-curves")
@@ -123,13 +140,13 @@ def build(ctx: Context) -> None:
     ctx.view(
         tab,
         draw,
-        [*ctx.where, fusion, discard, ctx.cmap, ctx.alpha, ctx.scale],
+        [*ctx.where, fusion, discard, toward, ctx.cmap, ctx.alpha, ctx.scale],
         [rollout, note],
-        [fusion.change, discard.change],
+        [fusion.change, discard.change, toward.change],
         api_name="rollout",
     )
     bind = ctx.server.bind
-    checking = check.click(bind(check_faithfulness), [*ctx.where, fusion, discard], [curves, verdict],
+    checking = check.click(bind(check_faithfulness), [*ctx.where, fusion, discard, toward], [curves, verdict],
                            api_name="rollout_faithfulness", **slots("heavy"))  # fmt: skip
     halt.click(bind(stop), None, verdict, cancels=[checking], api_visibility="private", queue=False)
     # The curves belong to one image: a new or cleared image stops the check and clears them. They name their

@@ -440,8 +440,16 @@ function caption(entropy) {
   const where = S.query === PROBE ? `After layer ${S.meta.layers - 1}` : `Layer ${S.layer}`;
   ui.bigCap.innerHTML = (INSIDE ? "<b>3 · Weights α = softmax(s / T).</b> " : "") + `${where}, <span class="vx-chip" style="background:${headColour(S.head)}"></span><b>head ${S.head}</b>: ` +
     `attention of <b>${tokenName(S.query)}</b>${S.pinned ? " (pinned: click it again to unpin)" : ""}. ` +
-    `Over the ${tokens} keys it spreads like ${Math.exp(entropy).toFixed(1)} equal ones (e<sup>entropy</sup>). ` +
+    `Over the ${tokens} keys it is as spread out as if ${Math.exp(entropy).toFixed(1)} keys shared it equally (the effective number of keys, e<sup>entropy</sup>). ` +
     (S.meta.prefix.length ? `${hidden} ${prefix}.` : "");
+}
+
+const TIE = 0.005; // a score this close to the top one shows as 0.00: it is named a tie, never "−0.00"
+
+function belowTop(gap, top) {
+  // s_j − max s as a class reads it: the top key, a tie with it, or how far below it
+  if (top) return "0 (the top key)";
+  return Math.abs(gap) < TIE ? "tied with the top key" : gap.toFixed(2);
 }
 
 function mechanism() {
@@ -453,16 +461,18 @@ function mechanism() {
   let hi = -Infinity, lo = Infinity;
   for (let j = 0; j < tokens; j++) { if (s[j] > hi) hi = s[j]; if (s[j] < lo) lo = s[j]; }
   const order = Array.from({ length: tokens }, (_, j) => j).sort((a, b) => w[b] - w[a]).slice(0, 6);
-  const rows = order.map((j) => `<tr><td>${shortName(j)}</td><td>${s[j].toFixed(2)}</td><td>${(s[j] - hi).toFixed(2)}</td>` +
+  const rows = order.map((j) => `<tr><td>${shortName(j)}</td><td>${s[j].toFixed(2)}</td><td>${belowTop(s[j] - hi, j === order[0])}</td>` +
     `<td>${pct(w[j])}</td><td>${pct(model[j])}</td><td>${(w[j] * norms[j]).toPrecision(3)}</td></tr>`).join("");
   const second = order.length > 1 ? +(s[order[1]] - hi).toFixed(2) : 0;
   const exponent = +(second / S.T).toFixed(2); // rounded as shown, so that e^x agrees with a calculator
   const of = S.query === PROBE ? "the pooling probe" : `layer ${S.layer}`;
+  const runnerUp = Math.abs(second) < TIE
+    ? `the next key, ${shortName(order[1])}, is tied with the top key (their scores differ by less than ${TIE}), so it gets the same weight`
+    : `a key ${Math.abs(second).toFixed(2)} below the top gets e<sup>${exponent.toFixed(2)}</sup> = ${pct(Math.exp(exponent))} of the top key's weight`;
   ui.mech.innerHTML = `<h4>How head ${S.head} of ${of} computes this row</h4>
     <p>Scores s<sub>j</sub> = q·k<sub>j</sub>/√${dh} of the query against all ${tokens} keys run from ${lo.toFixed(2)} to ${hi.toFixed(2)}.
     Softmax ignores a shift that is the same for every key, so only s<sub>j</sub> − max s matters:
-    a key ${Math.abs(second).toFixed(2)} below the top gets e<sup>${exponent.toFixed(2)}</sup> = ${pct(Math.exp(exponent))} of the top key's weight
-    at T = ${S.T.toFixed(2)}. Weights α = softmax(s / T)${S.T === 1 ? " (T = 1: the model itself)" : "; T = 1 is the model, T &lt; 1 sharpens, T &gt; 1 flattens"}.</p>
+    ${runnerUp} at T = ${S.T.toFixed(2)}. Weights α = softmax(s / T)${S.T === 1 ? " (T = 1: the model itself)" : "; T = 1 is the model, T &lt; 1 sharpens, T &gt; 1 flattens"}.</p>
     <table><thead><tr><th>key (row, column)</th><th>s<sub>j</sub></th><th>s<sub>j</sub> − max</th><th>α<sub>j</sub> at T</th><th>α<sub>j</sub> at T = 1</th><th>α<sub>j</sub> ‖W<sub>O</sub> v<sub>j</sub>‖</th></tr></thead>
     <tbody>${rows}</tbody></table>
     <p>α<sub>j</sub> ‖W<sub>O</sub> v<sub>j</sub>‖: what key j really passes on, its weight times the size of its value
