@@ -1,0 +1,175 @@
+"""The output a map explains (vitviz/outputs.py): one record, and the map, its check and its sentence all follow it.
+
+Rollout toward a dense output is held against the full matrix chain in float64 with the output's weights as its
+last row; every map's check and sentence against the record; and every sentence of every tab against what the
+model's output reads.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from conftest import FAMILIES, random_image, reference_outputs, tiny_dinov2, tiny_vit
+
+import vitviz
+from vitviz import lesson, sentences, views
+from vitviz.attributions import attribute, input_analysis
+from vitviz.deletion import faithfulness
+from vitviz.outputs import Output, default_output, output_for
+from vitviz.preprocess import prepare_input
+
+
+@pytest.fixture(scope="module")
+def coffee_224(embedded, coffee) -> vitviz.Analysis:
+    return vitviz.analyze(embedded, coffee, longest=224)
+
+
+def test_a_model_has_the_output_its_head_gives(embedded):
+    assert default_output(tiny_vit()) == Output("class")
+    assert default_output(embedded) == Output("dense") and not Output("dense").reads_readout
+    assert default_output(tiny_dinov2()) == Output("readout") and Output("readout").reads_readout
+    assert output_for(embedded, box=(1, 2, 3, 4)) == Output("dense", box=(1.0, 2.0, 3.0, 4.0))
+    assert output_for(tiny_vit(), target=3) == Output("class", index=3)
+    assert output_for(embedded, text="a dog") == Output("text", text="a dog")  # a text wins, where it applies
+
+
+def test_a_bad_output_is_named():
+    with pytest.raises(ValueError, match="unknown output kind 'logits'"):
+        Output("logits")
+    with pytest.raises(ValueError, match="unknown dense region 'edges'"):
+        Output("dense", region="edges")
+    with pytest.raises(ValueError, match="a text output needs its text"):
+        Output("text")
+    with pytest.raises(ValueError, match="has no dense head"):
+        attribute(tiny_vit(), random_image(32, 32), "saliency", output=Output("dense"))
+    with pytest.raises(ValueError, match="is not a classifier"):
+        attribute(tiny_dinov2(), random_image(40, 56), "saliency", output=Output("class"), longest=56)
+
+
+def chain_by_hand(a: vitviz.Analysis, fusion: str, ratio: float, last_row: np.ndarray, keep: list[int]) -> np.ndarray:
+    """start · Â_{L-1} ... Â_0 as the full product of [N,N] matrices in float64: each layer's heads fused, weights
+    at or below the layer's `ratio` quantile dropped (never the `keep` columns), the identity added, rows summing
+    to 1; `last_row` [N] the output's weights."""
+    n = a.num_tokens
+    product = np.eye(n)
+    for layer in range(a.num_layers):
+        w = a.layer_attention(layer).astype(np.float64)
+        fused = w.mean(0) if fusion == "mean" else w.max(0)
+        if ratio > 0:
+            k = max(1, int(n * n * ratio))
+            kept = np.where(fused > np.sort(fused.ravel())[k - 1], fused, 0.0)
+            kept[:, keep] = fused[:, keep]
+            fused = kept
+        step = fused + np.eye(n)
+        product = (step / step.sum(1, keepdims=True)) @ product
+    return (last_row @ product)[a.n_prefix :].reshape(a.grid)
+
+
+@pytest.mark.parametrize("fusion, ratio", [("mean", 0.0), ("max", 0.5), ("mean", 0.9)])
+def test_rollout_toward_a_dense_output_is_the_matrix_chain_with_its_weights_as_the_last_row(coffee_224, fusion, ratio):
+    a = coffee_224
+    gh, gw = a.grid
+    h, w = a.pixel_values.shape[2:]
+    dense = a.model.dense_map_of(a.image, (h, w)).astype(np.float64)  # the dense head on the photo
+    box = (0.0, 0.0, a.image.shape[1] / 2, float(a.image.shape[0]))  # the left half: whole patches here
+    left = np.concatenate([np.ones((h, w // 2)), np.zeros((h, w - w // 2))], 1)
+    by_pixels = {
+        Output("dense"): dense,
+        Output("dense", region="image"): np.ones((h, w)),
+        Output("dense", box=box): left,
+    }
+    assert w % 2 == 0 and (w // 2) % a.model.patch_size == 0
+    for output, pixels in by_pixels.items():
+        row = np.zeros(a.num_tokens)
+        row[a.n_prefix :] = pixels.reshape(gh, h // gh, gw, w // gw).mean((1, 3)).ravel()
+        expected = chain_by_hand(a, fusion, ratio, row / row.sum(), [])
+        np.testing.assert_allclose(a.rollout(fusion, ratio, output), expected, atol=1e-6)
+    cls = np.zeros(a.num_tokens)
+    cls[0] = 1
+    np.testing.assert_allclose(a.rollout(fusion, ratio, Output("readout")), chain_by_hand(a, fusion, ratio, cls, [0]),
+                               atol=1e-6)  # fmt: skip
+
+
+def own_score(model, rgb: np.ndarray, output: Output) -> float:
+    """The output's value on the unmasked photo, from transformers' own forward and the head's module."""
+    x = prepare_input(rgb, (224, 224), 14, model.mean, model.std)
+    ref = reference_outputs(model, x)
+    if output.kind == "readout":
+        return float(ref.pooler_output[0].norm())  # along its own direction: its length
+    with torch.no_grad():
+        tokens = ref.last_hidden_state[0, 1:].reshape(16, 16, -1).permute(2, 0, 1)[None]
+        m = model.dense_head(tokens, (224, 224))[0, 0].double().numpy()
+    if output.box is not None:
+        return float(m[:, :112].mean())
+    return float((m * m).sum() / m.sum())
+
+
+def test_each_map_its_check_and_its_sentence_follow_one_output_and_change_with_it(embedded, coffee, coffee_224):
+    """Rollout (the Rollout tab's map, note and check) and an attribution (the Attributions tab's map, summary and
+    check), for three outputs of the embedded model: each names its output, and changing it changes all three."""
+    same = input_analysis(embedded, coffee)
+    outputs = [Output("dense"), Output("readout"), Output("dense", box=(0, 0, 300, 400))]
+    said = []
+    for output in outputs:
+        values = coffee_224.rollout("mean", 0.0, output)
+        picture, note = views.rollout_view(coffee_224, "mean", 0.0, toward=output)
+        np.testing.assert_array_equal(picture, views.rollout_view(coffee_224, "mean", 0.0, toward=output)[0])
+        assert note == sentences.rollout_note(coffee_224, values, output)
+        assert sentences.toward_phrase(coffee_224, output) in note
+        check = faithfulness(embedded, coffee, "rollout", output=output, steps=2, random_orders=1)
+        assert check.output == output and check.target == output.short()
+        np.testing.assert_array_equal(check.order, np.argsort(-same.rollout(toward=output).ravel(), kind="stable"))
+        assert check.deletion[0] == pytest.approx(own_score(embedded, coffee, output), rel=1e-4)
+        shown = attribute(embedded, coffee, "saliency", output=output)
+        assert shown.output == output and shown.target == output.name(embedded)
+        assert shown.score == pytest.approx(check.deletion[0], rel=1e-5)
+        said.append((note, check.target, shown.target, check.deletion[0], shown.raw.tobytes(), values.tobytes()))
+    for one, other in zip(said, said[1:], strict=False):
+        assert all(x != y for x, y in zip(one, other, strict=True)), "an output changed, and something did not"
+
+
+CLAIMS = re.compile(r"feeds|gathers the image for the output|output reads|reads only the|read from|reads no prefix|"
+                    r"does not read|feeds nothing")  # fmt: skip
+DENIED = re.compile(r"\bnot\b|\bnothing\b|\bno prefix\b|would be different")
+
+
+def readout_claims(text: str) -> list[tuple[str, bool]]:
+    """(sentence, whether it says the output reads the readout) for each sentence that speaks of what reads it."""
+    plain = re.sub(r"\*|\$[^$]*\$", "", text)
+    found = []
+    for sentence in re.split(r"(?<=\.)\s+", plain):
+        if CLAIMS.search(sentence) and re.search(r"CLS|readout|prefix|probe|distillation", sentence):
+            found.append((sentence, not DENIED.search(sentence)))
+    return found
+
+
+def every_sentence(a: vitviz.Analysis) -> list[str]:
+    """What the tabs say about this model on this image: tokens, attention, inside a head, rollout toward either
+    output, heads, every lesson step, and the layer lens."""
+    texts = [views.tokens_view(a)[1], sentences.attention_note(a, a.num_layers - 1, None, "readout")]
+    texts.append(sentences.inside_note(a, a.inside_head(a.num_layers - 1, 0, 0), a.layer_updates(a.num_layers - 1)))
+    texts += [views.rollout_view(a, "mean", 0.0, toward=o)[1] for o in (a.output, Output("readout"))]
+    texts.append(views.heads_views(a)[4])
+    texts += [lesson.lesson_step(a, step)[2] for step in range(1, len(lesson.STEPS) + 1)]
+    texts.append(vitviz.layer_lens(a.model, a.image).sentence())
+    return texts
+
+
+def test_no_sentence_says_the_readout_feeds_an_output_that_does_not_read_it(embedded, coffee_224):
+    """Every tab's sentences, parsed: on the embedded model (a dense head on the patches) every claim about what
+    reads the readout denies it; on a classifier, they affirm it and none denies it. The tabs' own fixed texts
+    (every Markdown of the app) make no claim either way for the embedded model."""
+    from vitviz.app.layout import build
+    from vitviz.app.session import Server
+
+    dense = [c for t in every_sentence(coffee_224) for c in readout_claims(t)]
+    assert dense and not [s for s, says in dense if says], [s for s, says in dense if says]
+    classifier = vitviz.analyze(FAMILIES["vit"](), random_image(32, 32, seed=3))
+    claims = [c for t in every_sentence(classifier) for c in readout_claims(t)]
+    assert any(says for _, says in claims) and not [s for s, says in claims if not says], claims
+    config = build(Server(device="cpu"), "dinov2-small").get_config_file()
+    fixed = [str(c["props"].get("value") or "") for c in config["components"] if c["type"] == "markdown"]
+    assert not [s for t in fixed for s, says in readout_claims(t) if says]
