@@ -1,6 +1,7 @@
 """The `vitviz` command (also `python -m vitviz`): serve the app, export an image's maps, or measure
-attention distance and entropy over a dataset. Every command checks its arguments before it imports torch or
-loads a model, so that a usage error answers at once; long work shows a progress bar on stderr.
+attention distance and entropy over a dataset. Every command checks its arguments before it loads a model, and
+before it imports torch but for the method names and the model's own counts (--layers, --heads in range), so that
+a usage error answers at once; long work shows a progress bar on stderr.
 
 Exit codes: 0 done; 1 a failure at run time: an input that could not be read (each named on stderr with the
 reason), or a check that found a mismatch; 2 a usage error (a bad option, a missing input file, a model that
