@@ -10,8 +10,8 @@ import pytest
 from conftest import ASSETS, FAMILIES, random_image
 
 import vitviz
-from vitviz import maps
 from vitviz.batching import Batcher
+from vitviz.capture import ForwardFusions
 
 
 def together(batcher: Batcher, jobs: list[tuple]) -> list:
@@ -51,7 +51,9 @@ def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis, rolle
         if theirs is not None:
             np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
     if rolled:  # made by the batch's forward (roll=True, as the app asks): each image's own
-        assert set(batched._rollouts) == {(f, p) for f in maps.HEAD_FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+        assert set(batched._rollouts) == {
+            (f, p) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS
+        }
         for fusion, percent in batched._rollouts:
             want = alone.rollout(fusion, percent / 100)
             np.testing.assert_allclose(batched.rollout(fusion, percent / 100), want, atol=1e-4, err_msg=fusion)
@@ -93,7 +95,8 @@ def test_a_dense_head_that_fails_leaves_each_analysis_whole_and_its_view_says_wh
     assert "the dense head's maps" in caplog.text
     for image, batched in zip(images, results, strict=True):
         assert isinstance(batched, vitviz.Analysis), batched
-        assert set(batched._rollouts) and "_dense_map" not in batched.__dict__  # rolled, and no map yet
+        # no map yet, and no rollout toward it: the forward does not ask the head again for each image
+        assert not batched._rollouts and "_dense_map" not in batched.__dict__
         with pytest.raises(RuntimeError, match="CUDA out of memory"):  # asked again, where a view needs it
             batched.dense_map()
         monkeypatch.undo()
@@ -184,7 +187,7 @@ def test_a_batch_that_rolls_holds_no_more_fused_heads_than_fit(monkeypatch):
     images = [random_image(40, 40, seed=20 + i) for i in range(4)]
     x = model_input(model, images[0], 40)
     n = model.n_prefix + (x.shape[2] // model.patch_size) * (x.shape[3] // model.patch_size)
-    monkeypatch.setattr(ForwardFusions, "HELD_BYTES_CPU", 2 * model.num_layers * n * n * 8)
+    monkeypatch.setattr(ForwardFusions, "HELD_BYTES_CPU", 2 * model.num_layers * n * n * 4)  # the mean's float32
     batcher = Batcher(window_s=5.0, max_batch=8)  # each batch closes at two, long before the window ends
     results = together(batcher, [(model, image, 40, True) for image in images])
     assert list(batcher.sizes) == [2, 2]

@@ -12,15 +12,15 @@ from vitviz.capture import ForwardFusions
 
 
 def test_a_forward_too_large_to_hold_its_fused_heads_does_not_roll_and_its_rollouts_come_when_asked(monkeypatch):
-    """`ForwardFusions.fits`: past `held_bytes` (a large input: on a CPU, 0.5 GB of fused heads at 672 px) the forward
+    """`ForwardFusions.fits`: past `held_bytes` (a large input: on a CPU, 0.25 GB of fused heads at 672 px) the forward
     holds nothing more and a rollout is made when asked, the same as a rolled forward's."""
     model = tiny_vit()
     image = random_image(32, 32, seed=42)
     rolled = vitviz.analyze(model, image, roll=True)
     n, layers = rolled.num_tokens, model.num_layers
-    assert len(rolled._rollouts) == 60 and ForwardFusions.fits(model, rolled.pixel_values)
-    assert ForwardFusions.held_bytes(model) == ForwardFusions.HELD_BYTES_CPU == 2**28
-    monkeypatch.setattr(ForwardFusions, "HELD_BYTES_CPU", layers * n * n * 8 - 1)  # one byte short
+    assert len(rolled._rollouts) == 20 and ForwardFusions.fits(model, rolled.pixel_values)
+    assert ForwardFusions.held_bytes(model) == ForwardFusions.HELD_BYTES_CPU == 2**27
+    monkeypatch.setattr(ForwardFusions, "HELD_BYTES_CPU", layers * n * n * 4 - 1)  # one byte short of the mean
     assert not ForwardFusions.fits(model, rolled.pixel_values)
     lazy = vitviz.analyze(model, image, roll=True)
     assert not lazy._rollouts and not lazy._thresholds

@@ -10,7 +10,7 @@ from conftest import ASSETS, DEPTH_FAMILIES
 
 import vitviz
 from vitviz import attributions, maps, stats
-from vitviz.capture import analyze_frame
+from vitviz.capture import ForwardFusions, analyze_frame
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 
@@ -55,7 +55,7 @@ def test_the_gpu_forward_rolls_on_the_device_as_the_cpu_does(pair):
     cpu, gpu = pair
     image = vitviz.load_image(ASSETS / "coffee.jpg")
     a, b = vitviz.analyze(cpu, image), vitviz.analyze(gpu, image, roll=True)
-    slider = {(f, p) for f in maps.HEAD_FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+    slider = {(f, p) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
     assert set(b._rollouts) == slider and all(t.is_cuda for t in b._thresholds.values())
     for fusion, percent in sorted(slider):
         want, message = a.rollout(fusion, percent / 100), f"{fusion} {percent}"

@@ -9,6 +9,7 @@ from conftest import ASSETS, PREFIX_COUNT, expected_readout_row, random_image, r
 
 import vitviz
 from vitviz import maps
+from vitviz.capture import ForwardFusions
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"))]
 
@@ -538,8 +539,9 @@ def test_rollout_does_not_depend_on_torchs_default_dtype():
 
 def test_a_forward_that_rolls_makes_every_slider_rollout_without_recomputing_attention(family, monkeypatch):
     """The app's forward (`analyze(..., roll=True)`) fuses each layer's heads as the model makes its weights and
-    keeps the rollout slider's 20 discards of every fusion: each is the textbook chain of transformers' own
-    weights (rounded to float16, as a capture is), and none is made by recomputing a layer's attention."""
+    keeps the rollout slider's 20 discards of the mean fusion (the tab's first): each is the textbook chain of
+    transformers' own weights (rounded to float16, as a capture is), and none is made by recomputing a layer's
+    attention."""
     _, model = family
     image = random_image(40, 72, seed=41)
 
@@ -549,18 +551,18 @@ def test_a_forward_that_rolls_makes_every_slider_rollout_without_recomputing_att
     with monkeypatch.context() as patched:
         patched.setattr(vitviz.Analysis, "layer_attention", refused)
         a = vitviz.analyze(model, image, longest=72, roll=True)
-        got = {(f, p): a.rollout(f, p / 100) for f in maps.HEAD_FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+        got = {(f, p): a.rollout(f, p / 100) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
     ref_out = reference_outputs(model, a.pixel_values)
     weights = torch.cat(ref_out.attentions).half().float().numpy()
     keep = model.readout.tokens
-    for fusion in maps.HEAD_FUSIONS:
+    for fusion in ForwardFusions.FUSIONS:
         start = independent_start(model, ref_out, fusion, a.num_tokens)
         for percent in (0, 5, 30, 50, 95):
             expected = (start @ independent_rollout(weights, fusion, percent / 100, keep))[a.n_prefix :]
             np.testing.assert_allclose(got[fusion, percent].ravel(), expected, atol=2e-5, err_msg=f"{fusion} {percent}")
     # the same as an analysis makes them when asked, from its recomputed weights; every percent's threshold too
     lazy = vitviz.analyze(model, image, longest=72)
-    for fusion in maps.HEAD_FUSIONS:
+    for fusion in ForwardFusions.FUSIONS:
         torch.testing.assert_close(a._thresholds[fusion], lazy.percent_thresholds(fusion), rtol=0, atol=0)
     for (fusion, percent), rollout in got.items():
         np.testing.assert_allclose(rollout, lazy.rollout(fusion, percent / 100), rtol=1e-5, atol=1e-8)

@@ -36,6 +36,7 @@ _WHERE = {
     "Faithfulness": "deletion",
     "faithfulness": "deletion",
     "LayerLens": "lens",
+    "Output": "outputs",
     "layer_lens": "lens",
     "SanityCheck": "sanity",
     "sanity_check": "sanity",

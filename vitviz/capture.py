@@ -23,7 +23,7 @@ def analyze(
 
     longest: the input's longest side in pixels (default: the model's, 448 for DINOv2).
     Fixed-size classifiers get their native square input unless `longest` is given, in
-    which case their position embeddings are interpolated. roll: make the rollout slider's rollouts of every
+    which case their position embeddings are interpolated. roll: make the rollout slider's rollouts of the mean
     fusion from the forward's own weights (see `ForwardFusions`), as the app does for each new image. dense: make
     the dense head's map now (`Analysis.dense_map`), as the app does, rather than when first asked.
     """
@@ -43,9 +43,10 @@ def capture_all(
     model: VitModel, inputs: list[tuple[np.ndarray, np.ndarray]], out, fusions, dense: bool = False
 ) -> list[Analysis]:
     """Each image's analysis from `forward_for`'s (out, fusions), for its (RGB, input) `inputs` in batch order
-    (all of one input size); with the rollouts of its forward, where it ran with `fusions`; and where `dense`
-    asks, with the dense head's maps, made by one more forward of them all. A dense head that fails is logged:
-    the analyses are whole without its maps, and the view that asks for one says why it has none."""
+    (all of one input size); where `dense` asks, with the dense head's maps, made by one more forward of them all;
+    and with the rollouts of its forward toward each one's output, where it ran with `fusions`. A dense head that
+    fails is logged: the analyses are whole without its maps and the rollouts toward them, and the view that asks
+    for one makes it again or says why it cannot."""
     analyses = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(inputs)]
     if dense:  # first: a dense model's rollouts start from its map
         try:
@@ -54,31 +55,34 @@ def capture_all(
                 a.__dict__["_dense_map"] = dense_map  # fills the cached property
         except Exception:
             log.exception("the dense head's maps")
+            fusions = None if model.dense_head is not None else fusions  # its rollouts start from the map
     if fusions is not None:
         fusions.roll(analyses)
     return analyses
 
 
 class ForwardFusions:
-    """`VitModel.forward`'s `each_layer`: fuses each layer's heads each way (see `maps.fuse_heads`) as the forward
-    makes its weights, for every image of the batch, and counts their discard thresholds; `roll` then makes the
-    slider's rollouts of every fusion for the whole batch, so that an analysis' rollouts come with its forward
-    and no view recomputes attention for them. The weights are rounded to float16 first, as
-    `Analysis.layer_attention` rounds them: the rollouts are those that the analysis would make, to float
-    rounding. At 448 px on 2 CPU cores this adds ~0.1 s to the forward and ~0.2 s for the 60 rollouts; the
-    ~0.4 s of each fusion's first rollout (its attention recomputed) is never spent. Held until `roll`: [L,N,N]
-    per fusion and image, 100 MB an image at 448 px for the three; a forward whose images would hold more than
-    `HELD_BYTES` together does not roll (`fits`), and the micro-batcher makes no such batch (`most`)."""
+    """`VitModel.forward`'s `each_layer`: fuses each layer's heads by the mean (`FUSIONS`, see `maps.fuse_heads`) as
+    the forward makes its weights, for every image of the batch, and counts their discard thresholds; `roll` then
+    makes the slider's rollouts of that fusion toward each image's own output for the whole batch, so that the
+    rollout tab's first view and its slider come with the forward and recompute no attention. The weights are
+    rounded to float16 first, as `Analysis.layer_attention` rounds them: the rollouts are those that the analysis
+    would make, to float rounding. Held until `roll`: [L,N,N] per image, 50 MB an image at 448 px; a forward
+    whose images would hold more than `held_bytes` together does not roll (`fits`), and the micro-batcher makes
+    no such batch (`most`)."""
 
-    # The most fused heads one forward holds (see `held_bytes`). A GPU: 1 GiB, 10 images at 448 px (0.1 GB each),
-    # one at 672 px (0.5 GB), not one at 896 px (1.6 GB). A CPU: 256 MiB, one image up to ~570 px, because there
-    # a roll's time grows faster than its memory: +0.3 s at 448 px, +4.2 s at 672 px (2.5 s for the forward
-    # alone, 3.1 s for one fusion's rollouts made when asked).
-    HELD_BYTES, HELD_BYTES_CPU = 2**30, 2**28
+    # The most fused heads one forward holds (see `held_bytes`). A GPU: 1 GiB, 20 images at 448 px (50 MB each),
+    # two at 672 px, not one at 1120 px. A CPU: 128 MiB, one image up to ~570 px, because there a roll's time
+    # grows faster than its memory (docs/benchmarks.md).
+    HELD_BYTES, HELD_BYTES_CPU = 2**30, 2**27
+
+    # The fusion that the rollout tab shows first: the others' fusing, counting and rolling would lengthen every
+    # upload for a choice few make, so the background warm makes them (`Analysis.warm_step`).
+    FUSIONS = ("mean",)
 
     def __init__(self) -> None:
-        self.fused: dict[str, dict[int, torch.Tensor]] = {f: {} for f in maps.HEAD_FUSIONS}  # {layer: [B,N,N]}
-        self.thresholds: dict[str, dict[int, torch.Tensor]] = {f: {} for f in maps.HEAD_FUSIONS}  # {layer: [B,100]}
+        self.fused: dict[str, dict[int, torch.Tensor]] = {f: {} for f in self.FUSIONS}  # {layer: [B,N,N]}
+        self.thresholds: dict[str, dict[int, torch.Tensor]] = {f: {} for f in self.FUSIONS}  # {layer: [B,100]}
 
     @classmethod
     def most(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> int:
@@ -86,7 +90,8 @@ class ForwardFusions:
         the mean, float16 for max and min, every layer) within `held_bytes`."""
         (_, _, h, w), p = pixel_values.shape, model.patch_size
         n = model.n_prefix + (h // p) * (w // p)
-        return cls.held_bytes(model) // (model.num_layers * n * n * 8)
+        per_element = sum(4 if f == "mean" else 2 for f in cls.FUSIONS)
+        return cls.held_bytes(model) // (model.num_layers * n * n * per_element)
 
     @classmethod
     def held_bytes(cls, model: VitModel) -> int:
@@ -100,13 +105,13 @@ class ForwardFusions:
 
     def __call__(self, layer: int, weights: torch.Tensor) -> None:
         rounded = weights.detach().half()
-        for fusion in maps.HEAD_FUSIONS:
+        for fusion in self.FUSIONS:
             fused = self.fused[fusion][layer] = maps.fuse_heads(rounded, fusion)
             self.thresholds[fusion][layer] = maps.discard_thresholds(fused, Analysis.PERCENTS)
 
     def roll(self, analyses: list[Analysis]) -> None:
-        """Give each analysis (image i of the batch, in order) its thresholds and the slider's rollouts of every
-        fusion, made for the whole batch at once (on a GPU, a handful of kernels per layer), then let the fused
+        """Give each analysis (image i of the batch, in order) its thresholds and the slider's rollouts of
+        `FUSIONS`, made for the whole batch at once (on a GPU, a handful of kernels per layer), then let the fused
         heads go. A model whose layers cannot be opened had no weights here, and a roll that fails (out of
         memory) is logged: their rollouts are made when asked, as an analysis makes them without a roll."""
         try:
@@ -114,14 +119,14 @@ class ForwardFusions:
         except Exception:
             log.exception("the rollouts of a forward")
         finally:
-            self.fused = {f: {} for f in maps.HEAD_FUSIONS}
+            self.fused = {f: {} for f in self.FUSIONS}
 
     def _roll(self, analyses: list[Analysis]) -> None:
         layers = range(analyses[0].num_layers)
-        if any(i not in self.fused[f] for f in maps.HEAD_FUSIONS for i in layers):
+        if any(i not in self.fused[f] for f in self.FUSIONS for i in layers):
             return
         percents = list(Analysis.ROLLOUT_PERCENTS)
-        for fusion in maps.HEAD_FUSIONS:
+        for fusion in self.FUSIONS:
             thresholds = torch.stack([self.thresholds[fusion][i] for i in layers])  # [L,B,100]
             starts, keeps = zip(*(a.rollout_start(fusion) for a in analyses), strict=True)  # toward each one's output
             starts, keep = np.stack(starts), keeps[0]
