@@ -18,7 +18,7 @@ from ..attributions import (
 )
 from ..deletion import faithfulness, passes
 from ..maps import DEFAULT_SCALE
-from .heavy import stop_run, stoppable, within_budget
+from .heavy import cost, expected, stop_run, stoppable, within_budget
 from .pictures import picture
 from .session import (
     Server,
@@ -62,6 +62,31 @@ def setup(a, points, request: gr.Request):
     last = a.model.num_layers - 1
     return (gr.Dropdown(choices=choices, value=TARGETS[0]), box_picture(a, points),
             gr.Slider(maximum=last, value=last), gr.Textbox(visible=a.model.has_text))  # fmt: skip
+
+
+COMPUTE, CHECK, SANITY = ("Compute attribution", "Check faithfulness: hide the top patches",
+                          "Sanity check: randomise the model from the top")  # fmt: skip
+
+
+def _buttons(server: Server, a: Analysis, method_label, n_steps, noise_samples) -> tuple:
+    """Compute, Check faithfulness and Sanity check, each saying how long it takes on this image here."""
+    method = METHOD_BY_LABEL.get(method_label, DEFAULT_METHOD)
+    n, samples = int(n_steps), int(noise_samples)
+    one = lambda grid: model_passes(method, n, samples, grid)  # noqa: E731
+    curves = lambda grid: 3 * passes() + 2  # noqa: E731  the map's, the rollout's and relevancy's, and their maps
+    sanity = lambda grid: (a.model.num_layers + 1) * one(grid)  # noqa: E731
+    return (gr.Button(f"{COMPUTE} ({expected(server, a, gradient=one)})"),
+            gr.Button(f"{CHECK} ({expected(server, a, gradient=one, forward=curves)})"),
+            gr.Button(f"{SANITY} ({expected(server, a, gradient=sanity)})"))  # fmt: skip
+
+
+@user_errors
+def relabel(server: Server, image, model_name, size, method_label, n_steps, noise_samples, request: gr.Request):
+    """The buttons' expected times, for a new image, method, steps or samples."""
+    if not image:
+        return (gr.skip(),) * 3
+    return _buttons(server, server.get_analysis(image, model_name, size, request), method_label, n_steps,
+                    noise_samples)  # fmt: skip
 
 
 @user_errors
@@ -121,8 +146,9 @@ def run(server: Server, image, model_name, size, method_label, target, baseline,
     within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid), what)
     model = server.get_attribution_model(model_name)
     progress(0.0, desc=f"{METHODS[method]}: running the model")
+    work = ("gradient", cost(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid)))
     with stoppable(
-        server, request, METHODS[method], f"{METHODS[method]}: forward and backward passes", progress
+        server, request, METHODS[method], f"{METHODS[method]}: forward and backward passes", progress, work=work
     ) as report:
         r = attribute(
             model,
@@ -203,11 +229,12 @@ def check_sanity(server: Server, image, model_name, size, method_label, target, 
     a = server.get_analysis(image, model_name, size, request)
     method, options = _choices(a, image, method_label, target, points, text)
     steps = a.model.num_layers + 1
-    within_budget(a, lambda grid: steps * model_passes(method, int(n_steps), int(noise_samples), grid),
-                   f"The sanity check of {METHODS[method]} ({steps} maps)")  # fmt: skip
+    maps = lambda grid: steps * model_passes(method, int(n_steps), int(noise_samples), grid)  # noqa: E731
+    within_budget(a, maps, f"The sanity check of {METHODS[method]} ({steps} maps)")
     model = server.get_attribution_model(model_name)
     name = f"The sanity check of {METHODS[method]}"
-    with stoppable(server, request, name, f"{name}: one map per randomised layer", progress) as report:
+    work = ("gradient", cost(a, maps))
+    with stoppable(server, request, name, f"{name}: one map per randomised layer", progress, work=work) as report:
         settings = _method_options(baseline, n_steps, noise_samples, block)
         s = sanity.sanity_check(model, image, method, progress=report, **settings, **options)
     steps = zip(s.randomised, s.correlation, strict=True)
@@ -290,7 +317,7 @@ def build(ctx: Context) -> None:
             noise = gr.Slider(0, 16, value=0, step=1, precision=0, label="NoiseTunnel samples (0 = off)")
             block = gr.Slider(0, last, value=last, step=1, precision=0, label="Grad-CAM: block")
             with gr.Column(min_width=140):
-                button = gr.Button("Compute attribution", variant="primary")
+                button = gr.Button(COMPUTE, variant="primary")
                 halt = gr.Button("Stop", variant="stop", size="sm")
         with gr.Row(elem_id="attr-box-row"):
             box_img = picture(label="Box for the dense head: click two corners", scale=1, clickable=True)
@@ -302,7 +329,7 @@ def build(ctx: Context) -> None:
             roll = picture(label="Attention rollout, toward the same output")
             rel = picture(label="Relevancy (Chefer et al.)")
         with gr.Row():
-            faithful = gr.Button("Check faithfulness: hide the top patches", elem_id="check-faithfulness")
+            faithful = gr.Button(CHECK, elem_id="check-faithfulness")
         gr.Markdown(
             "How far to trust the map on **this** image: hide its most relevant patches first (showing a blur of "
             "the image there) and follow the target. A faithful map makes it fall faster than random orders do.",
@@ -310,7 +337,7 @@ def build(ctx: Context) -> None:
         )
         curves = gr.Plot(label="Faithfulness: deletion and insertion curves", elem_id="faithfulness-plot")
         verdict = gr.Markdown(elem_id="faithfulness-note", label="Faithfulness")
-        randomising = gr.Button("Sanity check: randomise the model from the top", size="sm", elem_id="check-sanity")
+        randomising = gr.Button(SANITY, size="sm", elem_id="check-sanity")
         gr.Markdown(
             "Does the map depend on what the model learned? The layers of a copy of the model get random "
             "weights, the last first, and the map is made again after each (Adebayo et al. 2018). Each tile says "
@@ -326,6 +353,12 @@ def build(ctx: Context) -> None:
     results = [shown, roll, rel, summary, kept]
     ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block, text])
     bind = ctx.server.bind
+    gr.on([ctx.key.change, method.change, steps.change, noise.change], bind(relabel),
+          [*ctx.where, method, steps, noise], [button, faithful, randomising], api_visibility="private",
+          show_progress="hidden")  # fmt: skip
+    # the summary says at once which run is under way, and no longer shows the last one's
+    button.click(lambda label: f"**Running {label}…** Its summary comes here when it is done.", [method], summary,
+                 api_visibility="private", queue=False)  # fmt: skip
     running = button.click(
         bind(run),
         [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale, text],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from contextlib import contextmanager
 
 import gradio as gr
@@ -18,26 +19,43 @@ from .session import Server, session_of
 BUDGET = int(os.environ.get("VITVIZ_ATTRIBUTION_BUDGET", 600))
 
 
-def within_budget(a: Analysis, passes_at_grid, what: str) -> None:
-    """Refuse work that would send more images through the model (counted at 224×224) than BUDGET.
-    passes_at_grid: the attribution grid (gh, gw) -> images through the model."""
+def cost(a: Analysis, passes_at_grid) -> float:
+    """Images through the model, counted at 224×224, of work on `a`'s attribution input. passes_at_grid: the
+    attribution grid (gh, gw) -> images through the model."""
     h, w = attribution_size(a.model, *a.image.shape[:2])
     p = a.model.patch_size
-    cost = passes_at_grid((h // p, w // p)) * h * w / 224**2
-    if cost > BUDGET:
+    return passes_at_grid((h // p, w // p)) * h * w / 224**2
+
+
+def within_budget(a: Analysis, passes_at_grid, what: str) -> None:
+    """Refuse work that would send more images through the model (counted at 224×224) than BUDGET."""
+    cost_224 = cost(a, passes_at_grid)
+    if cost_224 > BUDGET:
         raise ValueError(
-            f"{what} needs {cost:.0f} passes through the model (at 224×224), over this server's limit of {BUDGET} "
+            f"{what} needs {cost_224:.0f} passes through the model (at 224×224), over this server's limit of {BUDGET} "
             "(VITVIZ_ATTRIBUTION_BUDGET): lower the steps or the samples"
         )
 
 
+def expected(server: Server, a: Analysis, **passes_at_grid) -> str:
+    """What a button says of its run before it is pressed ("about 20 s"), from the images it sends through the
+    model by kind (forward=..., gradient=...: forward and backward; each a grid -> images) and this server's own
+    rate of each kind, measured by its earlier runs."""
+    seconds = sum(cost(a, passes) * server.pass_seconds[kind] for kind, passes in passes_at_grid.items())
+    return f"about {max(seconds, 1):.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
 @contextmanager
-def stoppable(server: Server, request: gr.Request, name: str, desc: str, progress, tab: str = "attributions"):
+def stoppable(server: Server, request: gr.Request, name: str, desc: str, progress, tab: str = "attributions",
+              work: tuple[str, float] | None = None):  # fmt: skip
     """A progress callback for one heavy run of this session in `tab`, which ends the run at its next batch when
     that tab's Stop is pressed (or the image changes, or the page closes), and lets other users' new images
-    through between batches. Each tab stops its own run: the Rollout tab's Stop leaves an attribution running."""
+    through between batches. Each tab stops its own run: the Rollout tab's Stop leaves an attribution running.
+    work: (kind, images through the model at 224×224): a run that ends well updates the server's rate of that
+    kind, which the buttons' expected times read."""
     key = (session_of(request), tab)
     stopped = server.stopped[key] = threading.Event()  # this run's; Stop sets the latest one
+    start = time.perf_counter()
 
     def report(fraction: float) -> None:
         if stopped.is_set():
@@ -47,6 +65,9 @@ def stoppable(server: Server, request: gr.Request, name: str, desc: str, progres
 
     try:
         yield report
+        if work is not None and work[1] > 0:  # a moving average: one slow run under load moves it a third
+            rate = (time.perf_counter() - start) / work[1]
+            server.pass_seconds[work[0]] = (2 * server.pass_seconds[work[0]] + rate) / 3
     finally:
         server.freed.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
         if server.stopped.get(key) is stopped:  # a session keeps no event once its run is over

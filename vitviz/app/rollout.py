@@ -11,7 +11,7 @@ from ..attributions import attribution_size, input_analysis
 from ..deletion import faithfulness, passes
 from ..maps import HEAD_FUSIONS
 from ..outputs import Output
-from .heavy import stop_run, stoppable, within_budget
+from .heavy import cost, expected, stop_run, stoppable, within_budget
 from .pictures import picture
 from .session import Server, slots, user_errors
 from .source import Context, view_tab
@@ -57,9 +57,10 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     output = _toward(a, toward)
     fusions = [fusion, *(f for f in HEAD_FUSIONS if f != fusion)]
     name = "The faithfulness check of the rollout"
-    within_budget(a, lambda grid: 1 + len(fusions) * passes(), name)
+    within_budget(a, _curves, name)
     model = server.get_attribution_model(model_name)
-    with stoppable(server, request, name, f"{name}: hiding patches", progress, tab="rollout") as report:
+    work = ("forward", cost(a, _curves))
+    with stoppable(server, request, name, f"{name}: hiding patches", progress, tab="rollout", work=work) as report:
         same = input_analysis(model, image)  # one forward, the three rollouts
         results = [
             faithfulness(
@@ -84,6 +85,23 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     lines = [f"**{n}.** {r.sentence()} (Curves computed in {r.seconds:.1f} s.)"
              for n, r in zip(names, results, strict=True)]  # fmt: skip
     return plots.faithfulness_curves(results, names), "\n\n".join([where, *lines])
+
+
+def _curves(grid) -> int:
+    """Images through the model of the check: one for the three rollouts, then each fusion's masked inputs."""
+    return 1 + len(HEAD_FUSIONS) * passes()
+
+
+CHECK = "Check faithfulness: hide the top patches"
+
+
+@user_errors
+def label_check(server: Server, image, model_name, size, request: gr.Request):
+    """The check's button, with how long it takes on this image here."""
+    if not image:
+        return gr.skip()
+    a = server.get_analysis(image, model_name, size, request)
+    return gr.Button(f"{CHECK} ({expected(server, a, forward=_curves)})")
 
 
 def stop(server: Server, request: gr.Request) -> str:
@@ -126,7 +144,7 @@ def build(ctx: Context) -> None:
         gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])
         note = gr.Markdown(label="Brightest patch", elem_id="rollout-note")
         with gr.Row():
-            check = gr.Button("Check faithfulness: hide the top patches", variant="primary", elem_id="rollout-check")
+            check = gr.Button(CHECK, variant="primary", elem_id="rollout-check")
             halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="rollout-stop")
         gr.Markdown(
             "Does the output that rollout goes toward depend on the patches it makes bright? Hide them first "
@@ -144,6 +162,7 @@ def build(ctx: Context) -> None:
         [rollout, note],
         [fusion.change, discard.change, toward.change],
         api_name="rollout",
+        prepare=(ctx.server.bind(label_check), ctx.where, [check]),
     )
     bind = ctx.server.bind
     checking = check.click(bind(check_faithfulness), [*ctx.where, fusion, discard, toward], [curves, verdict],

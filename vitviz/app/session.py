@@ -197,6 +197,9 @@ class Server:
         self.clicks = ClickOrder()  # the newest click answered on each page's clickable pictures
         self.freed = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon
         self.stopped: dict[tuple[str, str], threading.Event] = {}  # (session, tab): the heavy run that Stop ends
+        # seconds per image at 224x224 of heavy runs, forward only and with a backward pass: this CPU's to start
+        # with (docs/benchmarks.md), then each run's own (app/heavy.py)
+        self.pass_seconds = {"forward": 0.07, "gradient": 0.2}
         self._models_lock = threading.Lock()
         self._digests: OrderedDict[tuple, str] = OrderedDict()
         self._digests_lock = threading.Lock()

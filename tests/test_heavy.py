@@ -1,0 +1,63 @@
+"""Heavy runs (vitviz/app/heavy.py): what a button says of its run before it is pressed, from the server's own
+measured rate, and how a run that ends well updates that rate."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import cv2
+import pytest
+from conftest import FAMILIES, random_image
+
+from vitviz.app import attributions, rollout
+from vitviz.app.heavy import cost, expected, stoppable
+from vitviz.app.session import Server
+from vitviz.deletion import passes
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A server whose "tiny" model is a tiny DINOv2 (attribution input: 224 px on the longest side), and a photo."""
+    server = Server(device="cpu", cache_mb=256)
+    server.models["tiny"] = FAMILIES["dinov2"]()
+    path = tmp_path / "photo.png"
+    cv2.imwrite(str(path), random_image(112, 224, seed=3))
+    return server, str(path), SimpleNamespace(session_hash="s")
+
+
+def seconds_in(label: str) -> int:
+    """The seconds a label states: "(about 20 s)", or "(about 2 min)" past 90 s, as 120."""
+    number, unit = label.rsplit("(about ", 1)[1].rstrip(")").split()
+    return int(number) * (60 if unit == "min" else 1)
+
+
+def test_each_button_says_its_time_from_the_images_it_sends_and_the_servers_rate(served):
+    server, image, request = served
+    server.pass_seconds = {"forward": 0.5, "gradient": 3.0}
+    a = server.get_analysis(image, "tiny", "model default", request)
+    area = 112 * 224 / 224**2  # the attribution input, 224 x 112, counted at 224 x 224
+    assert cost(a, lambda grid: 10) == pytest.approx(10 * area)
+    check = rollout.label_check(server, image, "tiny", "model default", request)
+    assert seconds_in(check.value) == round((1 + 3 * passes()) * area * 0.5)
+    ig, faithful, sanity = attributions.relabel(server, image, "tiny", "model default",
+                                                "Integrated Gradients", 16, 0, request)  # fmt: skip
+    ig_passes = 16 + 2  # its path's steps, and the two ends for the convergence delta
+    assert seconds_in(ig.value) == round(ig_passes * area * 3.0)
+    assert seconds_in(faithful.value) == round(ig_passes * area * 3.0 + (3 * passes() + 2) * area * 0.5)
+    assert sanity.value.endswith(f"(about {(a.num_layers + 1) * ig_passes * area * 3.0 / 60:.0f} min)")
+    saliency = attributions.relabel(server, image, "tiny", "model default", "Saliency (|gradient|)", 16, 0, request)
+    assert seconds_in(saliency[0].value) == max(1, round(area * 3.0))  # one pass, whatever the steps
+    assert expected(server, a, gradient=lambda grid: 100) == f"about {100 * area * 3.0 / 60:.0f} min"
+
+
+def test_a_run_that_ends_updates_the_rate_and_a_stopped_one_does_not(served):
+    server, _, request = served
+    server.pass_seconds = {"forward": 1.0, "gradient": 1.0}
+    with stoppable(server, request, "test", "testing", lambda *a, **k: None, work=("forward", 4)):
+        time.sleep(0.4)  # 0.1 s an image
+    assert server.pass_seconds["forward"] == pytest.approx((2 * 1.0 + 0.1) / 3, abs=0.02)
+    with pytest.raises(RuntimeError):
+        with stoppable(server, request, "test", "testing", lambda *a, **k: None, work=("gradient", 4)):
+            raise RuntimeError("stopped")
+    assert server.pass_seconds["gradient"] == 1.0
