@@ -265,7 +265,10 @@ def test_a_pictures_display_is_made_once_per_analysis(wide):
 @pytest.mark.parametrize("measure", [views.WEIGHT, views.WEIGHT_VALUE])
 def test_the_attention_view_draws_the_chosen_heads_map_of_the_chosen_measure(wide, head, measure):
     one = wide.attention_map if measure == views.WEIGHT else wide.contribution_map
-    want = views.scaled_overlay(views.display(wide), one(1, head, 7), "inferno", 0.6, "log", True, wide.grid, query=7)
+    values, quantity = (one(1, head, 7) * 100, "% of the query's attention") if measure == views.WEIGHT else (
+        one(1, head, 7), "weight x value norm")  # fmt: skip
+    want = views.scaled_overlay(views.display(wide), values, "inferno", 0.6, "log", True, wide.grid, query=7,
+                                quantity=quantity)  # fmt: skip
     assert np.array_equal(views.attention_view(wide, 1, head, 7, scale="log", measure=measure)[0], want)
 
 
@@ -301,6 +304,10 @@ def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_
     heads = [h % wide.model.num_heads for h in range(n - 1)]
     one = wide.attention_map if measure == views.WEIGHT else wide.contribution_map
     values = [one(1, h, 7) for h in heads] + [one(1, None, 7)]
+    if measure == views.WEIGHT:  # in % of the query's attention, the bar says
+        values, quantity = [v * 100 for v in values], "% of the query's attention"
+    else:
+        quantity = "weight x value norm"
     _, lo, hi, _ = maps.colour_scale(np.stack(values), "robust")
     small = render.fit(views.display(wide), views.SHEET_TILE)
     limits, bar = ((lo, hi), None) if shared else (None, "right")
@@ -309,7 +316,7 @@ def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_
     ]
     with render.large_labels(columns == 1):  # a phone's single column: labels at the projector's size
         want = render.tile(tiles, [f"head {h}" for h in heads] + ["mean of heads"], cols)
-        want = render.with_colorbar_below(want, "viridis", lo, hi, "robust") if shared else want
+        want = render.with_colorbar_below(want, "viridis", lo, hi, "robust", quantity) if shared else want
     got = views.attention_sheet(wide, 1, heads, 7, "viridis", 0.4, shared, "robust", measure, columns)
     assert np.array_equal(got, want)
     if columns:
@@ -363,7 +370,8 @@ def test_the_heads_view_draws_the_norms_with_their_outliers_boxed_and_the_pca_be
     distance, entropy, outliers, pca, note = views.heads_views(wide, "magma", "robust")
     norms, base = wide.token_norms(), views.display(wide)
     flagged = maps.high_norm_tokens(norms)
-    want = views.scaled_overlay(base, norms, "magma", 0.65, "robust", True, wide.grid, flagged=flagged)
+    want = views.scaled_overlay(base, norms, "magma", 0.65, "robust", True, wide.grid, flagged=flagged,
+                                quantity="output token norm")  # fmt: skip
     assert np.array_equal(outliers, want) and pixels_of(outliers, views.CLIPPED).any()
     gap = np.full((base.shape[0], 8, 3), 255, np.uint8)
     assert np.array_equal(pca, np.concatenate([base, gap, render.upsample_rgb(wide.pca_rgb(), base.shape[:2])], axis=1))
@@ -415,7 +423,13 @@ def test_the_output_view_gives_the_top_classes_and_the_dense_heads_map(coffee_22
     assert views.output_view(tiny) == (best, None)
     top, picture = views.output_view(coffee_224)
     want = views.scaled_overlay(
-        views.display(coffee_224), coffee_224.dense_map(), "inferno", 0.6, maps.DEFAULT_SCALE, False
+        views.display(coffee_224),
+        coffee_224.dense_map(),
+        "inferno",
+        0.6,
+        maps.DEFAULT_SCALE,
+        False,
+        quantity="dense map: 0 background, 1 salient",
     )
     assert top == {} and np.array_equal(picture, want)
 
@@ -424,15 +438,16 @@ def test_inside_a_head_draws_its_scores_shifted_to_zero_its_weights_and_values_a
     d, u, n = wide.inside_head(1, 2, 7), wide.layer_updates(1), wide.n_prefix
     scores, weights, values, strips, bars, note = views.inside_views(wide, 1, 2, 7, "magma", scale="min-max")
     base = render.fit(views.display(wide), views.INSIDE_SIDE)
-    for picture, v in ((weights, d.weights), (values, d.contributions)):
-        want = views.scaled_overlay(
-            base, v[n:].reshape(wide.grid), "magma", 0.6, "min-max", True, wide.grid, colorbar="below", query=7
-        )
+    for picture, v, quantity in ((weights, d.weights * 100, "% of the query's attention"),
+                                 (values, d.contributions, "weight x value norm")):  # fmt: skip
+        want = views.scaled_overlay(base, v[n:].reshape(wide.grid), "magma", 0.6, "min-max", True, wide.grid,
+                                    colorbar="below", query=7, quantity=quantity)  # fmt: skip
         assert np.array_equal(picture, want)
     shifted = (d.scores[n:] - d.scores.max()).reshape(wide.grid)  # softmax ignores the shift: 0 is the top key
     low = float(shifted.min())
     want = render.mark_patch(render.overlay(base, shifted, "magma", 0.6, low, 0.0), wide.grid, 7)
-    assert np.array_equal(scores, render.with_colorbar_below(want, "magma", low, 0.0, "s - max s"))
+    words = "score minus the top score (0: the top key)"
+    assert np.array_equal(scores, render.with_colorbar_below(want, "magma", low, 0.0, "", words))
     top = [int(j) for j in np.argsort(-d.weights)[:3]]
     keys = ([0] + [j for j in top if j != 0])[:4]  # CLS, then the three keys weighted most
     names = [sentences.token_name(wide, j).split(" (")[0] for j in keys]
@@ -514,16 +529,18 @@ def test_the_attributions_view_draws_signed_maps_around_zero_and_the_others_on_t
     assert views.attribution_inputs(wide, r, None, roll)[3:] == (roll, None)
     got = views.attribution_pictures(inputs, "magma", 0.5, "robust")
 
-    def unsigned(values: np.ndarray) -> np.ndarray:
-        return views.scaled_overlay(base, values, "magma", 0.5, "robust", False, colorbar="below")
+    def unsigned(values: np.ndarray, quantity: str) -> np.ndarray:
+        return views.scaled_overlay(base, values, "magma", 0.5, "robust", False, colorbar="below", quantity=quantity)
 
     limit = float(np.percentile(np.abs(inputs[2]), 99.5))  # Captum's own clip of a signed map
     signed_map = render.overlay(base, inputs[2], "diverging", 0.5, -limit, limit, nearest=False)
-    want = (
-        render.with_colorbar_below(signed_map, "diverging", -limit, limit, "signed") if signed else unsigned(inputs[2])
-    )
+    said = "red pushes the output up, blue down"
+    want = (render.with_colorbar_below(signed_map, "diverging", -limit, limit, "signed", said) if signed
+            else unsigned(inputs[2], "how much it drives the output"))  # fmt: skip
     assert np.array_equal(got[0], want)
-    assert np.array_equal(got[1], unsigned(inputs[3])) and np.array_equal(got[2], unsigned(inputs[4]))
+    flow = inputs[3] / inputs[3].sum() * 100  # the rollout in % of the flow to the output, as its note says
+    assert np.array_equal(got[1], unsigned(flow, "% of the flow to the output"))
+    assert np.array_equal(got[2], unsigned(inputs[4], "relevance to the output"))
     assert views.attribution_pictures(inputs[:4] + (None,))[2] is None
     defaults = views.attribution_pictures(inputs)
     assert all(
@@ -539,8 +556,10 @@ def test_a_signed_map_almost_all_zero_is_scaled_by_its_largest_value_or_one(wide
     inputs = views.attribution_inputs(wide, an_attribution("occlusion", values, wide.grid), None)
     base = inputs[0]
     want = render.overlay(base, values, "diverging", 0.6, -limit, limit, nearest=False)
+    said = "red pushes the output up, blue down"
     assert np.array_equal(
-        views.attribution_pictures(inputs)[0], render.with_colorbar_below(want, "diverging", -limit, limit, "signed")
+        views.attribution_pictures(inputs)[0],
+        render.with_colorbar_below(want, "diverging", -limit, limit, "signed", said),
     )
 
 

@@ -177,7 +177,8 @@ def inside(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult 
         f"keys. The head's output is the weighted sum of the values. Tab {tabs.number('inside')} walks through "
         "every step."
     )
-    return "Inside a head", np.concatenate([scores, weights], axis=1), text
+    tall = max(scores.shape[0], weights.shape[0])  # their colour scales' words may take more lines on one
+    return "Inside a head", np.concatenate([render.pad_to(p, height=tall) for p in (scores, weights)], axis=1), text
 
 
 def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:

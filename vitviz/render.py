@@ -147,15 +147,17 @@ def colorbar(
 BAR_LINE = 14  # the most characters on one line of a vertical colour scale's words
 
 
-def bar_names(scale: str, quantity: str, limit: int) -> list[str]:
-    """The lines under a colour scale: what it shows, then its scale's name, each wrapped at `limit` characters."""
-    return _wrapped(quantity, limit) + _wrapped(SCALE_NAMES.get(scale, scale), limit)
+def bar_names(scale: str, quantity: str, limit: int | None = None, width: int | None = None) -> list[str]:
+    """The lines under a colour scale: what it shows, then its scale's name, each wrapped at `limit` characters
+    or at `width` pixels of the words' font."""
+    fits = (lambda line: len(line) <= limit) if width is None else (lambda line: text_width(line, 0.75, 2) <= width)
+    return _wrapped(quantity, fits) + _wrapped(SCALE_NAMES.get(scale, scale), fits)
 
 
-def _wrapped(words: str, limit: int) -> list[str]:
+def _wrapped(words: str, fits) -> list[str]:
     lines: list[str] = []
     for word in words.split():
-        if lines and len(lines[-1]) + 1 + len(word) <= limit:
+        if lines and fits(lines[-1] + " " + word):
             lines[-1] += " " + word
         else:
             lines.append(word)
@@ -178,7 +180,7 @@ MIN_BAR = 160  # the shortest vertical colour scale whose three numbers and name
 MIN_BAR_BELOW = 60  # the narrowest horizontal one that can be drawn at all
 
 
-def _pad_to(image: np.ndarray, height: int = 0, width: int = 0) -> np.ndarray:
+def pad_to(image: np.ndarray, height: int = 0, width: int = 0) -> np.ndarray:
     """`image` on white, extended down or right to at least height x width: a panorama of 60:1 is 10 px tall
     at display size, too short for a colour scale beside it."""
     h, w = image.shape[:2]
@@ -193,7 +195,7 @@ def with_colorbar(
     image: np.ndarray, cmap: str, vmin: float, vmax: float, scale: str = "", quantity: str = ""
 ) -> np.ndarray:
     names = len(bar_names(scale, quantity, BAR_LINE))
-    image = _pad_to(image, height=grown(MIN_BAR, 0.85, 2) + max(0, names - 1) * (text_height(0.75, 2) + 8))
+    image = pad_to(image, height=grown(MIN_BAR, 0.85, 2) + max(0, names - 1) * (text_height(0.75, 2) + 8))
     bar = colorbar(image.shape[0], cmap, vmin, vmax, scale=scale, quantity=quantity)
     return np.concatenate([image, bar], axis=1)
 
@@ -205,12 +207,11 @@ def with_colorbar_below(
     (`quantity`) and the scale's name, on lines as wide as the picture. For pictures shown small, side by side:
     its text keeps the picture's own scale. The middle value is left out where the three would touch (a narrow
     picture, or the projector mode's labels)."""
-    image = _pad_to(image, width=MIN_BAR_BELOW)
+    image = pad_to(image, width=MIN_BAR_BELOW)
     width = image.shape[1]
     baseline = 30 + text_height(0.8, 2)  # 52 px; the rows below grow with the labels in the projector mode
     line = text_height(0.75, 2) + 12
-    sample = SCALE_NAMES["robust"]  # how many characters a line holds, from a typical line's width
-    names = bar_names(scale, quantity, max(8, (width - 8) * len(sample) // text_width(sample, 0.75, 2)))
+    names = bar_names(scale, quantity, width=width - 8)
     bar = np.full((baseline + len(names) * line + 8, width, 3), 255, np.uint8)
     bar[6:24, 6 : width - 6] = colorize(np.linspace(0, 1, width - 12, dtype=np.float32)[None].repeat(18, 0), cmap, 0, 1)
     placed = []

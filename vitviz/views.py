@@ -122,10 +122,18 @@ def attention_view(
     marked = None if isinstance(query, str) else int(query)
     picker = base if marked is None else render.mark_patch(base, a.grid, marked)
     if head != ALL_HEADS:
-        values = one(layer, head, query)
-        return scaled_overlay(base, values, cmap, alpha, scale, True, a.grid, query=marked), picker
+        values, quantity = in_words(one(layer, head, query), measure)
+        return scaled_overlay(base, values, cmap, alpha, scale, True, a.grid, query=marked, quantity=quantity), picker
     heads = list(range(a.model.num_heads))
     return attention_sheet(a, layer, heads, query, cmap, alpha, shared_scale, scale, measure, columns), picker
+
+
+def in_words(values: np.ndarray, measure: str) -> tuple[np.ndarray, str]:
+    """An attention map as its colour scale states it: weights in % of the query's attention, or weight × value
+    norms as they are; and the scale's words."""
+    if measure == WEIGHT:
+        return values * 100, "% of the query's attention"
+    return values, "weight x value norm"
 
 
 def attention_sheet(
@@ -147,7 +155,7 @@ def attention_sheet(
         raise ValueError(f"columns must be 0 (3 or 4, by the number of heads) to 16, got {columns}")
     one = a.attention_map if measure == WEIGHT else a.contribution_map
     marked = None if isinstance(query, str) else int(query)
-    maps = np.stack([one(layer, h, query) for h in heads] + [one(layer, None, query)])
+    maps, quantity = in_words(np.stack([one(layer, h, query) for h in heads] + [one(layer, None, query)]), measure)
     labels = [f"head {h}" for h in heads] + ["mean of heads"]
     small = render.fit(display(a), SHEET_TILE)
     _, lo, hi, _ = colour_scale(maps, scale)
@@ -157,7 +165,7 @@ def attention_sheet(
     with render.large_labels(True) if columns == 1 else nullcontext():
         sheet = render.tile(tiles, labels, cols=columns or (4 if len(tiles) > 6 else 3))
         # one colour scale under the sheet, not beside it: the tiles keep the width (>= 200 px shown at 1400)
-        return render.with_colorbar_below(sheet, cmap, lo, hi, scale) if shared_scale else sheet
+        return render.with_colorbar_below(sheet, cmap, lo, hi, scale, quantity) if shared_scale else sheet
 
 
 def rollout_view(
@@ -213,7 +221,9 @@ def heads_views(a: Analysis, cmap: str = "inferno", scale: str = DEFAULT_SCALE):
     base = display(a)
     norms = a.token_norms()
     flagged = high_norm_tokens(norms)
-    outliers = scaled_overlay(base, norms, cmap, 0.65, scale, True, a.grid, flagged=flagged)
+    outliers = scaled_overlay(
+        base, norms, cmap, 0.65, scale, True, a.grid, flagged=flagged, quantity="output token norm"
+    )
     pca = render.upsample_rgb(a.pca_rgb(), base.shape[:2])
     largest = float(norms.max() / np.median(norms))
     if flagged.any():
@@ -231,6 +241,9 @@ def heads_views(a: Analysis, cmap: str = "inferno", scale: str = DEFAULT_SCALE):
     )
 
 
+DENSE_WORDS = "dense map: 0 background, 1 salient"
+
+
 def output_view(
     a: Analysis, cmap: str = "inferno", alpha: float = 0.6, scale: str = DEFAULT_SCALE
 ) -> tuple[dict[str, float], np.ndarray | None]:
@@ -239,7 +252,7 @@ def output_view(
     sal = a.dense_map()
     if sal is None:
         return top, None
-    return top, scaled_overlay(display(a), sal, cmap, alpha, scale, False)
+    return top, scaled_overlay(display(a), sal, cmap, alpha, scale, False, quantity=DENSE_WORDS)
 
 
 def depth_view(r: DepthResult, cmap: str = "magma", alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -291,14 +304,17 @@ def attribution_pictures(
     maps use the colour `scale`."""
     base, signed, attribution, roll, relevancy = inputs
 
-    def draw(values: np.ndarray, signed: bool) -> np.ndarray:
+    def draw(values: np.ndarray, signed: bool, quantity: str) -> np.ndarray:
         if signed:
             limit = float(np.percentile(np.abs(values), 99.5)) or float(np.abs(values).max()) or 1.0
             img = render.overlay(base, values, "diverging", alpha, -limit, limit, nearest=False)
-            return render.with_colorbar_below(img, "diverging", -limit, limit, "signed")
-        return scaled_overlay(base, values, cmap, alpha, scale, False, colorbar="below")
+            return render.with_colorbar_below(img, "diverging", -limit, limit, "signed", quantity)
+        return scaled_overlay(base, values, cmap, alpha, scale, False, colorbar="below", quantity=quantity)
 
-    return draw(attribution, signed), draw(roll, False), None if relevancy is None else draw(relevancy, False)
+    said = "red pushes the output up, blue down" if signed else "how much it drives the output"
+    shares = roll / max(float(roll.sum()), 1e-12) * 100
+    return (draw(attribution, signed, said), draw(shares, False, "% of the flow to the output"),
+            None if relevancy is None else draw(relevancy, False, "relevance to the output"))  # fmt: skip
 
 
 def inside_views(
@@ -324,13 +340,17 @@ def inside_views(
     low = min(float(shifted.min()), -1e-6)
     scores = render.overlay(base, shifted.reshape(a.grid), cmap, alpha, low, 0.0)
     scores = scores if marked is None else render.mark_patch(scores, a.grid, marked)
-    scores = render.with_colorbar_below(scores, cmap, low, 0.0, "s - max s")
+    scores = render.with_colorbar_below(scores, cmap, low, 0.0, "", "score minus the top score (0: the top key)")
 
-    def drawn(values: np.ndarray) -> np.ndarray:
+    def drawn(values: np.ndarray, quantity: str) -> np.ndarray:
         grid = values[n:].reshape(a.grid)
-        return scaled_overlay(base, grid, cmap, alpha, scale, True, a.grid, colorbar="below", query=marked)
+        return scaled_overlay(base, grid, cmap, alpha, scale, True, a.grid, colorbar="below", query=marked,
+                              quantity=quantity)  # fmt: skip
 
-    weights, values = drawn(d.weights), drawn(d.contributions)
+    weights, values = (
+        drawn(d.weights * 100, "% of the query's attention"),
+        drawn(d.contributions, "weight x value norm"),
+    )
     top = [int(j) for j in np.argsort(-d.weights)[:3]]
     keys = [0, *(j for j in top if j != 0)][:4]
     short = [token_name(a, j).split(" (")[0] for j in keys]
