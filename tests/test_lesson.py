@@ -32,7 +32,7 @@ def test_every_step_has_a_picture_that_differs_from_the_last(chelsea):
 def test_the_steps_numbers_are_this_analysis_own(chelsea):
     d = chelsea.mean_attention_distance
     text = lesson.lesson_step(chelsea, 1)[2]
-    assert "21 × 32 = 672 patches" in text and "673 tokens" in text
+    assert "21 rows × 32 columns = 672 patches" in text and "673 tokens" in text
     layer, head = np.unravel_index(np.argmin(d), d.shape)
     text = lesson.lesson_step(chelsea, 3)[2]
     assert f"layer {layer}, head {head}" in text
@@ -156,7 +156,7 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
         assert_well_formed(text)
     h, w = a.pixel_values.shape[2:]
     text = steps[0][2]
-    assert f"resized to {w}×{h}" in text and f"**{gh} × {gw} = {gh * gw} patches** of {m.patch_size}×" in text
+    assert f"resized to {w}×{h} px" in text and f"**{gh} rows × {gw} columns = {gh * gw} patches** of" in text
     assert f"**{want['tokens']} tokens**" in text
     front = {0: None, 1: "In front of them goes one learned token, "}.get(m.n_prefix, "In front of them go the learned")
     assert (front is None and "In front of them" not in text) or (front is not None and front in text)

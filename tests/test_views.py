@@ -182,7 +182,7 @@ def test_every_view_draws_an_extreme_panorama(shape):
 def test_positions_say_when_the_table_is_interpolated_and_from_which_grid(wide):
     g0, g1 = wide.model.native_grid
     text = sentences.positions_note(wide)
-    assert f"interpolated from {g0}×{g1} to 5×9" in text and (g0, g1) != (5, 9)
+    assert f"interpolated from {g0} rows × {g1} columns to 5 rows × 9 columns" in text and (g0, g1) != (5, 9)
     native = vitviz.analyze(wide.model, random_image(g0 * 8, g1 * 8, seed=11), longest=max(g0, g1) * 8)
     assert native.grid == (g0, g1) and "used as it is" in sentences.positions_note(native)
 
@@ -568,7 +568,10 @@ def test_the_tokens_sentence_counts_the_patches_and_names_the_prefix_tokens(name
     a = vitviz.analyze(FAMILIES[name](), random_image(40, 72, seed=4), longest=72)
     (gh, gw), m = a.grid, a.model
     text = views.tokens_view(a)[1]
-    assert f"**{gh} × {gw} = {gh * gw} patch tokens** of 8×8 pixels (the model sees the image at 72×40)" in text
+    assert (
+        f"**{gh} rows × {gw} columns = {gh * gw} patch tokens** of 8×8 pixels (the model sees the image at 72×40)"
+        in text
+    )
     plus = {
         0: " and no prefix token",
         1: ", **plus 1 prefix token: CLS**",
@@ -639,15 +642,15 @@ def test_one_prefix_token_takes_and_one_register_is_one_register(wide):
 def test_the_positions_note_reads_as_written(wide):
     note = sentences.positions_note(wide)
     assert note == (
-        "This model's table holds 4×4 positions (for 32×32 px inputs). Your photo is read as 5×9 patches, so the "
-        "table is interpolated from 4×4 to 5×9 before it is added to the patch tokens; the squares here are the 4×4 "
-        "it learned."
+        "This model's table holds 4 rows × 4 columns of positions (for 32×32 px inputs, width × height). Your photo "
+        "is read as 5 rows × 9 columns of patches, so the table is interpolated from 4 rows × 4 columns to 5 rows × 9 "
+        "columns before it is added to the patch tokens; the squares here are the positions it learned."
     )
     model = FAMILIES["vit"]()
     model.native_grid = (2, 4)  # a table 2 rows by 4 columns: its input is 32 px wide and 16 tall
     assert sentences.positions_note(vitviz.analyze(model, random_image(16, 32), longest=32)).startswith(
-        "This model's table holds 2×4 positions (for 32×16 px inputs). Your photo is read as 2×4 patches: the table "
-        "is used as it is."
+        "This model's table holds 2 rows × 4 columns of positions (for 32×16 px inputs, width × height). Your photo is "
+        "read as 2 rows × 4 columns of patches: the table is used as it is."
     )
 
 

@@ -38,9 +38,9 @@ def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult 
     else:
         front = ""
     text = (
-        f"The ViT never sees pixels one by one. It cuts the image, resized to {w}×{h}, into **{gh} × {gw} = "
-        f"{gh * gw} patches** of {m.patch_size}×{m.patch_size} pixels, and a linear map turns each patch into "
-        f"a vector: a **patch token**.{front} {sentences.readout_phrase(a)} So the transformer reads a sequence "
+        f"The ViT never sees pixels one by one. It cuts the image, resized to {w}×{h} px, into **{gh} rows × {gw} "
+        f"columns = {gh * gw} patches** of {m.patch_size}×{m.patch_size} pixels, and a linear map turns each patch "
+        f"into a vector: a **patch token**.{front} {sentences.readout_phrase(a)} So the transformer reads a sequence "
         f"of **{a.num_tokens} tokens**, numbered in scan order as in the picture."
     )
     return "Patches become tokens", views.tokens_view(a)[0], text

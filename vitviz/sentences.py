@@ -22,16 +22,22 @@ def upscale_note(a: Analysis, limit: float = 4.0) -> str:
             f"pixels, and each patch covers less than one pixel of the original")  # fmt: skip
 
 
+def grid_words(rows: int, columns: int) -> str:
+    """A grid's size as every sentence says it: rows first, named (pixel sizes are width × height, in px)."""
+    return f"{rows} rows × {columns} columns"
+
+
 def positions_note(a: Analysis) -> str:
     """Whether this photo uses the model's position table as it is or interpolated, from which grid to which."""
     m, (gh, gw) = a.model, a.grid
     g0, g1 = m.native_grid
-    table = f"This model's table holds {g0}×{g1} positions (for {g1 * m.patch_size}×{g0 * m.patch_size} px inputs)."
+    table = (f"This model's table holds {grid_words(g0, g1)} of positions (for {g1 * m.patch_size}×"
+             f"{g0 * m.patch_size} px inputs, width × height).")  # fmt: skip
     if (gh, gw) == (g0, g1):
-        return f"{table} Your photo is read as {gh}×{gw} patches: the table is used as it is."
-    return (f"{table} Your photo is read as {gh}×{gw} patches, so the table is interpolated from {g0}×{g1} "
-            f"to {gh}×{gw} before it is added to the patch tokens; the squares here are the {g0}×{g1} it "
-            "learned.")  # fmt: skip
+        return f"{table} Your photo is read as {grid_words(gh, gw)} of patches: the table is used as it is."
+    return (f"{table} Your photo is read as {grid_words(gh, gw)} of patches, so the table is interpolated from "
+            f"{grid_words(g0, g1)} to {grid_words(gh, gw)} before it is added to the patch tokens; the squares here "
+            "are the positions it learned.")  # fmt: skip
 
 
 MARKS = {  # what each mark drawn on a picture means, for the legend beside it

@@ -43,7 +43,7 @@ def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
     order = (f"In the sequence the prefix tokens come first, so patch p*i* sits at position #*i*+{m.n_prefix} (the "
              "strip under the picture). " if m.n_prefix else "")  # fmt: skip
     text = (
-        f"**{gh} × {gw} = {gh * gw} patch tokens** of {m.patch_size}×{m.patch_size} pixels "
+        f"**{gh} rows × {gw} columns = {gh * gw} patch tokens** of {m.patch_size}×{m.patch_size} pixels "
         f"(the model sees the image at {w}×{h}){plus} → {a.num_tokens} tokens in all. "
         f"Patches are numbered p0, p1, … in scan order, left to right and top to bottom (left margin: the first "
         f"patch of each row; top: the column). {order}{readout_phrase(a)} Each patch token also gets a "

@@ -58,7 +58,10 @@ def draw(
     query = query_of(query_mode, patch)
     gh, gw = a.grid
     if query != "readout" and not 0 <= query < gh * gw:
-        raise ValueError(f"patch must be -1 (the readout) or in [0, {gh * gw}) for this {gh}×{gw} grid, got {query}")
+        raise ValueError(
+            f"patch must be -1 (the readout) or in [0, {gh * gw}) for this grid of {gh} rows × {gw} columns, "
+            f"got {query}"
+        )
     shared, which = grid_scale != PER_HEAD, head_arg(head, a.model)
     overlay, picker = views.attention_view(
         a, int(layer), which, query, cmap, float(alpha), shared, colour_scale, measure, int(columns or 0)
