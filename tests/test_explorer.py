@@ -172,7 +172,7 @@ def bare_page(pw, meta: dict, layers: dict[int, bytes], size=(1000, 800), touch:
 
 
 def family_meta(a: vitviz.Analysis) -> tuple[dict, dict[int, bytes]]:
-    meta = {**explorer.meta(a), "session": "s", "key": "k", "cmap": "inferno"}
+    meta = {**explorer.meta(a), **explorer.look("inferno", 0.6, "log"), "session": "s", "key": "k"}
     return meta, {layer: explorer.layer_data(a, layer).tobytes() for layer in range(a.model.num_layers)}
 
 
@@ -442,3 +442,45 @@ def test_a_key_tied_with_the_top_key_reads_as_a_tie_never_as_minus_zero():
         browser.close()
     assert "tied with the top key" in text, text
     assert "−0.00" not in text and "-0.00" not in text and "100.0 %" not in text, text
+
+
+SMOOTH = np.dstack([*np.meshgrid(np.linspace(40, 210, 72), np.linspace(60, 190, 40)), np.full((40, 72), 128.0)])
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("cmap, alpha, scale", [("inferno", 0.6, "log"), ("viridis", 0.1, "min-max"),
+                                                ("magma", 0.9, "robust")])  # fmt: skip
+def test_the_explorer_paints_with_the_pages_colormap_opacity_and_colour_scale_as_the_server_does(cmap, alpha, scale):
+    """The large map of one head, read back from its canvas at each patch's centre, against the server's own overlay
+    of the same map (`views.attention_view`: same photo, layer, head, query and settings) at the same places. The
+    photo under it is a JPEG in the browser (quality 88): on a smooth photo that costs at most 3 levels of 255, the
+    colour index's rounding one more step of the colormap. Painted again with the default settings, it differs."""
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES["dinov2_registers"](), SMOOTH.astype(np.uint8), longest=72)
+    layer, head, patch = 1, 2, 12
+    meta, layers = family_meta(a)
+    meta.update(explorer.look(cmap, alpha, scale))
+    server = vitviz.views.attention_view(a, layer, head, patch, cmap, alpha, scale=scale)[0]
+    photo = vitviz.views.display(a)
+    gh, gw = a.grid
+    centres = [((r + 0.5) / gh, (c + 0.5) / gw) for r in range(gh) for c in range(gw) if r * gw + c != patch]
+    want = np.array([server[int(y * photo.shape[0]), int(x * photo.shape[1])] for y, x in centres], float)
+    read = """(centres) => { const c = document.querySelector(".vx-big-canvas"), g = c.getContext("2d");
+      const at = ([y, x]) => g.getImageData(Math.floor(x * c.width), Math.floor(y * c.height), 1, 1).data;
+      return centres.map((p) => Array.from(at(p).slice(0, 3))); }"""
+    with sync_api.sync_playwright() as pw:
+        browser, page, _ = bare_page(pw, meta, layers)
+        page.evaluate(f"() => window.vitviz.explorer.hover({layer}, {head}, {patch})")
+        got = np.array(page.evaluate(read, centres), float)
+        page.evaluate("(m) => window.setMeta(m)", {**meta, **explorer.look("inferno", 0.6, "log")})
+        page.evaluate(f"() => window.vitviz.explorer.hover({layer}, {head}, {patch})")
+        default = np.array(page.evaluate(read, centres), float)
+        note = page.locator(".vx-scale-note").inner_text()
+        browser.close()
+    lut = np.array(explorer.lut(cmap), float).reshape(256, 3)
+    step = np.abs(np.diff(lut, axis=0)).max()  # one index of the colormap, at its steepest
+    assert np.abs(got - want).max() <= 3 + alpha * step, np.abs(got - want).max()
+    assert np.abs(got - want).mean() <= 2
+    if (cmap, alpha, scale) != ("inferno", 0.6, "log"):
+        assert np.abs(default - got).mean() > 5  # the settings changed the canvas
+    assert "log scale" in note

@@ -77,6 +77,22 @@ def meta(a: Analysis) -> dict:
     }
 
 
+def look(cmap: str, alpha: float, scale: str) -> dict:
+    """The page's display settings as the browser paints with them, the colour scale's rule included (the same
+    floor and percentiles as `maps.colour_scale`): nothing about them is written again in JavaScript."""
+    if scale not in maps.COLOUR_SCALES:
+        raise ValueError(f"unknown colour scale {scale!r}: use one of {maps.COLOUR_SCALES}")
+    if not 0.0 <= float(alpha) <= 1.0:
+        raise ValueError(f"opacity must be between 0 and 1, got {alpha}")
+    return {
+        "cmap": cmap if cmap in LUT_COLORMAPS else "inferno",
+        "alpha": float(alpha),
+        "colourScale": scale,
+        "scaleRule": {"floor": maps.LOG_FLOOR, "percentiles": list(maps.CLIP_PERCENTILES)},
+        "scaleName": render.SCALE_NAMES[scale],
+    }
+
+
 def probe_data(a: Analysis) -> dict | None:
     """An attention-pool's readout (SigLIP): its probe's query [H*dh] and keys [N,H*dh] over the last layer's
     tokens, and value norms [H,N], each base64 little-endian float32, so that the browser computes the probe's

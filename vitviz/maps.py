@@ -18,6 +18,8 @@ import torch.nn.functional as F
 
 HEAD_FUSIONS = ("mean", "max", "min")
 COLOUR_SCALES = ("log", "robust", "min-max")  # log and robust clip at the 99th percentile
+LOG_FLOOR = 1e-6  # the log scale leaves out values under this fraction of the largest (a ReLU's zeros)
+CLIP_PERCENTILES = (1, 99)  # the log scale's span, of the values above the floor; robust clips at the top one
 DEFAULT_SCALE = "log"  # the one that keeps every photo's attention and rollout off black (see the README)
 
 
@@ -300,15 +302,15 @@ def colour_scale(values: np.ndarray, scale: str = DEFAULT_SCALE) -> tuple[np.nda
     values = np.asarray(values, dtype=np.float32)
     lo, hi = float(values.min()), float(values.max())
     if scale == "log":
-        floor = max(hi * 1e-6, np.finfo(np.float32).tiny) if hi > 0 else 1e-12
+        floor = max(hi * LOG_FLOOR, np.finfo(np.float32).tiny) if hi > 0 else 1e-12
         logged = np.log10(np.maximum(values, floor))
         above = logged[values > floor]  # the percentiles of what is there: a ReLU's zeros would set the low end
-        low, clip = np.percentile(above, [1, 99]) if above.size else (0.0, 0.0)
+        low, clip = np.percentile(above, CLIP_PERCENTILES) if above.size else (0.0, 0.0)
         if clip > low:
             return logged, float(low), float(clip), logged > clip
         return logged, float(logged.min()), float(logged.max()), np.zeros(values.shape, bool)
     if scale == "robust":
-        clip = float(np.percentile(values, 99))
+        clip = float(np.percentile(values, CLIP_PERCENTILES[1]))
         if clip > lo:
             return values, lo, clip, values > clip
     return values, lo, hi, np.zeros(values.shape, bool)

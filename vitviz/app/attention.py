@@ -156,7 +156,7 @@ def build(ctx: Context) -> None:
             # The all-heads sheet's columns: one on a phone, where a row of three would show tiles 110 px wide
             columns = gr.Number(0, precision=0, minimum=0, maximum=16, visible=False, label="Columns of the sheet")
     ctx.demo.load(None, None, columns, js=PHONE_COLUMNS, api_visibility="private", queue=False)
-    ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap], [shown], api_name="explorer")
+    ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale], [shown], api_name="explorer")
     ctx.view(
         tab,
         draw,

@@ -18,6 +18,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from .. import explorer
+from ..maps import DEFAULT_SCALE
 from .session import Server, session_of, user_errors
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -33,14 +34,16 @@ def script() -> str:
 
 
 @user_errors
-def draw(image, model_name, size, cmap, server: Server, request: gr.Request) -> dict:
-    """The meta of the session's analysis, with where its layers are: the browser does the rest."""
+def draw(image, model_name, size, cmap, alpha=0.6, colour_scale=DEFAULT_SCALE, server: Server = None,
+         request: gr.Request = None) -> dict:  # fmt: skip
+    """The meta of the session's analysis, with where its layers are and the page's display settings (colormap,
+    opacity, colour scale): the browser does the rest."""
     a = server.get_analysis(image, model_name, size, request)
     return {
         **explorer.meta(a),
+        **explorer.look(cmap, alpha, colour_scale),
         "session": session_of(request),
         "key": server.analysis_key(image, model_name, size),
-        "cmap": cmap if cmap in explorer.LUT_COLORMAPS else "inferno",
     }
 
 

@@ -69,7 +69,7 @@ def build(ctx: Context) -> None:
         with gr.Row():
             strips = gr.Plot(label="1 · The query, and keys and values of some tokens", elem_id="inside-strips")
             bars = gr.Plot(label="5 · How the heads and the layer's updates add up", elem_id="inside-bars")
-    ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap], [live])
+    ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale], [live])
     ctx.view(
         tab,
         draw,

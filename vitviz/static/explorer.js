@@ -2,7 +2,6 @@
 // `element`, `props`, `trigger` and `watch` in scope. props.value is the analysis' meta (vitviz/explorer.py);
 // layers come from GET vitviz/explorer/layer as raw float32. Text is HTML, so it grows with the projector mode.
 
-const OPACITY = 0.65;
 const PROBE = -1; // the query of an attention-pool's probe (SigLIP's readout), which is no token of the layers
 
 const root = element.querySelector(".vx") || element;
@@ -325,16 +324,51 @@ function sizeCanvas(canvas) {
   if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
 }
 
+// The page's colour scale, as maps.colour_scale makes it, from the rule in the meta (its floor and percentiles):
+// "log" spans log10 of the values above floor x the largest, between two percentiles; "robust" is linear up to the
+// upper percentile; "min-max" spans the values. A scale is made from every map it is shared by.
+function percentileOf(sorted, q) { // numpy's default: linear between the two nearest ranks
+  const at = (sorted.length - 1) * q / 100, i = Math.floor(at), f = at - i;
+  return i + 1 < sorted.length ? sorted[i] + f * (sorted[i + 1] - sorted[i]) : sorted[i];
+}
+
+function scaleOf(maps, kind = S.meta.colourScale) {
+  const { floor: fraction, percentiles: [low, high] } = S.meta.scaleRule;
+  let lo = Infinity, hi = -Infinity;
+  for (const m of maps) for (let i = 0; i < m.length; i++) { lo = Math.min(lo, m[i]); hi = Math.max(hi, m[i]); }
+  if (kind === "log") {
+    const floor = hi > 0 ? Math.max(hi * fraction, 1.1754944e-38) : 1e-12, above = [];
+    let a = Infinity, b = -Infinity;
+    for (const m of maps) for (let i = 0; i < m.length; i++) {
+      const v = Math.log10(Math.max(m[i], floor)); a = Math.min(a, v); b = Math.max(b, v);
+      if (m[i] > floor) above.push(v);
+    }
+    above.sort((x, y) => x - y);
+    const from = above.length ? percentileOf(above, low) : 0, to = above.length ? percentileOf(above, high) : 0;
+    return to > from ? { log: true, floor, lo: from, hi: to } : { log: true, floor, lo: a, hi: b };
+  }
+  if (kind === "robust") {
+    const all = []; for (const m of maps) for (let i = 0; i < m.length; i++) all.push(m[i]);
+    all.sort((x, y) => x - y);
+    const clip = percentileOf(all, high);
+    if (clip > lo) return { log: false, lo, hi: clip };
+  }
+  return { log: false, lo, hi };
+}
+
+function atScale(v, sc) { return sc.log ? Math.log10(Math.max(v, sc.floor)) : v; }
+
 const cells = document.createElement("canvas");
-function drawMap(canvas, values, vmax, markQuery) {
+function drawMap(canvas, values, sc, markQuery) {
   sizeCanvas(canvas);
   const ctx = canvas.getContext("2d"), [gh, gw] = S.meta.grid;
   const lut = S.meta.colormaps[S.meta.cmap] || S.meta.colormaps.inferno;
   if (cells.width !== gw || cells.height !== gh) { cells.width = gw; cells.height = gh; }
   const cctx = cells.getContext("2d"), img = cctx.createImageData(gw, gh), px = img.data;
-  const scale = vmax > 0 ? 255 / vmax : 0, alpha = Math.round(255 * OPACITY);
+  const span = Math.max(sc.hi - sc.lo, 1e-12), alpha = Math.round(255 * S.meta.alpha);
   for (let i = 0; i < gh * gw; i++) {
-    const c = 3 * Math.min(255, Math.max(0, Math.round(values[i] * scale)));
+    const t = Math.min(1, Math.max(0, (atScale(values[i], sc) - sc.lo) / span));
+    const c = 3 * Math.round(t * 255);
     px[4 * i] = lut[c]; px[4 * i + 1] = lut[c + 1]; px[4 * i + 2] = lut[c + 2]; px[4 * i + 3] = alpha;
   }
   cctx.putImageData(img, 0, 0);
@@ -357,7 +391,6 @@ function drawMarker(ctx, canvas) {
   ctx.strokeRect(x - thick / 2, y - thick / 2, cw + thick, ch + thick);
 }
 
-function maxOf(a) { let m = 0; for (let i = 0; i < a.length; i++) if (a[i] > m) m = a[i]; return m; }
 
 function pct(x) { return x >= 0.1 ? `${(100 * x).toFixed(1)} %` : x >= 0.001 ? `${(100 * x).toFixed(2)} %` : `${(100 * x).toExponential(1)} %`; }
 
@@ -374,20 +407,21 @@ function paint() {
   const t0 = performance.now();
   const entropy = computeLayer(S.layer);
   const maps = [];
-  let shared = 0;
-  for (let h = 0; h < S.meta.heads; h++) { const v = shown(S.layer, h).slice(); maps.push(v); shared = Math.max(shared, maxOf(v)); }
-  const top = (v) => (S.scale === "own" ? maxOf(v) : shared);
+  for (let h = 0; h < S.meta.heads; h++) maps.push(shown(S.layer, h).slice());
+  const shared = S.scale === "own" ? null : scaleOf(maps);
+  const scaleFor = (v) => shared || scaleOf([v]);
   if (INSIDE) paintSteps();
   else if (S.view === "model") paintModel();
-  else maps.forEach((v, h) => drawMap(S.tileCanvases[h], v, top(v), true));
-  const big = maps[S.head], bigTop = top(big);
-  drawMap(ui.big, big, bigTop, true);
+  else maps.forEach((v, h) => drawMap(S.tileCanvases[h], v, scaleFor(v), true));
+  const big = maps[S.head], bigScale = scaleFor(big);
+  drawMap(ui.big, big, bigScale, true);
   const label = (x) => (S.measure === "w" ? pct(x) : x.toPrecision(3));
-  ui.lo.textContent = S.measure === "w" ? "0 %" : "0";
-  ui.hi.textContent = label(bigTop);
-  ui.scaleNote.textContent = S.scale === "own"
-    ? `Colour, linear: 0 to each map's own largest value (${label(bigTop)} in the large map of head ${S.head}).`
-    : `Colour, linear: 0 to the largest value over this layer's ${S.meta.heads} heads (${label(shared)}), one scale for every map of the layer.`;
+  const end = (x) => label(bigScale.log ? 10 ** x : x);
+  ui.lo.textContent = end(bigScale.lo);
+  ui.hi.textContent = end(bigScale.hi);
+  const whose = S.scale === "own" ? `each map on its own (the large one: ${end(bigScale.lo)} to ${end(bigScale.hi)})`
+    : `one scale for the layer's ${S.meta.heads} heads`;
+  ui.scaleNote.textContent = `Colour: ${S.meta.scaleName}, as the page's colour scale sets it; ${whose}.`;
   caption(entropy);
   mechanism();
   const paintMs = performance.now() - t0;
@@ -407,16 +441,16 @@ function paintSteps() {
   for (let j = n; j < tokens; j++) { lo = Math.min(lo, s[j] - hi); patchTop = Math.max(patchTop, s[j] - hi); }
   const shifted = new Float32Array(tokens - n);
   for (let j = n; j < tokens; j++) shifted[j - n] = s[j] - hi - lo; // from 0 (the lowest patch) up
-  drawMap(S.tileCanvases[0], shifted, patchTop - lo, true);
+  drawMap(S.tileCanvases[0], shifted, { log: false, lo: 0, hi: patchTop - lo }, true); // scores: always linear
   const norms = rowData(S.layer).valueNorms.subarray(S.head * tokens, (S.head + 1) * tokens);
   const row = S.weights.subarray(S.head * tokens, (S.head + 1) * tokens), wv = new Float32Array(tokens - n);
   for (let j = n; j < tokens; j++) wv[j - n] = row[j] * norms[j];
-  const top = maxOf(wv);
-  drawMap(S.tileCanvases[1], wv, top, true);
+  const wvScale = scaleOf([wv]), wvEnd = (x) => (wvScale.log ? 10 ** x : x).toPrecision(3);
+  drawMap(S.tileCanvases[1], wv, wvScale, true);
   const ranges = ui.tiles.querySelectorAll(".vx-range");
   ranges[0].textContent = `colour: ${lo.toFixed(2)} (dark) to ${patchTop.toFixed(2)} (bright); 0 is the top key, ` +
     `${best < n ? `${S.meta.prefix[best]}, not on the photo` : shortName(best)}`;
-  ranges[1].textContent = `colour: 0 to ${top.toPrecision(3)}`;
+  ranges[1].textContent = `colour: ${S.meta.scaleName}, ${wvEnd(wvScale.lo)} to ${wvEnd(wvScale.hi)}`;
 }
 
 function paintModel() {
@@ -425,9 +459,10 @@ function paintModel() {
   for (const c of S.modelCanvases) if (!S.layers.has(+c.dataset.layer)) c.getContext("2d").clearRect(0, 0, c.width, c.height);
   for (const [l] of S.layers) {
     computeLayer(l);
-    const vs = []; let m = 0;
-    for (let h = 0; h < heads; h++) { const v = shown(l, h).slice(); vs.push(v); m = Math.max(m, maxOf(v)); }
-    for (let h = 0; h < heads; h++) drawMap(S.modelCanvases[l * heads + h], vs[h], S.scale === "own" ? maxOf(vs[h]) : m, true);
+    const vs = [];
+    for (let h = 0; h < heads; h++) vs.push(shown(l, h).slice());
+    const shared = S.scale === "own" ? null : scaleOf(vs);
+    for (let h = 0; h < heads; h++) drawMap(S.modelCanvases[l * heads + h], vs[h], shared || scaleOf([vs[h]]), true);
   }
   computeLayer(keep);
 }
@@ -567,7 +602,8 @@ if (INSIDE) {
 function apply(value) {
   const meta = value && typeof value === "object" ? value : null;
   if (meta && S.meta && meta.key === S.meta.key && meta.session === S.meta.session) {
-    S.meta.cmap = meta.cmap; colourRamp(); schedule(); // a display setting, or the same photo picked again:
+    for (const k of ["cmap", "alpha", "colourScale", "scaleRule", "scaleName"]) S.meta[k] = meta[k];
+    colourRamp(); schedule(); // a display setting, or the same photo picked again:
     for (const [layer] of S.failed) want(layer, layer === S.layer); // what failed (say, evicted) is asked again
     S.failed.clear();
     return;
