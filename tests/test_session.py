@@ -702,3 +702,27 @@ def test_a_picture_is_never_served_half_written_while_the_same_picture_is_writte
         reads += 1
     writer.join()
     assert reads > 10
+
+
+def test_each_live_frame_is_drawn_from_itself_never_from_the_frame_before(server):
+    """Two different frames in a row, past the CPU's frame interval: each answer's pictures are those of its own
+    frame (`views.live_views` on `analyze_frame` of it), the second differs from the first, and "freeze" keeps it."""
+    from conftest import random_image
+
+    from vitviz import views
+    from vitviz.app.live import frame
+    from vitviz.capture import analyze_frame
+
+    model, shown = server.models["tiny"], ["attention", "rollout"]
+    frames = [random_image(48, 64, seed=21), random_image(48, 64, seed=22)]
+    answers, started = [], None
+    for camera in frames:
+        answer = frame(server, camera, "tiny", 2, -1, shown, "inferno", 0.6, "log", False, started)
+        started = answer[-1] - 1.0  # as if the last frame had come a second ago: none is dropped
+        answers.append(answer)
+    for camera, answer in zip(frames, answers, strict=True):
+        want = views.live_views(analyze_frame(model, camera), 2, None, tuple(shown), "inferno", 0.6, "log")
+        for got, expected in zip(answer[:3], want, strict=True):
+            assert (got is None and expected is None) or np.array_equal(got, expected)
+        assert answer[3] is camera
+    assert not np.array_equal(answers[0][0], answers[1][0])
