@@ -36,13 +36,16 @@ def browser_or_skip():
 
 
 def captured_rows(a: vitviz.Analysis, cases) -> np.ndarray:
-    """The forward's own weights for (layer, head, patch) cases, patch -1 = the readout: the first token (CLS), or
-    an attention-pool's probe (SigLIP: its weights per head, from the hook on the real pooling module)."""
+    """The forward's own weights for (layer, head, patch) cases, patch -1 = the readout: its tokens' rows averaged
+    (CLS alone, or a distilled DeiT's two), or an attention-pool's probe (SigLIP: its weights per head, from the hook
+    on the real pooling module)."""
 
     def row(layer: int, h: int, p: int) -> np.ndarray:
         if p == -1 and a.model.readout.pool:
             return a.pool_attention[h]
-        return a.layer_attention(layer)[h, 0 if p == -1 else a.n_prefix + p]
+        if p == -1:
+            return a.layer_attention(layer)[h, list(a.model.readout.tokens)].astype(np.float32).mean(0)
+        return a.layer_attention(layer)[h, a.n_prefix + p]
 
     return np.stack([row(*case).astype(np.float32) for case in cases])
 
@@ -484,3 +487,30 @@ def test_the_explorer_paints_with_the_pages_colormap_opacity_and_colour_scale_as
     if (cmap, alpha, scale) != ("inferno", 0.6, "log"):
         assert np.abs(default - got).mean() > 5  # the settings changed the canvas
     assert "log scale" in note
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", ["deit", "vit", "siglip"])
+def test_the_readout_button_asks_what_python_calls_the_readout(name):
+    """Through the button (not the handle): a distilled DeiT's readout is its CLS and distillation rows averaged,
+    as `Analysis.attention_map(query="readout")` makes it; a ViT's is its CLS; SigLIP's its pooling probe."""
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES[name](), random_image(40, 56, seed=7), longest=56)
+    layer, head = a.num_layers - 1, 1
+    with sync_api.sync_playwright() as pw:
+        browser, page, _ = bare_page(pw, *family_meta(a))
+        page.evaluate(f"() => window.vitviz.explorer.hover({layer}, {head}, 0)")  # a patch first
+        page.click(".vx-readout")
+        page.wait_for_function("() => window.vitviz.explorer.state().pinned")
+        weights = np.array(
+            page.evaluate(f"""async () => {{ await window.vitviz.explorer.layer({layer});
+            return Array.from(window.vitviz.explorer.temperature(1).weights); }}""")
+        )
+        label = page.locator(".vx-readout").inner_text()
+        browser.close()
+    want = a.query_rows(layer, "readout")[head]  # float32, from the same queries and keys: to float rounding
+    np.testing.assert_allclose(weights, want, atol=1e-6)
+    np.testing.assert_allclose(weights[a.n_prefix :].reshape(a.grid), a.attention_map(layer, head), atol=1e-6)
+    if name == "deit":
+        assert label == "Query: readout (CLS + distillation)"
+        assert np.abs(weights - a.query_rows(layer, "cls")[head]).max() > 10 * 1e-6  # not CLS's row alone

@@ -67,6 +67,8 @@ def meta(a: Analysis) -> dict:
         "patch": m.patch_size,
         "input": [int(w), int(h)],
         "prefix": list(m.prefix_tokens),
+        # the readout as the model reads it (its tokens' rows averaged, or a probe), never guessed from names
+        "readout": {"tokens": list(m.readout.tokens), "pool": m.readout.pool, "name": m.readout.name},
         "scale": scale,
         "model": m.name,
         "photo": "data:image/jpeg;base64," + base64.b64encode(jpeg.tobytes()).decode(),

@@ -3,6 +3,7 @@
 // layers come from GET vitviz/explorer/layer as raw float32. Text is HTML, so it grows with the projector mode.
 
 const PROBE = -1; // the query of an attention-pool's probe (SigLIP's readout), which is no token of the layers
+const READOUT = -2; // the readout of several tokens (a distilled DeiT's two): their rows averaged, as the model does
 
 const root = element.querySelector(".vx") || element;
 // data-mode "attention": every head of the layer; "inside": one head, step by step (the Inside a head tab)
@@ -60,8 +61,16 @@ function endpoint(layer) {
   return `${base}/vitviz/explorer/layer?${q}`;
 }
 
+function readoutQuery() {
+  // the query that the readout button and hover(l, h, -1) ask: the probe, the readout's one token, or its tokens
+  if (S.probe) return PROBE;
+  const { tokens } = S.meta.readout;
+  return tokens.length === 1 ? tokens[0] : READOUT;
+}
+
 function shortName(t) {
   if (t === PROBE) return "the pooling probe";
+  if (t === READOUT) return "the readout";
   const n = S.meta.prefix.length;
   if (t < n) return S.meta.prefix[t];
   const p = t - n, gw = S.meta.grid[1];
@@ -75,6 +84,7 @@ function headColour(h) {
 
 function tokenName(t) {
   if (t === PROBE) return "the readout, the pooling probe (a learned query that reads the last layer's tokens; the layer slider does not change it)";
+  if (t === READOUT) return `the readout, ${S.meta.readout.tokens.map((i) => S.meta.prefix[i]).join(" and ")}: their rows averaged, as the model averages what it reads from them`;
   const m = S.meta, n = m.prefix.length;
   if (t < n) return m.prefix[t];
   const p = t - n, gw = m.grid[1];
@@ -178,8 +188,9 @@ function start(meta) {
   ui.head.innerHTML = Array.from({ length: meta.heads }, (_, h) => `<option value="${h}">head ${h}</option>`).join("");
   ui.head.value = String(S.head);
   S.probe = meta.probe ? { q: floats(meta.probe.q), k: floats(meta.probe.k), valueNorms: floats(meta.probe.valueNorms) } : null;
-  ui.readout.hidden = meta.prefix[0] !== "CLS" && !S.probe;
-  ui.readout.textContent = S.probe ? "Query: readout (the pooling probe)" : "Query: readout (CLS)";
+  ui.readout.hidden = !S.probe && !meta.readout.tokens.length;
+  ui.readout.textContent = S.probe ? "Query: readout (the pooling probe)"
+    : `Query: readout (${meta.readout.tokens.map((i) => meta.prefix[i]).join(" + ")})`;
   buildTiles(); buildModelView();
   const img = new Image();
   img.onload = () => { S.photo = img; schedule(); };
@@ -294,16 +305,20 @@ function rowData(layer) {
 }
 
 function computeLayer(layer) {
-  const data = rowData(layer), query = S.query === PROBE ? 0 : S.query;
-  const { tokens, heads } = S.shape;
+  const data = rowData(layer), { tokens, heads } = S.shape;
+  const queries = S.query === READOUT ? S.meta.readout.tokens : [S.query === PROBE ? 0 : S.query];
   let entropy = 0;
   for (let h = 0; h < heads; h++) {
-    vitvizScores(S.scores, data, h, query, S.shape);
     const row = S.weights.subarray(h * tokens, (h + 1) * tokens);
-    const e = vitvizSoftmax(row, S.scores, S.T);
-    if (h === S.head) entropy = e;
+    for (const [i, query] of queries.entries()) { // several readout tokens: the mean of their rows
+      vitvizScores(S.scores, data, h, query, S.shape);
+      if (i === 0) { vitvizSoftmax(row, S.scores, S.T); continue; }
+      vitvizSoftmax(S.work, S.scores, S.T);
+      for (let j = 0; j < tokens; j++) row[j] = (row[j] * i + S.work[j]) / (i + 1);
+    }
+    if (h === S.head) { entropy = 0; for (let j = 0; j < tokens; j++) if (row[j] > 0) entropy -= row[j] * Math.log(row[j]); }
   }
-  vitvizScores(S.scores, data, S.head, query, S.shape); // the chosen head's scores, for the mechanism
+  vitvizScores(S.scores, data, S.head, queries[0], S.shape); // the chosen head's scores (its first query's), for the mechanism
   return entropy;
 }
 
@@ -504,7 +519,9 @@ function mechanism() {
   const runnerUp = Math.abs(second) < TIE
     ? `the next key, ${shortName(order[1])}, is tied with the top key (their scores differ by less than ${TIE}), so it gets the same weight`
     : `a key ${Math.abs(second).toFixed(2)} below the top gets e<sup>${exponent.toFixed(2)}</sup> = ${pct(Math.exp(exponent))} of the top key's weight`;
-  ui.mech.innerHTML = `<h4>How head ${S.head} of ${of} computes this row</h4>
+  const [first, ...rest] = S.query === READOUT ? S.meta.readout.tokens.map((i) => S.meta.prefix[i]) : [];
+  const averaged = first ? `<p>The readout's row is the mean of ${[first, ...rest].join(" and ")}'s rows; the scores here are ${first}'s, the weights α the mean.</p>` : "";
+  ui.mech.innerHTML = `<h4>How head ${S.head} of ${of} computes this row</h4>${averaged}
     <p>Scores s<sub>j</sub> = q·k<sub>j</sub>/√${dh} of the query against all ${tokens} keys run from ${lo.toFixed(2)} to ${hi.toFixed(2)}.
     Softmax ignores a shift that is the same for every key, so only s<sub>j</sub> − max s matters:
     ${runnerUp} at T = ${S.T.toFixed(2)}. Weights α = softmax(s / T)${S.T === 1 ? " (T = 1: the model itself)" : "; T = 1 is the model, T &lt; 1 sharpens, T &gt; 1 flattens"}.</p>
@@ -538,7 +555,7 @@ ui.scale.addEventListener("change", () => { S.scale = ui.scale.value; schedule()
 ui.temp.addEventListener("input", () => setTemperature(Math.pow(2, +ui.temp.value)));
 ui.readout.addEventListener("click", () => {
   if (S.probe) setView("heads");
-  S.pending = S.probe ? PROBE : 0; S.pinned = true; schedule();
+  S.pending = readoutQuery(); S.pinned = true; schedule();
 });
 attachPointer(ui.big);
 root.tabIndex = 0;
@@ -575,7 +592,7 @@ const handle = {
     const go = () => {
       S.head = head; ui.head.value = String(head);
       if (S.layer !== layer) setLayer(layer);
-      S.pending = patch === -1 ? (S.probe ? PROBE : 0) : S.meta.prefix.length + patch;
+      S.pending = patch === -1 ? readoutQuery() : S.meta.prefix.length + patch;
       return paint();
     };
     return S.layers.has(layer) ? go() : whenLoaded(layer).then(go);
