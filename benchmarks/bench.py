@@ -127,7 +127,7 @@ def bench_app(model: VitModel, repeats: int, bare_forward: Callable[[], object])
                 person = i % 4 == 0  # looks at the shown view before choosing a tab; else back to back, a script
                 for name, args in {
                     "/attention": (11, -1, "readout", -1, "weight", "inferno", 0.6, "shared across heads"),
-                    "/rollout": ("mean", 0.0, "inferno", 0.6),
+                    "/rollout": ("mean", 0.0, "output", "inferno", 0.6),
                     "/output": ("inferno", 0.6),
                     "/heads": ("inferno",),
                 }.items():
@@ -255,7 +255,7 @@ def figures(seconds: list[float]) -> str:
 def api_call(move: tuple, image, model_name: str, size: str) -> tuple:
     """(API name, its arguments) of one of `mixed_moves`."""
     if move[0] == "rollout":  # every input, as a plain HTTP call must send them (large_text last)
-        return ("rollout", image, model_name, size, *move[1:], "inferno", 0.6, DEFAULT_SCALE, False)
+        return ("rollout", image, model_name, size, *move[1:], "output", "inferno", 0.6, DEFAULT_SCALE, False)
     _, layer, head, query = move
     head = {None: -1, "all": -2}.get(head, head)  # the API's head values
     query = ("readout", -1) if query == "cls" else ("a patch (click one in a picture)", query)

@@ -517,9 +517,9 @@ def test_the_attribution_copy_of_a_model_with_a_dense_head_has_its_own_dense_hea
 def test_a_started_server_warms_each_new_analysis_in_the_background_and_stops_cleanly(
     server, tmp_path, monkeypatch, caplog
 ):
-    """Started, the server fills every warm step of a new analysis (every layer's statistics; the three fusions'
-    thresholds came with its forward) without being asked; an analysis whose warm fails is logged and the next
-    one still warms; stop() ends both threads without an error in them."""
+    """Started, the server fills every warm step of a new analysis (every layer's statistics; the mean fusion's
+    thresholds came with its forward, max's and min's come from the warm) without being asked; an analysis whose
+    warm fails is logged and the next one still warms; stop() ends both threads without an error in them."""
     import threading
     import time
 
@@ -532,7 +532,7 @@ def test_a_started_server_warms_each_new_analysis_in_the_background_and_stops_cl
     assert server.start() is server and [t.name for t in server._threads] == ["vitviz-warmer", "vitviz-janitor"]
     assert all(t.daemon for t in server._threads)
     for _ in range(200):
-        if len(a._layer_stats) == a.model.num_layers:  # the last layer swept
+        if len(a._layer_stats) == a.model.num_layers and len(a._thresholds) == 3:  # swept, and every fusion rolled
             break
         time.sleep(0.05)
     assert sorted(a._thresholds) == ["max", "mean", "min"] and len(a._layer_stats) == a.model.num_layers

@@ -313,8 +313,11 @@ def attribution_pictures(
 
     said = "red pushes the output up, blue down" if signed else "how much it drives the output"
     shares = roll / max(float(roll.sum()), 1e-12) * 100
-    return (draw(attribution, signed, said), draw(shares, False, "% of the flow to the output"),
-            None if relevancy is None else draw(relevancy, False, "relevance to the output"))  # fmt: skip
+    drawn = [draw(attribution, signed, said), draw(shares, False, "% of the flow to the output")]
+    drawn += [] if relevancy is None else [draw(relevancy, False, "relevance to the output")]
+    tall = max(p.shape[0] for p in drawn)  # shown abreast: one height, whatever lines their scales' words take
+    drawn = [render.pad_to(p, height=tall) for p in drawn]
+    return drawn[0], drawn[1], drawn[2] if relevancy is not None else None
 
 
 def inside_views(
