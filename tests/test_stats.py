@@ -74,7 +74,11 @@ def test_ray_stats_equal_the_single_process_table_and_name_the_broken_file(local
     assert (skipped, ray_skipped, spread.images, alone.images) == (1, 1, 6, 6)
     assert named == [(str(folder / "broken.jpg"), "broken.jpg is a truncated JPEG file: its end is missing")]
     for field in ("distance_mean", "distance_std", "entropy_mean", "entropy_std"):
-        np.testing.assert_allclose(getattr(spread, field), getattr(alone, field), rtol=1e-6, err_msg=field)
+        # each image's values are float32 from a forward of its batch, and the workers batch other images together:
+        # a standard deviation, small beside its mean, moves by the mean's float32 rounding (1e-6 of it on this CPU)
+        scale = np.abs(getattr(alone, field.replace("std", "mean"))).max()
+        np.testing.assert_allclose(getattr(spread, field), getattr(alone, field), rtol=1e-6, atol=1e-6 * scale,
+                                   err_msg=field)  # fmt: skip
     assert np.ptp(alone.distance_mean) > 1  # heads differ: the comparison is not of constants
 
     capsys.readouterr()
@@ -83,7 +87,12 @@ def test_ray_stats_equal_the_single_process_table_and_name_the_broken_file(local
                        "--device", "cpu", *extra])  # fmt: skip
         assert rc == 1  # a file was skipped
         assert f"skipped {folder / 'broken.jpg'}" in capsys.readouterr().err
-    assert (tmp_path / "ray" / "stats.csv").read_text() == (tmp_path / "alone" / "stats.csv").read_text()
+    ray, alone = ((tmp_path / name / "stats.csv").read_text().splitlines() for name in ("ray", "alone"))
+    assert ray[0] == alone[0] and len(ray) == len(alone) > 1  # the same columns and rows
+    for got, want in zip(ray[1:], alone[1:], strict=True):  # written to 6 digits: equal to their last one
+        g, w = got.split(","), want.split(",")
+        assert g[:3] == w[:3]  # the model, layer and head
+        np.testing.assert_allclose(np.array(g[3:], float), np.array(w[3:], float), rtol=2e-5)
 
 
 def per_image(model, files, longest) -> np.ndarray:
