@@ -392,8 +392,8 @@ def test_live_camera_draws_changing_overlays_and_freeze_feeds_every_view(page, t
 
 
 def test_the_live_tab_on_a_projector_shows_camera_controls_and_pictures_on_one_screen(page, tmp_path):
-    """At 1024x768 with "Large text" on and a camera streaming: the camera, its controls and the three live
-    pictures fit on one screen, and the pictures' labels are 18 px tall or more."""
+    """At 1024x768 with "Large text" on and a camera streaming: from the page's top, the camera, its controls and
+    the three live pictures are on the first screen, and the pictures' labels are 18 px tall or more."""
     import vitviz
 
     camera = fake_camera(tmp_path / "camera.y4m", [vitviz.load_image(ASSETS / "coffee.jpg")])
@@ -408,14 +408,18 @@ def test_the_live_tab_on_a_projector_shows_camera_controls_and_pictures_on_one_s
         wait_for_src_change(live, "#live-dense", "")
         sizes = {s: shown_label(live, s) for s in ("#live-attention", "#live-rollout", "#live-dense")}
         assert min(sizes.values()) >= 18, sizes
-        one_screen(live, "#live-camera", "#live-dense", tmp_path, "live-projector.png")
+        controls = ["#live-camera", "#live-layer", "#live-head", "#live-draw", "#freeze"]
+        problems = first_screen(live, controls, ["#live-attention img", "#live-rollout img", "#live-dense img"])
+        shot(live, tmp_path, "live-projector.png")
+        assert problems == []
     finally:
         browser.close()
 
 
 def test_the_depth_tab_on_a_projector_shows_its_map_and_controls_on_one_screen(page, tmp_path):
     """With a depth model (a tiny random Depth Anything) at 1024x768 with "Large text" on: the depth map's
-    colour scale reads 18 px tall or more, and the model's controls and the map fit on one screen."""
+    colour scale reads 18 px tall or more, and from the page's top the model's controls and the map are on the
+    first screen."""
     from conftest import tiny_depth_anything
 
     folder = tmp_path / "depth-model"
@@ -426,7 +430,9 @@ def test_the_depth_tab_on_a_projector_shows_its_map_and_controls_on_one_screen(p
             view.get_by_role("tab", name=label("depth")).click()
             view.locator("#depth img").first.wait_for(state="attached", timeout=60_000)
             assert shown_label(view, "#depth") >= 18
-            one_screen(view, "#depth-model", "#depth", tmp_path, "depth-projector.png")
+            problems = first_screen(view, ["#depth-model", "#depth-tab button.primary"], ["#depth img"])
+            shot(view, tmp_path, "depth-projector.png")
+            assert problems == []
         finally:
             view.close()
 
@@ -469,28 +475,153 @@ def test_the_lesson_walks_every_step_and_a_link_opens_one(page, tmp_path):
         linked.close()
 
 
-def test_the_projector_mode_brings_the_tabs_and_the_explorer_onto_one_screen(page, tmp_path):
-    """At 1024x768 with large text: the tab bar starts on the first screen, and the Explorer's controls and
-    picture fit on one screen together, with no text under 18 px."""
+FIRST_SCREEN = """(selectors) => {  // each shown element of `selectors` on the screen, at the page's top
+  const bar = Math.max(...[...document.querySelectorAll('[role=tab]')].filter((t) => t.offsetParent)
+    .map((t) => t.getBoundingClientRect().bottom));
+  const found = [];
+  for (const sel of selectors) {
+    const shown = [...document.querySelectorAll(sel)].filter((e) => e.getClientRects().length);
+    if (!shown.length) found.push({sel, problem: 'not shown'});
+    for (const e of shown) {
+      let r = e.getBoundingClientRect(), whole = true;
+      if (e.tagName === 'IMG') {  // the picture within its box: whole only where it is contained in it
+        const s = Math.min(r.width / e.naturalWidth, r.height / e.naturalHeight), w = e.naturalWidth * s;
+        const h = e.naturalHeight * s, fit = getComputedStyle(e).objectFit;
+        whole = e.complete && e.naturalWidth > 0 &&
+          (fit === 'contain' || Math.abs(w - r.width) + Math.abs(h - r.height) < 3);
+        r = {left: r.left + (r.width - w) / 2, right: r.left + (r.width + w) / 2, top: r.top + (r.height - h) / 2,
+             bottom: r.top + (r.height + h) / 2};
+      } else if (e.tagName === 'CANVAS') {  // drawn at its own shape, not squeezed into a shorter box
+        whole = e.width > 0 && Math.abs(r.width / r.height - e.width / e.height) < 0.02;
+      } else if (e.classList.contains('js-plotly-plot')) {  // the chart, not only its box
+        r = e.querySelector('.main-svg').getBoundingClientRect();
+      }
+      for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {  // cut by a clipping box
+        const s = getComputedStyle(a), c = a.getBoundingClientRect();
+        const out = r.top < c.top - 1 || r.bottom > c.bottom + 1 || r.left < c.left - 1 || r.right > c.right + 1;
+        if (out && s.display !== 'contents' && /hidden|clip|auto|scroll/.test(s.overflowX + s.overflowY)) whole = false;
+      }
+      const at = [[0.5, 0.5], [0.1, 0.1], [0.9, 0.1], [0.1, 0.9], [0.9, 0.9]].map(([u, v]) =>
+        document.elementFromPoint(r.left + u * (r.right - r.left), r.top + v * (r.bottom - r.top)));
+      const covered = e.tagName === 'IMG' || e.tagName === 'CANVAS' || e.classList.contains('js-plotly-plot')
+        ? at.some((hit) => !hit || !e.contains(hit)) : false;
+      found.push({sel, top: Math.round(r.top), bottom: Math.round(r.bottom), whole, covered});
+    }
+  }
+  return {bar, scrollY, height: innerHeight, found};
+}"""
+
+
+def first_screen(view, controls: list[str], pictures: list[str]) -> list[str]:
+    """What is wrong on the first screen, seen from the page's top: each of `controls` and `pictures` (CSS
+    selectors) must be shown whole within the screen's height, the pictures under the tab bar, uncovered, and
+    neither cut by a box around them nor squeezed."""
+    view.evaluate("() => window.scrollTo(0, 0)")
+    seen = view.evaluate(FIRST_SCREEN, [*controls, *pictures])
+    problems = [f"scrolled to {seen['scrollY']}"] if seen["scrollY"] else []
+    for e in seen["found"]:
+        if "problem" in e:
+            problems.append(f"{e['sel']}: {e['problem']}")
+            continue
+        picture = e["sel"] in pictures
+        if e["bottom"] > seen["height"] or (picture and e["top"] < seen["bar"] - 1):
+            problems.append(f"{e['sel']}: {e['top']} to {e['bottom']}, the tab bar ending at {seen['bar']:.0f}")
+        if not e["whole"] or e["covered"]:
+            problems.append(f"{e['sel']}: {'covered' if e['covered'] else 'cut or squeezed'}")
+    return problems
+
+
+def upload(view, photo: Path, grid: str) -> None:
+    """A photo dropped on the upload box, as a user does: the box's file is cleared first."""
+    view.locator("#upload button[aria-label='Clear']").first.click()
+    view.locator("#upload input[type=file]").set_input_files(str(photo))
+    view.locator("#status").get_by_text(f"grid {grid}").wait_for(timeout=60_000)
+
+
+FIRST_SCREEN_TABS = {  # each tab's controls and its main pictures, which its first screen shows whole
+    "tokens": ([], ["#tokens img"]),
+    "attention": (["#explorer .vx-bar"], ["#explorer .vx-big-canvas"]),
+    "inside": (["#inside-explorer .vx-bar"], ["#inside-explorer .vx-big-canvas"]),
+    "rollout": (["#rollout-fusion", "#rollout-toward"], ["#rollout img"]),
+    "positions": (["#pos-row", "#pos-col"], ["#pos-large img"]),
+    "heads": ([], ["#heads-charts .js-plotly-plot"]),
+    "output": ([], ["#dense img"]),
+    "depth": (["#depth-note", "#depth-model", "#depth-tab button.primary"], []),  # offline: no map to draw
+    "attributions": (["#method", "#attributions-tab button.primary"], ["#attribution img"]),
+    "lesson": (["#lesson-title", "#lesson-back", "#lesson-step", "#lesson-next"], ["#lesson-picture img"]),
+}  # Live needs a camera, and Depth a depth model: each has its own test
+
+
+def test_the_projector_shows_each_tabs_controls_and_main_picture_on_its_first_screen(page, tmp_path):
+    """At 1024x768 with large text, from the page's top right after a photo is uploaded: the tab bar, and for each
+    tab its controls and its main picture, whole (every lesson step's too), under the tab bar within the 768 px;
+    the Explorer's text 18 px or more."""
+    from vitviz.lesson import STEPS
+
     view = on_a_projector(page.context.browser.new_page, page.url)
     try:
-        box = view.get_by_role("tab", name=label("attention")).bounding_box()
-        assert box["y"] + box["height"] < 768
-        view.get_by_role("tab", name=label("attention")).click()
-        view.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length > 0", timeout=60_000)
-        view.locator("#explorer .vx-bar").scroll_into_view_if_needed()
-        top = view.locator("#explorer .vx-bar").bounding_box()["y"]
-        canvas = view.locator("#explorer .vx-big-canvas").bounding_box()
-        assert canvas["y"] + canvas["height"] - top <= 768, (top, canvas)
-        smallest = view.evaluate(
-            """() => Math.min(...[...document.querySelectorAll(
-                   '#explorer :is(.vx label, .vx figcaption, .vx-legend, .vx-mech td)')]
-                 .filter((e) => e.offsetParent).map((e) => parseFloat(getComputedStyle(e).fontSize) * 1.25))"""
-        )
-        assert smallest >= 18, smallest
-        shot(view, tmp_path, "explorer-1024x768-projector.png")
+        upload(view, ASSETS / "astronaut.jpg", "32×32")
+        problems = {}
+        for tab, (controls, pictures) in FIRST_SCREEN_TABS.items():
+            view.get_by_role("tab", name=label(tab)).click()
+            if tab in ("attention", "inside"):
+                handle = "explorer" if tab == "attention" else "inside"
+                view.wait_for_function(f"() => window.vitviz?.{handle}?.state().loaded.length > 0", timeout=60_000)
+            if tab == "attributions":
+                choose(view, "#method", "Saliency (|gradient|)")
+                view.get_by_role("button", name="Compute attribution").click()
+                view.locator("#attr-summary").get_by_text("target").wait_for(timeout=120_000)
+            for selector in pictures:
+                if selector.endswith("img"):
+                    view.wait_for_function(f"() => document.querySelector('{selector}')?.complete", timeout=60_000)
+            if tab == "heads":
+                view.locator("#heads-charts .main-svg").first.wait_for(timeout=60_000)
+            view.wait_for_timeout(500)  # the tab's layout has settled
+            problems[tab] = first_screen(view, controls, pictures)
+            if tab == "lesson":
+                for step in range(2, len(STEPS) + 1):
+                    before = src(view, "#lesson-picture")
+                    view.locator("#lesson-next").click()
+                    view.locator("#lesson-title").get_by_text(f"Step {step} of {len(STEPS)}").wait_for(timeout=60_000)
+                    wait_for_src_change(view, "#lesson-picture", before)
+                    view.wait_for_function("() => document.querySelector('#lesson-picture img').complete")
+                    problems[f"lesson step {step}"] = first_screen(view, controls, pictures)
+            if tab == "attention":
+                smallest = view.evaluate(
+                    """() => Math.min(...[...document.querySelectorAll(
+                           '#explorer :is(.vx label, .vx figcaption, .vx-legend, .vx-mech td)')]
+                         .filter((e) => e.offsetParent).map((e) => parseFloat(getComputedStyle(e).fontSize) * 1.25))"""
+                )
+                assert smallest >= 18, smallest
+            shot(view, tmp_path, f"first-screen-{tab}.png")
+        assert {tab: p for tab, p in problems.items() if p} == {}
     finally:
         view.close()
+
+
+def test_a_phone_shows_the_explorers_photo_on_its_first_screen_and_speaks_of_fingers(page, tmp_path):
+    """At 390x844, by touch, right after an upload with the Attention tab selected: the Explorer's photo starts on
+    the first screen, and the tab's help speaks of a finger, not of arrow keys; with a mouse it names the keys."""
+    phone = page.context.browser.new_page(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    try:
+        phone.goto(page.url)
+        phone.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        upload(phone, ASSETS / "astronaut.jpg", "32×32")
+        phone.get_by_role("tab", name=label("attention")).click()
+        phone.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length > 0", timeout=60_000)
+        phone.evaluate("() => window.scrollTo(0, 0)")
+        seen = phone.evaluate(FIRST_SCREEN, ["#explorer .vx-big-canvas"])
+        photo = seen["found"][0]
+        assert seen["bar"] <= photo["top"] < 844 - 50, seen  # a good part of it, not its top edge alone
+        shot(phone, tmp_path, "attention-phone-first-screen.png")
+        said = phone.locator(".tabitem:visible").first.inner_text()
+        assert "finger" in said and not any(key in said for key in "←→↑↓"), said
+    finally:
+        phone.close()
+    page.get_by_role("tab", name=label("attention")).click()
+    help_for = {kind: page.locator(f".tabitem:visible .vitviz-{kind}").first for kind in ("pointer", "touch")}
+    assert help_for["pointer"].is_visible() and not help_for["touch"].is_visible()
+    assert "←" in help_for["pointer"].inner_text()
 
 
 SHOWN = """(sel) => {  // a picture's address, and the scale it is shown at on the screen (object-fit: contain)
@@ -500,11 +631,6 @@ SHOWN = """(sel) => {  // a picture's address, and the scale it is shown at on t
 CHART_TEXT = """() => Math.min(...[...document.querySelectorAll('.js-plotly-plot text')]
   .filter((t) => t.textContent.trim() && t.getBoundingClientRect().height > 0)
   .map((t) => parseFloat(getComputedStyle(t).fontSize) * 1.25))"""  # computed sizes leave out the page's zoom
-SPAN = """([first, last]) => {  // from the top of the first to the bottom of the last picture's content, on screen
-  const i = document.querySelector(last), r = i.getBoundingClientRect();
-  const shown = i.naturalHeight * Math.min(r.width / i.naturalWidth, r.height / i.naturalHeight);
-  return r.top + (r.height + shown) / 2 - document.querySelector(first).getBoundingClientRect().top;
-}"""
 CHART_CUT = """() => {  // each shown chart's text, legend and colour bar outside its chart, its panel or the page
   const out = [];
   for (const plot of document.querySelectorAll('.js-plotly-plot')) {
@@ -521,13 +647,13 @@ CHART_CUT = """() => {  // each shown chart's text, legend and colour bar outsid
   }
   return out;
 }"""
-LABELLED = {  # each tab's first control, its pictures with labels drawn in them, and whether it has Plotly charts
-    "tokens": ("#tokens", ["#tokens"], False),
-    "inside": ("#inside-layer", ["#inside-scores", "#inside-weights", "#inside-values"], True),
-    "rollout": ("#rollout-fusion", ["#rollout"], False),
-    "positions": ("#pos-row", ["#pos-large"], True),
-    "heads": ("#norms", ["#norms"], True),
-    "output": ("#dense", ["#dense"], False),
+LABELLED = {  # each tab's pictures with labels drawn in them, and whether it has Plotly charts
+    "tokens": (["#tokens"], False),
+    "inside": (["#inside-scores", "#inside-weights", "#inside-values"], True),
+    "rollout": (["#rollout"], False),
+    "positions": (["#pos-large"], True),
+    "heads": (["#norms"], True),
+    "output": (["#dense"], False),
 }
 
 
@@ -556,31 +682,21 @@ def on_a_projector(new_page, url: str):
     return view
 
 
-def one_screen(view, first: str, last: str, tmp_path: Path, name: str) -> None:
-    """From the top of `first` to the bottom of the picture `last` fits in the 768 px of the screen."""
-    view.locator(first).scroll_into_view_if_needed()
-    span = view.evaluate(SPAN, [first, f"{last} img"])
-    shot(view, tmp_path, name)
-    assert span <= 768, (first, last, span)
-
-
 def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(page, tmp_path):
     """At 1024x768 with "Large text" on, every picture drawn with labels (colour scales, token numbers, the
     lesson's tables) shows them at least 18 px tall on the screen, measured from the picture served and the
     size the page shows it at; Plotly's text is 18 px or more too, and no chart's text, legend or colour bar is
-    cut off. Each tab's controls and pictures fit on one screen together."""
+    cut off. (test_the_projector_shows_each_tabs_controls_and_main_picture_on_its_first_screen: where they are.)"""
     from vitviz.lesson import STEPS
 
     view = on_a_projector(page.context.browser.new_page, page.url)
     try:
-        sizes, spans = {}, {}
-        for tab, (first, pictures, charts) in LABELLED.items():
+        sizes = {}
+        for tab, (pictures, charts) in LABELLED.items():
             view.get_by_role("tab", name=label(tab)).click()
             for selector in pictures:
                 view.locator(f"{selector} img").first.wait_for(state="attached", timeout=60_000)  # lazy: scrolled to
                 sizes[selector] = shown_label(view, selector)
-            view.locator(first).scroll_into_view_if_needed()
-            spans[tab] = view.evaluate(SPAN, [first, f"{pictures[-1]} img"])
             if charts:
                 view.wait_for_function(f"() => {CHART_TEXT}() < Infinity", timeout=60_000)  # this tab's charts drawn
                 sizes[f"{tab} charts"] = view.evaluate(CHART_TEXT)
@@ -590,19 +706,14 @@ def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(p
         view.get_by_role("button", name="Compute attribution").click()
         view.locator("#attr-summary").get_by_text("target").wait_for(timeout=120_000)
         sizes["#attribution"] = shown_label(view, "#attribution")
-        view.locator("#method").scroll_into_view_if_needed()
-        spans["attributions"] = view.evaluate(SPAN, ["#method", "#attribution img"])
         view.get_by_role("tab", name=label("lesson")).click()
         for step in range(1, len(STEPS) + 1):
             view.locator("#lesson-title").get_by_text(f"Step {step} of {len(STEPS)}").wait_for(timeout=60_000)
             sizes[f"lesson step {step}"] = shown_label(view, "#lesson-picture")
-            view.locator("#lesson-back").scroll_into_view_if_needed()
-            spans[f"lesson step {step}"] = view.evaluate(SPAN, ["#lesson-back", "#lesson-picture img"])
             if step < len(STEPS):
                 view.locator("#lesson-next").click()
         shot(view, tmp_path, "lesson-projector.png")
         assert min(sizes.values()) >= 18, sizes
-        assert max(spans.values()) <= 768, spans  # a tab's controls and its pictures on one screen
     finally:
         view.close()
 

@@ -3,7 +3,10 @@ repository (TAB: ids of vitviz.tabs, to shoot only those).
 
 Serves the app on a free loopback port and shoots each tab in Debian's Chromium at 1400x1000, at 1024x768 with
 "Large text, for a projector" on, and at 390x844 (a phone, by touch), on the astronaut photo. Writes
-OUT/<tab>-<size>.jpg (default OUT: docs/screens) and prints the smallest text each shot shows in the Explorer.
+OUT/<tab>-<size>.jpg, the whole page, and OUT/<tab>-<size>-first.jpg, its first screen from the page's top, what a
+room sees before anyone scrolls (default OUT: docs/screens), and prints the smallest text each shot shows in the
+Explorer. Chromium shoots a whole page as a device without touch: the phone's help for a finger shows only in the
+first screen's shot.
 """
 
 from __future__ import annotations
@@ -71,9 +74,10 @@ def shoot(page, path: Path) -> None:
     except Exception:  # noqa: BLE001 (a shot with a picture still loading beats no shot)
         print(f"{path.name}: a picture was still loading")
     png = path.with_suffix(".png")
-    page.screenshot(path=str(png), full_page=True)
-    image = cv2.imread(str(png))
-    cv2.imwrite(str(path), image[:9000], [cv2.IMWRITE_JPEG_QUALITY, 80])
+    for whole, name in ((False, path.with_name(f"{path.stem}-first.jpg")), (True, path)):
+        page.screenshot(path=str(png), full_page=whole)
+        image = cv2.imread(str(png))
+        cv2.imwrite(str(name), image[:9000], [cv2.IMWRITE_JPEG_QUALITY, 80])
     png.unlink()
 
 

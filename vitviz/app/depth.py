@@ -110,6 +110,11 @@ def fit_controls(server: Server, depth_name, layer, head):
     )
 
 
+# On a projector the results' parts take their places in the tab's layout (source.CSS), the pictures on the left
+CSS = """body.vitviz-large #depth-results { display: contents; }
+body.vitviz-large :where(#depth-results) > * { grid-column: 1 / -1; }"""
+
+
 def build(ctx: Context) -> None:
     names = list(DEPTH_CATALOGUE)
     if ctx.depth_model is not None:
@@ -131,8 +136,10 @@ def build(ctx: Context) -> None:
         elem_id="depth-tab",
     ) as tab:
         offline = ctx.depth_model is None and not hub_reachable() and not any(map(hub_cached, DEPTH_CATALOGUE))
-        note = gr.Markdown(unavailable(OFFLINE) if offline else "", elem_id="depth-note", label="Depth status")
-        with gr.Row():
+        # On a projector: the depth map on the left, the status, the model and the button on its right
+        note = gr.Markdown(unavailable(OFFLINE) if offline else "", elem_id="depth-note", label="Depth status",
+                           elem_classes=["vitviz-head"])  # fmt: skip
+        with gr.Row(elem_classes=["vitviz-controls"]):
             model = gr.Dropdown(
                 [(f"{n}: {DEPTH_CATALOGUE.get(n, 'local folder')}", n) for n in names],
                 value=ctx.depth_model or DEFAULT_DEPTH_MODEL,
@@ -143,7 +150,7 @@ def build(ctx: Context) -> None:
             button = gr.Button("Estimate depth", variant="primary", scale=1, interactive=not offline)
         # Offline with no depth model, the notice stands alone: no empty panels under it.
         with gr.Column(visible=not offline, elem_id="depth-results"):
-            with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first"]):  # stacked on a projector
+            with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first", "vitviz-main"]):  # stacked on a projector
                 original = picture(label="Your image (depth input)")
                 overlay = picture(label="Relative inverse depth (bright = near)", elem_id="depth")
             cloud = gr.Plot(label="3-D view")

@@ -81,13 +81,29 @@ def routes(server: Server) -> list[Route]:
     return [Route(LAYER_PATH, layer, methods=["GET"])]
 
 
+# How to use it, said for a pointer and keys or for a finger (a touch screen has no keys to press); the page shows
+# the one that fits (source.CSS)
+POINTER_HELP = (
+    "**Move the pointer over the photo**: the patch under it is the *query*. Click to pin it there, and click it "
+    "again to unpin; with the photo clicked, ← → change the layer and ↑ ↓ the head."
+)
+TOUCH_HELP = (
+    "**Drag a finger over the photo**: the patch under it is the *query*; it stays where you lift your finger. "
+    "Layer and Head, above the photo, change the layer and the head."
+)
+
+
 def build(ctx, mode: str = "attention") -> gr.HTML:
-    """The Explorer component. mode "attention": every head of a layer (the Attention tab, handle
+    """The Explorer component, under its help. mode "attention": every head of a layer (the Attention tab, handle
     `window.vitviz.explorer`); "inside": one head step by step (Inside a head, `window.vitviz.inside`)."""
+    gr.Markdown(POINTER_HELP, elem_classes=["vitviz-pointer"])
+    gr.Markdown(TOUCH_HELP, elem_classes=["vitviz-touch"])
     return gr.HTML(
         value=None,
         html_template=f'<div class="vx" data-mode="{mode}"></div>',  # the template, not a prop: read at load
-        css_template=(STATIC / "explorer.css").read_text(),
+        # the photo's width / height, for the projector's layout (the template is evaluated again on a new value)
+        css_template="--vx-aspect: ${value?.photoSize ? value.photoSize[0] / value.photoSize[1] : 1};\n"
+        + (STATIC / "explorer.css").read_text(),
         js_on_load=script(),
         elem_id="explorer" if mode == "attention" else "inside-explorer",
         apply_default_css=False,

@@ -9,12 +9,19 @@ from .pictures import picture
 from .session import user_errors
 from .source import Context, view_tab
 
+# On a projector the two charts come on the first screen, under the tab bar: this tall (px, before the page's zoom)
+PROJECTOR_CHART_HEIGHT = 440
+
 
 @user_errors
-def draw(a, cmap, colour_scale, request: gr.Request, progress=gr.Progress()):
+def draw(a, cmap, colour_scale, large_text, request: gr.Request, progress=gr.Progress()):
     """(attention distance, entropy, token norms, PCA); the statistics read every weight once per analysis."""
     progress(0.2, desc="Statistics over every layer's and head's attention (once per image)")
-    return views.heads_views(a, cmap, colour_scale)
+    distance, entropy, *rest = views.heads_views(a, cmap, colour_scale)
+    if large_text:
+        for chart in (distance, entropy):
+            chart.update_layout(height=PROJECTOR_CHART_HEIGHT)
+    return distance, entropy, *rest
 
 
 def build(ctx: Context) -> None:
@@ -27,7 +34,7 @@ def build(ctx: Context) -> None:
             "*PCA*: the final patch features squeezed to three colours; same colour = similar."
         ),
     ) as tab:
-        with gr.Row():
+        with gr.Row(elem_id="heads-charts"):
             distance = gr.Plot(label="Attention distance")
             entropy = gr.Plot(label="Attention entropy")
         with gr.Row(elem_classes=["vitviz-pair"]):

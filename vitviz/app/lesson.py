@@ -55,14 +55,16 @@ def build(ctx: Context) -> None:
             "`?step=N` after the app's address."
         ),
     ) as tab:
-        title = gr.Markdown(elem_id="lesson-title")
-        with gr.Row():
+        # On a projector: the picture on the left, the title, the buttons and the text on its right
+        title = gr.Markdown(elem_id="lesson-title", elem_classes=["vitviz-head"])
+        with gr.Row(elem_classes=["vitviz-controls"]):
             back = gr.Button("◀ Back", elem_id="lesson-back", min_width=100)
             step = gr.Slider(1, LAST, value=1, step=1, precision=0, label="Step", elem_id="lesson-step")
             forward = gr.Button("Next ▶", elem_id="lesson-next", variant="primary", min_width=100)
         with gr.Row(elem_classes=["vitviz-pair"]):
-            shown = picture(label="This step on your image", scale=3, elem_id="lesson-picture")
-            with gr.Column(scale=2, min_width=280):
+            with gr.Column(scale=3, min_width=160, elem_classes=["vitviz-main"]):
+                shown = picture(label="This step on your image", elem_id="lesson-picture")
+            with gr.Column(scale=2, min_width=280, elem_classes=["vitviz-beside"]):
                 text = gr.Markdown(elem_id="lesson-text")
     ctx.view(
         tab,

@@ -73,9 +73,23 @@ def freeze(server: Server, last: np.ndarray | None) -> str:
     return str(path)
 
 
-# On a projector the camera, its controls and the three pictures fit on one screen: a shorter camera.
-CSS = """body.vitviz-large #live-camera .image-container { height: 200px !important; }
-body.vitviz-large #live-camera { height: auto !important; }"""
+# On a projector the camera, its controls and the three pictures fit on one screen under the tab bar: a shorter
+# camera, and beside it layer, head and Freeze, then what to draw; the note under the pictures once the camera
+# shows, above them while it says how to start it or that there is none.
+CSS = """body.vitviz-large #live-tab > .column {
+  display: grid; grid-template-columns: repeat(4, minmax(0, 1fr)); gap: 6px 14px; align-items: start; }
+body.vitviz-large #live-tab > .column > :where(*) { grid-column: 1 / -1; }
+body.vitviz-large #live-tab :is(.row:has(> .column > #live-camera), .column:has(> #live-camera), #live-controls,
+  #live-controls > .row, #live-controls > .row > .form) { display: contents; }
+body.vitviz-large #live-camera { grid-column: 1; grid-row: 1 / 3; height: auto !important; }
+body.vitviz-large #live-camera .image-container { height: 160px !important; }
+body.vitviz-large #live-controls > .row > .form > * { grid-row: 1; }
+body.vitviz-large #freeze { grid-column: 4; grid-row: 1; }
+body.vitviz-large #live-controls > :has(> #live-draw) { grid-column: 2 / 5; grid-row: 2; }
+body.vitviz-large #live-info { order: 1; grid-column: 1 / -1; }
+body.vitviz-large #live-tab:not(:has(#live-camera .streaming-bar)) #live-info { order: 0; grid-area: 3 / 1 / 4 / -1; }
+body.vitviz-large :is(#live-attention, #live-rollout, #live-dense) img {
+  object-fit: contain; max-height: calc(var(--vitviz-tab-h) - 236px); }"""
 
 
 def build(ctx: Context) -> None:
@@ -89,6 +103,7 @@ def build(ctx: Context) -> None:
             "server is busy, older frames are dropped, never queued. *Freeze* turns the current frame "
             "into the image of every other view."
         ),
+        elem_id="live-tab",
     ) as tab:
         with gr.Row():
             with gr.Column():
@@ -98,16 +113,18 @@ def build(ctx: Context) -> None:
                 info = gr.Markdown(CAMERA_OFF, elem_id="live-info")
             with gr.Column(elem_id="live-controls"):
                 with gr.Row():
-                    layer = gr.Slider(
-                        0, m.num_layers - 1, value=m.num_layers - 1, step=1, precision=0, label="Layer", min_width=160
-                    )
+                    layer = gr.Slider(0, m.num_layers - 1, value=m.num_layers - 1, step=1, precision=0, label="Layer",
+                                      min_width=160, elem_id="live-layer")  # fmt: skip
                     head = gr.Dropdown(
                         [c for c in head_choices(m) if c[1] != -2],
                         value=MEAN_OF_HEADS_VALUE,
                         label="Head",
                         min_width=160,
+                        elem_id="live-head",
                     )
-                shown = gr.CheckboxGroup(list(views.LIVE_LAYERS), value=list(views.LIVE_LAYERS), label="Draw")
+                shown = gr.CheckboxGroup(
+                    list(views.LIVE_LAYERS), value=list(views.LIVE_LAYERS), label="Draw", elem_id="live-draw"
+                )
                 freeze_button = gr.Button("Freeze: analyse this frame in every view", elem_id="freeze")
         with gr.Row():
             attention = picture(label="The readout's attention", elem_id="live-attention")

@@ -79,15 +79,16 @@ def build(ctx: Context) -> None:
             "the model learned the 2-D layout by itself. This belongs to the model, not your image."
         ),
     ) as tab:
-        with gr.Row():
+        with gr.Row(elem_classes=["vitviz-controls"]):
             row = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position row", elem_id="pos-row")
             col = gr.Slider(0, g - 1, value=g // 2, step=1, precision=0, label="Position column", elem_id="pos-col")
         interpolated = gr.Markdown(elem_id="positions-note")
         with gr.Row():
             grid = gr.Plot(label="Grid of grids")
-            large = picture(
-                label="Similarity of the chosen position (click to choose)", clickable=True, elem_id="pos-large"
-            )
+            with gr.Column(elem_classes=["vitviz-main"]):  # on a projector: on the left, its sliders beside it
+                large = picture(
+                    label="Similarity of the chosen position (click to choose)", clickable=True, elem_id="pos-large"
+                )
         gr.Markdown(sentences.legend("position"), elem_classes=["legend"])
     ctx.view(tab, note, ctx.where, [interpolated])
     inputs = [ctx.model_name, row, col, ctx.cmap]

@@ -29,24 +29,102 @@ embedding**, puts a **readout (CLS) token** in front, and passes the tokens thro
 **multi-head self-attention**. Each tab shows one part of that, on *your* image."""
 # Larger text for the back row of a classroom: every text grows by a quarter (see CSS in the launch).
 CSS = """body.vitviz-large .gradio-container { zoom: 1.25; }
+/* the screen's height in the zoomed page's px (a length in vh grows with the zoom, as every length there does) */
+body.vitviz-large { --vitviz-screen-h: calc(100vh / 1.25); }
 body.vitviz-large #intro, body.vitviz-large .settings { display: none !important; }
 /* Pictures side by side stack in the projector mode, the main one first: each shown at the page's width, so
    that the labels drawn in them (render.LARGE_LABEL_PX) are 18 px or more on the screen */
 body.vitviz-large .vitviz-pair { flex-direction: column; }
 body.vitviz-large .vitviz-pair.vitviz-second-first { flex-direction: column-reverse; }
 body.vitviz-large .vitviz-pair > * { flex: none; width: 100%; }
-/* and a picture under its controls stays within the 768 px of a projector's screen, with them */
-body.vitviz-large #tokens img { max-height: 570px; object-fit: contain; }
-body.vitviz-large #lesson-picture img { max-height: 460px; object-fit: contain; }
+/* Once a photo is in, the upload box is a strip with its name: drop another on it, or clear it for the box */
+#upload:has(.file-preview) { min-height: 0; height: auto !important; }
+#upload:has(.file-preview) > label { display: none; }
+#upload .file-preview-holder, #upload .file-preview { margin: 0; padding: 0; }
+#upload .file-preview tbody { padding: 0; }
+#upload .file-preview tr.file { padding: 2px 40px 2px 8px; }
+/* The projector's first screen: a strip (the photo's name, the examples, the switch), the status and the tab bar,
+   then each tab's controls and main picture; what the tab shows ("What am I looking at?") comes after them */
+body.vitviz-large .main { padding-top: 6px; }
+body.vitviz-large .row:has(> #source-panel) { row-gap: 6px; }
+body.vitviz-large .tab-wrapper { padding-bottom: 0; margin-bottom: 6px; }
+body.vitviz-large #source-panel { flex-direction: row; flex-wrap: wrap; align-items: center; gap: 4px 12px; }
+body.vitviz-large #source-strip { flex: 1 1 0; flex-wrap: nowrap; align-items: center; gap: 12px; }
+body.vitviz-large #source-strip > .column { flex: 1 1 0 !important; min-width: 0 !important; }
+body.vitviz-large #source-strip > .column:has(#examples) { flex: 0 0 auto !important; }
+body.vitviz-large #source-strip .caption, body.vitviz-large #large-text .info-text { display: none; }
+body.vitviz-large #source-panel > .form:has(#large-text) { flex: 0 0 auto; width: auto; min-width: 0; }
+body.vitviz-large #large-text { padding: 8px 10px; }
+body.vitviz-large #status { flex: 1 1 100%; }
+body.vitviz-large #examples :is(.gallery-container, .grid-wrap), body.vitviz-large #examples {
+  height: auto !important; max-height: none !important; min-height: 0 !important; }
+body.vitviz-large #examples .grid-wrap { padding: 4px; width: max-content; }
+body.vitviz-large #examples .grid-container {
+  grid-template-columns: repeat(4, 40px) !important; grid-auto-rows: 40px; gap: 6px; }
+body.vitviz-large #examples .thumbnail-item { width: 40px; height: 40px; }
+body.vitviz-large #examples :is(.caption-label, .icon-button-wrapper) { display: none; }
+body.vitviz-large .vitviz-explain { order: 9; }
+/* Under the tab bar a tab has --vitviz-tab-h of the first screen. A tab shows its main picture (.vitviz-main) on the
+   left, capped to that height, and on its right the picture's caption, the tab's title (.vitviz-head), its controls
+   (.vitviz-controls) and what reads beside it (.vitviz-beside); the rest follows under both. Rollout's parts, which
+   name no class, by their ids. A row that holds the main picture gives its parts to this layout, and so does a
+   column that holds it with its caption. */
+body.vitviz-large { --vitviz-tab-h: calc(var(--vitviz-screen-h) - 160px); }
+body.vitviz-large .tabitem > .column:has(.vitviz-main, > .vitviz-pair #rollout) {
+  display: grid; grid-template-columns: auto minmax(230px, 1fr); grid-template-rows: auto auto auto 1fr;
+  gap: 10px 14px; align-items: start; }
+body.vitviz-large .tabitem > .column:where(:has(.vitviz-main, > .vitviz-pair #rollout)) > * { grid-column: 1 / -1; }
+/* Rollout's three controls take a wider column; its picture is still shown at 0.67 of its size or more */
+body.vitviz-large .tabitem > .column:has(> .vitviz-pair #rollout) { grid-template-columns: auto minmax(262px, 1fr); }
+body.vitviz-large .tabitem :is(.row:has(> .vitviz-main), .column.vitviz-main, .column.vitviz-main > .column) {
+  display: contents; }
+body.vitviz-large .tabitem > .column :where(.vitviz-main, .vitviz-main > .column > .block, .vitviz-pair:has(#rollout)) {
+  grid-column: 1; grid-row: 1 / 5; }
+body.vitviz-large .tabitem .column.vitviz-main > .column > .caption { grid-column: 2; grid-row: 1; padding-left: 36px; }
+body.vitviz-large .tabitem .column.vitviz-main .image-container .icon-button-wrapper.top-panel {
+  top: 0; bottom: auto; left: calc(100% + 8px); right: auto; }  /* beside the caption: above is the tab bar */
+body.vitviz-large .tabitem > .column:has(.vitviz-main) .vitviz-head { grid-column: 2; grid-row: 2; }
+body.vitviz-large .tabitem > .column:has(.vitviz-main) .vitviz-controls,
+body.vitviz-large .tabitem .row:has(> .form > #rollout-fusion) { grid-column: 2; grid-row: 3; flex-direction: column; }
+body.vitviz-large .tabitem > .column:has(.vitviz-main) .vitviz-beside { grid-column: 2; grid-row: 4; }
+/* Attributions: the attribution map on the left; on its right the method, target and baseline, the Compute and
+   Stop buttons, the method's settings and a text target; the rollout and relevancy it is compared with under
+   them, then the rest */
+body.vitviz-large #attributions-tab > .column {
+  display: grid; grid-template-columns: auto minmax(0, 1fr); gap: 10px 14px; align-items: start; }
+body.vitviz-large #attributions-tab > .column > :where(*) { grid-column: 1 / -1; }
+body.vitviz-large #attr-results { display: contents; }
+body.vitviz-large #attr-results > :first-child { grid-column: 1; grid-row: 1 / 5; }
+body.vitviz-large #attributions-tab > .column > .row:has(#method) { grid-column: 2; grid-row: 1; }
+body.vitviz-large #attributions-tab > .column > .row:has(#ig-steps) { display: contents; }
+body.vitviz-large #attributions-tab > .column > .row > .column:has(> button) { grid-column: 2; grid-row: 2; }
+body.vitviz-large #attributions-tab > .column > .row > .form:has(> #ig-steps) { grid-column: 2; grid-row: 3; }
+body.vitviz-large #attributions-tab > .column > :has(> #text-target) { grid-column: 2; grid-row: 4; }
+body.vitviz-large #attr-results > :nth-child(2) { grid-column: 1; grid-row: 5; }
+body.vitviz-large #attr-results > :nth-child(3) { grid-column: 2; grid-row: 5; }
+body.vitviz-large #attr-results img { width: auto; max-width: 100%; max-height: calc(var(--vitviz-tab-h) - 50px); }
+body.vitviz-large :is(#tokens, #rollout, #dense, #pos-large, #lesson-picture, #depth) { height: auto !important; }
+body.vitviz-large :is(#tokens, #rollout, #dense, #pos-large, #lesson-picture, #depth) img {
+  object-fit: contain; width: auto; max-width: 100%; max-height: calc(var(--vitviz-tab-h) - 50px); }
+body.vitviz-large :is(#tokens, #pos-large, #lesson-picture) img { max-height: calc(var(--vitviz-tab-h) - 10px); }
 @media (min-width: 700px) and (max-width: 1100px) { #preview-panel { display: none; } }
-/* A phone: the upload, the examples and the status, then the views, then the settings, so that the tabs come on
-   the first screens; the Tokens view shows the photo, and the projector's switch has no use there */
+/* A phone: the upload and the examples, then the views, then the settings and the status, so that the tabs come
+   on the first screen; the Tokens view shows the photo, and the projector's switch has no use there */
 @media (max-width: 600px) {
   #source-panel { display: contents; }
   #source-panel > * { flex: 1 1 100%; }
-  #source-panel > .settings { order: 2; }
+  #source-panel > :is(.settings, #status) { order: 2; }
   #views-panel { order: 1; }
   #preview-panel, #large-text { display: none !important; }
+  /* the examples a strip of small pictures, the tabs closer, and what a tab shows after it: the Explorer's photo
+     comes on the first screen */
+  #source-strip .caption, #examples :is(.caption-label, .icon-button-wrapper) { display: none; }
+  #examples, #examples :is(.gallery-container, .grid-wrap) {
+    height: auto !important; max-height: none !important; min-height: 0 !important; }
+  #examples .grid-container { grid-template-columns: repeat(4, 56px) !important; grid-auto-rows: 56px; gap: 8px; }
+  #examples .thumbnail-item { width: 56px; height: 56px; }
+  .tab-container > button { padding: 0 7px; }
+  .vitviz-explain { order: 9; }
 }
 /* Gradio's strip of picture buttons spans the picture's top-right corner even when empty: clicks on the
    patches under it must reach the picture (its buttons stay clickable) */
@@ -55,6 +133,10 @@ body.vitviz-large #lesson-picture img { max-height: 460px; object-fit: contain; 
 /* and the fullscreen button sits above the picture, not over its colour scale's top number */
 .image-container .icon-button-wrapper.top-panel { top: auto; bottom: 100%; }
 .block:has(> .image-container), .image-container { overflow: visible !important; }
+/* The Explorer's help: for a pointer and keys, or on a touch screen for a finger; on a projector after the Explorer */
+@media (hover: hover) { .vitviz-touch { display: none !important; } }
+@media (hover: none) { .vitviz-pointer { display: none !important; } }
+body.vitviz-large :is(.vitviz-pointer, .vitviz-touch) { order: 8; }
 /* on a phone, Plotly's toolbar would sit on the chart's label: pinch and drag still zoom and pan */
 @media (max-width: 600px) { .js-plotly-plot .modebar-container { display: none !important; } }"""
 # The switch zooms the page; the pictures' labels are drawn large with it, and on a phone (which shows pictures
@@ -126,7 +208,7 @@ class Context:
         """Wire one view. draw(*inputs, request) returns its outputs. A draw whose first parameter is `a` gets the
         session's analysis in place of the first three inputs (ctx.where: image, model and size), and one with a
         `server` parameter gets the server. Every draw runs in the projector mode's labels (`large_labels`) when it
-        is on: its endpoint takes `large_text` last.
+        is on: its endpoint takes `large_text` last, which a draw with a `large_text` parameter gets too.
 
         `triggers` (its own controls' events) redraw it at once, as the endpoint `api_name`; a listener among them
         (a `Dependency`) redraws it when it is done, so that no event fires two requests (see `on_display`). A new
@@ -140,7 +222,7 @@ class Context:
         n = len(outputs)
         outputs = list(outputs)
         params = inspect.signature(draw).parameters
-        names = [name for name in params if name not in ("request", "progress", "server")]
+        names = [name for name in params if name not in ("request", "progress", "server", "large_text")]
         takes_analysis = names[0] == "a"
         if takes_analysis:
             names = ["image", "model_name", "size", *names[1:]]
@@ -151,6 +233,8 @@ class Context:
         def call(args, request, progress):
             *args, large = args
             kwargs = {**extra, **({"progress": progress} if "progress" in params else {})}
+            if "large_text" in params:
+                kwargs["large_text"] = large
             with large_labels(large):
                 if takes_analysis:
                     a = server.get_analysis(*args[:3], request)
@@ -219,7 +303,7 @@ def view_tab(tab: str, explanation: str, **kwargs) -> Iterator[gr.Tab]:
     """The tab `tab` (an id of `tabs.ORDER`, which gives its number and title), opening with its "What am I
     looking at?" explanation."""
     with gr.Tab(tabs.label(tab), id=tab, **kwargs) as shown:
-        gr.Markdown(f"**What am I looking at?** {explanation}")
+        gr.Markdown(f"**What am I looking at?** {explanation}", elem_classes=["vitviz-explain"])
         yield shown
 
 
@@ -277,7 +361,7 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
         names.insert(0, model.name)
     # Rows whose parts wrap under each other in the narrow left column (1400 px wide), and stand side by side
     # when the views wrap under the panel at full width (a 1024x768 projector), so the tabs come up sooner.
-    with gr.Row():
+    with gr.Row(elem_id="source-strip"):
         with gr.Column(min_width=280):
             # A File, not an Image: Gradio would decode an Image upload itself, and vitviz's own decoder is
             # what names the problem with a bad upload.

@@ -9,6 +9,9 @@ from .pictures import picture
 from .session import user_errors
 from .source import Context, view_tab
 
+# On a phone the picture is as tall as its width makes it, with no blank band above and under it
+CSS = "@media (max-width: 600px) { #tokens { height: auto !important; } }"
+
 
 @user_errors
 def draw(a, request: gr.Request):
@@ -25,6 +28,7 @@ def build(ctx: Context) -> None:
             "token sequence the transformer reads, prefix tokens first."
         ),
     ) as tab:
-        text = gr.Markdown(label="Token sequence")
-        grid = picture(label="Patches and scan order", height=640, elem_id="tokens")
+        with gr.Column(elem_classes=["vitviz-main"]):  # on a projector: on the left, the sentence on its right
+            grid = picture(label="Patches and scan order", height=640, elem_id="tokens")
+        text = gr.Markdown(label="Token sequence", elem_classes=["vitviz-beside"])
     ctx.view(tab, draw, ctx.where, [grid, text], api_name="tokens")
