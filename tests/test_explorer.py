@@ -417,7 +417,7 @@ def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_wei
     rows = np.array(page.evaluate(HOVER_ALL.replace("explorer", "inside"), cases))
     assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
     ranges = page.locator("#inside-explorer .vx-range").all_inner_texts()
-    assert "(bright); 0 is the top key, " in ranges[0] and ranges[1].startswith("colour: 0 to ")
+    assert "(bright); 0 is the top key, " in ranges[0] and ranges[1].startswith("colour: log scale, ")
     page.get_by_role("tab", name=label("attention")).click()
 
 

@@ -126,8 +126,8 @@ def build(ctx: Context) -> None:
         (
             "In self-attention every token takes a weighted average of all tokens. **Move the pointer over the "
             "photo** (or drag a finger): the patch under it is the *query*, and each map shows how much it takes "
-            "from every patch, in each head of this layer. Click to pin the query; ← → change the layer, ↑ ↓ the "
-            "head. Your browser computes every map from the model's own queries and keys, so it follows at once."
+            "from every patch, in each head of this layer. Your browser computes every map from the model's own "
+            "queries and keys, so it follows at once."
         ),
     ) as tab:
         shown = explorer.build(ctx)
