@@ -329,98 +329,6 @@ def test_a_layer_that_fails_is_said_and_asked_again_and_clearing_leaves_nothing(
 # ---- the real app, on the embedded model
 
 
-@pytest.fixture(scope="module")
-def app_page():
-    sync_api = browser_or_skip()
-    with running_app() as url, sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.layer_requests = []
-        page.on("request", lambda r: page.layer_requests.append(r.url) if "/vitviz/explorer/layer" in r.url else None)
-        page.goto(url)
-        page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
-        page.get_by_role("tab", name=label("attention")).click()
-        yield page
-        browser.close()
-
-
-def wait_for_layers(page, suffix: str, layers: int) -> None:
-    page.wait_for_function(
-        """([suffix, n]) => { const e = window.vitviz && window.vitviz.explorer; if (!e) return false;
-             const s = e.state(); return s.key && s.key.endsWith(suffix) && s.loaded.length === n; }""",
-        arg=[suffix, layers],
-        timeout=90_000,
-    )
-
-
-@pytest.mark.browser
-@pytest.mark.parametrize("size", ["448", "224"])
-def test_the_app_computes_the_captured_weights_of_the_embedded_model(app_page, embedded, size):
-    page = app_page
-    if size != "448":
-        page.get_by_label("Input size (longest side, pixels)").click()
-        page.locator(f'li[role=option][aria-label="{size}"]').click()
-    suffix = "model default" if size == "448" else size
-    wait_for_layers(page, suffix, embedded.num_layers)
-    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=int(size))
-    gh, gw = a.grid
-    patches = [-1, 0, gw - 1, (gh - 1) * gw, gh * gw - 1, (gh // 2) * gw + gw // 3]
-    cases = [(layer, h, p) for layer in range(embedded.num_layers) for h in range(embedded.num_heads) for p in patches]
-    rows = np.array(page.evaluate(HOVER_ALL, cases))
-    diff = np.abs(rows - captured_rows(a, cases)).max(axis=1)
-    assert diff.max() <= BOUND, (cases[int(diff.argmax())], diff.max())
-    state = page.evaluate("() => window.vitviz.explorer.state()")
-    assert state["bytes"] == 4 * (2 * a.num_tokens * 384 + 6 * a.num_tokens)
-
-
-@pytest.mark.browser
-def test_the_layer_route_refuses_what_it_cannot_serve(app_page):
-    """A bad layer or an unknown analysis: a 4xx that says why, and the app goes on."""
-    page = app_page
-    page.wait_for_function("() => window.vitviz?.explorer?.state().key", timeout=60_000)
-    key = page.evaluate("() => window.vitviz.explorer.state().key")
-    got = page.evaluate(
-        """async (key) => {
-          const one = async (q) => { const r = await fetch('/vitviz/explorer/layer?' + new URLSearchParams(q));
-                                       return [r.status, await r.text()]; };
-          const s = window.vitviz.explorer.state();
-          return [await one({session: 'nobody', key, layer: '0'}), await one({session: s.session, key, layer: '99'}),
-                  await one({key}), await one({session: s.session, key, layer: '-1'}),
-                  await one({session: s.session, key, layer: '²'})];
-        }""",
-        key,
-    )
-    assert got[0][0] == 404 and "no longer kept" in got[0][1]
-    assert got[1][0] == 400 and "layer must be an integer in [0, 12), got '99'" in got[1][1]
-    assert got[2][0] == 400 and "session and key" in got[2][1]
-    assert got[3][0] == 400 and got[4][0] == 400  # '²' is a digit to str.isdigit, not to int
-    page.evaluate("() => window.vitviz.explorer.hover(3, 1, 5)")
-
-
-@pytest.mark.browser
-def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_weights(app_page, embedded):
-    """Inside a head's live panel, on the same engine: its weights are the captured row, its layers come from
-    the Attention tab's (no second fetch), and its handle is window.vitviz.inside."""
-    page = app_page
-    page.get_by_role("tab", name=label("inside")).click()
-    page.wait_for_function("() => window.vitviz.inside && window.vitviz.inside.state().loaded.length === 12",
-                           timeout=60_000)  # fmt: skip
-    state = page.evaluate("() => window.vitviz.inside.state()")
-    assert state["key"] == page.evaluate("() => window.vitviz.explorer.state().key")
-    asked = [parse_qs(urlparse(u).query) for u in page.layer_requests]
-    mine = [q for q in asked if q.get("key") == [state["key"]] and q.get("session") == [state["session"]]]
-    layers = sorted(int(q["layer"][0]) for q in mine if q["layer"][0] in {str(i) for i in range(12)})
-    assert layers == list(range(12))  # each layer fetched once, for both modes
-    suffix = state["key"].split("|")[-1]
-    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=None if suffix == "model default" else int(suffix))
-    cases = [(5, 3, 17), (11, 0, -1), (0, 5, a.grid[0] * a.grid[1] - 1)]
-    rows = np.array(page.evaluate(HOVER_ALL.replace("explorer", "inside"), cases))
-    assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
-    ranges = page.locator("#inside-explorer .vx-range").all_inner_texts()
-    assert "(bright); 0 is the top key, " in ranges[0] and ranges[1].startswith("colour: log scale, ")
-    page.get_by_role("tab", name=label("attention")).click()
-
-
 @pytest.mark.browser
 def test_a_key_tied_with_the_top_key_reads_as_a_tie_never_as_minus_zero():
     """Layer 1's keys made so that two patches score exactly alike for one query (the second key a copy of the
@@ -514,3 +422,95 @@ def test_the_readout_button_asks_what_python_calls_the_readout(name):
     if name == "deit":
         assert label == "Query: readout (CLS + distillation)"
         assert np.abs(weights - a.query_rows(layer, "cls")[head]).max() > 10 * 1e-6  # not CLS's row alone
+
+
+@pytest.fixture(scope="module")
+def app_page():
+    sync_api = browser_or_skip()
+    with running_app() as url, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.layer_requests = []
+        page.on("request", lambda r: page.layer_requests.append(r.url) if "/vitviz/explorer/layer" in r.url else None)
+        page.goto(url)
+        page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        page.get_by_role("tab", name=label("attention")).click()
+        yield page
+        browser.close()
+
+
+def wait_for_layers(page, suffix: str, layers: int) -> None:
+    page.wait_for_function(
+        """([suffix, n]) => { const e = window.vitviz && window.vitviz.explorer; if (!e) return false;
+             const s = e.state(); return s.key && s.key.endsWith(suffix) && s.loaded.length === n; }""",
+        arg=[suffix, layers],
+        timeout=90_000,
+    )
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("size", ["448", "224"])
+def test_the_app_computes_the_captured_weights_of_the_embedded_model(app_page, embedded, size):
+    page = app_page
+    if size != "448":
+        page.get_by_label("Input size (longest side, pixels)").click()
+        page.locator(f'li[role=option][aria-label="{size}"]').click()
+    suffix = "model default" if size == "448" else size
+    wait_for_layers(page, suffix, embedded.num_layers)
+    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=int(size))
+    gh, gw = a.grid
+    patches = [-1, 0, gw - 1, (gh - 1) * gw, gh * gw - 1, (gh // 2) * gw + gw // 3]
+    cases = [(layer, h, p) for layer in range(embedded.num_layers) for h in range(embedded.num_heads) for p in patches]
+    rows = np.array(page.evaluate(HOVER_ALL, cases))
+    diff = np.abs(rows - captured_rows(a, cases)).max(axis=1)
+    assert diff.max() <= BOUND, (cases[int(diff.argmax())], diff.max())
+    state = page.evaluate("() => window.vitviz.explorer.state()")
+    assert state["bytes"] == 4 * (2 * a.num_tokens * 384 + 6 * a.num_tokens)
+
+
+@pytest.mark.browser
+def test_the_layer_route_refuses_what_it_cannot_serve(app_page):
+    """A bad layer or an unknown analysis: a 4xx that says why, and the app goes on."""
+    page = app_page
+    page.wait_for_function("() => window.vitviz?.explorer?.state().key", timeout=60_000)
+    key = page.evaluate("() => window.vitviz.explorer.state().key")
+    got = page.evaluate(
+        """async (key) => {
+          const one = async (q) => { const r = await fetch('/vitviz/explorer/layer?' + new URLSearchParams(q));
+                                       return [r.status, await r.text()]; };
+          const s = window.vitviz.explorer.state();
+          return [await one({session: 'nobody', key, layer: '0'}), await one({session: s.session, key, layer: '99'}),
+                  await one({key}), await one({session: s.session, key, layer: '-1'}),
+                  await one({session: s.session, key, layer: '²'})];
+        }""",
+        key,
+    )
+    assert got[0][0] == 404 and "no longer kept" in got[0][1]
+    assert got[1][0] == 400 and "layer must be an integer in [0, 12), got '99'" in got[1][1]
+    assert got[2][0] == 400 and "session and key" in got[2][1]
+    assert got[3][0] == 400 and got[4][0] == 400  # '²' is a digit to str.isdigit, not to int
+    page.evaluate("() => window.vitviz.explorer.hover(3, 1, 5)")
+
+
+@pytest.mark.browser
+def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_weights(app_page, embedded):
+    """Inside a head's live panel, on the same engine: its weights are the captured row, its layers come from
+    the Attention tab's (no second fetch), and its handle is window.vitviz.inside."""
+    page = app_page
+    page.get_by_role("tab", name=label("inside")).click()
+    page.wait_for_function("() => window.vitviz.inside && window.vitviz.inside.state().loaded.length === 12",
+                           timeout=60_000)  # fmt: skip
+    state = page.evaluate("() => window.vitviz.inside.state()")
+    assert state["key"] == page.evaluate("() => window.vitviz.explorer.state().key")
+    asked = [parse_qs(urlparse(u).query) for u in page.layer_requests]
+    mine = [q for q in asked if q.get("key") == [state["key"]] and q.get("session") == [state["session"]]]
+    layers = sorted(int(q["layer"][0]) for q in mine if q["layer"][0] in {str(i) for i in range(12)})
+    assert layers == list(range(12))  # each layer fetched once, for both modes
+    suffix = state["key"].split("|")[-1]
+    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=None if suffix == "model default" else int(suffix))
+    cases = [(5, 3, 17), (11, 0, -1), (0, 5, a.grid[0] * a.grid[1] - 1)]
+    rows = np.array(page.evaluate(HOVER_ALL.replace("explorer", "inside"), cases))
+    assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
+    ranges = page.locator("#inside-explorer .vx-range").all_inner_texts()
+    assert "(bright); 0 is the top key, " in ranges[0] and ranges[1].startswith("colour: log scale, ")
+    page.get_by_role("tab", name=label("attention")).click()
