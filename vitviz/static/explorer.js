@@ -2,6 +2,12 @@
 // `element`, `props`, `trigger` and `watch` in scope. props.value is the analysis' meta (vitviz/explorer.py);
 // layers come from GET vitviz/explorer/layer as raw float32. Text is HTML, so it grows with the projector mode.
 
+// Events for other views on the page (the Q·K scatter, say), on `document`:
+// - it dispatches "vitviz-hover", detail {layer, head, query, mode}, whenever the query, layer or head it shows
+//   changes; query is a token index (prefix tokens first), PROBE or READOUT below; mode "attention" or "inside";
+// - it listens for "vitviz-highlight", detail {patches: [token indices] | null}: those tokens' patches are
+//   outlined on its large canvas (prefix tokens have no place there); null clears the outline.
+
 const PROBE = -1; // the query of an attention-pool's probe (SigLIP's readout), which is no token of the layers
 const READOUT = -2; // the readout of several tokens (a distilled DeiT's two): their rows averaged, as the model does
 
@@ -53,7 +59,9 @@ const S = {
   layer: -1, head: 0, query: 0, pinned: false, T: 1, measure: "w", view: "heads", scale: "own",
   scores: null, weights: null, work: null, probe: null, tileCanvases: [], modelCanvases: [], pending: null, frame: 0,
   waiters: [], failed: new Map(), drag: null, pendingStamp: null, latencies: [], // latencies: pointer event -> its maps painted, ms
+  highlight: null, told: "", // the tokens outlined at another view's request; the last vitviz-hover sent
 };
+const HIGHLIGHT = "#00e5ff"; // cyan: apart from the query's white marker and from every colormap's ends
 
 function endpoint(layer) {
   const base = ((window.gradio_config && window.gradio_config.root) || location.origin).replace(/\/$/, "");
@@ -392,6 +400,29 @@ function drawMap(canvas, values, sc, markQuery) {
   ctx.imageSmoothingEnabled = false; // one square per patch, no smoothing
   ctx.drawImage(cells, 0, 0, canvas.width, canvas.height);
   if (markQuery) drawMarker(ctx, canvas);
+  if (canvas === ui.big && S.highlight) drawHighlight(ctx, canvas);
+}
+
+function drawHighlight(ctx, canvas) {
+  const n = S.meta.prefix.length, [gh, gw] = S.meta.grid, cw = canvas.width / gw, ch = canvas.height / gh;
+  const thick = Math.max(2, Math.round(Math.min(canvas.width, 900) / 300));
+  for (const t of S.highlight) {
+    if (!(t >= n && t < n + gh * gw)) continue;
+    const p = t - n, x = (p % gw) * cw, y = Math.floor(p / gw) * ch;
+    ctx.lineWidth = thick + 2; ctx.strokeStyle = "#000";
+    ctx.strokeRect(x + thick / 2, y + thick / 2, cw - thick, ch - thick);
+    ctx.lineWidth = thick; ctx.strokeStyle = HIGHLIGHT;
+    ctx.strokeRect(x + thick / 2, y + thick / 2, cw - thick, ch - thick);
+  }
+}
+
+function tell() {
+  // vitviz-hover, once per change of what is shown
+  const told = `${S.layer}|${S.head}|${S.query}`;
+  if (told === S.told) return;
+  S.told = told;
+  const detail = { layer: S.layer, head: S.head, query: S.query, mode: INSIDE ? "inside" : "attention" };
+  document.dispatchEvent(new CustomEvent("vitviz-hover", { detail }));
 }
 
 function drawMarker(ctx, canvas) {
@@ -439,6 +470,7 @@ function paint() {
   ui.scaleNote.textContent = `Colour: ${S.meta.scaleName}, as the page's colour scale sets it; ${whose}.`;
   caption(entropy);
   mechanism();
+  tell();
   const paintMs = performance.now() - t0;
   if (S.pendingStamp !== null) { S.latencies.push(performance.now() - S.pendingStamp); S.pendingStamp = null; }
   if (S.latencies.length > 1000) S.latencies.splice(0, 500);
@@ -576,6 +608,11 @@ function setTemperature(t) {
 }
 
 new ResizeObserver(() => schedule()).observe(root);
+document.addEventListener("vitviz-highlight", (e) => {
+  const patches = e.detail && e.detail.patches;
+  S.highlight = Array.isArray(patches) ? patches.map(Number) : null;
+  schedule();
+});
 
 // ---- the test handle: what the page computed and drew, for the browser tests and anyone checking the numbers
 function checkedIndex(name, value, size) {
@@ -608,7 +645,8 @@ const handle = {
   state() {
     return { layer: S.layer, head: S.head, query: S.query, pinned: S.pinned, T: S.T, loaded: [...S.layers.keys()],
              bytes: S.layers.size ? S.layers.values().next().value.bytes : 0, key: S.meta && S.meta.key, session: S.meta && S.meta.session,
-             fetchMs: [...S.layers.values()].map((d) => d.fetchMs), latencies: S.latencies.slice() };
+             fetchMs: [...S.layers.values()].map((d) => d.fetchMs), latencies: S.latencies.slice(),
+             highlight: S.highlight && S.highlight.slice() };
   },
 };
 window.vitviz[INSIDE ? "inside" : "explorer"] = handle;
