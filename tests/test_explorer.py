@@ -424,6 +424,9 @@ def test_the_readout_button_asks_what_python_calls_the_readout(name):
         assert np.abs(weights - a.query_rows(layer, "cls")[head]).max() > 10 * 1e-6  # not CLS's row alone
 
 
+HIGHLIGHT = """(t) => document.dispatchEvent(new CustomEvent("vitviz-highlight", {detail: {patches: t}}))"""
+
+
 @pytest.mark.browser
 def test_a_highlight_outlines_its_patches_and_a_hover_tells_what_is_shown():
     """Another view's vitviz-highlight outlines exactly its tokens' patches on the large canvas (null clears them);
@@ -432,9 +435,10 @@ def test_a_highlight_outlines_its_patches_and_a_hover_tells_what_is_shown():
     a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=8), longest=64)  # 6 x 8 patches, 2 prefix tokens
     gh, gw, n = *a.grid, a.n_prefix
     cyan = """(cells) => { const c = document.querySelector(".vx-big-canvas"), g = c.getContext("2d");
-      const thick = Math.max(2, Math.round(Math.min(c.width, 900) / 300)), cw = c.width / %d, ch = c.height / %d;
+      const thick = Math.max(2, Math.round(Math.min(c.width, 900) / 300)), cw = c.width / GW, ch = c.height / GH;
       return cells.map(([r, col]) => { const d = g.getImageData(Math.floor(col * cw + thick / 2),
-        Math.floor((r + 0.5) * ch), 1, 1).data; return d[0] === 0 && d[1] === 229 && d[2] === 255; }); }""" % (gw, gh)
+        Math.floor((r + 0.5) * ch), 1, 1).data; return d[0] === 0 && d[1] === 229 && d[2] === 255; }); }"""
+    cyan = cyan.replace("GW", str(gw)).replace("GH", str(gh))  # the outline's centre line, on each patch's left
     cells = [(r, c) for r in range(gh) for c in range(gw)]
     with sync_api.sync_playwright() as pw:
         browser, page, _ = bare_page(pw, *family_meta(a))
@@ -447,12 +451,11 @@ def test_a_highlight_outlines_its_patches_and_a_hover_tells_what_is_shown():
         page.mouse.move(box["x"] + 3.5 * box["width"] / gw, box["y"] + 2.5 * box["height"] / gh)
         page.wait_for_timeout(100)
         told = page.evaluate("() => window.told")
-        page.evaluate("""(t) => document.dispatchEvent(new CustomEvent("vitviz-highlight", {detail: {patches: t}}))""",
-                      [n + 9, n + gh * gw - 1, 0])  # fmt: skip
+        page.evaluate(HIGHLIGHT, [n + 9, n + gh * gw - 1, 0])
         page.wait_for_timeout(100)
         lit = page.evaluate(cyan, cells)
         state = page.evaluate("() => window.vitviz.explorer.state()")
-        page.evaluate("""() => document.dispatchEvent(new CustomEvent("vitviz-highlight", {detail: {patches: null}}))""")
+        page.evaluate(HIGHLIGHT, None)
         page.wait_for_timeout(100)
         cleared = page.evaluate(cyan, cells)
         browser.close()
