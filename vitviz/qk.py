@@ -1,0 +1,194 @@
+"""What a head matches on: one head's queries and keys in one 2-D map (AttentionViz's joint embedding).
+
+Yeh et al., "AttentionViz: A Global View of Transformer Attention", IEEE VIS 2023, section 4.1: queries and keys
+share one scatter, so that a query lands near the keys it attends to. Two changes leave every attention row
+unchanged and make distance follow attention: the keys are translated so that their centroid is the queries'
+(q·(k + t) adds q·t to a whole row, which softmax ignores), and queries are scaled by c and keys by 1/c (q·k
+unchanged) so that both have the same mean norm. The 2-D map is a PCA of the normalised [q; k]: the measurement
+in docs/benchmarks.md kept it over UMAP and t-SNE (see benchmarks/qk.py).
+
+Shapes: N tokens (prefix tokens first), P = N - prefix patches, dh one head's width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import explorer
+from .analysis import Analysis
+
+BISECTIONS = 40  # of log(c²): the bracket below is 2·ln(1e4) wide, so c is exact to ~1e-11 relative
+POSITION, COLOUR = ("row", "column"), ("brightness", "red", "green", "blue")
+WORDS = {"row": "the patch's row", "column": "the patch's column", "brightness": "its brightness",
+         "red": "how red it is", "green": "how green it is", "blue": "how blue it is"}  # fmt: skip
+WEAK, MARGIN = 0.3, 0.1  # below WEAK a map follows neither; within MARGIN of each other it follows both
+
+
+def head_vectors(q: np.ndarray, k: np.ndarray, heads: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+    """(q, k) [N,dh] of head `head`, from a layer's q, k [N,H*dh] with the heads side by side (as shipped)."""
+    if not 0 <= head < heads:
+        raise ValueError(f"head must be in [0, {heads}), got {head}")
+    dh = q.shape[1] // heads
+    return q[:, head * dh : (head + 1) * dh], k[:, head * dh : (head + 1) * dh]
+
+
+@dataclass(frozen=True)
+class Normalised:
+    """q' = c·q [Nq,dh] and k' = (k - mean k)/c + c·mean q [Nk,dh]: mean k' = mean q', mean ||q'|| = mean ||k'||."""
+
+    q: np.ndarray
+    k: np.ndarray
+    c: float
+
+
+def normalise(q: np.ndarray, k: np.ndarray) -> Normalised:
+    """AttentionViz's normalisation of one head's queries [Nq,dh] and keys [Nk,dh], float64. Translating after
+    the scaling makes both conditions exact at once: c is the root of mean ||(k - μk)/c² + μq|| = mean ||q||,
+    found by bisection of log c² (the left side falls from +inf to ||μq|| <= mean ||q||)."""
+    q, k = np.asarray(q, np.float64), np.asarray(k, np.float64)
+    if q.ndim != 2 or k.ndim != 2 or q.shape[1] != k.shape[1] or not len(q) or not len(k):
+        raise ValueError(f"queries and keys must be [N,dh] of one width, got {q.shape} and {k.shape}")
+    mq, mu_q, spread = np.linalg.norm(q, axis=1).mean(), q.mean(0), k - k.mean(0)
+
+    def excess(log_s: float) -> float:
+        return np.linalg.norm(spread / np.exp(log_s) + mu_q, axis=1).mean() - mq
+
+    guess = np.log(max(np.linalg.norm(spread, axis=1).mean(), 1e-300) / max(mq, 1e-300))
+    lo, hi = guess - np.log(1e4), guess + np.log(1e4)
+    if not excess(lo) > 0 > excess(hi):
+        raise ValueError("the queries or keys are all equal: no scale gives them the same mean norm")
+    for _ in range(BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
+    c = float(np.exp(0.25 * (lo + hi)))
+    return Normalised(q * c, spread / c + c * mu_q, c)
+
+
+def pca2(x: np.ndarray) -> np.ndarray:
+    """[M,2] the points x [M,d] on their first two principal axes, float64; each axis' sign makes its largest
+    loading positive (the browser's rule too)."""
+    x = np.asarray(x, np.float64)
+    centred = x - x.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    axes = vt[:2]
+    axes = axes * np.sign(axes[np.arange(len(axes)), np.abs(axes).argmax(1)])[:, None]
+    return centred @ axes.T
+
+
+def joint_map(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(queries [Nq,2], keys [Nk,2]): the PCA of the normalised [q; k] of one head."""
+    n = normalise(q, k)
+    xy = pca2(np.vstack([n.q, n.k]))
+    return xy[: len(q)], xy[len(q) :]
+
+
+def attention(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
+    """[Nq,Nk] softmax(q·k * scale) over the keys, float64."""
+    s = np.asarray(q, np.float64) @ np.asarray(k, np.float64).T * scale
+    w = np.exp(s - s.max(1, keepdims=True))
+    return w / w.sum(1, keepdims=True)
+
+
+def top_key_recall(weights: np.ndarray, q2: np.ndarray, k2: np.ndarray, top: int = 10) -> float:
+    """How well a 2-D map keeps attention order: the fraction of each query's `top` keys by weight [Nq,Nk] that
+    are among its `top` nearest keys in the map (q2 [Nq,2], k2 [Nk,2]), averaged over the queries. Chance is
+    top / Nk."""
+    if not 0 < top <= weights.shape[1]:
+        raise ValueError(f"top must be in [1, {weights.shape[1]}], got {top}")
+    by_weight = np.argpartition(-weights, top - 1, axis=1)[:, :top]
+    distance = ((q2[:, None, :] - k2[None, :, :]) ** 2).sum(-1)
+    nearest = np.argpartition(distance, top - 1, axis=1)[:, :top]
+    hits = [len(np.intersect1d(a, b)) for a, b in zip(by_weight, nearest, strict=True)]
+    return float(np.mean(hits) / top)
+
+
+def patch_colours(a: Analysis) -> np.ndarray:
+    """[P,3] each patch's mean RGB in [0, 1], from the model's own input (its mean and std undone)."""
+    std, mean = (np.array(v, np.float64)[:, None, None] for v in (a.model.std, a.model.mean))
+    x = a.pixel_values[0].astype(np.float64) * std + mean
+    (gh, gw), p = a.grid, a.model.patch_size
+    blocks = x[:, : gh * p, : gw * p].reshape(3, gh, p, gw, p).mean((2, 4))
+    return np.clip(blocks.reshape(3, -1).T, 0.0, 1.0)
+
+
+def multiple_r(xy: np.ndarray, feature: np.ndarray) -> float:
+    """How far a feature [M] follows the map: the correlation of the feature with its least-squares fit on the
+    2-D coordinates xy [M,2] (rotation-proof, unlike a correlation with one axis). 0 for a constant feature."""
+    f = feature - feature.mean()
+    x = xy - xy.mean(0)
+    if not f.any():
+        return 0.0
+    cov = x.T @ x
+    fit = x @ (np.linalg.pinv(cov) @ (x.T @ f))
+    return float(np.sqrt(max(f @ fit, 0.0) / (f @ f)))
+
+
+@dataclass(frozen=True)
+class SortsBy:
+    """How far one head's map follows each patch feature: multiple correlations R in [0, 1], over the patches'
+    queries and keys together."""
+
+    layer: int
+    head: int
+    r: dict[str, float]
+
+    @property
+    def position(self) -> tuple[str, float]:
+        return max(((f, self.r[f]) for f in POSITION), key=lambda x: x[1])
+
+    @property
+    def colour(self) -> tuple[str, float]:
+        return max(((f, self.r[f]) for f in COLOUR), key=lambda x: x[1])
+
+    def sentence(self) -> str:
+        """What the head sorts by, in words, from the numbers alone."""
+        (pf, p), (cf, c) = self.position, self.colour
+        pos, col = f"{WORDS[pf]} (R = {p:.2f})", f"{WORDS[cf]} (R = {c:.2f})"
+        who = f"Head {self.head} of layer {self.layer}"
+        if max(p, c) < WEAK:
+            return f"{who} sorts by neither position nor colour: its map hardly follows {pos} or {col}."
+        if p >= c + MARGIN:
+            return f"{who} sorts by position: its map follows {pos} more than {col}."
+        if c >= p + MARGIN:
+            return f"{who} sorts by colour: its map follows {col} more than {pos}."
+        return f"{who} sorts by position and colour alike: its map follows {pos} and {col}."
+
+
+def sorts_by(q2: np.ndarray, k2: np.ndarray, grid: tuple[int, int], rgb: np.ndarray, prefix: int, layer: int,
+             head: int) -> SortsBy:  # fmt: skip
+    """The map's correlations with the patches' row, column and colour: q2, k2 [N,2] the map of every token,
+    grid (rows, columns), rgb [P,3] in [0, 1]."""
+    gh, gw = grid
+    if rgb.shape != (gh * gw, 3) or len(q2) != prefix + gh * gw:
+        raise ValueError(f"a grid of {gh} rows × {gw} columns needs {gh * gw} colours and {prefix + gh * gw} tokens")
+    xy = np.vstack([q2[prefix:], k2[prefix:]])
+    p = np.arange(gh * gw)
+    features = {"row": p // gw, "column": p % gw, "brightness": rgb.mean(1), "red": rgb[:, 0], "green": rgb[:, 1],
+                "blue": rgb[:, 2]}  # fmt: skip
+    return SortsBy(layer, head, {f: multiple_r(xy, np.tile(v.astype(np.float64), 2)) for f, v in features.items()})
+
+
+def layer_maps(a: Analysis, layer: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every head's (q2, k2) [N,2] map in `layer`."""
+    d = explorer.layer_data(a, layer)
+    return [joint_map(*head_vectors(d.q, d.k, a.model.num_heads, h)) for h in range(a.model.num_heads)]
+
+
+def meta(a: Analysis) -> dict:
+    """What the browser's Q·K view needs besides the layers: the Explorer's sizes and photo, each patch's colour,
+    and every layer's and head's correlations and sentence (computed here, so that the words are Python's)."""
+    m = explorer.meta(a)
+    rgb = patch_colours(a)
+    sorts = [
+        [sorts_by(q2, k2, a.grid, rgb, a.n_prefix, layer, h) for h, (q2, k2) in enumerate(layer_maps(a, layer))]
+        for layer in range(a.model.num_layers)
+    ]
+    keep = ("layers", "heads", "headWidth", "tokens", "grid", "patch", "prefix", "scale", "model", "photo",
+            "photoSize", "headColours")  # fmt: skip
+    return {
+        **{key: m[key] for key in keep},
+        "colours": np.round(rgb.reshape(-1) * 255).astype(int).tolist(),
+        "sorts": [[{"r": s.r, "sentence": s.sentence()} for s in row] for row in sorts],
+    }
