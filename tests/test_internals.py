@@ -1,0 +1,214 @@
+"""vitviz.app.internals: each reach into Gradio's internals still works, and is still needed (the second test of each
+pair fails once Gradio does the thing itself, so that the workaround can go)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+import warnings
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pytest
+import tomllib
+from gradio import processing_utils
+from gradio.exceptions import InvalidPathError
+from PIL import Image
+
+from vitviz.app import internals
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Refused(Exception):
+    """What the tests' error(message, where) raises."""
+
+
+def refused(message: str, where: str) -> Refused:
+    return Refused(message)
+
+
+# ---- the version check
+
+
+def test_the_installed_gradio_is_the_tested_one_and_the_package_pins_that_range():
+    assert internals.check_gradio() is None
+    pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (pin,) = [p for p in pins if re.match(r"gradio\b", p)]
+    (low, high), ((a, b), (c, d)) = re.findall(r"[<>]=?(\d+\.\d+)", pin), internals.TESTED
+    assert (low, high) == (f"{a}.{b}", f"{c}.{d}")
+    pinned = (ROOT / "requirements.txt").read_text()
+    assert internals.untested(re.search(r"^gradio==(\S+)", pinned, re.M)[1]) is None
+
+
+@pytest.mark.parametrize("version", ["6.30.2", "6.32.0", "7.0.0b1", "5.49"])
+def test_an_untested_gradio_is_named_with_the_command_that_installs_the_tested_one(version, caplog):
+    said = internals.check_gradio(version)
+    assert said == internals.untested(version) and said is not None
+    assert f"gradio {version} is installed" in said and 'pip install "gradio>=6.31,<6.32"' in said
+    assert said in caplog.text
+    assert internals.untested("6.31.0") is None and internals.untested("6.31.7") is None
+
+
+def test_a_gradio_without_an_internal_that_a_workaround_replaces_stops_the_start(monkeypatch):
+    monkeypatch.delattr(processing_utils, "save_pil_to_cache")
+    with pytest.raises(RuntimeError, match="lacks save_pil_to_cache"):
+        internals.check_gradio()
+
+
+# ---- pictures written whole
+
+
+def test_a_picture_is_never_served_half_written_while_the_same_picture_is_written_again(monkeypatch, tmp_path):
+    """Two answers with the same picture wrote one file, and a browser reading it during the second write got a
+    truncated JPEG (a broken image that lost the next clicks)."""
+    monkeypatch.setattr(processing_utils, "save_pil_to_cache", processing_utils.save_pil_to_cache)
+    internals.write_pictures_whole()
+    picture = Image.fromarray(np.random.default_rng(0).integers(0, 255, (480, 640, 3), np.uint8))
+    path = Path(processing_utils.save_pil_to_cache(picture, str(tmp_path), format="jpeg"))
+    whole = path.read_bytes()
+    done = threading.Event()
+
+    def write_again():
+        for _ in range(300):
+            assert processing_utils.save_pil_to_cache(picture, str(tmp_path), format="jpeg") == str(path)
+        done.set()
+
+    writer = threading.Thread(target=write_again)
+    writer.start()
+    reads = 0
+    while not done.is_set():
+        assert path.read_bytes() == whole
+        reads += 1
+    writer.join()
+    assert reads > 10
+
+
+def test_gradios_own_picture_cache_still_rewrites_a_served_file_in_place(tmp_path):
+    """Needed while Gradio's own save_pil_to_cache writes into the file that a browser may be reading."""
+    assert not getattr(processing_utils.save_pil_to_cache, "writes_whole", False)  # the test runs Gradio's own
+    picture = Image.fromarray(np.full((32, 32, 3), 90, np.uint8))
+    path = Path(processing_utils.save_pil_to_cache(picture, str(tmp_path), format="jpeg"))
+    before = path.stat().st_ino
+    os.utime(path, (1, 1))
+    processing_utils.save_pil_to_cache(picture, str(tmp_path), format="jpeg")
+    after = path.stat()
+    assert after.st_ino == before and after.st_mtime != 1  # the same file, written again
+
+
+# ---- refusals named
+
+
+def _slider_event():
+    def draw(layer):
+        return layer
+
+    with gr.Blocks() as demo:
+        layer, out = gr.Slider(0, 11, step=1), gr.Number()
+        layer.change(draw, [layer], out, api_name="draw")
+        layer.release(None, [layer], None, js="(x) => x")  # an event with no parameter names: left alone
+    return demo, layer
+
+
+def test_gradios_own_refusals_name_the_api_parameter_they_refuse(monkeypatch):
+    monkeypatch.setattr(processing_utils, "async_move_files_to_cache", processing_utils.async_move_files_to_cache)
+    demo, layer = _slider_event()
+    internals.name_refusals(demo, refused)
+    internals.name_refusals(demo, refused)  # once named, never twice
+    with pytest.raises(Refused) as raised:
+        layer.preprocess(99)
+    assert str(raised.value).startswith("layer: Value 99 is greater than")
+    assert layer.preprocess(5) == 5
+
+
+def test_gradios_own_refusal_still_does_not_name_the_parameter():
+    """Needed while Gradio's refusal leaves out which argument it refuses."""
+    _, layer = _slider_event()
+    with pytest.raises(gr.Error) as raised:
+        layer.preprocess(99)
+    assert "greater than" in raised.value.message and "layer" not in raised.value.message
+
+
+def _move(path: str):
+    """A request's file path through Gradio's move to its cache, as a launched app's preprocessing does it."""
+    from types import SimpleNamespace
+
+    from gradio.context import LocalContext
+
+    launched = SimpleNamespace(has_launched=True, blocked_paths=[], allowed_paths=[])  # what the check reads
+    token = LocalContext.blocks.set(launched)
+    try:
+        data = {"path": path, "meta": {"_type": "gradio.FileData"}}
+        return asyncio.run(processing_utils.async_move_files_to_cache(data, gr.File(), check_in_upload_folder=True))
+    finally:
+        LocalContext.blocks.reset(token)
+
+
+def test_a_path_that_no_one_uploaded_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setattr(processing_utils, "async_move_files_to_cache", processing_utils.async_move_files_to_cache)
+    internals.refuse_paths_in_one_line(refused)
+    internals.refuse_paths_in_one_line(refused)  # once, never wrapped twice
+    assert processing_utils.async_move_files_to_cache.__wrapped__.__module__ == "gradio.processing_utils"
+    with pytest.raises(Refused, match="reads only the files uploaded to it, not '/etc/passwd'"):
+        _move("/etc/passwd")
+
+
+def test_gradio_still_refuses_such_a_path_with_an_error_that_its_queue_prints_as_a_traceback():
+    """Needed while Gradio's refusal is an InvalidPathError, not a gr.Error that its queue answers with a message."""
+    with pytest.raises(InvalidPathError) as raised:
+        _move("/etc/passwd")
+    assert not isinstance(raised.value, gr.Error)
+
+
+# ---- a component's key
+
+
+def test_a_components_key_is_the_id_that_gradio_sends_to_the_browser_and_no_public_one_exists():
+    with gr.Blocks() as demo:
+        a, b = gr.Image(), gr.Image()
+    sent = {c["id"] for c in demo.get_config_file()["components"]}
+    keys = [internals.component_key(a), internals.component_key(b)]
+    assert len(set(keys)) == 2 and set(keys) <= sent
+    assert not hasattr(a, "id") and a.elem_id is None  # needed while Gradio has no public id of its own
+
+
+# ---- signatures that Gradio reads
+
+
+def _parameter_names(fn, inputs: int) -> list:
+    """The API names Gradio gives an event's inputs; a handler that Gradio thinks takes more or fewer is an error."""
+    with warnings.catch_warnings(), gr.Blocks() as demo:
+        warnings.simplefilter("error")
+        boxes = [gr.Textbox() for _ in range(inputs)]
+        boxes[0].change(fn, boxes, boxes[0], api_name="f")
+    (event,) = demo.fns.values()
+    return event.input_parameter_names
+
+
+def test_a_handler_taken_as_names_gets_those_api_names_and_its_request_filled_by_gradio():
+    def handler(*values):
+        return values
+
+    names = _parameter_names(internals.take(handler, ["key", "layer"]), 2)
+    assert names == ["key", "layer"]
+
+    def server_first(server, layer, request: gr.Request):
+        return layer
+
+    assert _parameter_names(internals.take_as(lambda *a: a, server_first, drop=1), 1) == ["layer"]
+    assert _parameter_names(internals.take_as(lambda *a: a, server_first, drop=1, first=["click"]), 2) == [
+        "click",
+        "layer",
+    ]
+
+
+def test_gradio_still_cannot_name_the_parameters_of_a_handler_that_takes_star_args():
+    """Needed while Gradio reads names only from a signature."""
+
+    def handler(*values):
+        return values
+
+    assert _parameter_names(handler, 2) == [None, None]

@@ -1,0 +1,185 @@
+"""Every reach into Gradio's internals, in one place: each says why it is needed and which Gradio it was written for.
+
+`check_gradio` runs at start-up (`layout.build`): it says so in the log when the installed Gradio is not the one
+tested, and stops with a clear message when an internal that a workaround needs is gone. tests/test_internals.py
+holds one test per workaround that fails when Gradio no longer needs it or when it no longer works.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from functools import wraps
+from pathlib import Path
+
+import gradio as gr
+
+log = logging.getLogger("vitviz")
+
+# The Gradio releases these workarounds were written for and tested on; pyproject.toml pins the same range.
+TESTED = ((6, 31), (6, 32))  # from 6.31 up to, not including, 6.32
+WRITTEN_FOR = "6.31"
+
+
+def _release(version: str) -> tuple[int, int]:
+    found = re.match(r"(\d+)(?:\.(\d+))?", version)
+    if found is None:
+        raise ValueError(f"not a version: {version!r}")
+    return int(found[1]), int(found[2] or 0)
+
+
+def untested(version: str) -> str | None:
+    """Why `version` of Gradio is not one these workarounds were tested on, or None when it is."""
+    low, high = TESTED
+    if low <= _release(version) < high:
+        return None
+    return (
+        f"vitviz was tested with gradio {low[0]}.{low[1]}.x and gradio {version} is installed: vitviz.app.internals "
+        f"reaches into gradio {WRITTEN_FOR}'s internals, so some pictures, clicks or error messages may misbehave. "
+        f'Install the tested one with: pip install "gradio>={low[0]}.{low[1]},<{high[0]}.{high[1]}"'
+    )
+
+
+def check_gradio(version: str | None = None) -> str | None:
+    """At start-up: log a warning when the installed Gradio is untested (and return it); raise a RuntimeError
+    naming what is missing when an internal that a workaround replaces or reads is gone."""
+    from gradio import processing_utils
+    from gradio.block_function import BlockFunction
+
+    missing = [name for name in ("save_pil_to_cache", "async_move_files_to_cache", "encode_pil_to_bytes",
+                                 "hash_bytes") if not callable(getattr(processing_utils, name, None))]  # fmt: skip
+    if "input_parameter_names" not in inspect.signature(BlockFunction.__init__).parameters:
+        missing.append("BlockFunction.input_parameter_names")
+    version = gr.__version__ if version is None else version
+    if missing:
+        raise RuntimeError(
+            f"gradio {version} lacks {', '.join(missing)}, which vitviz.app.internals needs: "
+            f'install the tested gradio with: pip install "gradio>={TESTED[0][0]}.{TESTED[0][1]},'
+            f'<{TESTED[1][0]}.{TESTED[1][1]}"'
+        )
+    said = untested(version)
+    if said is not None:
+        log.warning(said)
+    return said
+
+
+def write_pictures_whole() -> None:
+    """Make Gradio write each picture it serves under a temporary name and rename it into place.
+
+    Why: Gradio 6.31 names a picture's file by the hash of its bytes and rewrites it in place on every answer
+    (`processing_utils.save_pil_to_cache`). Two answers with the same picture then truncate the file that a browser
+    is still reading from the first: a broken image, and the next clicks on it miss. A picture already written is
+    only touched (`delete_cache` ages files by their time), as Gradio's `save_file_to_cache` does for uploads.
+    """
+    from gradio import processing_utils
+
+    def save_pil_to_cache(img, cache_dir: str, name: str = "image", format: str = "webp") -> str:
+        data = processing_utils.encode_pil_to_bytes(img, format)
+        folder = Path(cache_dir) / processing_utils.hash_bytes(data)
+        folder.mkdir(exist_ok=True, parents=True)
+        path = (folder / f"{name}.{format}").resolve()
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            fd, staging = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(staging, path)
+        return str(path)
+
+    save_pil_to_cache.writes_whole = True
+    processing_utils.save_pil_to_cache = save_pil_to_cache
+
+
+def name_refusals(demo: gr.Blocks, error: Callable[[str, str], Exception]) -> None:
+    """Prefix each input's refusals with the API parameter it feeds ("layer: Value 99 is greater than ..."), and
+    refuse a file path that no one uploaded in one line. error(message, where): the exception a user sees. Call
+    once, after every event is wired.
+
+    Why: Gradio 6.31 refuses some arguments itself, in `component.preprocess`, before any handler runs, without
+    saying which argument ("Value: -1 is not in the list of choices"). Only `demo.fns` (each event's inputs and
+    `input_parameter_names`) says which parameter each component feeds."""
+    for fn in demo.fns.values():
+        for component, name in zip(fn.inputs, fn.input_parameter_names or (), strict=False):  # None: unnamed
+            if name and "preprocess" not in vars(component):
+                component.preprocess = _naming(component.preprocess, name, error)
+    refuse_paths_in_one_line(error)
+
+
+def _naming(preprocess, name: str, error: Callable[[str, str], Exception]):
+    @wraps(preprocess)
+    def named(payload):
+        try:
+            return preprocess(payload)
+        except gr.Error as exc:
+            raise error(f"{name}: {exc.message}", "the arguments' checks") from None
+
+    return named
+
+
+def refuse_paths_in_one_line(error: Callable[[str, str], Exception]) -> None:
+    """A request that names a file the server must not read (`{"path": "/etc/passwd"}`) gets one line back and one
+    line in the log.
+
+    Why: Gradio 6.31 refuses it in `processing_utils.async_move_files_to_cache`, before any handler, with an
+    InvalidPathError that its queue prints as a traceback and answers with no message: any client could flood the
+    log. Here that refusal becomes error(message, where)."""
+    from gradio import processing_utils
+    from gradio.exceptions import InvalidPathError
+
+    move = processing_utils.async_move_files_to_cache
+    if getattr(move, "refuses_in_one_line", False):
+        return
+
+    @wraps(move)
+    async def moved(data, block, *args, **kwargs):
+        try:
+            return await move(data, block, *args, **kwargs)
+        except InvalidPathError:
+            if not kwargs.get("check_in_upload_folder"):  # a file the app itself returns: its own error, as it was
+                raise
+            path = data.get("path") if isinstance(data, dict) else None
+            raise error(f"this server reads only the files uploaded to it, not {path!r}", "a request") from None
+
+    moved.refuses_in_one_line = True
+    processing_utils.async_move_files_to_cache = moved
+
+
+def component_key(component: gr.components.Component) -> int:
+    """A number that names `component` within its app, the same in every process that builds it.
+
+    Why: Gradio 6.31 components have no public identifier besides an optional elem_id; `_id` is the one Gradio
+    itself sends to the browser."""
+    return component._id
+
+
+def take(fn: Callable, names: Sequence[str], request: bool = True, progress: bool = True) -> Callable:
+    """Let Gradio see fn(*values) as taking `names`, then (if asked) the request and a progress tracker.
+
+    Why: Gradio 6.31 names an endpoint's API parameters, and decides which ones it fills itself (a gr.Request by
+    its annotation, a gr.Progress by its default), from `inspect.signature(fn)` and `fn.__annotations__`, which
+    *args hides."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter(name, kind) for name in names]
+    if request:
+        params.append(inspect.Parameter("request", kind, annotation=gr.Request))
+    if progress:
+        params.append(inspect.Parameter("progress", kind, default=gr.Progress()))
+    fn.__signature__ = inspect.Signature(params)
+    fn.__annotations__ = {"request": gr.Request} if request else {}
+    return fn
+
+
+def take_as(fn: Callable, like: Callable, drop: int = 0, first: Sequence[str] = ()) -> Callable:
+    """Let Gradio see fn as taking like's parameters less the first `drop` of them, after parameters named
+    `first` (see `take` for why Gradio reads signatures)."""
+    signature = inspect.signature(like)
+    added = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in first]
+    kept = list(signature.parameters.values())[drop:]
+    fn.__signature__ = signature.replace(parameters=[*added, *kept])
+    fn.__annotations__ = {p.name: p.annotation for p in kept if p.annotation is not inspect.Parameter.empty}
+    return fn
