@@ -8,8 +8,8 @@ import gradio as gr
 
 from ..tabs import ORDER
 from .explorer import STATIC
-from .pictures import write_pictures_whole
-from .session import Server, name_refusals
+from .internals import check_gradio, name_refusals, write_pictures_whole
+from .session import Server, user_error
 from .source import CSS as SOURCE_CSS
 from .source import INTRO, build_source
 
@@ -20,6 +20,7 @@ CSS = "\n".join([SOURCE_CSS, *(getattr(view, "CSS", "") for view in VIEWS)])  # 
 
 def build(server: Server, default_model: str, depth_model: str | None = None) -> gr.Blocks:
     """The app, serving from `server`. depth_model: a depth model to load now (a local folder works offline)."""
+    check_gradio()
     write_pictures_whole()
     model = server.get_model(default_model)
     if depth_model is not None:
@@ -36,5 +37,5 @@ def build(server: Server, default_model: str, depth_model: str | None = None) ->
                     for view in VIEWS:
                         view.build(ctx)
         demo.load(None, js=(STATIC / "pick.js").read_text(), api_visibility="private", queue=False)
-    name_refusals(demo)
+    name_refusals(demo, user_error)
     return demo
