@@ -9,7 +9,6 @@ from __future__ import annotations
 import atexit
 import copy
 import hashlib
-import inspect
 import logging
 import os
 import queue
@@ -45,6 +44,7 @@ from ..analysis import Analysis
 from ..batching import Batcher
 from ..cache import AnalysisCache
 from ..models import resolve_device
+from .internals import component_key, take_as
 from .pictures import CLICK_DONE_JS, CLICK_TAG_JS, ClickOrder
 
 log = logging.getLogger("vitviz")
@@ -78,55 +78,6 @@ def user_errors(fn):
             raise gr.Error(f"vitviz hit an unexpected error: {type(exc).__name__}: {exc}") from None
 
     return wrapper
-
-
-def name_refusals(demo: gr.Blocks) -> None:
-    """Gradio refuses some arguments itself, before any handler runs, without saying which: "Value 99 is
-    greater than maximum value 11", "Value: -1 is not in the list of choices". Prefix each input's refusals
-    with the API parameter it feeds ("layer: Value 99 is greater ..."), and refuse a file path that no one
-    uploaded in one line (`refuse_paths_in_one_line`). Call once, after every event is wired."""
-    for fn in demo.fns.values():
-        for component, name in zip(fn.inputs, fn.input_parameter_names or (), strict=False):  # None: unnamed
-            if name and "preprocess" not in vars(component):
-                component.preprocess = _naming(component.preprocess, name)
-    refuse_paths_in_one_line()
-
-
-def refuse_paths_in_one_line() -> None:
-    """A request that names a file the server must not read (`{"path": "/etc/passwd"}`) gets one line back and
-    one line in the log. Gradio (6.31) refuses it in `processing_utils.async_move_files_to_cache`, before any
-    handler, with an InvalidPathError that its queue prints as a traceback and answers with no message: any
-    client could flood the log. Here that refusal becomes a user error."""
-    from gradio import processing_utils
-    from gradio.exceptions import InvalidPathError
-
-    move = processing_utils.async_move_files_to_cache
-    if getattr(move, "refuses_in_one_line", False):
-        return
-
-    @wraps(move)
-    async def moved(data, block, *args, **kwargs):
-        try:
-            return await move(data, block, *args, **kwargs)
-        except InvalidPathError:
-            if not kwargs.get("check_in_upload_folder"):  # a file the app itself returns: its own error, as it was
-                raise
-            path = data.get("path") if isinstance(data, dict) else None
-            raise user_error(f"this server reads only the files uploaded to it, not {path!r}", "a request") from None
-
-    moved.refuses_in_one_line = True
-    processing_utils.async_move_files_to_cache = moved
-
-
-def _naming(preprocess, name: str):
-    @wraps(preprocess)
-    def named(payload):
-        try:
-            return preprocess(payload)
-        except gr.Error as exc:
-            raise user_error(f"{name}: {exc.message}", "the arguments' checks") from None
-
-    return named
 
 
 class Priority:
@@ -251,9 +202,7 @@ class Server:
         def handler(*args, **kwargs):
             return fn(self, *args, **kwargs)
 
-        signature = inspect.signature(fn)
-        handler.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
-        return handler
+        return take_as(handler, fn, drop=1)
 
     def on_click(self, picture: gr.Image, fn: Callable, inputs: Sequence, outputs: Sequence) -> None:
         """Answer clicks on `picture` (made by `picture(clickable=True)`) with fn(server, *inputs, evt:
@@ -261,7 +210,7 @@ class Server:
         outputs (`ClickOrder`). A click's answer is quick and its progress shows only as a timer, so nothing
         covers the picture for the next click."""
         tag = picture.click_tag  # made by `picture(clickable=True)`
-        group, skip = "-".join(str(o._id) for o in outputs), tuple(gr.skip() for _ in outputs)
+        group, skip = "-".join(str(component_key(o)) for o in outputs), tuple(gr.skip() for _ in outputs)
         handler = self.bind(fn)
 
         @wraps(handler)
@@ -270,9 +219,7 @@ class Server:
                 return skip if len(skip) > 1 else skip[0]
             return handler(*args, **kwargs)
 
-        signature = inspect.signature(handler)
-        first = inspect.Parameter("click", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        clicked.__signature__ = signature.replace(parameters=[first, *signature.parameters.values()])
+        take_as(clicked, handler, first=["click"])
         picture.select(
             clicked,
             [tag, *inputs],
