@@ -20,6 +20,7 @@ from gradio_client import handle_file
 from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, tabs, views
 from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS, large_labels
+from .internals import take
 from .pictures import picture
 from .session import EXAMPLES, SIZES, Server, slots, user_errors
 
@@ -265,9 +266,9 @@ class Context:
         def selected(*values):  # key, last, *inputs, request, progress
             return refresh(tab.id, *values)
 
-        _as_taking(render, ["key", *names])
-        _as_taking(refresh, ["shown", "key", "last", *names])
-        _as_taking(selected, ["key", "last", *names])
+        take(render, ["key", *names])
+        take(refresh, ["shown", "key", "last", *names])
+        take(selected, ["key", "last", *names])
         after = [t for t in triggers if isinstance(t, Dependency)]  # listeners the view's draw follows
         events = [t for t in triggers if not isinstance(t, Dependency)]
         drawing = dict(trigger_mode="always_last", show_progress=progress, **slots(concurrency_id))
@@ -307,25 +308,13 @@ def view_tab(tab: str, explanation: str, **kwargs) -> Iterator[gr.Tab]:
         yield shown
 
 
-def _as_taking(fn: Callable, names: list[str]) -> None:
-    """Let Gradio see fn(*values) as taking `names`, then the request and a progress tracker.
-
-    Gradio names API parameters and injects the request from the signature, which *args hides.
-    """
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    params = [inspect.Parameter(name, kind) for name in names]
-    params.append(inspect.Parameter("request", kind, annotation=gr.Request))
-    params.append(inspect.Parameter("progress", kind, default=gr.Progress()))
-    fn.__signature__ = inspect.Signature(params)
-    fn.__annotations__ = {"request": gr.Request}
-
-
 def status_text(a) -> str:
     m = a.model
     h, w = a.pixel_values.shape[2:]
     where = "GPU (" + str(m.device) + ")" if m.device.type == "cuda" else "CPU"
     text = (
-        f"**{m.name}** on **{where}** · input {w}×{h} px · grid {a.grid[0]}×{a.grid[1]} patches of "
+        f"**{m.name}** on **{where}** · input {sentences.pixel_words(h, w)} · grid {sentences.grid_words(*a.grid)} of "
+        f"patches of "
         f"{m.patch_size} px · {a.num_tokens} tokens · {m.num_layers} layers × {m.num_heads} heads"
     )
     return text + sentences.upscale_note(a)
