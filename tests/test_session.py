@@ -6,7 +6,6 @@ import logging
 import os
 import sys
 import threading
-from pathlib import Path
 
 import gradio as gr
 import numpy as np
@@ -384,24 +383,6 @@ def test_background_work_waits_while_anyone_waits_for_an_answer():
     waiter.join()
 
 
-def test_gradios_own_refusals_name_the_api_parameter_they_refuse():
-    from vitviz.app.session import name_refusals
-
-    def draw(layer):
-        return layer
-
-    with gr.Blocks() as demo:
-        layer, out = gr.Slider(0, 11, step=1), gr.Number()
-        layer.change(draw, [layer], out, api_name="draw")
-        layer.release(None, [layer], None, js="(x) => x")  # an event with no parameter names: left alone
-    name_refusals(demo)
-    name_refusals(demo)  # once named, never twice
-    with pytest.raises(gr.Error) as raised:
-        layer.preprocess(99)
-    assert raised.value.message.startswith("layer: Value 99 is greater than") and raised.value.print_exception is False
-    assert layer.preprocess(5) == 5
-
-
 # ---- clicks: each picture's handler picks what is drawn under the pointer
 
 
@@ -670,38 +651,6 @@ def test_an_older_click_that_reaches_the_server_after_a_newer_one_is_not_answere
     assert answered == [("photo", [20, 0]), ("photo", [30, 0]), ("photo", [40, 0])]
     with pytest.raises(ValueError, match="page:n"):
         click("no tag", 50)
-
-
-def test_a_picture_is_never_served_half_written_while_the_same_picture_is_written_again(monkeypatch, tmp_path):
-    """Gradio names a picture's file by its bytes: two answers with the same picture wrote one file, and a browser
-    reading it during the second write got a truncated JPEG (a broken image that lost the next clicks)."""
-    import threading
-
-    from gradio import processing_utils
-    from PIL import Image
-
-    from vitviz.app.pictures import write_pictures_whole
-
-    monkeypatch.setattr(processing_utils, "save_pil_to_cache", processing_utils.save_pil_to_cache)
-    write_pictures_whole()
-    picture = Image.fromarray(np.random.default_rng(0).integers(0, 255, (480, 640, 3), np.uint8))
-    path = Path(processing_utils.save_pil_to_cache(picture, str(tmp_path), format="jpeg"))
-    whole = path.read_bytes()
-    done = threading.Event()
-
-    def write_again():
-        for _ in range(300):
-            assert processing_utils.save_pil_to_cache(picture, str(tmp_path), format="jpeg") == str(path)
-        done.set()
-
-    writer = threading.Thread(target=write_again)
-    writer.start()
-    reads = 0
-    while not done.is_set():
-        assert path.read_bytes() == whole
-        reads += 1
-    writer.join()
-    assert reads > 10
 
 
 def test_each_live_frame_is_drawn_from_itself_never_from_the_frame_before(server):

@@ -1,13 +1,10 @@
-"""Server-drawn pictures: how a view shows one, how Gradio writes it, and how clicks on it reach the server in
-order (`Server.on_click` wires them; static/pick.js is their browser side)."""
+"""Server-drawn pictures: how a view shows one, and how clicks on it reach the server in order
+(`Server.on_click` wires them; static/pick.js is their browser side)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from collections import OrderedDict
-from pathlib import Path
 
 import gradio as gr
 
@@ -33,35 +30,6 @@ def picture(label: str, scale: int = 1, clickable: bool = False, caption: str | 
         if clickable:  # the tag of a click on it (`Server.on_click`): an input nobody sees
             shown.click_tag = gr.Textbox(visible=False)
         return shown
-
-
-def write_pictures_whole() -> None:
-    """Make Gradio write each picture it serves under a temporary name and rename it into place.
-
-    Gradio names a picture's file by the hash of its bytes and rewrites it in place on every answer
-    (`processing_utils.save_pil_to_cache`, gradio 6.31). Two answers with the same picture (a click that sets a
-    position's row and column redraws the map once for each) then truncate the file that a browser is reading
-    from the first answer: it shows a broken image, 20 px across, and the next clicks miss it. Here a picture
-    already written is only touched (`delete_cache` ages files by their time), as Gradio's own
-    `save_file_to_cache` does for uploads. Called by `layout.build`: importing vitviz changes no global.
-    """
-    from gradio import processing_utils
-
-    def save_pil_to_cache(img, cache_dir: str, name: str = "image", format: str = "webp") -> str:
-        data = processing_utils.encode_pil_to_bytes(img, format)
-        folder = Path(cache_dir) / processing_utils.hash_bytes(data)
-        folder.mkdir(exist_ok=True, parents=True)
-        path = (folder / f"{name}.{format}").resolve()
-        try:
-            os.utime(path)
-        except FileNotFoundError:
-            fd, staging = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(staging, path)
-        return str(path)
-
-    processing_utils.save_pil_to_cache = save_pil_to_cache
 
 
 class ClickOrder:
