@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -24,6 +25,16 @@ from . import inside, maps, plots, render, views
 from .analysis import Analysis
 
 LUT_COLORMAPS = ("inferno", "viridis", "magma", "turbo", "gray")  # what the browser can paint with
+STATIC = Path(__file__).resolve().parent / "static"
+# The browser's engine, one file per concern, in the order they are concatenated (plain JS, no build step); a
+# boot file after them gives it its source: boot_gradio.js (the app), boot_widget.js, boot_file.js
+ENGINE = ("attention.js", "scale.js", "source.js", "paint.js", "text.js", "inside.js", "controls.js", "handle.js",
+          "explorer.js")  # fmt: skip
+
+
+def script(boot: str) -> str:
+    """The engine's modules and the boot file `boot` as one script, which runs the Explorer in that home."""
+    return "\n".join((STATIC / name).read_text() for name in (*ENGINE, boot))
 
 
 @dataclass(frozen=True)

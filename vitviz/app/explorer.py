@@ -2,15 +2,14 @@
 
 The page gets the analysis' meta through a `gr.HTML` (its value), then each layer's queries and keys as raw
 float32 from `GET /vitviz/explorer/layer`, outside Gradio's queue: a layer takes no model lock and no
-queue slot, and each browser fetches one layer at a time. The script is `vitviz/static/*.js`, run as the
-component's `js_on_load`; `window.vitviz.explorer` is its test handle.
+queue slot, and each browser fetches one layer at a time. The script is `vitviz/static/*.js` (see
+`vitviz.explorer.ENGINE`), run as the component's `js_on_load`; `window.vitviz.explorer` is its test handle.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from pathlib import Path
 
 import gradio as gr
 from starlette.requests import Request
@@ -21,7 +20,7 @@ from .. import explorer
 from ..maps import DEFAULT_SCALE
 from .session import Server, session_of, user_errors
 
-STATIC = Path(__file__).resolve().parent.parent / "static"
+STATIC = explorer.STATIC
 LAYER_PATH = "/vitviz/explorer/layer"
 # Layers computed at once, over every user: a few ms each on the cached tokens, but a page that loops on the route
 # must not take the cores from the others. A request that waits longer than BUSY_S gets 503, which the page retries.
@@ -29,8 +28,8 @@ LAYER_SLOTS, BUSY_S = threading.BoundedSemaphore(2), 5.0
 
 
 def script() -> str:
-    """The component's js_on_load: the arithmetic, then the drawing and events."""
-    return "\n".join((STATIC / name).read_text() for name in ("attention.js", "explorer.js"))
+    """The component's js_on_load: the engine, booted on the component's value and the layer route."""
+    return explorer.script("boot_gradio.js")
 
 
 @user_errors

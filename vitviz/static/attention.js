@@ -49,3 +49,27 @@ function vitvizSoftmax(out, scores, temperature) {
   }
   return entropy;
 }
+
+// Queries that are no single token: an attention-pool's probe (SigLIP's readout), and the readout of several
+// tokens (a distilled DeiT's two), whose rows are averaged as the model averages what it reads from them.
+const VITVIZ_PROBE = -1;
+const VITVIZ_READOUT = -2;
+
+// weights [H*N] = every head's row for the mean of `queries`' rows; scores [N] end as head `head`'s scores for
+// the first query, work [N] is scratch. Returns head `head`'s entropy in nats.
+function vitvizRows(weights, scores, work, layer, queries, head, temperature, shape) {
+  const { tokens, heads } = shape;
+  let entropy = 0;
+  for (let h = 0; h < heads; h++) {
+    const row = weights.subarray(h * tokens, (h + 1) * tokens);
+    for (const [i, query] of queries.entries()) {
+      vitvizScores(scores, layer, h, query, shape);
+      if (i === 0) { vitvizSoftmax(row, scores, temperature); continue; }
+      vitvizSoftmax(work, scores, temperature);
+      for (let j = 0; j < tokens; j++) row[j] = (row[j] * i + work[j]) / (i + 1);
+    }
+    if (h === head) { entropy = 0; for (let j = 0; j < tokens; j++) if (row[j] > 0) entropy -= row[j] * Math.log(row[j]); }
+  }
+  vitvizScores(scores, layer, head, queries[0], shape);
+  return entropy;
+}

@@ -1,0 +1,44 @@
+// The Explorer's page: its controls, canvases and legend as HTML, in `root`; returns the elements by name.
+// In "inside" mode (one head, step by step) the controls that choose among heads or views are hidden.
+
+function vitvizControls(root, inside) {
+  root.innerHTML = `
+  <div class="vx-bar">
+    <label>Layer <input class="vx-layer" type="range" min="0" max="0" value="0" step="1"><b class="vx-layer-out">0</b></label>
+    <label>Head <select class="vx-head"></select></label>
+    <label>Show <select class="vx-measure"><option value="w">weight α</option><option value="wv">weight × value norm ‖α W_O v‖</option></select></label>
+    <label>Temperature <input class="vx-temp" type="range" min="-2" max="2" value="0" step="0.05"><b class="vx-temp-out">T = 1.00 (the model)</b></label>
+    <label>Colours <select class="vx-scale"><option value="own">each map to its own maximum</option><option value="shared">shared by the layer's heads</option></select></label>
+    <label>View <select class="vx-view"><option value="heads">this layer's heads</option><option value="model">every layer × head</option></select></label>
+    <button class="vx-readout" type="button">Query: readout (CLS)</button>
+  </div>
+  <div class="vx-status" role="status"></div>
+  <div class="vx-main">
+    <figure class="vx-big">
+      <canvas class="vx-canvas vx-big-canvas"></canvas>
+      <figcaption class="vx-big-cap"></figcaption>
+    </figure>
+    <div class="vx-side">
+      <div class="vx-tiles"></div>
+      <div class="vx-legend">
+        <div class="vx-bar-row"><span class="vx-lo">0</span><span class="vx-ramp"></span><span class="vx-hi"></span></div>
+        <div class="vx-scale-note"></div>
+        <div><span class="vx-swatch"></span> the query patch (white, black border; none when the query is the readout).
+          Hover to move it, click to pin it.</div>
+      </div>
+    </div>
+  </div>
+  <div class="vx-model" hidden></div>
+  <div class="vx-mech"></div>`;
+  root.tabIndex = 0;
+  const $ = (sel) => root.querySelector(sel);
+  const ui = {
+    layer: $(".vx-layer"), layerOut: $(".vx-layer-out"), head: $(".vx-head"), measure: $(".vx-measure"),
+    temp: $(".vx-temp"), tempOut: $(".vx-temp-out"), view: $(".vx-view"), readout: $(".vx-readout"),
+    status: $(".vx-status"), big: $(".vx-big-canvas"), bigCap: $(".vx-big-cap"), tiles: $(".vx-tiles"),
+    model: $(".vx-model"), mech: $(".vx-mech"), lo: $(".vx-lo"), hi: $(".vx-hi"), ramp: $(".vx-ramp"),
+    scaleNote: $(".vx-scale-note"), scale: $(".vx-scale"),
+  };
+  if (inside) for (const control of [ui.view, ui.measure, ui.scale]) control.closest("label").hidden = true;
+  return ui;
+}

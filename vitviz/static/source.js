@@ -1,0 +1,135 @@
+// Where the Explorer's data comes from. A source is one small interface:
+//   meta()     the analysis' meta (vitviz/explorer.py: sizes, token names, the photo, the page's settings);
+//              meta.session + meta.key name the analysis, so that two Explorers of one page share its layers;
+//   layer(l)   a Promise of layer l's bytes, an ArrayBuffer of float32 q | k | valueNorms (see attention.js);
+//              a failure is an Error whose .status 503 means "busy: ask again soon".
+// Three sources: the app's route, a notebook widget's kernel, and layers embedded in one HTML file.
+
+function vitvizRouteSource(meta) {
+  // GET /vitviz/explorer/layer of the app that served the page
+  const base = ((window.gradio_config && window.gradio_config.root) || location.origin).replace(/\/$/, "");
+  return {
+    meta: () => meta,
+    async layer(l) {
+      const q = new URLSearchParams({ session: meta.session, key: meta.key, layer: String(l) });
+      const r = await fetch(`${base}/vitviz/explorer/layer?${q}`, { credentials: "same-origin" });
+      if (!r.ok) throw Object.assign(new Error((await r.text()) || `HTTP ${r.status}`), { status: r.status });
+      return r.arrayBuffer();
+    },
+  };
+}
+
+function vitvizWidgetSource(model) {
+  // an anywidget's model: the page sends {want: l}, the kernel answers {layer: l} with the bytes as its one
+  // binary buffer (or {layer: l, error}); the meta is the model's "meta" trait
+  const waiting = new Map();
+  const answer = (msg, buffers) => {
+    if (!msg || !waiting.has(msg.layer)) return;
+    const { resolve, reject } = waiting.get(msg.layer);
+    waiting.delete(msg.layer);
+    if (msg.error) { reject(new Error(msg.error)); return; }
+    const view = buffers[0]; // a DataView on the message: copied, so that Float32Array sees it aligned
+    resolve(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
+  };
+  model.on("msg:custom", answer);
+  return {
+    meta: () => model.get("meta"),
+    layer(l) {
+      if (waiting.has(l)) return waiting.get(l).promise;
+      const entry = {};
+      entry.promise = new Promise((resolve, reject) => Object.assign(entry, { resolve, reject }));
+      waiting.set(l, entry);
+      model.send({ want: l });
+      return entry.promise;
+    },
+    close() { model.off("msg:custom", answer); },
+  };
+}
+
+function vitvizEmbeddedSource(meta, layers) {
+  // layers: {l: base64 of the layer's bytes}, written into the page by vitviz.export_html
+  return {
+    meta: () => meta,
+    async layer(l) {
+      if (!(l in layers)) throw new Error(`layer ${l} is not in this file: export it with --layers`);
+      return vitvizBase64(layers[l]);
+    },
+  };
+}
+
+function vitvizBase64(text) {
+  const raw = atob(text), bytes = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+  return bytes.buffer; // little-endian float32, as Python wrote it
+}
+
+// The layers of one analysis in this page: one request at a time, those asked `first` before the rest. Parsed
+// layers and those on their way are kept on window.vitviz, shared with another Explorer of the same analysis.
+// onArrive(l) and onFail(l, message) are called while the store is open.
+function vitvizLayerStore(source, shape, onArrive, onFail) {
+  const meta = source.meta(), prefix = `${meta.session}|${meta.key}|`;
+  const shared = (window.vitviz = window.vitviz || {});
+  const kept = (shared.layerStore ||= new Map()), fetches = (shared.layerFetches ||= new Map());
+  for (const k of [...kept.keys()]) if (!k.startsWith(prefix)) kept.delete(k); // one photo's layers at a time
+  const layers = new Map(), failed = new Map();
+  let wanted = [], inflight = null, waiters = [], open = true;
+
+  const arrived = (l, data) => {
+    layers.set(l, data);
+    failed.delete(l);
+    onArrive(l);
+    waiters = waiters.filter((w) => (layers.has(w.layer) ? (w.resolve(), false) : true));
+  };
+  const want = (l, first) => {
+    if (!open || l < 0 || l >= meta.layers || layers.has(l) || inflight === l) return;
+    if (kept.has(prefix + l)) { arrived(l, kept.get(prefix + l)); return; } // the other Explorer has it
+    wanted = wanted.filter((x) => x !== l);
+    if (first) wanted.unshift(l); else wanted.push(l);
+    pump();
+  };
+  const pump = () => {
+    while (wanted.length && layers.has(wanted[0])) wanted.shift();
+    if (inflight !== null || !wanted.length || !open) return;
+    const l = wanted.shift(), key = prefix + l, started = performance.now();
+    inflight = l;
+    let fetching = fetches.get(key);
+    if (!fetching) {
+      fetching = source.layer(l)
+        .then((buffer) => {
+          const data = vitvizLayer(buffer, shape.tokens, shape.heads, shape.dh);
+          data.fetchMs = performance.now() - started;
+          kept.set(key, data);
+          return data;
+        })
+        .finally(() => fetches.delete(key));
+      fetches.set(key, fetching);
+    }
+    fetching
+      .then((data) => { if (open) arrived(l, data); })
+      .catch((e) => {
+        if (!open) return;
+        if (e.status === 503) { setTimeout(() => want(l, l === store.current), 300); return; } // busy: again soon
+        failed.set(l, e.message);
+        onFail(l, e.message);
+        waiters = waiters.filter((w) => (w.layer === l ? (w.reject(e), false) : true));
+      })
+      .finally(() => { if (open) { inflight = null; pump(); } });
+  };
+  const store = {
+    layers, failed, current: 0,
+    want,
+    whenLoaded(l) {
+      if (layers.has(l)) return Promise.resolve();
+      const waiting = new Promise((resolve, reject) => waiters.push({ layer: l, resolve, reject }));
+      want(l, true); // after the waiter: a layer the other Explorer already holds arrives at once
+      return waiting;
+    },
+    retry() { // what failed (say, evicted by the server) is asked again
+      const again = [...failed.keys()];
+      failed.clear();
+      for (const l of again) want(l, l === store.current);
+    },
+    close() { open = false; waiters = []; if (source.close) source.close(); },
+  };
+  return store;
+}
