@@ -142,18 +142,25 @@ class SortsBy:
     def colour(self) -> tuple[str, float]:
         return max(((f, self.r[f]) for f in COLOUR), key=lambda x: x[1])
 
+    @property
+    def verdict(self) -> str:
+        """ "position", "colour", "both" or "neither", by the larger R (within MARGIN: both; under WEAK: neither)."""
+        p, c = self.position[1], self.colour[1]
+        if max(p, c) < WEAK:
+            return "neither"
+        return "position" if p >= c + MARGIN else "colour" if c >= p + MARGIN else "both"
+
     def sentence(self) -> str:
         """What the head sorts by, in words, from the numbers alone."""
         (pf, p), (cf, c) = self.position, self.colour
         pos, col = f"{WORDS[pf]} (R = {p:.2f})", f"{WORDS[cf]} (R = {c:.2f})"
         who = f"Head {self.head} of layer {self.layer}"
-        if max(p, c) < WEAK:
-            return f"{who} sorts by neither position nor colour: its map hardly follows {pos} or {col}."
-        if p >= c + MARGIN:
-            return f"{who} sorts by position: its map follows {pos} more than {col}."
-        if c >= p + MARGIN:
-            return f"{who} sorts by colour: its map follows {col} more than {pos}."
-        return f"{who} sorts by position and colour alike: its map follows {pos} and {col}."
+        return {
+            "neither": f"{who} sorts by neither position nor colour: its map hardly follows {pos} or {col}.",
+            "position": f"{who} sorts by position: its map follows {pos} more than {col}.",
+            "colour": f"{who} sorts by colour: its map follows {col} more than {pos}.",
+            "both": f"{who} sorts by position and colour alike: its map follows {pos} and {col}.",
+        }[self.verdict]
 
 
 def sorts_by(q2: np.ndarray, k2: np.ndarray, grid: tuple[int, int], rgb: np.ndarray, prefix: int, layer: int,
@@ -190,5 +197,6 @@ def meta(a: Analysis) -> dict:
     return {
         **{key: m[key] for key in keep},
         "colours": np.round(rgb.reshape(-1) * 255).astype(int).tolist(),
-        "sorts": [[{"r": s.r, "sentence": s.sentence()} for s in row] for row in sorts],
+        "colormap": m["colormaps"]["viridis"],
+        "sorts": [[{"r": s.r, "verdict": s.verdict, "sentence": s.sentence()} for s in row] for row in sorts],
     }
