@@ -7,6 +7,7 @@ TITLES = {
     "tokens": "Tokens",
     "attention": "Attention",
     "inside": "Inside a head",
+    "qk": "Queries & keys",
     "rollout": "Rollout",
     "positions": "Positions",
     "heads": "Heads",
