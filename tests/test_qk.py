@@ -6,14 +6,20 @@ eigendecomposition of the covariance, least squares by NumPy's own solver.
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FAMILIES, random_image
+from app_server import running_app
+from conftest import ASSETS, FAMILIES, random_image
+from support import qk_page
+from support.harness import CHROMIUM, CHROMIUM_ARGS
 
 import vitviz
 from vitviz import explorer, qk
+from vitviz.tabs import label
 
 
 def rows64(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
@@ -161,3 +167,211 @@ def test_patch_colours_are_the_photos_own():
     np.testing.assert_allclose(rgb[:, 0], np.broadcast_to(np.array([200, 30, 90]) / 255, rgb[:, 0].shape), atol=2e-3)
     np.testing.assert_allclose(rgb[:, gw - 1], np.broadcast_to(np.array([10, 250, 120]) / 255, rgb[:, 0].shape),
                                atol=2e-3)  # fmt: skip
+
+
+# ---- the browser's view: the real script in a bare page, on tiny models and the embedded model
+
+
+def browser_or_skip():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("VITVIZ_REQUIRE_BROWSER"):
+            pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)")
+    return pytest.importorskip("playwright.sync_api")
+
+
+def reference_map(analyses: list[vitviz.Analysis], layer: int, head: int) -> np.ndarray:
+    """[2·ΣN, 2]: every photo's queries, then every photo's keys, normalised together and on one float64 PCA."""
+    parts = [explorer.layer_data(a, layer) for a in analyses]
+    heads = analyses[0].model.num_heads
+    qs, ks = zip(
+        *(qk.head_vectors(d.q.astype(np.float64), d.k.astype(np.float64), heads, head) for d in parts), strict=True
+    )
+    q2, k2 = qk.joint_map(np.vstack(qs), np.vstack(ks))
+    return np.vstack([q2, k2])
+
+
+def page_map(page) -> tuple[np.ndarray, dict]:
+    c = page.evaluate("() => window.vitviz.qk.coords()")
+    return np.array(c["xy"]).reshape(-1, 2), c
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", ["vit", "dinov2_registers", "siglip_vision"])
+def test_the_browsers_map_is_the_float64_pca_on_tiny_models(name):
+    """Every layer and head: the page's coordinates equal normalise + PCA in float64 NumPy, up to each axis' sign
+    (the page's sign rule is Python's, so the signs agree too)."""
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES[name](), random_image(40, 56, seed=5), longest=56)
+    meta, layers = qk_page.photo(a, "k")
+    with sync_api.sync_playwright() as pw:
+        browser, page = qk_page.open_page(pw, layers)
+        qk_page.show(page, meta)
+        for layer in range(a.model.num_layers):
+            for head in range(a.model.num_heads):
+                page.evaluate("([l, h]) => window.vitviz.qk.show(l, h)", [layer, head])
+                got, _ = page_map(page)
+                want = reference_map([a], layer, head)
+                np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max(), err_msg=f"{name} {layer} {head}")
+        assert page.evaluate("() => window.errors") == []
+        browser.close()
+
+
+def top_keys(a: vitviz.Analysis, layer: int, head: int, token: int, of_query: bool = True) -> list[int]:
+    """The TOP keys a query scores highest (of_query), or the queries that score a key highest, in float64."""
+    d = explorer.layer_data(a, layer)
+    q, k = (x.astype(np.float64) for x in qk.head_vectors(d.q, d.k, a.model.num_heads, head))
+    scores = k @ q[token] if of_query else q @ k[token]
+    return [int(j) for j in np.argsort(-scores, kind="stable")[:5]]
+
+
+@pytest.mark.browser
+def test_hovering_a_point_lights_its_patch_and_the_patches_it_attends_to_and_back():
+    """The real pointer over a known query point: that patch and its top keys are outlined and sent to the
+    Explorer (vitviz-highlight); over a key: the queries that score it highest. An Explorer's vitviz-hover (another
+    layer and head) moves the view there and marks that query's point; a patch hovered on the view's own photo
+    marks its point the same way."""
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES["dinov2_registers"](), random_image(48, 64, seed=7), longest=64)  # 5 prefix tokens
+    meta, layers = qk_page.photo(a, "k")
+    gh, gw = a.grid
+    with sync_api.sync_playwright() as pw:
+        browser, page = qk_page.open_page(pw, layers)
+        qk_page.show(page, meta)
+        page.evaluate("() => window.vitviz.qk.show(2, 1)")
+        for kind, token in [("query", a.n_prefix + 9), ("key", a.n_prefix + 30), ("query", 0)]:
+            at = page.evaluate("([k, t]) => window.vitviz.qk.pointAt(0, k, t)", [kind, token])
+            page.mouse.move(at["x"] + 40, at["y"] + 40)
+            page.mouse.move(at["x"], at["y"])
+            page.wait_for_timeout(100)
+            hl = page.evaluate("() => window.vitviz.qk.state().highlight")
+            want = top_keys(a, 2, 1, token, kind == "query")
+            if hl["point"] != at["point"]:  # another point drawn on the very same pixel: it must be as near
+                xy, _ = page_map(page)
+                pytest.fail(
+                    f"hovered point {hl['point']} is not {at['point']} ({xy[hl['point']]} vs {xy[at['point']]})"
+                )
+            assert hl["token"] == token and hl["isQuery"] == (kind == "query") and hl["tokens"] == want
+            assert page.evaluate("() => window.highlights.at(-1)") == [token, *want]
+        page.evaluate("""() => document.dispatchEvent(new CustomEvent("vitviz-hover",
+                          {detail: {layer: 1, head: 3, query: 17, mode: "attention"}}))""")
+        page.wait_for_function("() => window.vitviz.qk.state().told?.query === 17")
+        state = page.evaluate("() => window.vitviz.qk.state()")
+        assert (state["layer"], state["head"]) == (1, 3)
+        assert state["highlight"]["token"] == 17 and state["highlight"]["isQuery"]
+        assert state["highlight"]["tokens"] == top_keys(a, 1, 3, 17)
+        box = page.locator(".qk-photo-canvas").bounding_box()
+        row, col = gh - 1, 2
+        page.mouse.move(box["x"] + (col + 0.5) * box["width"] / gw, box["y"] + (row + 0.5) * box["height"] / gh)
+        page.wait_for_timeout(100)
+        hl = page.evaluate("() => window.vitviz.qk.state().highlight")
+        assert hl["token"] == a.n_prefix + row * gw + col and hl["point"] == hl["token"]
+        assert page.evaluate("() => window.errors") == []
+        browser.close()
+
+
+@pytest.mark.browser
+def test_brushing_lights_up_the_patches_of_the_points_inside_the_rectangle():
+    """A real drag: the patches sent are exactly the tokens whose points (query or key) lie in the rectangle."""
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES["vit"](), random_image(40, 56, seed=8), longest=56)
+    meta, layers = qk_page.photo(a, "k")
+    with sync_api.sync_playwright() as pw:
+        browser, page = qk_page.open_page(pw, layers)
+        qk_page.show(page, meta)
+        centre = page.evaluate("() => window.vitviz.qk.pointAt(0, 'query', 12)")
+        box = page.locator(".qk-over").bounding_box()  # the rectangle within the map, around the point
+        x0, y0 = max(box["x"] + 2, centre["x"] - 150), max(box["y"] + 2, centre["y"] - 120)
+        right, bottom = box["x"] + box["width"] - 2, box["y"] + box["height"] - 2
+        x1, y1 = min(right, centre["x"] + 130), min(bottom, centre["y"] + 140)
+        page.mouse.move(x0, y0)
+        page.mouse.down()
+        page.mouse.move(x1, y1, steps=5)
+        page.mouse.up()
+        page.wait_for_timeout(100)
+        brush = page.evaluate("() => window.vitviz.qk.state().brush")
+        points = page.evaluate(
+            "(n) => Array.from({length: n}, (_, t) => ['query', 'key'].map((k) => window.vitviz.qk.pointAt(0, k, t)))",
+            a.num_tokens,
+        )
+        inside = sorted({t for t, pair in enumerate(points) for p in pair if x0 <= p["x"] <= x1 and y0 <= p["y"] <= y1})
+        assert 12 in inside and 1 < len(inside) < a.num_tokens
+        assert brush["tokens"][0] == inside
+        assert page.evaluate("() => window.highlights.at(-1)") == inside
+        browser.close()
+
+
+@pytest.mark.browser
+def test_the_last_photos_share_one_map_normalised_together():
+    """Two photos, then 'your last photos': one map of both photos' queries and keys, equal to the float64
+    normalisation and PCA of all of them together; a tap on a phone picks a point of the older photo."""
+    sync_api = browser_or_skip()
+    model = FAMILIES["vit"]()
+    first, second = (vitviz.analyze(model, random_image(40, 56, seed=s), longest=56) for s in (11, 12))
+    (m1, l1), (m2, l2) = qk_page.photo(first, "one"), qk_page.photo(second, "two")
+    with sync_api.sync_playwright() as pw:
+        browser, page = qk_page.open_page(pw, {**l1, **l2}, size=(390, 844), touch=True)
+        qk_page.show(page, m1)
+        qk_page.show(page, m2)
+        page.evaluate("() => window.vitviz.qk.photos('all')")
+        page.evaluate("() => window.vitviz.qk.show(1, 2)")
+        got, c = page_map(page)
+        assert [p["key"] for p in c["photos"]] == ["two", "one"]
+        want = reference_map([second, first], 1, 2)
+        np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max())
+        at = page.evaluate("() => window.vitviz.qk.pointAt(1, 'query', 7)")
+        page.touchscreen.tap(at["x"], at["y"])
+        page.wait_for_timeout(100)
+        hl = page.evaluate("() => window.vitviz.qk.state().highlight")
+        assert hl["photo"] == 1 and hl["token"] == 7 and hl["tokens"] == top_keys(first, 1, 2, 7)
+        assert page.locator(".qk-strip canvas").count() == 1
+        browser.close()
+
+
+# ---- the real app, on the embedded model (its own page: one sync Playwright at a time)
+
+
+@pytest.fixture(scope="module")
+def app_page():
+    sync_api = browser_or_skip()
+    with running_app() as url, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        yield page
+        browser.close()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_app_maps_the_embedded_models_heads_and_links_them_with_the_explorer(app_page, embedded):
+    """The tab's coordinates equal the float64 PCA of the embedded model's normalised queries and keys (chelsea,
+    448 px); its sentence is Python's; the Explorer's query moves the view and marks its point, and a point hovered
+    here outlines its patches on the Explorer."""
+    page = app_page
+    page.get_by_role("tab", name=label("qk")).click()
+    page.wait_for_function("() => window.vitviz?.qk?.state().points > 0", timeout=90_000)
+    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg")
+    for layer, head in [(0, 1), (6, 0), (11, 5)]:
+        page.evaluate("([l, h]) => window.vitviz.qk.show(l, h)", [layer, head])
+        got, _ = page_map(page)
+        want = reference_map([a], layer, head)
+        np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max(), err_msg=f"{layer} {head}")
+    sorts = qk.sorts_by(*qk.layer_maps(a, 11)[5], a.grid, qk.patch_colours(a), a.n_prefix, 11, 5)
+    assert page.locator(".qk-sorts").inner_text().startswith(sorts.sentence())
+    page.get_by_role("tab", name=label("attention")).click()
+    page.wait_for_function("() => window.vitviz?.explorer?.state().key", timeout=60_000)
+    query = a.n_prefix + 5 * a.grid[1] + 7
+    page.evaluate("(gw) => window.vitviz.explorer.hover(3, 2, 5 * gw + 7)", a.grid[1])
+    page.wait_for_function("(q) => window.vitviz.qk.state().told?.query === q", arg=query, timeout=30_000)
+    state = page.evaluate("() => window.vitviz.qk.state()")
+    assert (state["layer"], state["head"]) == (3, 2) and state["highlight"]["token"] == query
+    assert state["highlight"]["tokens"] == top_keys(a, 3, 2, query)
+    page.get_by_role("tab", name=label("qk")).click()
+    at = page.evaluate("(t) => window.vitviz.qk.pointAt(0, 'key', t)", query)
+    page.mouse.move(at["x"], at["y"])
+    page.wait_for_timeout(200)
+    hl = page.evaluate("() => window.vitviz.qk.state().highlight")
+    assert hl["point"] == at["point"]
+    assert page.evaluate("() => window.vitviz.explorer.state().highlight") == [query, *top_keys(a, 3, 2, query, False)]
