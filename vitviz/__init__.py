@@ -53,6 +53,7 @@ _WHERE = {
     "wrap_depth": "depth",
     "load_image": "preprocess",
     "show": "notebook",
+    "export_html": "export",
 }
 __all__ = sorted([*_WHERE, "EXAMPLES", "example", "__version__"])
 ASSETS = Path(__file__).resolve().parent / "assets"  # package data: the example photos travel in the wheel

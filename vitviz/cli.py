@@ -57,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="vitviz", description="See inside a Vision Transformer.", epilog=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     top.add_argument("--version", action="version", version=f"vitviz {__version__}")
-    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats,check,faithfulness}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats,check,faithfulness,explore}")
     sub.add_parser("serve", help="start the web app (vitviz serve --help lists its options)")
 
     analyze = sub.add_parser("analyze", help="write an image's maps as PNG files, its arrays and a summary")
@@ -99,6 +99,14 @@ def parser() -> argparse.ArgumentParser:
     faith.add_argument("--replacement", default="blur", help="what a hidden patch shows: blur, mean or black")
     faith.add_argument("--random", type=_positive, default=5, help="random orders for the baseline band (default 5)")
     faith.set_defaults(run=run_faithfulness)
+
+    explore = sub.add_parser("explore", help="write an image's Explorer as one HTML file that works offline")
+    explore.add_argument("image", type=Path, help="image file")
+    explore.add_argument("--html", type=Path, required=True, help="the .html file to write")
+    _model_options(explore)
+    explore.add_argument("--layers", default="all",
+                         help="layers to embed: all, or e.g. 0,5,11 (a 224 px square: 1.1 MB a layer)")  # fmt: skip
+    explore.set_defaults(run=run_explore)
     return top
 
 
@@ -232,6 +240,33 @@ def run_analyze(args: argparse.Namespace) -> int:
             _say(f"{path} -> {out}/ ({written})")
             bar.update()
     return 1 if skipped else 0
+
+
+def run_explore(args: argparse.Namespace) -> int:
+    """One self-contained HTML file: the Explorer of IMAGE with the chosen layers' queries and keys embedded."""
+    _existing([args.image], "explore")
+    layers = _indices(args.layers, "layers")
+    if args.html.suffix.lower() not in (".html", ".htm"):
+        raise UsageError(f"--html must name an .html file, got {str(args.html)!r}")
+    if not args.html.resolve().parent.is_dir():
+        raise UsageError(f"--html {args.html}: no such folder {args.html.parent}")
+    _check_model(args.model, args.model_argument)
+    model = _load(args)
+    layers = _within(layers, model.num_layers, "layers")
+    from . import analyze
+    from .export import export_html
+
+    try:
+        a = analyze(model, args.image, longest=args.size)
+    except (OSError, ValueError) as exc:
+        _skip(args.image, exc)
+        return 1
+    with _bar(len(layers), "explore: layers", "layer") as bar:
+        path = export_html(a, args.html, layers=layers, progress=lambda _: bar.update())
+    h, w = a.pixel_values.shape[2:]
+    _say(f"vitviz: wrote {path} ({path.stat().st_size / 1e6:.1f} MB: {len(layers)} layers at {w} × {h} px; "
+         f"--layers or --size make it smaller)", sys.stderr)  # fmt: skip
+    return 0
 
 
 def _write_pictures(a, layers: list[int], heads: list[int], out: Path) -> str:

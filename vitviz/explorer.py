@@ -14,6 +14,7 @@ the capture itself. A 448 px square photo (1025 tokens, 6 heads of 64) costs 3.2
 from __future__ import annotations
 
 import base64
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,32 @@ def look(cmap: str, alpha: float, scale: str) -> dict:
         "scaleRule": {"floor": maps.LOG_FLOOR, "percentiles": list(maps.CLIP_PERCENTILES)},
         "scaleName": render.SCALE_NAMES[scale],
     }
+
+
+DEFAULT_CMAP, DEFAULT_OPACITY = "inferno", 0.6  # the app's page opens with these (app/source.py)
+
+
+def analysis_of(image_or_analysis, model=None, size: int | None = None) -> Analysis:
+    """An Analysis as given, or one forward of `model` (default: the embedded model) on an image at `size`."""
+    if isinstance(image_or_analysis, Analysis):
+        if model is not None or size is not None:
+            raise ValueError("model and size go with an image: an Analysis already has both")
+        return image_or_analysis
+    from .capture import analyze
+    from .models import load_model
+
+    return analyze(model if model is not None else load_model(), image_or_analysis, longest=size)
+
+
+def standalone_meta(a: Analysis, cmap: str, alpha: float, scale: str, layer: int | None = None) -> dict:
+    """The meta for an Explorer outside the app (a notebook, a file): the page's settings as given, the layer it
+    opens on (default the last), and a key that names this analysis among others in the same page."""
+    if layer is not None:
+        a._check_layer_head(layer, None)
+    digest = hashlib.sha1(np.ascontiguousarray(a.pixel_values).tobytes()).hexdigest()[:16]
+    start = a.model.num_layers - 1 if layer is None else int(layer)
+    return {**meta(a), **look(cmap, alpha, scale), "session": "standalone", "key": f"{a.model.name}|{digest}",
+            "start": start}  # fmt: skip
 
 
 def probe_data(a: Analysis) -> dict | None:

@@ -24,7 +24,7 @@ function vitvizExplorer(root, mode) {
 
   function showStatus() {
     if (!S.meta) return;
-    const n = loaded().size, L = S.meta.layers;
+    const n = loaded().size, L = S.meta.only ? S.meta.only.length : S.meta.layers; // a file may hold some layers
     const mb = n ? (loaded().values().next().value.bytes / 1e6).toFixed(1) : "?";
     ui.status.textContent = n < L
       ? `Layers in this browser: ${n} of ${L} (${mb} MB each, the rest loading in the background)`

@@ -47,7 +47,7 @@ function vitvizWidgetSource(model) {
 }
 
 function vitvizEmbeddedSource(meta, layers) {
-  // layers: {l: base64 of the layer's bytes}, written into the page by vitviz.export_html
+  // layers: {l: base64 of the layer's bytes}, written into the page by vitviz.export_html; meta.only lists them
   return {
     meta: () => meta,
     async layer(l) {
@@ -82,6 +82,7 @@ function vitvizLayerStore(source, shape, onArrive, onFail) {
   };
   const want = (l, first) => {
     if (!open || l < 0 || l >= meta.layers || layers.has(l) || inflight === l) return;
+    if (!first && meta.only && !meta.only.includes(l)) return; // a file with some layers: only asked ones fail
     if (kept.has(prefix + l)) { arrived(l, kept.get(prefix + l)); return; } // the other Explorer has it
     wanted = wanted.filter((x) => x !== l);
     if (first) wanted.unshift(l); else wanted.push(l);

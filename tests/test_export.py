@@ -1,0 +1,141 @@
+"""The Explorer as one offline HTML file (`vitviz.export_html`, `vitviz explore --html`): what it embeds, read back
+in Python, and the file itself opened from file:// in Chromium with every request but file:// refused, its
+weights compared with the attention that the model's own forward captured."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import ASSETS, FAMILIES, random_image
+from support.harness import CHROMIUM
+from support.harness import CHROMIUM_ARGS as ARGS
+from test_cli import HEAVY, ROOT, usage
+from test_explorer import BOUND, HOVER_ALL, browser_or_skip, captured_rows
+
+import vitviz
+from vitviz import explorer
+from vitviz.export import explorer_html, export_html
+
+
+def embedded_json(page: str, element: str):
+    return json.loads(re.search(rf'<script type="application/json" id="{element}">(.*?)</script>', page, re.S)[1])
+
+
+def test_the_file_holds_the_chosen_layers_bytes_and_the_pages_settings():
+    a = vitviz.analyze(FAMILIES["deit"](), random_image(40, 56, seed=2), longest=56)
+    page = explorer_html(a, layers=[2, 0], cmap="viridis", opacity=0.3, scale="robust")
+    meta, layers = embedded_json(page, "vitviz-meta"), embedded_json(page, "vitviz-layers")
+    assert sorted(layers) == ["0", "2"] and meta["only"] == [0, 2] and meta["start"] == 2
+    for layer, text in layers.items():
+        assert base64.b64decode(text) == explorer.layer_data(a, int(layer)).tobytes()
+    assert (meta["cmap"], meta["alpha"], meta["colourScale"]) == ("viridis", 0.3, "robust")
+    assert meta["readout"]["tokens"] == [0, 1] and meta["grid"] == list(a.grid)
+    assert "http://" not in page and "https://" not in page  # nothing to fetch: the photo is a data: URL
+    other = explorer_html(vitviz.analyze(a.model, random_image(40, 56, seed=3), longest=56), layers=[0])
+    assert embedded_json(other, "vitviz-meta")["key"] != meta["key"]  # two files' photos never share layers
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"layers": [0, 9]}, "layer must be in"),
+        ({"layers": []}, "layers is empty"),
+        ({"layers": [0, 1], "layer": 2}, "layer 2 is not among the embedded layers [0, 1]"),
+        ({"scale": "loud"}, "unknown colour scale 'loud'"),
+        ({"opacity": 1.5}, "opacity must be between 0 and 1"),
+    ],
+)
+def test_bad_options_name_the_problem(options, message):
+    a = vitviz.analyze(FAMILIES["vit"](), random_image(40, 56), longest=56)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        explorer_html(a, **options)
+
+
+def open_offline(pw, path):
+    """The file in Chromium from file://, every request that is not file:// refused and kept."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    refused, errors = [], []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://")
+               else (refused.append(r.request.url), r.abort()))  # fmt: skip
+    page.goto(path.as_uri())
+    page.wait_for_function("() => window.vitviz && window.vitviz.explorer.state().loaded.length > 0")
+    return browser, page, refused, errors
+
+
+@pytest.mark.browser
+def test_the_file_opens_offline_and_shows_the_captured_weights_by_pointer_slider_and_head(tmp_path):
+    """A distilled DeiT (two readout tokens), every layer and head: the handle's rows are the captured ones; a real
+    pointer moves the query, the slider the layer and the select the head; a layer left out is said to be."""
+    sync_api = browser_or_skip()
+    model = FAMILIES["deit"]()
+    a = vitviz.analyze(model, random_image(48, 64, seed=9), longest=64)
+    gh, gw = a.grid
+    path = export_html(a, tmp_path / "deit.html", layers=[0, 1])
+    patches = [-1, 0, gw - 1, gh * gw - 1, (gh // 2) * gw + gw // 2]
+    cases = [(layer, h, p) for layer in (0, 1) for h in range(model.num_heads) for p in patches]
+    with sync_api.sync_playwright() as pw:
+        browser, page, refused, errors = open_offline(pw, path)
+        rows = np.array(page.evaluate(HOVER_ALL, cases))
+        page.select_option(".vx-head", "2")
+        page.locator(".vx-layer").fill("0")  # the slider, as a user drags it
+        box = page.locator(".vx-big-canvas").bounding_box()
+        page.mouse.move(box["x"] + 3.5 * box["width"] / gw, box["y"] + 4.5 * box["height"] / gh)
+        page.wait_for_timeout(150)
+        state = page.evaluate("() => window.vitviz.explorer.state()")
+        weights = page.evaluate("() => Array.from(window.vitviz.explorer.temperature(1).weights)")
+        missing = page.evaluate("() => window.vitviz.explorer.layer(2).then(() => 'loaded', (e) => e.message)")
+        browser.close()
+    assert refused == [] and errors == []
+    assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
+    assert (state["layer"], state["head"], state["query"]) == (0, 2, a.n_prefix + 4 * gw + 3)
+    assert np.abs(np.array(weights) - captured_rows(a, [(0, 2, 4 * gw + 3)])[0]).max() <= BOUND
+    assert missing == "layer 2 is not in this file: export it with --layers"
+
+
+@pytest.mark.browser
+def test_the_cli_writes_the_embedded_models_file_whose_every_layer_gives_the_captured_weights(embedded, tmp_path):
+    """`vitviz explore` at 224 px, all 12 layers: the size said on stderr is the file's, and from file:// with the
+    network refused every layer's rows are within 1e-3 of the forward's."""
+    sync_api = browser_or_skip()
+    out = tmp_path / "chelsea.html"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.run([sys.executable, "-m", "vitviz", "explore", str(ASSETS / "chelsea.jpg"), "--html", str(out),
+                          "--size", "224"], capture_output=True, text=True, env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    said = re.search(r"wrote .* \(([0-9.]+) MB: 12 layers at 224 × 154 px", run.stderr)
+    assert said and abs(float(said[1]) - out.stat().st_size / 1e6) < 0.05, run.stderr
+    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=224)
+    gh, gw = a.grid
+    cases = [(layer, h, p) for layer in range(12) for h in (0, 5) for p in (-1, 0, gh * gw - 1, gw + 3)]
+    with sync_api.sync_playwright() as pw:
+        browser, page, refused, errors = open_offline(pw, out)
+        rows = np.array(page.evaluate(HOVER_ALL, cases))
+        browser.close()
+    assert refused == [] and errors == []
+    diff = np.abs(rows - captured_rows(a, cases)).max(axis=1)
+    assert diff.max() <= BOUND, (cases[int(diff.argmax())], diff.max())
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["explore", "x.jpg", "--html", "o.html"], "explore: no such file: x.jpg"),
+        (["explore", str(ASSETS / "chelsea.jpg"), "--html", "o.png"], "--html must name an .html file"),
+        (["explore", str(ASSETS / "chelsea.jpg"), "--html", "no/such/o.html"], "no such folder no/such"),
+        (["explore", str(ASSETS / "chelsea.jpg"), "--html", "o.html", "--layers", "1-3"], "--layers must be 'all'"),
+        (["explore", str(ASSETS / "chelsea.jpg")], "the following arguments are required: --html"),
+    ],
+)
+def test_explores_usage_errors_exit_2_before_anything_heavy(args, message, tmp_path):
+    rc, stderr, heavy, _ = usage(args, tmp_path)
+    assert rc == 2 and message in stderr and "Traceback" not in stderr, stderr
+    assert heavy == [], HEAVY
