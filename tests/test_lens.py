@@ -10,6 +10,7 @@ import torch
 from conftest import FAMILIES, random_image
 
 from vitviz.lens import LayerLens, layer_lens
+from vitviz.outputs import Output, dense_weights
 from vitviz.preprocess import prepare_input
 
 
@@ -75,3 +76,46 @@ def test_settles_is_the_first_layer_from_which_the_reading_stays():
         late.settles() == 2
         and "layer 1's still differs from it by 50% as much as layer 0's, the most different one" in late.sentence()
     )
+
+
+def test_the_lens_follows_its_output_record_and_names_it():
+    """Change the output and the readings and the sentence change with it: a class other than the top one, the
+    dense map over a box, over the salient region or over the image, each against its own weighted mean."""
+    probs = np.array([[0.6, 0.4], [0.3, 0.7], [0.2, 0.8]])
+    top = LayerLens("classes", probs, ["cat", "dog"])
+    cat = LayerLens("classes", probs, ["cat", "dog"], Output("class", index=0), "the logit of class 0: cat")
+    np.testing.assert_allclose(top.readings(), probs[:, 1])
+    np.testing.assert_allclose(cat.readings(), probs[:, 0])
+    assert "follows **the top class's logit**" in top.sentence()
+    said = cat.sentence()
+    assert "follows **the logit of class 0: cat**: its probability is 60% at layer 0 and 20% at layer 2" in said
+    rng = np.random.default_rng(0)
+    maps = rng.random((3, 4, 6)).astype(np.float32)
+    box = np.zeros((4, 6), np.float32)
+    box[1:3, 2:5] = 1
+    for output, weights in ((Output("dense"), maps[-1]), (Output("dense", region="image"), np.ones((4, 6))),
+                            (Output("dense", box=(2, 1, 5, 3)), box)):  # fmt: skip
+        lens = LayerLens("dense", maps, output=output, name=output.short())
+        if output.box is not None:
+            lens = LayerLens("dense", maps, output=output, name=output.short(),
+                             weights=dense_weights(output, maps[-1], (4, 6)))  # fmt: skip
+        expected = [(m.astype(np.float64) * weights).sum() / weights.sum() for m in maps]
+        np.testing.assert_allclose(lens.readings(), expected, rtol=1e-6)
+        said = lens.sentence()
+        assert f"follows **{output.short()}**: it reads {expected[0]:.2f} at layer 0 and {expected[-1]:.2f}" in said
+
+
+@pytest.mark.slow
+def test_the_embedded_models_lens_follows_the_readout_when_asked(embedded, coffee):
+    """On the dense model, the readout output's lens is the CLS vector's cosine with the last layer's (from the cut
+    models' own final-normed CLS token), and its sentence names the readout, not the dense map."""
+    lens = layer_lens(embedded, coffee, output=Output("readout"))
+    x = torch.from_numpy(prepare_input(coffee, (224, 224), 14, embedded.mean, embedded.std))
+    with torch.no_grad():
+        cls = [cut_after(embedded, n)(pixel_values=x).last_hidden_state[0, 0] for n in (3, 12)]
+    cos = float(torch.nn.functional.cosine_similarity(cls[0], cls[1], 0))
+    assert lens.kind == "readout" and lens.values[2] == pytest.approx(cos, abs=1e-5)
+    assert "follows **the readout vector (the CLS token" in lens.sentence()
+    assert f"cosine of {lens.values[0]:.2f} with the last layer" in lens.sentence()
+    with pytest.raises(ValueError, match="has no classes"):
+        layer_lens(embedded, coffee, output=Output("class"))

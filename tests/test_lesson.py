@@ -78,7 +78,7 @@ def test_with_a_depth_model_the_last_step_shows_its_depth_map(chelsea, tmp_path)
     np.testing.assert_array_equal(picture, vitviz.views.depth_view(depth, "magma")[1])
     reassembled = [s for s in depth.stages if s.kind == "reassemble"]
     sizes = ", ".join(f"{s.shape[1]}×{s.shape[2]}" for s in reassembled)
-    assert len(reassembled) == 4 and f"made maps of {sizes} cells from its ViT's tokens" in text
+    assert len(reassembled) == 4 and f"made maps of {sizes} cells (rows × columns) from its ViT's tokens" in text
     assert title == "Dense decoding"
     assert_well_formed(text)
     assert "bright = near" in text and not np.array_equal(lesson.lesson_step(chelsea, 8)[1], picture)
@@ -156,7 +156,10 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
         assert_well_formed(text)
     h, w = a.pixel_values.shape[2:]
     text = steps[0][2]
-    assert f"resized to {w}×{h} px" in text and f"**{gh} rows × {gw} columns = {gh * gw} patches** of" in text
+    assert (
+        f"resized to {h} px high × {w} px wide" in text
+        and f"**{gh} rows × {gw} columns = {gh * gw} patches** of" in text
+    )
     assert f"**{want['tokens']} tokens**" in text
     front = {0: None, 1: "In front of them goes one learned token, "}.get(m.n_prefix, "In front of them go the learned")
     assert (front is None and "In front of them" not in text) or (front is not None and front in text)
@@ -164,7 +167,7 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
         assert vitviz.sentences.prefix_phrase(a) in text
     text = steps[1][2]
     (r, c), g = want["r, c"], m.native_grid
-    assert f"(row {r}, column {c} of the {g[0]}×{g[1]} grid" in text
+    assert f"(row {r}, column {c} of the {g[0]} rows × {g[1]} columns grid" in text
     assert f"cosine {want['near']:.2f} with its right-hand neighbour, {want['far']:.2f} with the top-left" in text
     np.testing.assert_array_equal(steps[1][1], vitviz.views.pos_embed_map(m, m.pos_embed_similarity(), r, c, "viridis"))
     centre, row, col = want["centre"]
@@ -216,7 +219,8 @@ def test_the_inside_and_dense_steps_parse_back_to_this_analysis(name, embedded):
 
     model = embedded if name == "embedded" else FAMILIES[name]()
     a = vitviz.analyze(model, ASSETS / "chelsea.jpg", longest=None if name == "embedded" else 56)
-    last, query = model.num_layers - 1, "readout" if len(model.readout.tokens) == 1 else lesson._centre(a)
+    centre = (a.grid[0] // 2) * a.grid[1] + a.grid[1] // 2  # the middle patch, as the lesson picks it
+    last, query = model.num_layers - 1, "readout" if len(model.readout.tokens) == 1 else centre
     ref = reference_outputs(model, a.pixel_values)
     d = a.inside_head(last, 0, query)
     title, picture, text = lesson.lesson_step(a, 7, "magma", 0.5, "robust")

@@ -121,7 +121,7 @@ def test_a_decompression_bomb_gets_the_apps_own_message_with_its_limit(side):
 
 
 def test_image_smaller_than_one_patch():
-    with pytest.raises(ValueError, match="smaller than one 8x8 patch"):
+    with pytest.raises(ValueError, match="5 px high × 40 px wide is smaller than one 8×8 px patch"):
         vitviz.analyze(tiny_vit(), random_image(5, 40))
 
 
@@ -150,8 +150,8 @@ def test_a_real_but_unreadable_image_says_what_it_is(tmp_path):
     path = tmp_path / "float.tiff"
     assert cv2.imwrite(str(path), np.random.default_rng(0).random((10, 10)))
     assert message(load_image, path) == (
-        "float.tiff is a TIFF file that cannot be read: it holds 10×10 pixels of 1 float64 sample(s), and vitviz "
-        "reads 8- and 16-bit integer images only; save it as an 8-bit PNG or JPEG"
+        "float.tiff is a TIFF file that cannot be read: it holds 10 rows × 10 columns of pixels of 1 float64 "
+        "sample(s), and vitviz reads 8- and 16-bit integer images only; save it as an 8-bit PNG or JPEG"
     )
 
 
@@ -222,14 +222,14 @@ def test_every_refusal_says_exactly_what_is_wrong(tmp_path, monkeypatch):
     assert message(load_image, np.zeros((0, 5, 3))).endswith("and some pixels, got (0, 5, 3)")
     monkeypatch.setattr(vitviz.preprocess, "MAX_PIXELS", 2_500_000)
     assert message(load_image, np.zeros((1000, 2501), np.uint8)) == (
-        "image is too large: 2501x1000 pixels, over the limit of 2,500,000 pixels (2.5 megapixels; VITVIZ_MAX_PIXELS "
-        "sets it)"
+        "image is too large: 1000 px high × 2501 px wide, over the limit of 2,500,000 pixels (2.5 megapixels; "
+        "VITVIZ_MAX_PIXELS sets it)"
     )
     three = tmp_path / "three.tiff"  # three float64 channels: neither Pillow nor vitviz reads them
     assert cv2.imwrite(str(three), np.random.default_rng(0).random((4, 6, 3)))
     assert message(load_image, three) == (
-        "three.tiff is a TIFF file that cannot be read: it holds 6×4 pixels of 3 float64 sample(s), and vitviz "
-        "reads 8- and 16-bit integer images only; save it as an 8-bit PNG or JPEG"
+        "three.tiff is a TIFF file that cannot be read: it holds 4 rows × 6 columns of pixels of 3 float64 "
+        "sample(s), and vitviz reads 8- and 16-bit integer images only; save it as an 8-bit PNG or JPEG"
     )
     damaged = b"II*\x00" + b"\x00" * 60  # a TIFF signature and nothing readable behind it
     assert message(load_image, damaged) == (
@@ -238,7 +238,7 @@ def test_every_refusal_says_exactly_what_is_wrong(tmp_path, monkeypatch):
     )
     small = random_image(6, 20)
     assert message(prepare_input, small, (8, 24), 8, (0, 0, 0), (1, 1, 1)) == (
-        "image is too small: 20x6 pixels is smaller than one 8x8 patch"
+        "image is too small: 6 px high × 20 px wide is smaller than one 8×8 px patch"
     )
     assert message(prepare_input, random_image(16, 16), (16, 20), 8, (0, 0, 0), (1, 1, 1)) == (
         "input size 20x16 is not a multiple of the patch size 8"
@@ -254,7 +254,7 @@ def test_the_pixel_limit_is_a_limit_not_a_threshold(monkeypatch):
     for too_many in (np.zeros((11, 12), np.uint8), Image.fromarray(np.zeros((10, 13), np.uint8))):
         with pytest.raises(ValueError, match="too large"):
             load_image(too_many)
-    with pytest.raises(ValueError, match="too large: 13x10 pixels"):
+    with pytest.raises(ValueError, match="too large: 10 px high × 13 px wide"):
         load_image(encode(np.zeros((10, 13, 3), np.uint8)))
 
 

@@ -12,6 +12,7 @@ from app_server import running_app
 from conftest import ASSETS, tiny_depth_anything
 
 import vitviz
+from vitviz.outputs import Output
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +215,8 @@ def test_depth_end_to_end(depth_app):
     image = handle_file(str(ASSETS / "coffee.jpg"))
     out = client.predict(image, folder, "magma", 1.0, 3, -1, api_name="/depth")
     status, original, overlay, cloud, stages, table, att, files = out
-    assert "input 518×350" in status and "aspect kept" in status and "CPU" in status
+    assert "input 350 px high × 518 px wide" in status and re.search(r"encoder grid \d+ rows × \d+ columns of", status)
+    assert "aspect kept" in status and "CPU" in status
     assert read(overlay).shape[0] == read(original).shape[0] == 427
     assert len(stages) == 8 and "Reassemble 1" in stages[0]["caption"] and "Fusion 4" in stages[7]["caption"]
     assert "encoder layer 1's tokens" in table and "fusion 3 + reassemble 1" in table
@@ -455,6 +457,10 @@ def test_the_layer_lens_shows_every_layer_with_its_sentence(client):
     last = np.frombuffer(base64.b64decode(last["bdata"]), last["dtype"]).reshape(64, 64) if "bdata" in last else last
     small = cv2.resize(lens.values[-1], (64, 64), interpolation=cv2.INTER_AREA)  # 224 px shown as 64 cells
     np.testing.assert_allclose(last, small, atol=1e-5)
+    figure, note = client.predict(image, "dinov2-small", "224", "readout", api_name="/lens")
+    readout = layer_lens(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg", output=Output("readout"))
+    assert note == readout.sentence()
+    assert "follows **the readout vector" in note and json.loads(figure["plot"])["data"][0]["name"] == "readout"
 
 
 @pytest.mark.slow
@@ -572,8 +578,7 @@ def test_the_app_serves_from_a_process_that_goes_on(embedded):
         image = gradio_client.handle_file(str(ASSETS / "coffee.jpg"))
         client = gradio_client.Client(url, verbose=False, ssl_verify=False)
         assert "673 tokens" in client.predict(image, api_name="/analyze")[1]  # the default size, 448 px
-        with server.cache._lock:
-            made = [key for key, a in server.cache._items.items() if a.model is embedded]
+        made = [key for key, a in server.cache.items() if a.model is embedded]
         assert made  # the server analysed with the object given, not a model of its own
     finally:
         demo.close()

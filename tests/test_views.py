@@ -191,7 +191,7 @@ def test_a_photo_enlarged_more_than_four_times_is_said_to_be(wide):
     small = vitviz.analyze(wide.model, random_image(14, 25, seed=12), longest=256)
     note = sentences.upscale_note(small)
     factor = max(small.pixel_values.shape[2] / 14, small.pixel_values.shape[3] / 25)
-    assert factor > 4 and f"your 25×14 photo is enlarged {factor:.0f}×" in note
+    assert factor > 4 and f"your 14 px high × 25 px wide photo is enlarged {factor:.0f}×" in note
     assert sentences.upscale_note(wide) == ""  # 72 px wide, read at 72
 
 
@@ -498,7 +498,7 @@ def test_the_depth_view_draws_the_depth_bright_near_and_each_decoder_map_with_it
     assert np.array_equal(picture, render.with_colorbar(want, "magma", lo, hi))
     pictures, table = views.decoder_stage_views(r, side=120)
     lines = table.splitlines()
-    assert lines[:2] == ["| map | made from | cells | channels | 1 cell = |", "|---|---|---|---|---|"]
+    assert lines[:2] == ["| map | made from | cells (rows × columns) | channels | 1 cell = |", "|---|---|---|---|---|"]
     assert len(pictures) == len(r.stages) == len(lines) - 2 > 0
     for (drawn, caption), s, line in zip(pictures, r.stages, lines[2:], strict=True):
         c, h, w = s.shape
@@ -574,8 +574,8 @@ def test_the_tokens_sentence_counts_the_patches_and_names_the_prefix_tokens(name
     (gh, gw), m = a.grid, a.model
     text = views.tokens_view(a)[1]
     assert (
-        f"**{gh} rows × {gw} columns = {gh * gw} patch tokens** of 8×8 pixels (the model sees the image at 72×40)"
-        in text
+        f"**{gh} rows × {gw} columns = {gh * gw} patch tokens** of 8×8 pixels (the model sees the image at "
+        "40 px high × 72 px wide)" in text
     )
     plus = {
         0: " and no prefix token",
@@ -647,14 +647,14 @@ def test_one_prefix_token_takes_and_one_register_is_one_register(wide):
 def test_the_positions_note_reads_as_written(wide):
     note = sentences.positions_note(wide)
     assert note == (
-        "This model's table holds 4 rows × 4 columns of positions (for 32×32 px inputs, width × height). Your photo "
+        "This model's table holds 4 rows × 4 columns of positions (for inputs 32 px high × 32 px wide). Your photo "
         "is read as 5 rows × 9 columns of patches, so the table is interpolated from 4 rows × 4 columns to 5 rows × 9 "
         "columns before it is added to the patch tokens; the squares here are the positions it learned."
     )
     model = FAMILIES["vit"]()
     model.native_grid = (2, 4)  # a table 2 rows by 4 columns: its input is 32 px wide and 16 tall
     assert sentences.positions_note(vitviz.analyze(model, random_image(16, 32), longest=32)).startswith(
-        "This model's table holds 2 rows × 4 columns of positions (for 32×16 px inputs, width × height). Your photo is "
+        "This model's table holds 2 rows × 4 columns of positions (for inputs 16 px high × 32 px wide). Your photo is "
         "read as 2 rows × 4 columns of patches: the table is used as it is."
     )
 
@@ -665,8 +665,8 @@ def test_a_photo_enlarged_more_than_four_times_is_said_to_be_and_four_times_is_n
     note = sentences.upscale_note(a, limit=3.9)
     assert (note != "") == says and sentences.upscale_note(a) == ""
     if says:
-        assert note == (" · **your 8×8 photo is enlarged 4× to fill the input**: the model sees blurred pixels, and "
-                        "each patch covers less than one pixel of the original")  # fmt: skip
+        assert note == (" · **your 8 px high × 8 px wide photo is enlarged 4× to fill the input**: the model sees "
+                        "blurred pixels, and each patch covers less than one pixel of the original")  # fmt: skip
     exact = vitviz.analyze(wide.model, random_image(8, 8, seed=13), longest=32)
     assert sentences.upscale_note(exact, limit=4.0) == ""  # exactly 4x is not more than 4x
 
@@ -714,7 +714,7 @@ def test_an_overlays_colour_scale_goes_right_below_or_nowhere():
 
 def test_the_default_limit_of_enlargement_is_four_times(wide):
     five = vitviz.analyze(wide.model, random_image(8, 8, seed=13), longest=40)
-    assert "your 8×8 photo is enlarged 5× to fill the input" in sentences.upscale_note(five)
+    assert "your 8 px high × 8 px wide photo is enlarged 5× to fill the input" in sentences.upscale_note(five)
 
 
 def test_a_token_is_named_by_its_prefix_name_or_its_patch_row_and_column(wide):

@@ -38,10 +38,10 @@ def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult 
     else:
         front = ""
     text = (
-        f"The ViT never sees pixels one by one. It cuts the image, resized to {w}×{h} px, into **{gh} rows × {gw} "
-        f"columns = {gh * gw} patches** of {m.patch_size}×{m.patch_size} pixels, and a linear map turns each patch "
-        f"into a vector: a **patch token**.{front} {sentences.readout_phrase(a)} So the transformer reads a sequence "
-        f"of **{a.num_tokens} tokens**, numbered in scan order as in the picture."
+        f"The ViT never sees pixels one by one. It cuts the image, resized to {sentences.pixel_words(h, w)}, "
+        f"into **{gh} rows × {gw} columns = {gh * gw} patches** of {m.patch_size}×{m.patch_size} pixels, and a "
+        f"linear map turns each patch into a vector: a **patch token**.{front} {sentences.readout_phrase(a)} So "
+        f"the transformer reads a sequence of **{a.num_tokens} tokens**, numbered in scan order as in the picture."
     )
     return "Patches become tokens", views.tokens_view(a)[0], text
 
@@ -56,8 +56,8 @@ def positions(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResu
     text = (
         "A set of tokens has no order: attention would give the same answer if the patches were shuffled. "
         f"So each patch token gets a learned **position embedding** added to it. The picture shows how similar "
-        f"the embedding of the centre position (row {r}, column {c} of the {g[0]}×{g[1]} grid the model was "
-        f"trained on) is to every other one: cosine {near:.2f} with its right-hand neighbour, {far:.2f} with "
+        f"the embedding of the centre position (row {r}, column {c} of the {sentences.grid_words(*g)} grid the "
+        f"model was trained on) is to every other one: cosine {near:.2f} with its right-hand neighbour, {far:.2f} with "
         "the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches "
         "belong together."
     )
@@ -192,8 +192,8 @@ def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult |
         sizes = ", ".join(f"{s.shape[1]}×{s.shape[2]}" for s in stages)
         text = (
             f"{common} Here {depth.model.name} did it on this image: its reassemble stages made maps of "
-            f"{sizes} cells from its ViT's tokens, and the fusion stages brought them to the depth map in the "
-            "picture (bright = near; relative depth, unknown scale)."
+            f"{sizes} cells (rows × columns) from its ViT's tokens, and the fusion stages brought them to the depth "
+            "map in the picture (bright = near; relative depth, unknown scale)."
         )
         return "Dense decoding", views.depth_view(depth, "magma")[1], text
     top, picture = views.output_view(a, cmap, alpha, scale)

@@ -93,6 +93,17 @@ def default_output(model) -> Output:
     return Output("readout")
 
 
+# What a view may follow, by the key its control sends: the model's own output, or its readout vector.
+FOLLOWED = {"output": "the model's output", "readout": "the readout token (CLS)"}
+
+
+def followed(own: Output, key: str) -> Output:
+    """The output a view follows: the model's own (`own`, for "output") or the readout vector ("readout")."""
+    if key not in FOLLOWED:
+        raise ValueError(f"the followed output must be one of {list(FOLLOWED)}, got {key!r}")
+    return own if key == "output" else Output("readout")
+
+
 def output_for(model, target: int | None = None, box: Box | None = None, text: Text | None = None,
                region: str = "salient") -> Output:  # fmt: skip
     """The output that `attribute`'s target, box and text name (see `Output`): a text wins, then a class, the

@@ -69,7 +69,7 @@ def _pil_to_array_mode(im: Image.Image) -> Image.Image:
 
 def _check_pixel_count(width: int, height: int) -> None:
     if width * height > MAX_PIXELS:
-        raise _too_large(f"{width}x{height} pixels")
+        raise _too_large(f"{height} px high × {width} px wide")
 
 
 def _too_large(size: str) -> ValueError:
@@ -131,8 +131,8 @@ def _why_unreadable(data: bytes) -> str:
         return "it is damaged, or uses a variant that neither Pillow nor OpenCV reads"
     channels = 1 if arr.ndim == 2 else arr.shape[2]
     return (
-        f"it holds {arr.shape[1]}×{arr.shape[0]} pixels of {channels} {arr.dtype} sample(s), and vitviz reads "
-        "8- and 16-bit integer images only; save it as an 8-bit PNG or JPEG"
+        f"it holds {arr.shape[0]} rows × {arr.shape[1]} columns of pixels of {channels} {arr.dtype} sample(s), "
+        "and vitviz reads 8- and 16-bit integer images only; save it as an 8-bit PNG or JPEG"
     )
 
 
@@ -230,7 +230,9 @@ def prepare_input(
     """
     height, width = image.shape[:2]
     if height < patch or width < patch:
-        raise ValueError(f"image is too small: {width}x{height} pixels is smaller than one {patch}x{patch} patch")
+        raise ValueError(
+            f"image is too small: {height} px high × {width} px wide is smaller than one {patch}×{patch} px patch"
+        )
     h, w = size
     if h % patch or w % patch:
         raise ValueError(f"input size {w}x{h} is not a multiple of the patch size {patch}")

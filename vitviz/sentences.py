@@ -18,21 +18,26 @@ def upscale_note(a: Analysis, limit: float = 4.0) -> str:
     factor = max(ih / h, iw / w)
     if factor <= limit:
         return ""
-    return (f" · **your {w}×{h} photo is enlarged {factor:.0f}× to fill the input**: the model sees blurred "
-            f"pixels, and each patch covers less than one pixel of the original")  # fmt: skip
+    return (f" · **your {pixel_words(h, w)} photo is enlarged {factor:.0f}× to fill the input**: the model sees "
+            f"blurred pixels, and each patch covers less than one pixel of the original")  # fmt: skip
 
 
 def grid_words(rows: int, columns: int) -> str:
-    """A grid's size as every sentence says it: rows first, named (pixel sizes are width × height, in px)."""
+    """A grid's size as every sentence says it: rows first, named."""
     return f"{rows} rows × {columns} columns"
+
+
+def pixel_words(height: int, width: int) -> str:
+    """A size in pixels as every sentence says it: in the grids' order (height first), named."""
+    return f"{height} px high × {width} px wide"
 
 
 def positions_note(a: Analysis) -> str:
     """Whether this photo uses the model's position table as it is or interpolated, from which grid to which."""
     m, (gh, gw) = a.model, a.grid
     g0, g1 = m.native_grid
-    table = (f"This model's table holds {grid_words(g0, g1)} of positions (for {g1 * m.patch_size}×"
-             f"{g0 * m.patch_size} px inputs, width × height).")  # fmt: skip
+    table = (f"This model's table holds {grid_words(g0, g1)} of positions (for inputs "
+             f"{pixel_words(g0 * m.patch_size, g1 * m.patch_size)}).")  # fmt: skip
     if (gh, gw) == (g0, g1):
         return f"{table} Your photo is read as {grid_words(gh, gw)} of patches: the table is used as it is."
     return (f"{table} Your photo is read as {grid_words(gh, gw)} of patches, so the table is interpolated from "

@@ -16,7 +16,7 @@ from .depth import DepthResult
 from .maps import DEFAULT_SCALE, colour_scale, high_norm_tokens
 from .models import VitModel
 from .outputs import Output
-from .sentences import inside_note, readout_phrase, rollout_note, token_name
+from .sentences import inside_note, pixel_words, readout_phrase, rollout_note, token_name
 
 ALL_HEADS = "all"
 SHEET_TILE = 300  # the longest side of one tile of the all-heads sheet, in pixels
@@ -44,7 +44,7 @@ def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
              "strip under the picture). " if m.n_prefix else "")  # fmt: skip
     text = (
         f"**{gh} rows × {gw} columns = {gh * gw} patch tokens** of {m.patch_size}×{m.patch_size} pixels "
-        f"(the model sees the image at {w}×{h}){plus} → {a.num_tokens} tokens in all. "
+        f"(the model sees the image at {pixel_words(h, w)}){plus} → {a.num_tokens} tokens in all. "
         f"Patches are numbered p0, p1, … in scan order, left to right and top to bottom (left margin: the first "
         f"patch of each row; top: the column). {order}{readout_phrase(a)} Each patch token also gets a "
         "learned *position embedding* added (+ pos), so the model knows where the patch came from."
@@ -267,7 +267,7 @@ def decoder_stage_views(r: DepthResult, side: int = 240) -> tuple[list[tuple[np.
     """(each reassemble and fusion map's PCA picture, nearest-upsampled so its cells show, with a
     short caption; a Markdown table saying what each map is made from, its size and scale)."""
     pictures = []
-    rows = ["| map | made from | cells | channels | 1 cell = |", "|---|---|---|---|---|"]
+    rows = ["| map | made from | cells (rows × columns) | channels | 1 cell = |", "|---|---|---|---|---|"]
     for s in r.stages:
         c, h, w = s.shape
         scale = side / max(h, w)

@@ -12,6 +12,7 @@ from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailab
 from ..depth import save_depth
 from ..hub import hub_cached, hub_reachable
 from ..render import large_labels
+from ..sentences import grid_words, pixel_words
 from .pictures import picture
 from .session import (
     MEAN_OF_HEADS_VALUE,
@@ -55,8 +56,8 @@ def status(r: DepthResult) -> str:
     where = "GPU" if m.device.type == "cuda" else "CPU"
     shape = "square, as DPT's own ViT needs" if m.square else "aspect kept"
     return (
-        f"**{m.name}** on **{where}** ({str(m.dtype).removeprefix('torch.')}) · input {w}×{h} px ({shape}) · "
-        f"encoder grid {a.grid[0]}×{a.grid[1]} patches of {m.patch_size} px · "
+        f"**{m.name}** on **{where}** ({str(m.dtype).removeprefix('torch.')}) · input {pixel_words(h, w)} ({shape}) · "
+        f"encoder grid {grid_words(*a.grid)} of patches of {m.patch_size} px · "
         f"{a.model.num_layers} layers × {a.model.num_heads} heads"
     )
 
@@ -128,7 +129,8 @@ def build(ctx: Context) -> None:
             "into a picture-shaped output: here, depth. It takes the tokens of four encoder "
             "layers, *reassembles* each set into a feature map registered to the image (the "
             "readout token is folded into every patch token, tokens go back to their patch "
-            "positions, a 1×1 convolution projects them, and they are resampled to a scale *s*), "
+            "positions, a 1×1 convolution (one small linear map applied at every position) "
+            "projects them, and they are resampled to a scale *s*), "
             "then *fuses* (combines) the maps from coarse to fine. The result is **relative "
             "inverse depth**: bright means near, and the scale is unknown, so compare places "
             "within one picture, not numbers between pictures."

@@ -12,6 +12,7 @@ import numpy as np
 from .. import views
 from ..capture import analyze_frame
 from ..render import large_labels
+from ..sentences import grid_words, pixel_words
 from .pictures import picture
 from .session import MEAN_OF_HEADS_VALUE, Server, head_choices, user_errors
 from .source import Context, view_tab
@@ -56,7 +57,7 @@ def frame(server: Server, camera, model_name, layer, head, shown, cmap, alpha, c
         pictures = views.live_views(a, layer, which, tuple(shown), cmap, float(alpha), colour_scale)
     ms = (time.perf_counter() - start) * 1000
     h, w = a.pixel_values.shape[2:]
-    text = f"{w}×{h} input, {a.grid[0]}×{a.grid[1]} patches · {ms:.0f} ms on the server for this frame"
+    text = f"input {pixel_words(h, w)}, {grid_words(*a.grid)} of patches · {ms:.0f} ms on the server for this frame"
     return *pictures, camera, text, start
 
 

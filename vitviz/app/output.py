@@ -6,6 +6,7 @@ import gradio as gr
 
 from .. import plots, views
 from ..lens import layer_lens
+from ..outputs import FOLLOWED, followed
 from .pictures import picture
 from .session import Server, slots, user_errors
 from .source import Context, view_tab
@@ -19,11 +20,11 @@ def draw(a, cmap, alpha, colour_scale, request: gr.Request):
 
 
 @user_errors
-def show_lens(server: Server, image, model_name, size, request: gr.Request):
-    """The layer lens: every layer's tokens read by the output head. (a figure: each layer's dense map, or the
-    classes' or the readout's course through depth; the sentence)."""
+def show_lens(server: Server, image, model_name, size, follows="output", request: gr.Request = None):
+    """The layer lens: every layer's tokens read by the output head, following the chosen output. (a figure: each
+    layer's dense map, or the classes' or the readout's course through depth; the sentence, which names it)."""
     a = server.get_analysis(image, model_name, size, request)
-    lens = layer_lens(a.model, a.image)
+    lens = layer_lens(a.model, a.image, output=followed(a.output, follows))
     if lens.kind == "dense":
         figure = plots.map_grid(lens.values, [f"layer {i}" for i in range(lens.layers)])
     else:
@@ -50,11 +51,18 @@ def build(ctx: Context) -> None:
     ) as tab:
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
         dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.dense_head is not None)
-        lens_button = gr.Button("Show the layer lens: every layer read by the output head", size="sm")
+        with gr.Row():
+            follows = gr.Radio([(label, key) for key, label in FOLLOWED.items()], value="output",
+                               label="The lens follows", elem_id="lens-follows")  # fmt: skip
+            lens_button = gr.Button("Show the layer lens: every layer read by the output head", size="sm")
         lens_plot = gr.Plot(label="Layer lens: the output through depth", elem_id="lens-plot")
         lens_note = gr.Markdown(elem_id="lens-note", label="Layer lens")
     lens_button.click(
-        ctx.server.bind(show_lens), ctx.where, [lens_plot, lens_note], api_name="lens", **slots("forward", ctx.server)
+        ctx.server.bind(show_lens),
+        [*ctx.where, follows],
+        [lens_plot, lens_note],
+        api_name="lens",
+        **slots("forward", ctx.server),
     )
     ctx.key.change(lambda: (None, ""), None,
                    [lens_plot, lens_note], api_visibility="private", queue=False)  # fmt: skip

@@ -10,7 +10,8 @@ from ..analysis import Analysis
 from ..attributions import attribution_size, input_analysis
 from ..deletion import faithfulness, passes
 from ..maps import HEAD_FUSIONS
-from ..outputs import Output
+from ..outputs import FOLLOWED, followed
+from ..sentences import pixel_words
 from .heavy import cost, expected, stop_run, stoppable, within_budget
 from .pictures import picture
 from .session import Server, slots, user_errors
@@ -21,9 +22,6 @@ STOPPED_NOTE = (
 )
 
 
-TOWARD = {"output": "the model's output", "readout": "the readout token (CLS)"}
-
-
 def _settings(fusion, discard) -> tuple[str, float]:
     """The tab's fusion, checked, and its discard ratio as a number (maps.rollout checks its range)."""
     if fusion not in HEAD_FUSIONS:
@@ -31,18 +29,11 @@ def _settings(fusion, discard) -> tuple[str, float]:
     return fusion, float(discard)
 
 
-def _toward(a: Analysis, toward) -> Output:
-    """The output a rollout follows: the model's own ("output"), or the readout vector ("readout")."""
-    if toward not in TOWARD:
-        raise ValueError(f"toward must be one of {list(TOWARD)}, got {toward!r}")
-    return a.output if toward == "output" else Output("readout")
-
-
 @user_errors
 def draw(a, fusion, discard, toward, cmap, alpha, colour_scale, request: gr.Request):
     """Attention rollout toward the chosen output, with head fusion and discard ratio."""
     fusion, discard = _settings(fusion, discard)
-    return views.rollout_view(a, fusion, discard, cmap, float(alpha), colour_scale, _toward(a, toward))
+    return views.rollout_view(a, fusion, discard, cmap, float(alpha), colour_scale, followed(a.output, toward))
 
 
 @user_errors
@@ -54,7 +45,7 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     input), so that the map and the curves see the same tokens."""
     fusion, discard = _settings(fusion, discard)
     a = server.get_analysis(image, model_name, size, request)
-    output = _toward(a, toward)
+    output = followed(a.output, toward)
     fusions = [fusion, *(f for f in HEAD_FUSIONS if f != fusion)]
     name = "The faithfulness check of the rollout"
     within_budget(a, _curves, name)
@@ -78,8 +69,12 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     shown_h, shown_w = a.pixel_values.shape[2:]
     where = (
         ("Each rollout keeps all" if discard == 0 else f"Each rollout discards the weakest {discard:.0%}")
-        + f" of each layer's attention and is remade on the {w}×{h} px input that the output is read from"
-        + ("." if (h, w) == (shown_h, shown_w) else f" (the picture above is the {shown_w}×{shown_h} px analysis).")
+        + f" of each layer's attention and is remade on the {pixel_words(h, w)} input that the output is read from"
+        + (
+            "."
+            if (h, w) == (shown_h, shown_w)
+            else f" (the picture above is the {pixel_words(shown_h, shown_w)} analysis)."
+        )
         + f" The curves follow the output the rollout goes toward: {output.name(a.model)}."
     )
     lines = [f"**{n}.** {r.sentence()} (Curves computed in {r.seconds:.1f} s.)"
@@ -136,7 +131,7 @@ def build(ctx: Context) -> None:
             discard = gr.Slider(
                 0, percents[-1] / 100, value=0.0, step=percents[1] / 100, label="Discard the weakest fraction"
             )
-            toward = gr.Radio([(label, key) for key, label in TOWARD.items()], value="output",
+            toward = gr.Radio([(label, key) for key, label in FOLLOWED.items()], value="output",
                               label="Rollout toward", elem_id="rollout-toward")  # fmt: skip
         with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first"]):
             original = picture(label="Your image, for comparison")
