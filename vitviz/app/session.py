@@ -126,6 +126,8 @@ class Server:
     image, which runs one forward pass only when the cache has none.
     """
 
+    DIGESTS_KEPT = 4096  # uploads' SHA-1s remembered, the oldest forgotten first
+
     def __init__(
         self,
         device: str = "auto",
@@ -171,12 +173,26 @@ class Server:
         """Start the background warm and the memory janitor; they stop at exit (or at `stop()`)."""
         if self._threads:
             return self
-        for target, name in ((self._warmer, "vitviz-warmer"), (self._janitor, "vitviz-janitor")):
+        for target, name in ((self._warmer, "vitviz-warmer"), (self.janitor, "vitviz-janitor")):
             thread = threading.Thread(target=target, daemon=True, name=name)
             thread.start()
             self._threads.append(thread)
         atexit.register(self.stop)
         return self
+
+    @property
+    def threads(self) -> tuple[threading.Thread, ...]:
+        """The background threads `start` started (the warmer, then the janitor)."""
+        return tuple(self._threads)
+
+    @property
+    def forwards_under_way(self) -> int:
+        """How many photos' forwards run now (each shared by every session that waits for it)."""
+        return len(self._forwards)
+
+    @property
+    def digests_kept(self) -> int:
+        return len(self._digests)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Let the warm step under way end: a thread killed inside torch aborts the whole process
@@ -270,7 +286,7 @@ class Server:
         value = hashlib.sha1(Path(image).read_bytes()).hexdigest()
         with self._digests_lock:
             self._digests[key] = value
-            while len(self._digests) > 4096:
+            while len(self._digests) > self.DIGESTS_KEPT:
                 self._digests.popitem(last=False)
         return value
 
@@ -385,7 +401,7 @@ class Server:
             self.freed.set()
         return done
 
-    def _janitor(self, period_s: float = 10.0) -> None:
+    def janitor(self, period_s: float = 10.0) -> None:
         """At most once per period after `freed` is set, give back what was freed (see `memory.trim`).
         A full collection takes 0.2 to 0.4 s with Gradio loaded: once per eviction would slow every new image."""
         while not self._exiting.is_set():
