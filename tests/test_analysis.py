@@ -65,11 +65,12 @@ def test_shedding_changes_no_answer_and_the_warm_sweep_fills_what_a_request_woul
     for step in range(1 + model.num_layers // 2):  # the dense step, then half the layers swept
         a.warm_step(step)
     fusions = {"mean", "max", "min"}
-    assert set(a._warm_rows) == fusions and set(a._warm_thresholds) == fusions and not a._fused
+    held = a.held()
+    assert set(held.warm_rows) == fusions and set(held.warm_thresholds) == fusions and not held.fused
     half = {f: a.fused(f).clone() for f in ("mean", "max")}  # swept layers and recomputed ones together; all
     rollouts = {f: a.rollout(f, 0.3) for f in ("mean", "max", "min")}
-    assert a.shed() > 0 and not a._fused and not a._warm_rows and a._projections is None
-    a._rollouts.clear()  # made again, from fused heads made again
+    assert a.shed() > 0 and not a.held().fused and not a.held().warm_rows and a.held().projections is None
+    a.forget(rollouts=True)  # made again, from fused heads made again
     for fusion, rolled in rollouts.items():
         np.testing.assert_array_equal(a.rollout(fusion, 0.3), rolled)
     for fusion, fused in half.items():
@@ -90,8 +91,8 @@ def test_a_warm_shed_midway_recomputes_nothing_to_be_shed_again(monkeypatch):
     step = 1 + model.num_layers
     while a.warm_step(step):
         step += 1
-    assert made == [] and not a._fused and not a._rollouts  # the thresholds came from the sweep; rollouts wait
-    assert set(a._thresholds) == {"mean", "max", "min"}
+    assert made == [] and not a.held().fused and not a.held().rollouts  # the thresholds came from the sweep
+    assert a.held().thresholds == {"mean", "max", "min"}
 
 
 def test_the_warm_steps_fill_what_the_views_read_and_change_no_answer():
@@ -100,11 +101,12 @@ def test_the_warm_steps_fill_what_the_views_read_and_change_no_answer():
     cold, warm = vitviz.analyze(model, image), vitviz.analyze(model, image)
     warm.warm()
     assert not warm.warm_step(10_000)  # past the last step: nothing to do
-    assert set(warm._thresholds) == {"mean", "max", "min"} and set(warm._layer_stats) == set(range(model.num_layers))
+    held = warm.held()
+    assert held.thresholds == {"mean", "max", "min"} and held.statistics == set(range(model.num_layers))
     # What stays is each fusion's rollouts at the slider's discards, not the fused heads they were made from
-    assert not warm._fused and not warm._warm_rows and not warm._warm_thresholds and warm.shed_bytes == 0
+    assert not held.fused and not held.warm_rows and not held.warm_thresholds and warm.shed_bytes == 0
     slider = {(f, p) for f in ("mean", "max", "min") for p in vitviz.Analysis.ROLLOUT_PERCENTS}
-    assert set(warm._rollouts) == slider
+    assert held.rollouts == slider
     for fusion in ("mean", "max", "min"):
         np.testing.assert_array_equal(warm.rollout(fusion, 0.5), cold.rollout(fusion, 0.5))
     np.testing.assert_array_equal(warm.attention_entropy, cold.attention_entropy)
@@ -118,7 +120,7 @@ def test_after_the_warm_every_rollout_of_the_slider_is_kept_and_recomputes_no_at
     a = vitviz.analyze(model, random_image(32, 32, seed=36))
     a.warm()
     attentions = torch.from_numpy(a.attentions)  # made before the layers are closed below
-    captured = a.nbytes - sum(r.nbytes for r in a._rollouts.values())
+    captured = a.nbytes - a.held().rollout_bytes
     assert captured == sum(x.nbytes for x in (a.image, a.pixel_values, a.hidden_states, a.tokens, a.update_norms))
 
     def refused(layer):
@@ -194,4 +196,4 @@ def test_ratios_off_the_slider_are_exact_and_a_sweep_of_them_keeps_its_fused_hea
     monkeypatch.setattr(a, "layer_attention", lambda layer: made.append(layer) or real(layer))
     for percent in (8, 9, 11):
         a.rollout("mean", percent / 100)
-    assert made == list(range(model.num_layers)) and "mean" in a._fused  # made once, kept until a cache sheds it
+    assert made == list(range(model.num_layers)) and "mean" in a.held().fused  # made once, kept until a cache sheds it

@@ -51,10 +51,10 @@ def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis, rolle
         if theirs is not None:
             np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
     if rolled:  # made by the batch's forward (roll=True, as the app asks): each image's own
-        assert set(batched._rollouts) == {
+        assert batched.held().rollouts == {
             (f, p) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS
         }
-        for fusion, percent in batched._rollouts:
+        for fusion, percent in batched.held().rollouts:
             want = alone.rollout(fusion, percent / 100)
             np.testing.assert_allclose(batched.rollout(fusion, percent / 100), want, atol=1e-4, err_msg=fusion)
     np.testing.assert_allclose(batched.rollout("mean", 0.5), alone.rollout("mean", 0.5), atol=1e-4)
@@ -80,7 +80,8 @@ def test_eight_concurrent_uploads_of_one_size_go_as_one_batch_and_each_equals_it
     for image, batched in zip(images, results, strict=True):
         assert isinstance(batched, vitviz.Analysis), batched
         assert_same_analysis(batched, vitviz.analyze(embedded, image, longest=224), rolled=True)
-        made = batched.__dict__["_dense_map"]  # made with the batch, before any view asked
+        assert batched.held().dense_map  # made with the batch, before any view asked
+        made = batched.dense_map()
         assert made.shape == batched.pixel_values.shape[2:]
         np.testing.assert_allclose(made, embedded.dense_map_of(image, made.shape), atol=1e-4)
 
@@ -96,7 +97,7 @@ def test_a_dense_head_that_fails_leaves_each_analysis_whole_and_its_view_says_wh
     for image, batched in zip(images, results, strict=True):
         assert isinstance(batched, vitviz.Analysis), batched
         # no map yet, and no rollout toward it: the forward does not ask the head again for each image
-        assert not batched._rollouts and "_dense_map" not in batched.__dict__
+        assert not batched.held().rollouts and not batched.held().dense_map
         with pytest.raises(RuntimeError, match="CUDA out of memory"):  # asked again, where a view needs it
             batched.dense_map()
         monkeypatch.undo()

@@ -36,7 +36,7 @@ def test_over_the_cap_the_oldest_shed_their_fused_heads_before_any_is_evicted():
     extra = analyses[0].nbytes - bare
     assert extra == analyses[0].shed_bytes > 0  # the fused heads
     rollouts = len(a.ROLLOUT_PERCENTS) * a.rollout().nbytes  # what a fusion's rollouts add (a few kB at 448 px)
-    a._rollouts.clear()
+    a.forget(rollouts=True)
     cache = AnalysisCache(max_bytes=4 * bare + 2 * extra + rollouts)  # all four, and two with their heads
     for i, a in enumerate(analyses):
         cache.put((f"user{i}", i), a)
@@ -65,7 +65,7 @@ def test_the_max_and_min_fusions_are_shed_before_any_mean_one():
     cache = AnalysisCache(max_bytes=3 * (bare + mean) + largest)  # every mean fusion, and one max: the newest's
     for i, a in enumerate(analyses):
         cache.put((f"user{i}", i), a)
-    assert [set(a._fused) for a in analyses] == [{"mean"}, {"mean"}, {"mean", "max"}]  # the newest kept whole
+    assert [set(a.held().fused) for a in analyses] == [{"mean"}, {"mean"}, {"mean", "max"}]  # the newest kept whole
     assert len(cache) == 3 and cache.nbytes <= cache.max_bytes
 
 
@@ -105,15 +105,16 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     step = 0
     while server.warm_step(ref, step):
         step += 1
-    assert step == 4 + a.model.num_layers and set(a._layer_stats) == set(range(a.model.num_layers))
-    assert set(a._thresholds) == {"mean", "max", "min"} and not a._fused  # the rollout controls' rollouts, not
-    assert len(a._rollouts) == 3 * len(a.ROLLOUT_PERCENTS)  # the fused heads they came from
-    assert "_dense_map" in vars(a)  # filled, if only with None (tiny_vit has no dense head)
-    server.cache._items.pop(key)
-    a._layer_stats.clear()
+    held = a.held()
+    assert step == 4 + a.model.num_layers and held.statistics == set(range(a.model.num_layers))
+    assert held.thresholds == {"mean", "max", "min"} and not held.fused  # the rollout controls' rollouts, not
+    assert len(held.rollouts) == 3 * len(a.ROLLOUT_PERCENTS)  # the fused heads they came from
+    assert held.dense_map  # filled, if only with None (tiny_vit has no dense head)
+    assert server.cache.drop(key) is a
+    a.forget(statistics=True)
     first_layer = 1  # the step of layer 0's statistics
     assert not server.warm_step(ref, first_layer)  # no longer cached: not warmed
-    assert not a._layer_stats
+    assert not a.held().statistics
     del a
     gc.collect()
     assert ref() is None  # nothing else held it

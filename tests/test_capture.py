@@ -18,12 +18,12 @@ def test_a_forward_too_large_to_hold_its_fused_heads_does_not_roll_and_its_rollo
     image = random_image(32, 32, seed=42)
     rolled = vitviz.analyze(model, image, roll=True)
     n, layers = rolled.num_tokens, model.num_layers
-    assert len(rolled._rollouts) == 20 and ForwardFusions.fits(model, rolled.pixel_values)
+    assert len(rolled.held().rollouts) == 20 and ForwardFusions.fits(model, rolled.pixel_values)
     assert ForwardFusions.held_bytes(model) == ForwardFusions.HELD_BYTES_CPU == 2**27
     monkeypatch.setattr(ForwardFusions, "HELD_BYTES_CPU", layers * n * n * 4 - 1)  # one byte short of the mean
     assert not ForwardFusions.fits(model, rolled.pixel_values)
     lazy = vitviz.analyze(model, image, roll=True)
-    assert not lazy._rollouts and not lazy._thresholds
+    assert not lazy.held().rollouts and not lazy.held().thresholds
     np.testing.assert_array_equal(lazy.rollout("min", 0.3), rolled.rollout("min", 0.3))
 
 
@@ -41,5 +41,5 @@ def test_a_roll_that_fails_is_logged_and_the_analysis_makes_its_rollouts_when_as
     a = vitviz.analyze(model, image, roll=True)
     assert "the rollouts of a forward" in caplog.text and "out of memory" in caplog.text
     monkeypatch.setattr(maps, "rollouts", real)
-    assert not a._rollouts
+    assert not a.held().rollouts
     np.testing.assert_array_equal(a.rollout("max", 0.4), vitviz.analyze(model, image, roll=True).rollout("max", 0.4))

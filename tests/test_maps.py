@@ -563,7 +563,7 @@ def test_a_forward_that_rolls_makes_every_slider_rollout_without_recomputing_att
     # the same as an analysis makes them when asked, from its recomputed weights; every percent's threshold too
     lazy = vitviz.analyze(model, image, longest=72)
     for fusion in ForwardFusions.FUSIONS:
-        torch.testing.assert_close(a._thresholds[fusion], lazy.percent_thresholds(fusion), rtol=0, atol=0)
+        torch.testing.assert_close(a.percent_thresholds(fusion), lazy.percent_thresholds(fusion), rtol=0, atol=0)
     for (fusion, percent), rollout in got.items():
         np.testing.assert_allclose(rollout, lazy.rollout(fusion, percent / 100), rtol=1e-5, atol=1e-8)
 

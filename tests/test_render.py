@@ -49,8 +49,9 @@ def test_a_maximum_lands_where_it_is_on_both_paths_and_non_square_images():
 
 
 def test_colorbar_numbers_are_compact():
-    assert render._fmt(2723656.0) == "2.7e6" and render._fmt(3.8e21) == "3.8e21"
-    assert render._fmt(0.0312) == "0.031" and render._fmt(42.0) == "42" and render._fmt(2.4e-4) == "2.4e-4"
+    assert render.bar_number(2723656.0) == "2.7e6" and render.bar_number(3.8e21) == "3.8e21"
+    assert render.bar_number(0.0312) == "0.031" and render.bar_number(42.0) == "42"
+    assert render.bar_number(2.4e-4) == "2.4e-4"
 
 
 def test_the_diverging_colormap_is_centred_at_zero():
@@ -218,10 +219,10 @@ def test_patch_at_takes_the_first_pixel_and_refuses_the_edge_past_the_last():
 
 
 def test_colorbar_numbers_switch_notation_at_their_bounds():
-    assert render._fmt(1.0) == "1.000" and render._fmt(0.0) == "0.000"
-    assert render._fmt(1e-3) == "0.001" and render._fmt(9.99e-4) == "1.0e-3"
-    assert render._fmt(9999.0) == "9999" and render._fmt(1e4) == "1.0e4"
-    assert render._fmt(10.0) == "10" and render._fmt(9.5) == "9.500" and render._fmt(10.5) == "10.5"
+    assert render.bar_number(1.0) == "1.000" and render.bar_number(0.0) == "0.000"
+    assert render.bar_number(1e-3) == "0.001" and render.bar_number(9.99e-4) == "1.0e-3"
+    assert render.bar_number(9999.0) == "9999" and render.bar_number(1e4) == "1.0e4"
+    assert render.bar_number(10.0) == "10" and render.bar_number(9.5) == "9.500" and render.bar_number(10.5) == "10.5"
 
 
 def test_fit_averages_when_it_shrinks_and_interpolates_when_it_enlarges():
@@ -561,7 +562,7 @@ def test_the_colorbar_is_laid_out_to_the_pixel(height, scale):
         hershey(expected, name, (2, height - 10 - (len(names) - 1 - i) * 28), 0.75, thickness=2)
     for v, y in ((-1.0, ramp_h - 1), (0.5, (ramp_h - 1) / 2), (2.0, 0)):
         y = min(max(int(y), 16), ramp_h - 12)
-        hershey(expected, render._fmt(10**v if scale == "log" else v), (24, y + 9), 0.85, thickness=2)
+        hershey(expected, render.bar_number(10**v if scale == "log" else v), (24, y + 9), 0.85, thickness=2)
     np.testing.assert_array_equal(bar, expected)
 
 
@@ -586,7 +587,7 @@ def test_the_colorbar_below_is_laid_out_to_the_pixel(width, scale, limits):
     )
     placed = {}
     for v, anchor in ((limits[0], "left"), (sum(limits) / 2, "centre"), (limits[1], "right")):
-        s = render._fmt(10**v if scale == "log" else v)
+        s = render.bar_number(10**v if scale == "log" else v)
         w = cv2.getTextSize(s, cv2.FONT_HERSHEY_SIMPLEX, 0.8, 2)[0][0]
         x = {"left": 6, "centre": width / 2 - w / 2, "right": width - 6 - w}[anchor]
         placed[anchor] = s, int(min(max(x, 2), width - w - 2)), w  # inside, or as far left as the right edge allows

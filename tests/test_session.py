@@ -107,9 +107,9 @@ def test_a_server_stops_its_threads():
     from vitviz.app.session import Server
 
     server = Server(device="cpu").start()
-    assert all(t.is_alive() for t in server._threads) and len(server._threads) == 2
+    assert all(t.is_alive() for t in server.threads) and len(server.threads) == 2
     server.stop()
-    assert not any(t.is_alive() for t in server._threads)
+    assert not any(t.is_alive() for t in server.threads)
 
 
 def test_each_tab_stops_only_its_own_heavy_run():
@@ -211,14 +211,14 @@ def test_sessions_that_ask_for_the_same_photo_at_once_share_one_forward(server, 
     for u in users:
         u.start()
     for _ in range(300):  # every session is waiting: one on the model, seven on it
-        if len(server._forwards) == 1 and len(calls) == 1 and sum(u.is_alive() for u in users) == 8:
+        if server.forwards_under_way == 1 and len(calls) == 1 and sum(u.is_alive() for u in users) == 8:
             break
         threading.Event().wait(0.01)
     gate.set()
     for u in users:
         u.join(30)
     assert len(calls) == 1 and len({id(a) for a in got.values()}) == 1 and len(got) == 8
-    assert len(server.cache) == 8 and server.cache.nbytes == got[0].nbytes and server._forwards == {}
+    assert len(server.cache) == 8 and server.cache.nbytes == got[0].nbytes and server.forwards_under_way == 0
 
     def broken(*args, **kwargs):
         calls.append(args)
@@ -229,7 +229,7 @@ def test_sessions_that_ask_for_the_same_photo_at_once_share_one_forward(server, 
     for who in ("ann", "ben"):
         with pytest.raises(RuntimeError, match="out of memory"):
             server.get_analysis(other, "tiny", "224", SimpleNamespace(session_hash=who))
-    assert len(calls) == 3 and server._forwards == {}  # each failed request tried again
+    assert len(calls) == 3 and server.forwards_under_way == 0  # each failed request tried again
 
 
 def test_an_analysis_key_names_the_photos_bytes_the_model_and_the_size(server, tmp_path):
@@ -241,22 +241,32 @@ def test_an_analysis_key_names_the_photos_bytes_the_model_and_the_size(server, t
     for ask in (lambda: server.get_analysis(None, "tiny", "448", None), lambda: server.digest("")):
         with pytest.raises(ValueError, match="no image: upload one or click an example"):
             ask()
-    for i in range(4100):  # the digests kept are bounded: the oldest go first
-        server._digests[(str(i), 0, 0)] = "x"
-    server.digest(photo(tmp_path, "b.png", 4))
-    assert len(server._digests) == 4096 and ("0", 0, 0) not in server._digests
+    from pathlib import Path
+
+    server.DIGESTS_KEPT = 3  # the digests kept are bounded: the oldest go first
+    more = [photo(tmp_path, f"more{i}.png", 40 + i) for i in range(3)]
+    for later in more:
+        server.digest(later)
+    assert server.digests_kept == 3
+    read = []
+    real = Path.read_bytes
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(Path, "read_bytes", lambda self: read.append(self.name) or real(self))
+        server.digest(more[2])  # kept: not read again
+        server.digest(path)  # the first, forgotten: read again
+    assert read == [Path(path).name]
 
 
 def test_the_background_warm_fills_an_analysis_the_cache_holds_and_leaves_one_it_let_go(server, tmp_path):
     import weakref
 
     a = server.get_analysis(photo(tmp_path, "a.png", 5), "tiny", "model default", None)
-    assert server.warm_step(weakref.ref(a), 1) is True and list(a._layer_stats) == [0]
+    assert server.warm_step(weakref.ref(a), 1) is True and a.held().statistics == {0}
     assert server.warm_step(weakref.ref(a), 99) is False
     for i in (6, 7):  # two analyses per session: a third lets the first go
         server.get_analysis(photo(tmp_path, f"{i}.png", i), "tiny", "model default", None)
     assert not server.cache.holds(a)
-    assert server.warm_step(weakref.ref(a), 2) is False and list(a._layer_stats) == [0]
+    assert server.warm_step(weakref.ref(a), 2) is False and a.held().statistics == {0}
 
 
 def test_a_warm_step_that_grows_the_cache_past_its_cap_evicts_the_oldest_and_asks_for_a_trim(server, tmp_path):
@@ -265,9 +275,10 @@ def test_a_warm_step_that_grows_the_cache_past_its_cap_evicts_the_oldest_and_ask
 
     old = server.get_analysis(photo(tmp_path, "a.png", 8), "tiny", "model default", SimpleNamespace(session_hash="x"))
     new = server.get_analysis(photo(tmp_path, "b.png", 9), "tiny", "model default", SimpleNamespace(session_hash="y"))
-    assert len(new._rollouts) == 20  # the server's forward made the mean fusion's
-    new._rollouts.clear()  # as where it did not (a model whose layers cannot be opened, an input too large to roll):
-    new._thresholds.clear()  # the warm fuses each layer it sweeps, and holds them until it rolls
+    assert len(new.held().rollouts) == 20  # the server's forward made the mean fusion's
+    # as where it did not (a model whose layers cannot be opened, an input too large to roll): the warm fuses each
+    # layer it sweeps, and holds them until it rolls
+    new.forget(rollouts=True, thresholds=True)
     server.cache.max_bytes = old.nbytes + new.nbytes + 1
     server.freed.clear()
     assert server.warm_step(weakref.ref(new), 1) and server.freed.is_set()  # the fused heads grew it
@@ -510,18 +521,19 @@ def test_a_started_server_warms_each_new_analysis_in_the_background_and_stops_cl
     broken.warm_step = lambda step: 1 / 0
     a = server.get_analysis(photo(tmp_path, "b.png", 16), "tiny", "224", None)
     server.start()  # the two wait in its queue
-    assert server.start() is server and [t.name for t in server._threads] == ["vitviz-warmer", "vitviz-janitor"]
-    assert all(t.daemon for t in server._threads)
-    for _ in range(200):
-        if len(a._layer_stats) == a.model.num_layers and len(a._thresholds) == 3:  # swept, and every fusion rolled
+    assert server.start() is server and [t.name for t in server.threads] == ["vitviz-warmer", "vitviz-janitor"]
+    assert all(t.daemon for t in server.threads)
+    for _ in range(200):  # swept, and every fusion rolled
+        if len(a.held().statistics) == a.model.num_layers and len(a.held().thresholds) == 3:
             break
         time.sleep(0.05)
-    assert sorted(a._thresholds) == ["max", "mean", "min"] and len(a._layer_stats) == a.model.num_layers
+    held = a.held()
+    assert sorted(held.thresholds) == ["max", "mean", "min"] and len(held.statistics) == a.model.num_layers
     if sys.platform == "linux":  # the warm runs at the lowest CPU priority; the server's other threads do not
-        assert os.getpriority(os.PRIO_PROCESS, server._threads[0].native_id) == 19
+        assert os.getpriority(os.PRIO_PROCESS, server.threads[0].native_id) == 19
         assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0
     server.stop()
-    assert not any(t.is_alive() for t in server._threads) and errors == []
+    assert not any(t.is_alive() for t in server.threads) and errors == []
     assert [r.getMessage() for r in caplog.records if r.exc_info] == ["background warm, step 0"]
 
 
@@ -542,7 +554,7 @@ def test_a_new_images_forward_yields_the_cpu_to_redraws_and_brings_its_dense_map
     a = server.get_analysis(photo(tmp_path, "a.png", 17), "tiny", "224", None)
     assert seen == [session.FORWARD_NICE] and 0 < session.FORWARD_NICE < session.WARM_NICE
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0  # the request's own thread
-    assert "_dense_map" in vars(a)  # made (None: the tiny model has no dense head)
+    assert a.held().dense_map  # made (None: the tiny model has no dense head)
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not an image")
     with pytest.raises(ValueError, match="image"):  # its error still reaches the request
@@ -557,7 +569,7 @@ def test_a_dense_head_that_fails_is_logged_and_the_analysis_still_comes(server, 
 
     monkeypatch.setattr(VitModel, "dense_maps_of", broken)
     a = server.get_analysis(photo(tmp_path, "a.png", 19), "tiny", "224", None)
-    assert a.num_layers == server.models["tiny"].num_layers and "_dense_map" not in vars(a)
+    assert a.num_layers == server.models["tiny"].num_layers and not a.held().dense_map
     assert [r.getMessage() for r in caplog.records if r.exc_info] == ["the dense head's maps"]
 
 
@@ -576,7 +588,7 @@ def test_a_server_starts_with_nothing_loaded_on_its_device():
     s = Server()
     assert s.device == "auto" and Server(device="cpu").device == "cpu"
     assert s.models == s.depth_models == s.attribution_models == s.similarity == s.depth_files == {}
-    assert not s.stopped and len(s.cache) == 0 and s._threads == []
+    assert not s.stopped and len(s.cache) == 0 and s.threads == ()
 
 
 def test_a_picture_has_its_caption_above_it_and_a_clickable_one_no_button_over_its_corner():
@@ -602,7 +614,7 @@ def test_the_janitor_gives_memory_back_soon_after_much_was_freed():
     trims = threading.Event()
     server = session.Server()
     server.trim = trims.set
-    janitor = threading.Thread(target=server._janitor, args=(0.05,), daemon=True)
+    janitor = threading.Thread(target=server.janitor, args=(0.05,), daemon=True)
     janitor.start()
     assert not trims.wait(0.3)  # nothing was freed
     server.freed.set()

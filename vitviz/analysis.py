@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -58,6 +57,7 @@ class Analysis:
     _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
     _projections: inside.LayerProjections | None = field(default=None, repr=False)
     _updates: dict = field(default_factory=dict, repr=False)
+    _dense: list = field(default_factory=list, repr=False)  # [] until made, then [the map or None]
     # arrays that drawings make once per analysis (the image at display size): counted in nbytes, freed with it
     drawn: dict = field(default_factory=dict, repr=False)
 
@@ -317,12 +317,17 @@ class Analysis:
         thresholds = thresholds.index_select(1, maps.indices(tuple(todo), thresholds.device))
         first, keep = self.rollout_start(head_fusion, start)
         rows = maps.rollouts(fused, [p / 100 for p in todo], thresholds, first, keep)
-        self._keep_rollouts(head_fusion, todo, rows, start)
+        self.keep_rollouts(head_fusion, todo, rows, start)
 
-    def _keep_rollouts(self, head_fusion: str, percents: list[int], rows: np.ndarray, start=None) -> None:
+    def keep_rollouts(
+        self, head_fusion: str, percents: list[int], rows: np.ndarray, start=None, thresholds=None
+    ) -> None:
         """Keep the rollouts [R,N] from `start` (default: the model's own output's) that discard `percents`, as
-        maps over the patches: copies, not views of a batch's rows."""
+        maps over the patches: copies, not views of a batch's rows; and the fusion's [L,100] discard `thresholds`
+        where given (a batch's forward made both)."""
         start = self._start_of(None) if start is None else start
+        if thresholds is not None:
+            self._thresholds[head_fusion] = thresholds.clone()
         patches = rows[:, self.n_prefix :].reshape(len(rows), *self.grid)
         made = {self._key(head_fusion, p, start): m.copy() for p, m in zip(percents, patches, strict=True)}
         self._rollouts.update(made)
@@ -457,10 +462,60 @@ class Analysis:
         best = np.argsort(-probs)[:k]
         return [(self.model.labels[i], float(probs[i])) for i in best]
 
-    @cached_property
-    def _dense_map(self) -> np.ndarray | None:
-        return self.model.dense_map_of(self.image, tuple(self.pixel_values.shape[2:]))
-
     def dense_map(self) -> np.ndarray | None:
-        """[h,w] the embedded model's dense head's map (saliency), in [0,1]; None without one."""
-        return self._dense_map
+        """[h,w] the embedded model's dense head's map (saliency), in [0,1]; None without one. Made once."""
+        if not self._dense:
+            self._dense[:] = [self.model.dense_map_of(self.image, tuple(self.pixel_values.shape[2:]))]
+        return self._dense[0]
+
+    def keep_dense_map(self, dense_map: np.ndarray | None) -> None:
+        """Keep the dense head's map [h,w] (None: no dense head) made by a forward of a batch that held this image."""
+        self._dense[:] = [dense_map]
+
+    def held(self) -> Held:
+        """What this analysis derived and keeps now (see `Held`)."""
+        projections = self._projections
+        return Held(
+            rollouts=frozenset(self._rollouts),
+            rollout_bytes=sum(r.nbytes for r in list(self._rollouts.values())),
+            fused=frozenset(self._fused),
+            thresholds=frozenset(self._thresholds),
+            warm_rows={f: len(rows) for f, rows in list(self._warm_rows.items())},
+            warm_thresholds={f: len(t) for f, t in list(self._warm_thresholds.items())},
+            statistics=frozenset(self._layer_stats),
+            projections=None if projections is None else projections.layer,
+            dense_map=bool(self._dense),
+        )
+
+    def forget(self, rollouts: bool = False, thresholds: bool = False, statistics: bool = False) -> None:
+        """Drop derived results that are made again when next asked: the kept rollouts, the discard thresholds
+        (with the warm's per-layer ones), the layers' statistics. As an analysis that never had them behaves."""
+        if rollouts:
+            self._rollouts.clear()
+        if thresholds:
+            self._thresholds.clear()
+            self._warm_thresholds.clear()
+        if statistics:
+            self._layer_stats.clear()
+
+
+@dataclass(frozen=True)
+class Held:
+    """What an analysis keeps of what it derived, for a cache's accounting and for tests.
+
+    rollouts: the keys of its kept rollouts ((fusion, percent) toward its own output, (start, fusion, percent)
+    toward another); rollout_bytes: their memory. fused: the fusions whose [L,N,N] fused heads are kept.
+    thresholds: the fusions whose [L,100] discard thresholds are kept. warm_rows, warm_thresholds: {fusion: layers}
+    the background warm swept and holds until it rolls. statistics: the layers whose statistics are kept.
+    projections: the layer whose projections are kept, or None. dense_map: whether the dense head's map is made.
+    """
+
+    rollouts: frozenset
+    rollout_bytes: int
+    fused: frozenset
+    thresholds: frozenset
+    warm_rows: dict
+    warm_thresholds: dict
+    statistics: frozenset
+    projections: int | None
+    dense_map: bool

@@ -83,6 +83,16 @@ class AnalysisCache:
         with self._lock:
             return next((a for k, a in reversed(self._items.items()) if k[1:] == rest), None)
 
+    def drop(self, key: tuple) -> Sized | None:
+        """Let the entry under `key` go (as an eviction would); returns it, or None where there was none."""
+        with self._lock:
+            return self._items.pop(key, None)
+
+    def items(self) -> list[tuple[tuple, Sized]]:
+        """(key, entry) pairs, oldest first: a snapshot, which entries added or evicted meanwhile leave as it is."""
+        with self._lock:
+            return list(self._items.items())
+
     def holds(self, item: Sized) -> bool:
         """Whether `item` itself (not an equal one) is still cached."""
         with self._lock:

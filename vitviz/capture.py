@@ -52,7 +52,7 @@ def capture_all(
         try:
             made = model.dense_maps_of([rgb for rgb, _ in inputs], tuple(inputs[0][1].shape[2:]))
             for a, dense_map in zip(analyses, made or [None] * len(analyses), strict=True):  # None: no dense head
-                a.__dict__["_dense_map"] = dense_map  # fills the cached property
+                a.keep_dense_map(dense_map)
         except Exception:
             log.exception("the dense head's maps")
             fusions = None if model.dense_head is not None else fusions  # its rollouts start from the map
@@ -135,8 +135,7 @@ class ForwardFusions:
             rolled = maps.rollouts(fused, [p / 100 for p in percents], chosen, starts, keep)
             del fused
             for a, thresholds_of, rows in zip(analyses, thresholds.unbind(1), rolled, strict=True):
-                a._thresholds[fusion] = thresholds_of.clone()
-                a._keep_rollouts(fusion, percents, rows)
+                a.keep_rollouts(fusion, percents, rows, thresholds=thresholds_of)
 
 
 def model_input(model: VitModel, rgb: np.ndarray, longest: int | None = None) -> np.ndarray:
@@ -167,7 +166,7 @@ def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
     if model.dense_head is not None:
         with model.lock, torch.inference_mode():
             dense = model.dense_map(out.hidden_states[-1], a.grid, (side, side))
-        a.__dict__["_dense_map"] = dense[0, 0].float().cpu().numpy()  # fills the cached property
+        a.keep_dense_map(dense[0, 0].float().cpu().numpy())
     return a
 
 

@@ -128,7 +128,7 @@ def colorbar(
     the top corner). scale "log": the bar is in log10 units and the ticks say the values themselves. Wider than
     `width` where its labels need it."""
     names = bar_names(scale, quantity, BAR_LINE)
-    numbers = [_fmt(10**v if scale == "log" else v) for v in (vmin + f * (vmax - vmin) for f in (0.0, 0.5, 1.0))]
+    numbers = [bar_number(10**v if scale == "log" else v) for v in (vmin + f * (vmax - vmin) for f in (0.0, 0.5, 1.0))]
     width = max(width, 28 + max(text_width(n, 0.85, 2) for n in numbers), *(text_width(n, 0.75, 2) + 6 for n in names))
     tall, line = text_height(0.85, 2), text_height(0.75, 2) + 8  # 23 px; grown in the projector mode
     foot = len(names) * line + 6 if names else 0
@@ -164,7 +164,7 @@ def _wrapped(words: str, fits) -> list[str]:
     return lines
 
 
-def _fmt(v: float) -> str:
+def bar_number(v: float) -> str:
     """Compact numbers for a colorbar: 0.031, 42, 2.7e6 (never 2723656)."""
     if v != 0 and not 1e-3 <= abs(v) < 1e4:
         mantissa, exponent = f"{v:.1e}".split("e")
@@ -217,7 +217,7 @@ def with_colorbar_below(
     placed = []
     for frac in (0.0, 0.5, 1.0):
         v = vmin + frac * (vmax - vmin)
-        number = _fmt(10**v if scale == "log" else v)
+        number = bar_number(10**v if scale == "log" else v)
         w = text_width(number, 0.8, 2)
         placed.append((number, int(np.clip(6 + frac * (width - 12) - frac * w, 2, width - w - 2)), w))
     (_, x0, w0), (_, x1, w1), (_, x2, _) = placed
