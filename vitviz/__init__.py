@@ -54,6 +54,7 @@ _WHERE = {
     "load_image": "preprocess",
     "show": "notebook",
     "export_html": "export",
+    "explore": "widget",
 }
 __all__ = sorted([*_WHERE, "EXAMPLES", "example", "__version__"])
 ASSETS = Path(__file__).resolve().parent / "assets"  # package data: the example photos travel in the wheel

@@ -1,0 +1,113 @@
+"""The Explorer in a notebook (`vitviz.explore`): the widget's traits and answers in Python, and its ES module
+(the app's engine and boot_widget.js) rendered in Chromium on a model that stands in for anywidget's, whose
+messages the real widget answers; its rows are compared with the attention that the forward captured."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+from conftest import FAMILIES, random_image
+from support.harness import CHROMIUM
+from support.harness import CHROMIUM_ARGS as ARGS
+from test_explorer import BOUND, HOVER_ALL, browser_or_skip, captured_rows
+
+import vitviz
+from vitviz import explorer
+
+pytest.importorskip("anywidget")
+
+
+def answers(widget) -> list:
+    """What the widget sends back, kept instead of sent (no frontend here)."""
+    sent = []
+    widget.send = lambda content, buffers=None: sent.append((content, buffers or []))
+    return sent
+
+
+def test_the_widget_carries_the_meta_and_answers_a_layer_with_its_bytes():
+    a = vitviz.analyze(FAMILIES["deit"](), random_image(40, 56, seed=2), longest=56)
+    w = vitviz.explore(a, layer=1, opacity=0.25)
+    assert w.meta["start"] == 1 and w.meta["alpha"] == 0.25 and w.meta["colourScale"] == "log"
+    assert w.meta["readout"]["tokens"] == [0, 1] and w.meta["grid"] == list(a.grid)
+    sent = answers(w)
+    w._handle_custom_msg({"want": 2}, [])
+    w._handle_custom_msg({"want": 7}, [])
+    assert sent[0] == ({"layer": 2}, [explorer.layer_data(a, 2).tobytes()])
+    assert sent[1] == ({"layer": 7, "error": "layer must be in [0, 3), got 7"}, [])
+    w.cmap, w.scale = "magma", "min-max"  # set again: the page gets them in the meta
+    assert (w.meta["cmap"], w.meta["colourScale"]) == ("magma", "min-max")
+    with pytest.raises(ValueError, match="unknown colour scale 'loud'"):
+        vitviz.explore(a, scale="loud")
+    with pytest.raises(ValueError, match="an Analysis already has both"):
+        vitviz.explore(a, model=a.model)
+
+
+MODEL = """(meta) => {
+  // anywidget's model as render() sees it: get, on, off, send; a custom message goes to Python and back
+  const handlers = {}, state = {meta};
+  window.model = {
+    get: (k) => state[k],
+    on: (name, cb) => (handlers[name] ||= []).push(cb),
+    off: (name, cb) => { handlers[name] = (handlers[name] || []).filter((x) => x !== cb); },
+    send: (content) => window.kernel(content).then(([reply, b64]) => {
+      const raw = b64 ? Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)) : null;
+      for (const cb of handlers["msg:custom"] || []) cb(reply, raw ? [new DataView(raw.buffer)] : []);
+    }),
+    change: (meta) => { state.meta = meta; for (const cb of handlers["change:meta"] || []) cb(); },
+    listeners: () => Object.values(handlers).reduce((n, list) => n + list.length, 0),
+  };
+}"""
+
+RENDER = """async (esm) => {
+  const url = URL.createObjectURL(new Blob([esm], {type: "text/javascript"}));
+  const widget = (await import(url)).default, el = document.createElement("div");
+  document.body.appendChild(el);
+  window.cleanup = widget.render({model: window.model, el});
+}"""
+
+
+@pytest.mark.browser
+def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layers():
+    """The widget's own _esm rendered on a stand-in model whose messages the widget answers: every layer and
+    head within 1e-3 of the forward; a new opacity repaints with no layer asked again; its clean-up leaves no
+    listener on the model, ten times in a row."""
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)
+    w = vitviz.explore(a)
+    sent, asked = answers(w), []
+
+    def kernel(content):
+        asked.append(content["want"])
+        w._handle_custom_msg(content, [])
+        reply, buffers = sent.pop()
+        return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
+
+    gh, gw = a.grid
+    cases = [(layer, h, p) for layer in range(3) for h in range(a.model.num_heads) for p in (-1, 0, gh * gw - 1, 9)]
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 800})
+        page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
+                                                               content_type="text/html"))  # fmt: skip
+        page.goto("http://vitviz.test/")
+        page.expose_function("kernel", kernel)
+        page.evaluate(MODEL, w.meta)
+        page.add_style_tag(content=w._css)
+        page.evaluate(RENDER, w._esm)
+        rows = np.array(page.evaluate(HOVER_ALL, cases))
+        page.wait_for_function("() => window.vitviz.explorer.state().loaded.length === 3")
+        w.opacity = 0.2
+        page.evaluate("(m) => window.model.change(m)", w.meta)
+        page.wait_for_timeout(100)
+        after = page.evaluate("() => window.vitviz.explorer.state()")
+        left = []
+        for _ in range(10):
+            page.evaluate("() => { window.cleanup(); document.body.innerHTML = ''; }")
+            left.append(page.evaluate("() => [window.model.listeners(), 'explorer' in window.vitviz]"))
+            page.evaluate(RENDER, w._esm)
+        browser.close()
+    assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
+    assert sorted(asked) == [0, 1, 2] and after["loaded"] and len(after["loaded"]) == 3  # each layer asked once
+    assert left == [[0, False]] * 10

@@ -1,0 +1,22 @@
+// A notebook's boot (vitviz.explore): anywidget's render({model, el}). The meta is the model's "meta" trait and
+// the layers come from the kernel on demand, as binary buffers (vitvizWidgetSource). The function it returns
+// takes the Explorer down when the view goes, so that ten Explorers in a row leave no listeners behind.
+export default {
+  render({ model, el }) {
+    const root = document.createElement("div");
+    root.className = "vx";
+    root.dataset.mode = "attention";
+    el.appendChild(root);
+    const engine = vitvizExplorer(root, "attention");
+    const shared = (window.vitviz = window.vitviz || {});
+    shared.explorer = engine.handle; // the newest Explorer of the page
+    const apply = () => engine.apply(vitvizWidgetSource(model));
+    model.on("change:meta", apply);
+    apply();
+    return () => {
+      model.off("change:meta", apply);
+      engine.destroy();
+      if (shared.explorer === engine.handle) delete shared.explorer;
+    };
+  },
+};

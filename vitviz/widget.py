@@ -1,0 +1,67 @@
+"""The Explorer in a notebook: `vitviz.explore(image)` returns an anywidget that runs the app's own engine
+(vitviz/static), which runs in JupyterLab, Notebook 7, VS Code, Colab and marimo with no CDN. The meta is a
+trait; each layer's bytes go to the page when it asks for them, as one binary buffer of a custom message, so
+that a layer costs the comm nothing until it is shown. Needs anywidget: pip install "vitviz[notebook]".
+"""
+
+from __future__ import annotations
+
+try:
+    import anywidget
+    import traitlets
+except ImportError as exc:  # anywidget is an optional extra: the rest of vitviz works without it
+    raise ImportError('vitviz.explore needs anywidget: pip install "vitviz[notebook]"') from exc
+
+from . import explorer
+from .maps import DEFAULT_SCALE
+
+
+class ExplorerWidget(anywidget.AnyWidget):
+    """One Explorer. cmap, opacity and scale may be set again: the page repaints with them."""
+
+    _esm = explorer.script("boot_widget.js")
+    _css = (explorer.STATIC / "explorer.css").read_text()
+    meta = traitlets.Dict().tag(sync=True)
+    cmap = traitlets.Unicode(explorer.DEFAULT_CMAP)
+    opacity = traitlets.Float(explorer.DEFAULT_OPACITY)
+    scale = traitlets.Unicode(DEFAULT_SCALE)
+
+    def __init__(self, analysis, layer: int | None = None, **settings) -> None:
+        super().__init__(**settings)
+        self.analysis = analysis
+        self.meta = explorer.standalone_meta(analysis, self.cmap, self.opacity, self.scale, layer)
+        self.on_msg(self._answer)
+
+    @traitlets.observe("cmap", "opacity", "scale")
+    def _restyle(self, change) -> None:
+        if self.meta:
+            self.meta = {**self.meta, **explorer.look(self.cmap, self.opacity, self.scale)}
+
+    def _answer(self, _widget, content: dict, _buffers) -> None:
+        """{want: layer} from the page: the layer's bytes as the answer's one buffer, or why not."""
+        layer = content.get("want") if isinstance(content, dict) else None
+        if layer is None:
+            return
+        try:
+            data = explorer.layer_data(self.analysis, layer).tobytes()
+        except (ValueError, TypeError, IndexError) as exc:
+            self.send({"layer": layer, "error": str(exc)})
+            return
+        self.send({"layer": layer}, buffers=[data])
+
+
+def explore(
+    image_or_analysis,
+    model=None,
+    layer: int | None = None,
+    *,
+    size: int | None = None,
+    cmap: str = explorer.DEFAULT_CMAP,
+    opacity: float = explorer.DEFAULT_OPACITY,
+    scale: str = DEFAULT_SCALE,
+) -> ExplorerWidget:
+    """The Explorer of an image (one forward of `model`, default the embedded one, at `size`) or of an Analysis,
+    opening on `layer` (default the last), painted with the page's settings (the app's defaults)."""
+    a = explorer.analysis_of(image_or_analysis, model, size)
+    explorer.look(cmap, opacity, scale)  # bad settings named here, before a widget exists
+    return ExplorerWidget(a, layer, cmap=cmap, opacity=opacity, scale=scale)
