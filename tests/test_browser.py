@@ -77,7 +77,7 @@ def wait_for_new_overlay(page, before: str) -> str:
 def test_example_slider_and_patch_click_change_the_overlay(page, tmp_path):
     shot(page, tmp_path, "tokens.png")
     page.locator("#examples img").nth(2).click()  # astronaut.jpg
-    page.locator("#status").get_by_text("grid 32×32").wait_for(timeout=60_000)
+    page.locator("#status").get_by_text("grid 32 rows × 32 columns").wait_for(timeout=60_000)
 
     page.get_by_role("tab", name=label("attention")).click()
     open_server_pictures(page)
@@ -131,7 +131,7 @@ def test_a_view_is_drawn_when_looked_at_and_follows_the_display_settings(page, t
     page.get_by_role("tab", name=label("tokens")).click()
     tokens_before, dense_before = src(page, "#tokens"), src(page, "#dense")
     page.locator("#examples img").nth(1).click()  # coffee.jpg
-    page.locator("#status").get_by_text("grid 21×32").wait_for(timeout=60_000)
+    page.locator("#status").get_by_text("grid 21 rows × 32 columns").wait_for(timeout=60_000)
     wait_for_src_change(page, "#tokens", tokens_before)
     page.wait_for_timeout(1500)
     assert src(page, "#dense") == dense_before  # the Output view is not drawn while nobody looks at it
@@ -274,7 +274,7 @@ def test_a_phone_or_a_projector_sends_no_request_once_its_views_are_drawn(page):
                 for colormap in ("viridis", "inferno", "viridis"):
                     choose(other, "#cmap", colormap)
                 other.locator("#large-text input").check()
-            other.locator("#status").get_by_text("grid 32×32").wait_for(timeout=60_000)
+            other.locator("#status").get_by_text("grid 32 rows × 32 columns").wait_for(timeout=60_000)
             other.wait_for_function("() => !document.body.innerText.includes('processing')", timeout=60_000)
             other.wait_for_timeout(3000)
             drawn = len(posts)
@@ -380,10 +380,11 @@ def test_live_camera_draws_changing_overlays_and_freeze_feeds_every_view(page, t
         pictures = [cv2.imdecode(np.frombuffer(live.request.get(f).body(), np.uint8), cv2.IMREAD_COLOR) for f in frames]
         assert max(np.abs(a.astype(int) - b.astype(int)).mean() for a in pictures for b in pictures) > 10
         assert src(live, "#live-rollout") and src(live, "#live-dense")
-        assert "224×224 input, 16×16 patches" in live.locator("#live-info").inner_text()
+        info = live.locator("#live-info").inner_text()
+        assert "input 224 px high × 224 px wide, 16 rows × 16 columns of patches" in info
         shot(live, tmp_path, "live.png")
         live.locator("#freeze").click()
-        live.locator("#status").get_by_text("grid 24×32").wait_for(timeout=60_000)  # the 640x480 frame
+        live.locator("#status").get_by_text("grid 24 rows × 32 columns").wait_for(timeout=60_000)  # the 640x480 frame
         tokens = src(live, "#tokens")
         live.get_by_role("tab", name=label("tokens")).click()
         wait_for_src_change(live, "#tokens", tokens)
@@ -560,7 +561,7 @@ def test_the_projector_shows_each_tabs_controls_and_main_picture_on_its_first_sc
 
     view = on_a_projector(page.context.browser.new_page, page.url)
     try:
-        upload(view, ASSETS / "astronaut.jpg", "32×32")
+        upload(view, ASSETS / "astronaut.jpg", "32 rows × 32 columns")
         problems = {}
         for tab, (controls, pictures) in FIRST_SCREEN_TABS.items():
             view.get_by_role("tab", name=label(tab)).click()
@@ -606,7 +607,7 @@ def test_a_phone_shows_the_explorers_photo_on_its_first_screen_and_speaks_of_fin
     try:
         phone.goto(page.url)
         phone.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
-        upload(phone, ASSETS / "astronaut.jpg", "32×32")
+        upload(phone, ASSETS / "astronaut.jpg", "32 rows × 32 columns")
         phone.get_by_role("tab", name=label("attention")).click()
         phone.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length > 0", timeout=60_000)
         phone.evaluate("() => window.scrollTo(0, 0)")
@@ -865,7 +866,7 @@ def test_every_click_picks_the_patch_under_the_pointer(page, tmp_path, embedded)
             page.get_by_role("tab", name=label("tokens")).click()
             page.locator("#upload button[aria-label='Clear']").first.click()  # a shown file hides the file input
             page.locator("#upload input[type=file]").set_input_files(str(photo_file))
-            page.locator("#status").get_by_text(f"grid {a.grid[0]}×{a.grid[1]}").wait_for(timeout=60_000)
+            page.locator("#status").get_by_text(f"grid {a.grid[0]} rows × {a.grid[1]} columns").wait_for(timeout=60_000)
             click_every_picture(page, a, shape)
     finally:
         choose(page, "#size", "model default")  # the page is shared with the next tests

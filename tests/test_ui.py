@@ -332,7 +332,7 @@ def test_readme_api_example_runs(client):
     )
     scope = {"URL": client.src}
     exec(compile(code, "README.md", "exec"), scope)
-    assert "grid 32×32" not in scope["status"] and "tokens" in scope["status"]
+    assert "grid 32 rows × 32 columns" not in scope["status"] and "tokens" in scope["status"]
     assert "patch tokens" in scope["sequence"] and "inside the box" in scope["summary"]
     assert read(scope["overlay"]).shape[0] == read(scope["preview"]).shape[0]  # the same picture, plus a colorbar
     assert "No token stands apart" in scope["norms_note"]  # a small DINOv2 has no artifact tokens

@@ -129,7 +129,12 @@ def build(ctx: Context) -> None:
             )
             percents = Analysis.ROLLOUT_PERCENTS  # the rollouts that an analysis makes at once, and keeps
             discard = gr.Slider(
-                0, percents[-1] / 100, value=0.0, step=percents[1] / 100, label="Discard the weakest fraction"
+                0,
+                percents[-1] / 100,
+                value=0.0,
+                step=percents[1] / 100,
+                label="Discard the weakest fraction",
+                elem_id="rollout-discard",
             )
             toward = gr.Radio([(label, key) for key, label in FOLLOWED.items()], value="output",
                               label="Rollout toward", elem_id="rollout-toward")  # fmt: skip
