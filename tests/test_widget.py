@@ -5,6 +5,7 @@ messages the real widget answers; its rows are compared with the attention that 
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -111,3 +112,90 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
     assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
     assert sorted(asked) == [0, 1, 2] and after["loaded"] and len(after["loaded"]) == 3  # each layer asked once
     assert left == [[0, False]] * 10
+
+
+NOTEBOOK_CELL = """import sys
+sys.path[:0] = [{tests!r}]
+from conftest import FAMILIES, random_image
+import vitviz
+a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)
+vitviz.explore(a, layer=1)"""
+
+
+@pytest.fixture()
+def jupyter_lab(tmp_path):
+    """JupyterLab on a free loopback port, with no token, serving tmp_path: yields its URL."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    pytest.importorskip("jupyterlab")
+    from support.harness import free_port
+
+    port = free_port()
+    args = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
+            "--IdentityProvider.token=", f"--ServerApp.root_dir={tmp_path}", "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
+            "--allow-root"]  # fmt: skip
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+               JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"))  # fmt: skip
+    log = open(tmp_path / "jupyter.log", "w")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(url + "api", timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((tmp_path / "jupyter.log").read_text()[-2000:]) from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_in_jupyterlab_the_widget_shows_the_captured_weights(jupyter_lab, tmp_path):
+    """A real notebook server and Chromium: a cell that ends with vitviz.explore(...) is run; the widget's handle,
+    hovered on every layer and head, reads the forward's attention within 1e-3; a real pointer moves its query."""
+    import nbformat
+
+    sync_api = browser_or_skip()
+    tests = str(Path(__file__).resolve().parent)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(NOTEBOOK_CELL.format(tests=tests))])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "explore.ipynb")
+    a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)  # the cell's, seeded alike
+    gh, gw = a.grid
+    cases = [(layer, h, p) for layer in range(3) for h in range(a.model.num_heads) for p in (-1, 0, gh * gw - 1, 9)]
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(jupyter_lab + "lab/tree/explore.ipynb")
+        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
+        page.locator(".jp-Cell .cm-content").first.click()
+        page.keyboard.press("Control+Enter")  # run the cell, as a user does
+        page.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length === 3", timeout=120_000)
+        rows = np.array(page.evaluate(HOVER_ALL, cases))
+        canvas = page.locator(".jp-OutputArea .vx-big-canvas")
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        page.mouse.move(box["x"] + 2.5 * box["width"] / gw, box["y"] + 1.5 * box["height"] / gh)
+        page.wait_for_timeout(200)
+        state = page.evaluate("() => window.vitviz.explorer.state()")
+        browser.close()
+    assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
+    assert state["query"] == a.n_prefix + gw + 2
