@@ -51,10 +51,10 @@ def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis, rolle
         if theirs is not None:
             np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
     if rolled:  # made by the batch's forward (roll=True, as the app asks): each image's own
-        assert batched.held().rollouts == {
-            (f, p) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS
-        }
-        for fusion, percent in batched.held().rollouts:
+        slider = {(f, p) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+        readout = set() if alone.output.reads_readout else {("readout", f, 0) for f in ForwardFusions.FUSIONS}
+        assert batched.held().rollouts == slider | readout
+        for fusion, percent in slider:
             want = alone.rollout(fusion, percent / 100)
             np.testing.assert_allclose(batched.rollout(fusion, percent / 100), want, atol=1e-4, err_msg=fusion)
     np.testing.assert_allclose(batched.rollout("mean", 0.5), alone.rollout("mean", 0.5), atol=1e-4)

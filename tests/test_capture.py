@@ -9,6 +9,7 @@ from conftest import random_image, tiny_vit
 import vitviz
 from vitviz import maps
 from vitviz.capture import ForwardFusions
+from vitviz.outputs import Output
 
 
 def test_a_forward_too_large_to_hold_its_fused_heads_does_not_roll_and_its_rollouts_come_when_asked(monkeypatch):
@@ -43,3 +44,16 @@ def test_a_roll_that_fails_is_logged_and_the_analysis_makes_its_rollouts_when_as
     monkeypatch.setattr(maps, "rollouts", real)
     assert not a.held().rollouts
     np.testing.assert_array_equal(a.rollout("max", 0.4), vitviz.analyze(model, image, roll=True).rollout("max", 0.4))
+
+
+def test_a_dense_models_forward_also_rolls_toward_its_readout_undiscarded(embedded, coffee):
+    """For a model whose output reads the patches, the forward also makes the rollout toward the readout (CLS) at
+    no discard, which the lesson and the Rollout tab's other choice show: the same as one made when asked, and
+    no fused heads are made for it later."""
+    rolled = vitviz.analyze(embedded, coffee, longest=224, roll=True)
+    assert ("readout", "mean", 0) in rolled.held().rollouts
+    to_cls = rolled.rollout("mean", 0.0, Output("readout"))
+    assert not rolled.held().fused
+    fresh = vitviz.analyze(embedded, coffee, longest=224).rollout("mean", 0.0, Output("readout"))
+    np.testing.assert_allclose(to_cls, fresh, rtol=1e-4, atol=1e-7)
+    assert not np.allclose(to_cls / to_cls.sum(), rolled.rollout("mean", 0.0) / rolled.rollout("mean", 0.0).sum())

@@ -56,7 +56,9 @@ def test_the_gpu_forward_rolls_on_the_device_as_the_cpu_does(pair):
     image = vitviz.load_image(ASSETS / "coffee.jpg")
     a, b = vitviz.analyze(cpu, image), vitviz.analyze(gpu, image, roll=True)
     slider = {(f, p) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
-    assert b.held().rollouts == slider and all(b.percent_thresholds(f).is_cuda for f in b.held().thresholds)
+    assert {k for k in b.held().rollouts if len(k) == 2} == slider and all(
+        b.percent_thresholds(f).is_cuda for f in b.held().thresholds
+    )
     for fusion, percent in sorted(slider):
         want, message = a.rollout(fusion, percent / 100), f"{fusion} {percent}"
         np.testing.assert_allclose(b.rollout(fusion, percent / 100), want, rtol=0.01, atol=1e-7, err_msg=message)

@@ -133,9 +133,14 @@ class ForwardFusions:
             fused = [self.fused[fusion].pop(i) for i in layers]
             chosen = thresholds.index_select(-1, maps.indices(tuple(percents), thresholds.device))
             rolled = maps.rollouts(fused, [p / 100 for p in percents], chosen, starts, keep)
-            del fused
             for a, thresholds_of, rows in zip(analyses, thresholds.unbind(1), rolled, strict=True):
                 a.keep_rollouts(fusion, percents, rows, thresholds=thresholds_of)
+            if not analyses[0].output.reads_readout:  # the lesson's and the tab's other start, undiscarded
+                starts = np.stack([a.rollout_start(fusion, "readout")[0] for a in analyses])
+                rolled = maps.rollouts(fused, [0.0], None, starts, analyses[0].model.readout.tokens)
+                for a, rows in zip(analyses, rolled, strict=True):
+                    a.keep_rollouts(fusion, [0], rows, start="readout")
+            del fused
 
 
 def model_input(model: VitModel, rgb: np.ndarray, longest: int | None = None) -> np.ndarray:
