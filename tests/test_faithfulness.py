@@ -133,7 +133,7 @@ def test_bad_arguments_name_the_problem():
     model, image = tiny_vit(), random_image(32, 32)
     with pytest.raises(ValueError, match="unknown replacement"):
         faithfulness(model, image, replacement="noise")
-    with pytest.raises(ValueError, match="unknown method"):
+    with pytest.raises(ValueError, match="unknown attribution method"):
         faithfulness(model, image, method="lime")
     with pytest.raises(ValueError, match=r"one value per patch, \(4, 4\)"):
         faithfulness(model, image, scores=np.zeros((3, 3)))

@@ -67,5 +67,5 @@ def test_bad_arguments_name_the_problem():
     model, image = tiny_vit(), random_image(32, 32)
     with pytest.raises(ValueError, match="layers must be between 1 and 3"):
         sanity_check(model, image, layers=4)
-    with pytest.raises(ValueError, match="unknown method"):
+    with pytest.raises(ValueError, match="unknown attribution method"):
         sanity_check(model, image, "lime")

@@ -17,25 +17,19 @@ from dataclasses import dataclass, replace
 import cv2
 import numpy as np
 import torch
-from torch import nn
 
+from . import methods
 from .analysis import Analysis
 from .capture import capture
+from .methods import Job
 from .models import VitModel
 from .outputs import Box, Output, Text, dense_weights, output_for, patch_weights
 from .preprocess import ImageInput, input_size, load_image, prepare_input
-from .relevance import legrad, relevancy
 
-METHODS: dict[str, str] = {
-    "integrated_gradients": "Integrated Gradients",
-    "saliency": "Saliency (|gradient|)",
-    "input_x_gradient": "Input × Gradient",
-    "grad_cam": "Grad-CAM on one block",
-    "occlusion": "Occlusion (one patch at a time)",
-    "relevancy": "Transformer relevancy (Chefer et al. 2021)",
-    "legrad": "LeGrad (Bousselham et al. 2024)",
-}
-BASELINES = ("blurred", "black", "mean colour")  # blurred first: IG converges along its path
+# The methods the Attributions tab offers, by key (each a record in vitviz/methods/), and those whose maps are signed
+METHODS: dict[str, str] = {m.key: m.label for m in methods.REGISTRY.values() if m.offered}
+SIGNED = tuple(m.key for m in methods.REGISTRY.values() if m.signed)
+BASELINES = methods.BASELINES
 
 
 @dataclass(eq=False)
@@ -95,10 +89,10 @@ def attribute(
     image: ImageInput,
     method: str = "integrated_gradients",
     target: int | None = None,
-    n_steps: int = 32,
-    baseline: str = "blurred",
-    nt_samples: int = 0,
-    nt_stdev: float = 0.15,
+    n_steps: int | None = None,
+    baseline: str | None = None,
+    nt_samples: int | None = None,
+    nt_stdev: float = methods.NOISE,
     layer: int | None = None,
     box: Box | None = None,
     internal_batch_size: int = 8,
@@ -107,25 +101,20 @@ def attribute(
     text: Text | None = None,
     output: Output | None = None,
 ) -> Attribution:
-    """Attribute one scalar output of `model` on `image` to its input with `method` (see METHODS).
+    """Attribute one scalar output of `model` on `image` to its input with `method` (a key of `methods.REGISTRY`).
 
     output: the output explained (see `outputs.Output`); by default the one that target, box and text name
     (`outputs.output_for`): target, a class index for classifiers (default: the top-1 class); box, a region of
     the original image for the dense head; text, for a CLIP or SigLIP model with its text tower, the image's
     similarity logit with this text (words, or token ids).
-    n_steps, internal_batch_size: Integrated Gradients' path steps and the batch size of its
-    (and occlusion's) forward passes, which bounds memory. baseline: what "absent" means for
-    IG and occlusion (black, blurred or the dataset's mean colour). nt_samples > 0 wraps IG in
-    a SmoothGrad NoiseTunnel with noise of `nt_stdev` (in normalised input units).
-    layer: the block whose input tokens Grad-CAM reads (default: the last). progress: called with the fraction
-    done.
+    The method's options (`methods.OPTIONS`; None: the method's default): n_steps, Integrated Gradients' path
+    steps; baseline, what "absent" means for IG and occlusion (black, blurred or the dataset's mean colour);
+    nt_samples > 0 wraps IG in a SmoothGrad NoiseTunnel with noise of `nt_stdev` (in normalised input units);
+    layer, the block whose input tokens Grad-CAM reads (default: the last). internal_batch_size: the most inputs
+    per forward pass, which bounds memory. progress: called with the fraction done.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown attribution method {method!r}: use one of {', '.join(METHODS)}")
-    if baseline not in BASELINES:
-        raise ValueError(f"unknown baseline {baseline!r}: use one of {', '.join(BASELINES)}")
-    if not 1 <= n_steps <= 512:
-        raise ValueError(f"n_steps must be between 1 and 512, got {n_steps}")
+    record = methods.get(method)
+    options = method_options(record, baseline=baseline, n_steps=n_steps, nt_samples=nt_samples, layer=layer)
     if not 1 <= internal_batch_size <= 256:
         raise ValueError(f"internal_batch_size must be between 1 and 256, got {internal_batch_size}")
     rgb = load_image(image)
@@ -134,9 +123,9 @@ def attribute(
     with model.lock:
         x, score_fn, score, output = target_function(model, rgb, output, longest, progress)
         grid = score_fn.grid
-        score_fn.expected = _expected_batches(method, n_steps, nt_samples, internal_batch_size, grid)
-        raw, delta = _run(method, model, score_fn, x, rgb, grid, n_steps, baseline, nt_samples, nt_stdev, layer,
-                          internal_batch_size)  # fmt: skip
+        score_fn.expected = record.calls(options, grid, internal_batch_size)
+        job = Job(model, rgb, x, score_fn, output, {**options, "nt_stdev": nt_stdev}, internal_batch_size)
+        raw, delta = record.map(job)
     return Attribution(
         method=method,
         map=to_image(raw, rgb.shape[:2]),
@@ -273,105 +262,23 @@ def input_analysis(model: VitModel, image: ImageInput, longest: int | None = Non
     return capture(model, rgb, x, model.forward(torch.from_numpy(x), attentions="none"))
 
 
-SIGNED = ("integrated_gradients", "input_x_gradient", "occlusion")  # can push the target down as well as up
-
-
 def _input(model: VitModel, rgb: np.ndarray, longest: int | None) -> np.ndarray:
     size = attribution_size(model, *rgb.shape[:2], longest)
     return prepare_input(rgb, size, model.patch_size, model.mean, model.std)
 
 
-def _baseline(kind: str, rgb: np.ndarray, x: torch.Tensor, model: VitModel) -> torch.Tensor:
-    """The 'absent' input, normalised like x: black pixels, a heavy blur of the image, or the mean colour."""
-    if kind == "mean colour":
-        return torch.zeros_like(x)  # the normalisation's mean is zero
-    h, w = x.shape[2:]
-    if kind == "black":
-        img = np.zeros((h, w, 3), np.uint8)
-    else:
-        small = cv2.resize(rgb, (w, h), interpolation=cv2.INTER_AREA)
-        img = cv2.GaussianBlur(small, (0, 0), sigmaX=max(h, w) / 16)
-    return torch.from_numpy(prepare_input(img, (h, w), model.patch_size, model.mean, model.std)).to(x.device)
+def method_options(record: methods.Method, **given) -> dict:
+    """Every shared option (`methods.OPTIONS`) by keyword, as `record` takes it: a value given checked against the
+    method's own range (or the shared one, for an option it does not read), None its default."""
+    own = {o.keyword: o for o in record.options}
+    options = {}
+    for shared in methods.OPTIONS:
+        option, value = own.get(shared.keyword, shared), given.get(shared.keyword)
+        options[shared.keyword] = option.default if value is None else option.checked(value)
+    return options
 
 
-def model_passes(method: str, n_steps: int, nt_samples: int, grid: tuple[int, int]) -> int:
+def model_passes(method: str, n_steps: int | None, nt_samples: int | None, grid: tuple[int, int]) -> int:
     """How many images one attribution sends through the model: its cost, whatever the batch size."""
-    return _expected_batches(method, n_steps, nt_samples, 1, grid)
-
-
-def _expected_batches(method: str, n_steps: int, nt_samples: int, batch: int, grid: tuple[int, int]) -> int:
-    if method == "integrated_gradients":
-        return -(-n_steps * max(1, nt_samples) // batch) + 2 * max(1, nt_samples)
-    if method == "occlusion":
-        return -(-grid[0] * grid[1] // batch) + 1
-    return 1
-
-
-class _TokenGrid(nn.Module):
-    """An identity that Grad-CAM hooks: it sees a block's patch tokens as a [B,D,gh,gw] map."""
-
-    def forward(self, grid: torch.Tensor) -> torch.Tensor:
-        return grid
-
-
-def _grad_cam(model: VitModel, score_fn, x: torch.Tensor, grid: tuple[int, int], layer: int | None) -> np.ndarray:
-    from captum.attr import LayerGradCam
-
-    n_layers = len(model.blocks)
-    layer = n_layers - 1 if layer is None else int(layer)
-    if not 0 <= layer < n_layers:
-        raise ValueError(f"Grad-CAM layer must be in [0, {n_layers}), got {layer}")
-    view = _TokenGrid()
-    k = model.n_prefix
-
-    def as_grid(_module, args, kwargs):
-        # Grad-CAM reads the tokens *entering* the block (as pytorch-grad-cam reads blocks[-1].norm1):
-        # a block's output patch tokens no longer reach the readout token of the last layer.
-        tokens = args[0] if args else kwargs["hidden_states"]
-        # The grid comes from the input's pixels (h/p, w/p), never from sqrt(N).
-        patches = view(tokens[:, k:].transpose(1, 2).reshape(len(tokens), -1, *grid))
-        merged = torch.cat([tokens[:, :k], patches.flatten(2).transpose(1, 2)], 1)
-        if args:
-            return (merged, *args[1:]), kwargs
-        return args, {**kwargs, "hidden_states": merged}
-
-    hook = model.blocks[layer].register_forward_pre_hook(as_grid, with_kwargs=True)
-    try:
-        cam = LayerGradCam(score_fn, view).attribute(x, relu_attributions=True)
-    finally:
-        hook.remove()
-    return cam[0, 0].detach().cpu().numpy()
-
-
-def _run(method, model, score_fn, x, rgb, grid, n_steps, baseline, nt_samples, nt_stdev, layer, batch):
-    """(raw attributions as numpy, convergence delta or None) for one method."""
-    from captum.attr import InputXGradient, IntegratedGradients, NoiseTunnel, Occlusion, Saliency
-
-    if method == "relevancy":
-        return relevancy(model, x, score_fn), None
-    if method == "legrad":
-        return legrad(model, x, score_fn), None
-    if method == "grad_cam":
-        return _grad_cam(model, score_fn, x, grid, layer), None
-    if method in ("saliency", "input_x_gradient"):
-        x = x.clone().requires_grad_()
-    if method == "saliency":
-        return Saliency(score_fn).attribute(x, abs=True).detach().cpu().numpy(), None
-    if method == "input_x_gradient":
-        return InputXGradient(score_fn).attribute(x).detach().cpu().numpy(), None
-    base = _baseline(baseline, rgb, x, model)
-    if method == "occlusion":
-        p = model.patch_size
-        attr = Occlusion(score_fn).attribute(
-            x, sliding_window_shapes=(3, p, p), strides=(3, p, p), baselines=base, perturbations_per_eval=batch
-        )
-        return attr[0, 0, ::p, ::p].detach().cpu().numpy(), None  # one value per patch: the drop when hidden
-    ig = IntegratedGradients(score_fn)
-    options = dict(baselines=base, n_steps=n_steps, internal_batch_size=batch, return_convergence_delta=True)
-    if nt_samples > 0:
-        attr, delta = NoiseTunnel(ig).attribute(
-            x, nt_type="smoothgrad", nt_samples=int(nt_samples), nt_samples_batch_size=1, stdevs=nt_stdev, **options
-        )
-        return attr.detach().cpu().numpy(), float(delta.abs().max())
-    attr, delta = ig.attribute(x, **options)
-    return attr.detach().cpu().numpy(), float(delta[0])
+    record = methods.get(method)
+    return record.passes(method_options(record, n_steps=n_steps, nt_samples=nt_samples), grid)

@@ -18,14 +18,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .attributions import _baseline as replacement_input
-from .attributions import attribute, input_analysis, patch_scores, target_function
+from . import methods
+from .attributions import attribute, patch_scores, target_function
+from .methods import absent_input
 from .models import VitModel
 from .outputs import Box, Output, Text, output_for
 from .preprocess import ImageInput, load_image
 
 REPLACEMENTS = {"blur": "blurred", "mean": "mean colour", "black": "black"}  # -> the attributions' baselines
-MAPS = ("rollout",)  # besides the attribution methods: maps that faithfulness scores too (toward the same output)
+# Besides the methods the Attributions tab offers: the other maps that faithfulness scores too (rollout, toward the
+# same output)
+MAPS = tuple(key for key, m in methods.REGISTRY.items() if not m.offered)
 
 
 @dataclass(eq=False)
@@ -129,19 +132,17 @@ def faithfulness(
 ) -> Faithfulness:
     """Deletion and insertion curves of one map on `image`, against `random_orders` random orders.
 
-    method: an attribution method (see attributions.METHODS, made with `options` such as n_steps) or "rollout"
-    (toward the same output, `Analysis.rollout`); or give `scores` [gh,gw], one value per patch of the
-    attribution input (method then only names it). The curves follow the output the map explains: `output`, or
+    method: a key of `methods.REGISTRY` (an attribution, or rollout toward the same output), made with `options`
+    such as n_steps; or give `scores` [gh,gw], one value per patch of the attribution input (method then only
+    names it). The curves follow the output the map explains: `output`, or
     the one that target, box and text name (as `attribute`'s). steps: the curves' points less one
     (10: every 10 %). replacement: what a hidden patch shows ("blur", "mean" colour or "black"). batch: the
     masked inputs per forward pass.
     """
-    from .attributions import METHODS
-
     if replacement not in REPLACEMENTS:
         raise ValueError(f"unknown replacement {replacement!r}: use one of {', '.join(REPLACEMENTS)}")
-    if scores is None and method not in METHODS and method not in MAPS:
-        raise ValueError(f"unknown method {method!r}: use one of {', '.join([*METHODS, *MAPS])}")
+    if scores is None:
+        methods.get(method)  # an unknown one named before any work
     if not 1 <= steps <= 100:
         raise ValueError(f"steps must be between 1 and 100, got {steps}")
     if not 1 <= random_orders <= 100:
@@ -153,9 +154,7 @@ def faithfulness(
     x, score_fn, _, output = target_function(model, rgb, output, longest)
     grid, p = score_fn.grid, model.patch_size
     start = time.perf_counter()
-    if scores is None and method == "rollout":
-        scores = input_analysis(model, rgb, longest).rollout(toward=output)
-    elif scores is None:
+    if scores is None:
         half = None if progress is None else (lambda fraction: progress(fraction / 2))  # the map: the first half
         r = attribute(model, rgb, method, longest=longest, progress=half, output=output, **options)
         scores = patch_scores(r.raw, p)
@@ -179,7 +178,7 @@ def faithfulness(
     insertion = [~hidden(order, c) for c in counts]
     random = [[hidden(o, c) for c in counts] for o in randoms]
     masks = {m.tobytes(): m for m in [*deletion, *insertion, *(m for curve in random for m in curve)]}
-    base = replacement_input(REPLACEMENTS[replacement], rgb, x, model)
+    base = absent_input(REPLACEMENTS[replacement], rgb, x, model)
     rest = None if progress is None else (lambda fraction: progress(0.5 + fraction / 2))
     values = _scores(model, score_fn, x, base, list(masks.values()), grid, p, batch, rest)
     value = dict(zip(masks, values, strict=True))

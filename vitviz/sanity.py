@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .attributions import attribute, input_analysis, patch_scores
+from . import methods
+from .attributions import attribute, patch_scores
 from .models import VitModel
-from .outputs import Output, output_for
 from .preprocess import ImageInput, load_image
 
 
@@ -55,13 +55,6 @@ class SanityCheck:
         return f"{said}; with all {self.layers} layers random, {last:.2f}: {verdict}."
 
 
-def _output(model: VitModel, options: dict) -> Output:
-    """The output that `attribute`'s options name (output, or target, box and text)."""
-    if options.get("output") is not None:
-        return options["output"]
-    return output_for(model, options.get("target"), options.get("box"), options.get("text"))
-
-
 def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman's rank correlation of two maps of one shape (ties broken by position)."""
     ra = np.argsort(np.argsort(a.ravel(), kind="stable"), kind="stable").astype(np.float64)
@@ -92,14 +85,10 @@ def sanity_check(
     progress: Callable[[float], None] | None = None,
     **options,
 ) -> SanityCheck:
-    """The map of `method` (an attribution method or "rollout"; `options` as `attribute`'s, the output explained
-    among them) on `image`, then again after randomising the last 1, 2, ... `layers` layers (default: all) of a
-    copy of `model`."""
-    from .attributions import METHODS
-    from .deletion import MAPS
-
-    if method not in METHODS and method not in MAPS:
-        raise ValueError(f"unknown method {method!r}: use one of {', '.join([*METHODS, *MAPS])}")
+    """The map of `method` (a key of `methods.REGISTRY`; `options` as `attribute`'s, the output explained among
+    them) on `image`, then again after randomising the last 1, 2, ... `layers` layers (default: all) of a copy of
+    `model`."""
+    methods.get(method)  # an unknown one named before any work
     total = model.num_layers
     layers = total if layers is None else int(layers)
     if not 1 <= layers <= total:
@@ -114,8 +103,6 @@ def sanity_check(
     generator = torch.Generator().manual_seed(seed)
 
     def current_map() -> np.ndarray:
-        if method == "rollout":  # toward the output the attributions' options name, as a map of them would be
-            return input_analysis(twin, rgb, longest).rollout(toward=_output(twin, options))
         return patch_scores(attribute(twin, rgb, method, longest=longest, **options).raw, twin.patch_size)
 
     maps = [current_map()]

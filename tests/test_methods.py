@@ -1,0 +1,53 @@
+"""vitviz.methods: the registry of attribution methods, and SmoothGrad, the method added through it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import random_image, tiny_vit
+
+from vitviz import methods
+from vitviz.attributions import METHODS, SIGNED, attribute, model_passes, target_function
+from vitviz.outputs import output_for
+
+
+def test_every_method_is_one_record_found_by_its_module_and_the_lists_derive_from_them():
+    assert list(methods.REGISTRY)[:7] == list(METHODS)  # the tab's order
+    assert {"rollout", "smoothgrad"} <= set(methods.REGISTRY) - set(METHODS)  # not offered in the tab's list
+    assert set(SIGNED) == {k for k, m in methods.REGISTRY.items() if m.signed}
+    for key, m in methods.REGISTRY.items():
+        assert m.key == key and m.label and callable(m.map)
+        assert all(o in methods.OPTIONS or o.keyword in {s.keyword for s in methods.OPTIONS} for o in m.options)
+    with pytest.raises(ValueError, match="unknown attribution method 'lime': use one of integrated_gradients"):
+        methods.get("lime")
+
+
+def test_an_options_range_and_default_come_from_the_methods_own_record():
+    model, image = tiny_vit(), random_image(32, 32, seed=3)
+    with pytest.raises(ValueError, match="nt_samples must be between 1 and 256, got 0"):
+        attribute(model, image, "smoothgrad", nt_samples=0)  # SmoothGrad's copies start at 1
+    assert attribute(model, image, "integrated_gradients", n_steps=4, nt_samples=0).delta is not None  # IG's at 0
+    assert model_passes("smoothgrad", None, None, (4, 4)) == 8  # its own default
+    assert model_passes("smoothgrad", 99, 3, (4, 4)) == 3  # the steps are IG's, not its
+    assert model_passes("integrated_gradients", None, None, (4, 4)) == 32 + 2
+
+
+def test_smoothgrad_is_the_mean_of_input_times_gradient_over_the_same_noisy_copies():
+    """(x + e_k) * grad f(x + e_k), averaged over k, with the noise drawn as NoiseTunnel draws it (one copy at a
+    time, Gaussian of the given deviation), in float64; and with no noise, Input × Gradient itself."""
+    model, image = tiny_vit(), random_image(40, 56, seed=8)
+    torch.manual_seed(0)
+    r = attribute(model, image, "smoothgrad", nt_samples=3, nt_stdev=0.2, longest=56, target=2)
+    x, score, _, _ = target_function(model, image, output_for(model, 2), longest=56)
+    torch.manual_seed(0)
+    total = np.zeros(x.shape, np.float64)
+    for _ in range(3):
+        noisy = (x + torch.normal(0, torch.full(x.shape, 0.2))).requires_grad_()
+        (grad,) = torch.autograd.grad(score(noisy).sum(), noisy)
+        total += noisy.detach().double().numpy() * grad.double().numpy()
+    np.testing.assert_allclose(r.raw, total / 3, rtol=1e-4, atol=1e-6 * np.abs(total).max())
+    assert r.method == "smoothgrad" and r.delta is None and r.raw.shape == (1, 3, 40, 56)
+    still = attribute(model, image, "smoothgrad", nt_samples=2, nt_stdev=0.0, longest=56, target=2)
+    plain = attribute(model, image, "input_x_gradient", longest=56, target=2)
+    np.testing.assert_allclose(still.raw, plain.raw, rtol=1e-5, atol=1e-7)
