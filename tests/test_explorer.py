@@ -557,3 +557,45 @@ def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_wei
     ranges = page.locator("#inside-explorer .vx-range").all_inner_texts()
     assert "(bright); 0 is the top key, " in ranges[0] and ranges[1].startswith("colour: log scale, ")
     page.get_by_role("tab", name=label("attention")).click()
+
+
+def test_one_page_has_one_layer_computing_at_a_time_and_another_page_is_not_held_up(monkeypatch):
+    """A flood from one session: while its layer computes, its next request gets 503 at once (the page asks again)
+    and another session's layer is served; when it is done, the session may ask again."""
+    import threading
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from conftest import tiny_vit
+    from starlette.requests import Request
+
+    from vitviz.app import explorer as route
+
+    a = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=5))
+    server = SimpleNamespace(cache=SimpleNamespace(get=lambda key: a), redraws=SimpleNamespace(interactive=nullcontext))
+    started, release, real = threading.Event(), threading.Event(), route.explorer.layer_data
+
+    def slow(analysis, layer):
+        if layer == 0:
+            started.set()
+            assert release.wait(10)
+        return real(analysis, layer)
+
+    monkeypatch.setattr(route.explorer, "layer_data", slow)
+
+    def ask(session: str, layer: int):
+        scope = {"type": "http", "method": "GET", "path": route.LAYER_PATH, "headers": [],
+                 "query_string": f"session={session}&key=k&layer={layer}".encode()}  # fmt: skip
+        return route.layer_response(server, Request(scope))
+
+    first: list = []
+    worker = threading.Thread(target=lambda: first.append(ask("flood", 0)))
+    worker.start()
+    assert started.wait(10)
+    again = ask("flood", 1)
+    assert again.status_code == 503 and b"has a layer on its way already" in again.body
+    other = ask("another", 1)
+    assert other.status_code == 200 and other.body == real(a, 1).tobytes()
+    release.set()
+    worker.join(10)
+    assert first[0].status_code == 200 and ask("flood", 1).status_code == 200

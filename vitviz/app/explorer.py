@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 
 import gradio as gr
 from starlette.requests import Request
@@ -25,6 +26,33 @@ LAYER_PATH = "/vitviz/explorer/layer"
 # Layers computed at once, over every user: a few ms each on the cached tokens, but a page that loops on the route
 # must not take the cores from the others. A request that waits longer than BUSY_S gets 503, which the page retries.
 LAYER_SLOTS, BUSY_S = threading.BoundedSemaphore(2), 5.0
+
+
+class OnePerSession:
+    """At most one layer computing per session: a page fetches one at a time, so a second at once is a flood
+    (a script, a stuck loop) that must not take the slots from the other users' pages. Its request gets 503 at
+    once, which a page retries."""
+
+    def __init__(self, sessions: int = 10_000) -> None:
+        self._busy: OrderedDict[str, None] = OrderedDict()
+        self._sessions, self._lock = sessions, threading.Lock()
+
+    def start(self, session: str) -> bool:
+        """Whether `session` may compute a layer now (then `done` must follow)."""
+        with self._lock:
+            if session in self._busy:
+                return False
+            self._busy[session] = None
+            while len(self._busy) > self._sessions:  # a bound, not a lease: sessions end without telling
+                self._busy.popitem(last=False)
+            return True
+
+    def done(self, session: str) -> None:
+        with self._lock:
+            self._busy.pop(session, None)
+
+
+LAYER_SESSIONS = OnePerSession()
 
 
 def script() -> str:
@@ -57,15 +85,20 @@ def layer_response(server: Server, request: Request) -> Response:
         return PlainTextResponse("this photo's analysis is no longer kept: pick the photo again", status_code=404)
     if not re.fullmatch(r"[0-9]{1,4}", layer) or not 0 <= int(layer) < a.model.num_layers:
         return PlainTextResponse(f"layer must be an integer in [0, {a.model.num_layers}), got {layer[:20]!r}", 400)
-    if not LAYER_SLOTS.acquire(timeout=BUSY_S):
-        return PlainTextResponse("the server is busy: the page asks again", status_code=503)
+    if not LAYER_SESSIONS.start(session):
+        return PlainTextResponse("this page has a layer on its way already: it asks again", status_code=503)
     try:
-        with server.redraws.interactive():  # the background warm pauses between its steps meanwhile
-            data = explorer.layer_data(a, int(layer)).tobytes()
-    except ValueError as exc:
-        return PlainTextResponse(str(exc), status_code=400)
+        if not LAYER_SLOTS.acquire(timeout=BUSY_S):
+            return PlainTextResponse("the server is busy: the page asks again", status_code=503)
+        try:
+            with server.redraws.interactive():  # the background warm pauses between its steps meanwhile
+                data = explorer.layer_data(a, int(layer)).tobytes()
+        except ValueError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
+        finally:
+            LAYER_SLOTS.release()
     finally:
-        LAYER_SLOTS.release()
+        LAYER_SESSIONS.done(session)
     # identity: Gradio's middleware would spend ~20 ms compressing float32, which barely compresses
     headers = {"Cache-Control": "private, max-age=3600", "Content-Encoding": "identity"}
     return Response(data, media_type="application/octet-stream", headers=headers)
