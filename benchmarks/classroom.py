@@ -4,8 +4,10 @@
 The teacher says "now try your own photo": every user (its own gradio_client, so its own session) uploads its
 own new photo within the same two seconds and waits for its view (/analyze, then /attention drawn), then makes
 `--moves` mixed moves (/attention at any layer, head or query; /rollout at any fusion and discard), each after
-a think time of 1 to 4 s. Each round uses new photos. It prints, per round and over all rounds, the p50, p95
-and max from upload to view and of a move, the errors, the forward passes the server ran (one per upload
+a think time of 1 to 4 s, and opens three tabs among Heads, Tokens, Inside a head, Positions and the Lesson (each
+timed by its view). With `--http`, each user's page also fetches the Explorer's meta and its 12 layers, one at a
+time, as a browser does after an upload. Each round uses new photos. It prints, per round and over all rounds, the
+p50, p95 and max from upload to view and of a move, the errors, the forward passes the server ran (one per upload
 means that no move re-ran one), and the server's RSS before the round, at its peak (sampled every 0.25 s) and
 30 s after it, and the CPU seconds that the server and the clients used: here both share the same cores,
 where a class's clients run on 30 devices. `--http` makes each user plain HTTP requests (`loadtest.HttpApi`)
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.support.harness import photos, running_app
+from vitviz.maps import DEFAULT_SCALE
 from vitviz.memory import rss_bytes
 
 from .bench import api_call, figures, mixed_moves, run_together
@@ -32,6 +35,14 @@ from .loadtest import HttpApi
 
 GIB = 2**30
 MODEL, SIZE, LAYERS, HEADS, PATCHES = "dinov2-small", "model default", 12, 6, (448 // 14) ** 2
+# The tabs a student opens: (API name, the view's own inputs after the photo, model and size; large_text last)
+TABS = [
+    ("heads", "inferno", DEFAULT_SCALE),
+    ("tokens",),
+    ("inside_head", LAYERS - 1, 0, "readout", -1, "inferno", 0.6, DEFAULT_SCALE),
+    ("position_embeddings", 7, 7, "viridis"),
+    ("lesson", 6, "inferno", 0.6, DEFAULT_SCALE),
+]
 
 
 class User:
@@ -44,12 +55,15 @@ class User:
         self.uploaded_at = 0.0  # time.perf_counter() when its view came
         self.move_s: list[float] = []
         self.move_at: list[float] = []  # when each move was made
+        self.view_s: dict[str, list[float]] = {}  # a tab's view, by its API name
+        self.layer_s: list[float] = []  # an Explorer layer, from its request to its last byte
         self.errors: list[str] = []
+        self.api: HttpApi | None = None
 
     def connect(self):
         """(call(api_name, *args), the image argument) through gradio_client or plain HTTP."""
         if self.http:
-            api = HttpApi(self.url, session=f"student-{id(self)}")
+            api = self.api = HttpApi(self.url, session=f"student-{id(self)}")
             return api.call, api.upload(self.photo)
         from gradio_client import Client, handle_file
 
@@ -68,9 +82,22 @@ class User:
         except Exception as exc:  # a refused request is a finding, not a crash of the benchmark
             self.errors.append(f"upload: {type(exc).__name__}: {exc}")
             return
+        if self.api is not None:
+            self.explorer_layers(image)
         seed = int(self.rng.integers(1 << 30))
-        for move in list(mixed_moves_of(seed))[: self.moves]:
+        moves = list(mixed_moves_of(seed))[: self.moves]
+        tabs = [TABS[i] for i in self.rng.permutation(len(TABS))[:3]]
+        for i, move in enumerate(moves):
             time.sleep(float(self.rng.uniform(1, 4)))
+            if i % 3 == 1 and tabs:  # now and then a tab: its view, with the page's settings
+                name, *args = tabs.pop()
+                start = time.perf_counter()
+                try:
+                    call(name, image, MODEL, SIZE, *args, False)
+                    self.view_s.setdefault(name, []).append(time.perf_counter() - start)
+                except Exception as exc:
+                    self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                continue
             start = time.perf_counter()
             self.move_at.append(start)
             try:
@@ -78,6 +105,23 @@ class User:
                 self.move_s.append(time.perf_counter() - start)
             except Exception as exc:
                 self.errors.append(f"{move[0]}: {type(exc).__name__}: {exc}")
+
+    def explorer_layers(self, image) -> None:
+        """As a browser's Explorer: the meta, then each layer, one at a time (a 503 is asked again)."""
+        try:
+            meta = self.api.call("explorer", image, MODEL, SIZE, "inferno", 0.6, DEFAULT_SCALE, False)[0]
+            for layer in range(LAYERS):
+                start = time.perf_counter()
+                while True:
+                    query = {"session": meta["session"], "key": meta["key"], "layer": layer}
+                    response = self.api.http.get(f"{self.url}vitviz/explorer/layer", params=query)
+                    if response.status_code != 503:
+                        break
+                    time.sleep(0.3)
+                response.raise_for_status()
+                self.layer_s.append(time.perf_counter() - start)
+        except Exception as exc:
+            self.errors.append(f"explorer: {type(exc).__name__}: {exc}")
 
 
 def mixed_moves_of(seed: int):
@@ -113,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["VITVIZ_CACHE_MB"] = str(args.cache_mb)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-class-"))
     images = photos(args.users * args.rounds, folder, prefix="student")
-    uploads, moves, errors = [], [], []
+    uploads, moves, errors, views, layers = [], [], [], {}, []
     log = folder / "server.log"
     with open(log, "w") as out, running_app(["--device", args.device], log=out) as (url, pid):  # the last wins
         client = "plain HTTP" if args.http else "gradio_client"
@@ -140,6 +184,10 @@ def main(argv: list[str] | None = None) -> None:
             uploads += round_uploads
             moves += round_moves
             errors += round_errors
+            layers += [s for u in users for s in u.layer_s]
+            for u in users:
+                for name, seconds in u.view_s.items():
+                    views.setdefault(name, []).extend(seconds)
             forwards = log.read_text().count("forward: a new analysis")
             print(f"round {r + 1} ({took:.0f} s): RSS {before / GIB:.2f} GiB before, {peak / GIB:.2f} at peak, "
                   f"{after / GIB:.2f} {args.settle_s:.0f} s after; {forwards} forwards so far for "
@@ -154,7 +202,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  a move after every upload's view came: {figures(quiet)}")
         print(f"all rounds: upload to view {figures(uploads)}")
         print(f"            a move         {figures(moves)}")
+        print(f"            an Explorer layer {figures(layers)}")
+        for name, seconds in sorted(views.items()):
+            print(f"            /{name:<20} {figures(seconds)}")
         print(f"            errors         {len(errors)}")
+        print(f"load average after: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)")
 
 
 if __name__ == "__main__":
