@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
             if large:
                 page.locator("#large-text input").check()
             page.locator("#examples img").nth(2).click()
-            page.locator("#status").get_by_text("grid 32×32").wait_for(timeout=60_000)
+            page.locator("#status").get_by_text("grid 32 rows × 32 columns").wait_for(timeout=60_000)
             for tab in TABS if only is None else only:
                 page.get_by_role("tab", name=tab).click()
                 if tab in READY:
