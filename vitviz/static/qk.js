@@ -29,7 +29,7 @@ qroot.innerHTML = `
       <p class="qk-sorts"></p><p class="qk-norm"></p>
     </div>
   </div>
-  <h4 class="qk-atlas-title">Every head of this layer (click one to show it above)</h4>
+  <h4 class="qk-atlas-title">Every head of this layer, on this photo (click one to show it above)</h4>
   <div class="qk-atlas"></div>`;
 const el = {
   layer: q$(".qk-layer"), layerOut: q$(".qk-layer-out"), head: q$(".qk-head"), colour: q$(".qk-colour"), photos: q$(".qk-photos"),
@@ -38,7 +38,8 @@ const el = {
 };
 const Q = {
   photos: [], layer: 0, head: 0, colour: "kind", mode: "one", map: null, atlas: new Map(), hl: null, brush: null, drag: null,
-  frame: 0, stamp: null, latencies: [], handlerMs: [], buildMs: [], generation: 0, waiting: [], told: null,
+  frame: 0, latencies: [], handlerMs: [], buildMs: [], generation: 0, waiting: [], told: null,
+  stamp: null, // the first pointer event not yet painted: {at: its timeStamp, work: its handlers' ms so far}
 };
 
 function qkBase() { return ((window.gradio_config && window.gradio_config.root) || location.origin).replace(/\/$/, ""); }
@@ -78,15 +79,16 @@ function computeMap(layer, head, photos) {
   const qs = photos.map((p) => headOf(p.layers.get(layer), p.meta, head, "q"));
   const ks = photos.map((p) => headOf(p.layers.get(layer), p.meta, head, "k"));
   const cat = (parts) => { const out = new Float64Array(parts.reduce((s, a) => s + a.length, 0)); let o = 0; for (const a of parts) { out.set(a, o); o += a.length; } return out; };
-  const n = vitvizQkNormalise(cat(qs), cat(ks), dh);
+  const t1 = performance.now(), n = vitvizQkNormalise(cat(qs), cat(ks), dh), t2 = performance.now();
   const joint = new Float64Array(n.q.length + n.k.length);
   joint.set(n.q); joint.set(n.k, n.q.length);
-  const pca = vitvizPca2(joint, dh), nq = n.q.length / dh, M = 2 * nq;
+  const pca = vitvizPca2(joint, dh), nq = n.q.length / dh, M = 2 * nq, t3 = performance.now();
   const photo = new Uint8Array(M), token = new Int32Array(M), norm = new Float32Array(M);
   let o = 0;
   for (const [i, p] of photos.entries()) for (let t = 0; t < p.meta.tokens; t++, o++) { photo[o] = photo[o + nq] = i; token[o] = token[o + nq] = t; }
   for (let i = 0; i < M; i++) { let s = 0; const src = i < nq ? n.q : n.k, r = (i % nq) * dh; for (let d = 0; d < dh; d++) s += src[r + d] * src[r + d]; norm[i] = Math.sqrt(s); }
-  return { layer, head, photos, xy: pca.xy, nq, M, photo, token, norm, c: n.c, variance: pca.variance, spectrum: pca.spectrum, ms: performance.now() - t0 };
+  return { layer, head, photos, xy: pca.xy, nq, M, photo, token, norm, c: n.c, variance: pca.variance, spectrum: pca.spectrum,
+    parts: { gather: t1 - t0, normalise: t2 - t1, pca: t3 - t2 } };
 }
 
 function pointIndex(map, photoIndex, kind, t) { // kind 0: query, 1: key
@@ -159,7 +161,7 @@ function frame() {
   if (!Q.frame) Q.frame = requestAnimationFrame(() => {
     Q.frame = 0;
     const work = paintOver();
-    if (Q.stamp !== null) { Q.latencies.push(performance.now() - Q.stamp.at); Q.handlerMs.push(Q.stamp.work + work); Q.stamp = null; }
+    if (Q.stamp) { Q.latencies.push(performance.now() - Q.stamp.at); Q.handlerMs.push(Q.stamp.work + work); Q.stamp = null; }
     if (Q.latencies.length > 2000) { Q.latencies.splice(0, 1000); Q.handlerMs.splice(0, 1000); }
   });
 }
@@ -238,7 +240,7 @@ function show(layer, head) {
       if (datas.every(Boolean)) el.status.textContent = `Computed in this browser from the layer's queries and keys: ${Math.round(ms)} ms${cached ? " (kept from before)" : ""} for ${Q.map.M} points.`;
       atlas(generation);
       Q.waiting.splice(0).forEach((ok) => ok());
-      return { ms, cached, fetchMs: t1 - t0, points: Q.map.M };
+      return { ms, cached, fetchMs: t1 - t0, points: Q.map.M, parts: Q.map.parts };
     });
 }
 
@@ -254,7 +256,7 @@ function atlas(generation) {
     const fig = el.atlas.children[h], tile = fig.querySelector("canvas"), sort = m.sorts[map.layer][h];
     fig.classList.toggle("qk-current", h === map.head);
     fig.querySelector("figcaption").textContent = `head ${h}: ${{ position: "position", colour: "colour", both: "position and colour", neither: "neither" }[sort.verdict]}`;
-    const tm = mapOf(map.layer, h, map.photos), w = tile.clientWidth;
+    const tm = mapOf(map.layer, h, map.photos.slice(0, 1)), w = tile.clientWidth; // this photo: ~15 ms a tile
     if (w) { const dpr = fitCanvas(tile, w, w); drawPoints(tile, tm, layout(tm, w, w, 4), dpr, dpr); }
     h += 1;
     setTimeout(next, 0); // one head per task: a hover meanwhile is answered at once
@@ -265,20 +267,24 @@ function atlas(generation) {
 // ---- pointer: hover a point, drag a rectangle; a finger taps a point or drags
 function local(clientX, clientY) { const r = el.over.getBoundingClientRect(); return [clientX - r.left, clientY - r.top]; }
 
+function pending(at, t0) { // the first event not yet shown is the one that waits longest; its handlers' work adds up
+  const work = performance.now() - t0;
+  if (Q.stamp) Q.stamp.work += work; else Q.stamp = { at, work };
+  frame();
+}
+
 function onHover(clientX, clientY, at) {
   const t0 = performance.now(), [x, y] = local(clientX, clientY), i = nearest(x, y);
   if (i === (Q.hl ? Q.hl.point : -1)) return Q.hl;
   highlight(i, true);
-  Q.stamp = { at, work: performance.now() - t0 };
-  frame();
+  pending(at, t0);
   return Q.hl;
 }
 
 function onBrush(x0, y0, clientX, clientY, at) {
   const t0 = performance.now(), [x, y] = local(clientX, clientY);
   brushed(x0, y0, x, y);
-  Q.stamp = { at, work: performance.now() - t0 };
-  frame();
+  pending(at, t0);
   return Q.brush;
 }
 

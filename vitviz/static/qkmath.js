@@ -1,8 +1,6 @@
 // The Q·K view's arithmetic: AttentionViz's normalisation of one head and the joint PCA, in float64 (JavaScript
 // numbers). vitviz/qk.py is the reference that the browser tests compare with.
 
-const VITVIZ_BISECTIONS = 40; // as vitviz/qk.py: of log(c²), in a bracket 2·ln(1e4) wide
-
 // q [nq*dh], k [nk*dh] (Float64Array) -> {q: c·q, k: (k - mean k)/c + c·mean q, c}: the keys' centroid is the
 // queries', both have the same mean norm, and every row of softmax(q·k) is unchanged (a shift per row, c·1/c).
 function vitvizQkNormalise(q, k, dh) {
@@ -19,32 +17,28 @@ function vitvizQkNormalise(q, k, dh) {
   for (let d = 0; d < dh; d++) muQ[d] /= nq;
   for (let i = 0; i < nk; i++) for (let d = 0; d < dh; d++) muK[d] += k[i * dh + d];
   for (let d = 0; d < dh; d++) muK[d] /= nk;
-  const spread = new Float64Array(k.length);
-  let spreadNorm = 0;
+  // With u = 1/c², mean ||k'|| = mean ||q'|| reads h(u) = mean ||u·a_j + μq|| − mean ||q|| = 0 (a_j = k_j − μk):
+  // h is convex, h(0) = ||μq|| − mean ||q|| <= 0, so Newton from the right falls to its one root. ||u·a + μq||²
+  // = u²||a||² + 2u a·μq + ||μq||²: each step costs O(N), not O(N·dh).
+  const spread = new Float64Array(k.length), aa = new Float64Array(nk), ab = new Float64Array(nk);
+  let bb = 0, ma = 0;
+  for (let d = 0; d < dh; d++) bb += muQ[d] * muQ[d];
   for (let i = 0; i < nk; i++) {
-    let s = 0;
-    for (let d = 0; d < dh; d++) { const v = k[i * dh + d] - muK[d]; spread[i * dh + d] = v; s += v * v; }
-    spreadNorm += Math.sqrt(s);
+    let s2 = 0, sb = 0;
+    for (let d = 0; d < dh; d++) { const v = k[i * dh + d] - muK[d]; spread[i * dh + d] = v; s2 += v * v; sb += v * muQ[d]; }
+    aa[i] = s2; ab[i] = sb; ma += Math.sqrt(s2);
   }
-  spreadNorm /= nk;
-  const excess = (logS) => {
-    const inv = Math.exp(-logS);
-    let total = 0;
-    for (let i = 0; i < nk; i++) {
-      let s = 0;
-      for (let d = 0; d < dh; d++) { const v = spread[i * dh + d] * inv + muQ[d]; s += v * v; }
-      total += Math.sqrt(s);
-    }
-    return total / nk - mq;
-  };
-  const guess = Math.log(Math.max(spreadNorm, 1e-300) / Math.max(mq, 1e-300));
-  let lo = guess - Math.log(1e4), hi = guess + Math.log(1e4);
-  if (!(excess(lo) > 0 && excess(hi) < 0)) throw new Error("the queries or keys are all equal: no scale gives them the same mean norm");
-  for (let i = 0; i < VITVIZ_BISECTIONS; i++) {
-    const mid = 0.5 * (lo + hi);
-    if (excess(mid) > 0) lo = mid; else hi = mid;
+  ma /= nk;
+  if (!(Math.sqrt(bb) < mq * (1 - 1e-12) && ma > 0)) throw new Error("the queries or keys are all equal: no scale gives them the same mean norm");
+  let u = (2 * (mq + Math.sqrt(bb))) / ma; // h(u) >= u·mean||a|| − ||μq|| − mean||q|| > 0 here
+  for (let it = 0; it < 100; it++) {
+    let h = 0, slope = 0;
+    for (let i = 0; i < nk; i++) { const n = Math.sqrt(u * u * aa[i] + 2 * u * ab[i] + bb); h += n; slope += (u * aa[i] + ab[i]) / n; }
+    const step = (h / nk - mq) / (slope / nk);
+    u -= step;
+    if (Math.abs(step) <= 1e-14 * u) break;
   }
-  const c = Math.exp(0.25 * (lo + hi));
+  const c = 1 / Math.sqrt(u);
   const qn = new Float64Array(q.length), kn = new Float64Array(k.length);
   for (let i = 0; i < q.length; i++) qn[i] = q[i] * c;
   for (let i = 0; i < nk; i++) for (let d = 0; d < dh; d++) kn[i * dh + d] = spread[i * dh + d] / c + c * muQ[d];
@@ -92,11 +86,13 @@ function vitvizPca2(x, d) {
   const m = x.length / d, mean = new Float64Array(d), cov = new Float64Array(d * d), r = new Float64Array(d);
   for (let i = 0; i < m; i++) for (let j = 0; j < d; j++) mean[j] += x[i * d + j];
   for (let j = 0; j < d; j++) mean[j] /= m;
-  for (let i = 0; i < m; i++) {
-    for (let j = 0; j < d; j++) r[j] = x[i * d + j] - mean[j];
+  const r2 = new Float64Array(d);
+  for (let i = 0; i < m; i += 2) { // two points a pass: half the traffic on cov
+    const two = i + 1 < m;
+    for (let j = 0; j < d; j++) { r[j] = x[i * d + j] - mean[j]; r2[j] = two ? x[(i + 1) * d + j] - mean[j] : 0; }
     for (let a = 0; a < d; a++) {
-      const ra = r[a], row = a * d;
-      for (let b = a; b < d; b++) cov[row + b] += ra * r[b];
+      const ra = r[a], sa = r2[a], row = a * d;
+      for (let b = a; b < d; b++) cov[row + b] += ra * r[b] + sa * r2[b];
     }
   }
   for (let a = 0; a < d; a++) for (let b = 0; b < a; b++) cov[a * d + b] = cov[b * d + a];
