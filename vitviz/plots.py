@@ -320,7 +320,9 @@ def map_grid(maps: np.ndarray, titles: list[str], cols: int = 3, shared: bool = 
         fig.add_heatmap(z=m, zmin=lo, zmax=hi, colorscale="Inferno", showscale=i == 0, row=i // cols + 1,
                         col=i % cols + 1, hovertemplate=f"{titles[i]}<br>%{{z:.3g}}<extra></extra>")  # fmt: skip
     fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
+    fig.update_yaxes(visible=False, autorange="reversed")
+    for i in range(k):  # each map keeps its own aspect: its y axis tied to its own x axis, not the first map's
+        fig.update_yaxes(scaleanchor=f"x{i + 1 if i else ''}", row=i // cols + 1, col=i % cols + 1)
     # the colour scale under the maps, across: beside them it took a phone's width from the maps
     bar = dict(orientation="h", y=-60 / (170 * rows), yanchor="top", thickness=14, len=0.9,
                title=dict(text="each map, 0 to 1" if not shared else "", side="top"))  # fmt: skip
