@@ -40,13 +40,15 @@ def test_each_button_says_its_time_from_the_images_it_sends_and_the_servers_rate
     assert cost(a, lambda grid: 10) == pytest.approx(10 * area)
     check = rollout.label_check(server, image, "tiny", "model default", request)
     assert seconds_in(check.value) == round((1 + 3 * passes()) * area * 0.5)
-    ig, faithful, sanity = attributions.relabel(server, image, "tiny", "model default",
-                                                "Integrated Gradients", 16, 0, request)  # fmt: skip
+    where = (image, "tiny", "model default")
+    settings = attributions.Settings.of("Integrated Gradients", "default", "blurred", 16, 0, 0, [])
+    ig, faithful, sanity = attributions.relabel(server, where, settings, request)
     ig_passes = 16 + 2  # its path's steps, and the two ends for the convergence delta
     assert seconds_in(ig.value) == round(ig_passes * area * 3.0)
     assert seconds_in(faithful.value) == round(ig_passes * area * 3.0 + (3 * passes() + 2) * area * 0.5)
     assert sanity.value.endswith(f"(about {(a.num_layers + 1) * ig_passes * area * 3.0 / 60:.0f} min)")
-    saliency = attributions.relabel(server, image, "tiny", "model default", "Saliency (|gradient|)", 16, 0, request)
+    settings = attributions.Settings.of("Saliency (|gradient|)", "default", "blurred", 16, 0, 0, [])
+    saliency = attributions.relabel(server, where, settings, request)
     assert seconds_in(saliency[0].value) == max(1, round(area * 3.0))  # one pass, whatever the steps
     assert expected(server, a, gradient=lambda grid: 100) == f"about {100 * area * 3.0 / 60:.0f} min"
 

@@ -273,9 +273,10 @@ def test_a_display_setting_recolours_the_attribution_without_running_it_again(mo
     server = Server(device="cpu")
     analysis_key = server.analysis_key
     where = (str(ASSETS / "coffee.jpg"), "dinov2-small", "224")
-    args = (*where, "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [], "inferno", 0.6)
-    shown, roll, rel, _, kept = attributions.run(server, *args, "log", request=None, progress=lambda *a, **k: None)
-    assert sum(x.nbytes for x in kept[1] if isinstance(x, np.ndarray)) < 2**20  # kept at the size shown
+    s = attributions.Settings.of("Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [])
+    display = attributions.Display("inferno", 0.6, "log")
+    shown, roll, rel, _, kept = attributions.run(server, where, s, display, request=None, progress=lambda *a, **k: None)
+    assert sum(x.nbytes for x in kept.inputs if isinstance(x, np.ndarray)) < 2**20  # kept at the size shown
     monkeypatch.setattr(attributions, "attribute", lambda *a, **k: pytest.fail("recolouring ran the model"))
     for name in ("get_analysis", "get_attribution_model"):  # drawn from the kept result alone
         monkeypatch.setattr(server, name, lambda *a, **k: pytest.fail("recolouring ran the model"))
@@ -506,18 +507,8 @@ def test_stop_ends_a_long_attribution_at_its_next_batch():
         try:
             attributions.run(
                 server,
-                str(ASSETS / "coffee.jpg"),
-                "dinov2-small",
-                "224",
-                "Integrated Gradients",
-                "default",
-                "blurred",
-                128,
-                0,
-                11,
-                [],
-                "inferno",
-                0.6,
+                (str(ASSETS / "coffee.jpg"), "dinov2-small", "224"),
+                attributions.Settings.of("Integrated Gradients", "default", "blurred", 128, 0, 11, []),
                 request=Request(),
                 progress=lambda f, **k: fractions.append(f),
             )
@@ -624,16 +615,16 @@ def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(mon
 
     server, quiet = Server(device="cpu"), dict(request=None, progress=lambda *a, **k: None)
     where = (str(ASSETS / "coffee.jpg"), "dinov2-small", "224")
-    settings = ("Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [])
-    *_, kept = attributions.run(server, *where, *settings, "inferno", 0.6, "log", **quiet)
+    controls = ("Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [])
+    *_, kept = attributions.run(server, where, attributions.Settings.of(*controls), **quiet)
     calls = []
     quick = dict(steps=2, random_orders=1)  # what is checked is which map is scored, not the curves
     monkeypatch.setattr(attributions, "faithfulness", lambda *a, **k: calls.append(k) or real(*a, **k, **quick))
     real = __import__("vitviz.deletion", fromlist=["faithfulness"]).faithfulness
-    _, text = attributions.check_faithfulness(server, *where, *settings, kept, **quiet)
-    assert calls[0]["scores"] is kept[2][1] and "The map shown above" in text
-    other = (*settings[:5], 10, [])  # another Grad-CAM block: a saliency map is the same, but the settings differ
-    _, text = attributions.check_faithfulness(server, *where, *other, kept, **quiet)
+    _, text = attributions.check_faithfulness(server, where, attributions.Settings.of(*controls), kept, **quiet)
+    assert calls[0]["scores"] is kept.scores and "The map shown above" in text
+    other = (*controls[:5], 10, [])  # another Grad-CAM block: a saliency map is the same, but the settings differ
+    _, text = attributions.check_faithfulness(server, where, attributions.Settings.of(*other), kept, **quiet)
     assert len(calls) == 6  # the method, the rollout and the relevancy beside it, twice
     assert calls[3]["scores"] is None and "press Compute first" in text
 
@@ -659,10 +650,11 @@ def test_the_attributions_tab_explains_a_text_target_on_a_model_with_a_text_towe
         server.models[model.name] = model
         *_, text_box = attributions.setup(server.get_analysis(str(path), model.name, "224", None), [], None)
         assert text_box.visible is shown
-    settings = ("Saliency (|gradient|)", "default", "blurred", 8, 0, 1, [], "inferno", 0.6, "log")
-    *_, summary, kept = attributions.run(server, str(path), clip.name, "224", *settings, text=" a dog ", **quiet)
+    controls = ("Saliency (|gradient|)", "default", "blurred", 8, 0, 1, [])
+    where = (str(path), clip.name, "224")
+    *_, summary, kept = attributions.run(server, where, attributions.Settings.of(*controls, text=" a dog "), **quiet)
     expected = vitviz.attribute(clip, str(path), "saliency", text="a dog")
     assert f'**target:** the image-text similarity with "a dog" (CLIP\'s logit) = {expected.score:.4g}' in summary
-    np.testing.assert_allclose(kept[2][1], vitviz.attributions.patch_scores(expected.raw, clip.patch_size))
-    *_, plain, _ = attributions.run(server, str(path), clip.name, "224", *settings, text="", **quiet)
+    np.testing.assert_allclose(kept.scores, vitviz.attributions.patch_scores(expected.raw, clip.patch_size))
+    *_, plain, _ = attributions.run(server, where, attributions.Settings.of(*controls, text=""), **quiet)
     assert "the readout vector (the CLS token, after the final norm)" in plain  # no text: the readout vector

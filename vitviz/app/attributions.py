@@ -5,19 +5,23 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
-from .. import plots, render, sanity, views
+from .. import methods, plots, render, sanity, views
 from ..analysis import Analysis
-from ..attributions import (
-    BASELINES,
-    METHODS,
-    attribute,
-    input_analysis,
-    model_passes,
-    patch_scores,
-    targets,
-)
+from ..attributions import METHODS, attribute, input_analysis, patch_scores
 from ..deletion import faithfulness, passes
 from ..maps import DEFAULT_SCALE
+from .attribution_controls import (
+    DEFAULT_METHOD,
+    TARGETS,
+    Display,
+    Kept,
+    Settings,
+    endpoint,
+    fit_options,
+    option_control,
+    parse_box,
+    target_choices,
+)
 from .heavy import cost, expected, stop_run, stoppable, within_budget
 from .pictures import picture
 from .session import (
@@ -27,25 +31,10 @@ from .session import (
 )
 from .source import Context, view_tab
 
-METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
-# the most faithful method on docs/benchmarks.md's table (the lowest mean deletion area on 20 photos)
-DEFAULT_METHOD = "integrated_gradients"
-TARGETS = ["default", "top-2", "top-3", "top-4", "top-5"]  # the default is the top class for a classifier
 # On a projector the three maps come right under the controls, on one screen with them; the box to draw and the
 # summary follow them.
 CSS = """body.vitviz-large #attr-results ~ * { order: 2; }
 body.vitviz-large #attr-box-row { order: 1; }"""
-
-
-def parse_box(points) -> tuple[float, float, float, float] | None:
-    """Two clicked corners [[x, y], [x, y]] in original-image pixels -> (x0, y0, x1, y1); none or one: no box."""
-    if not points or len(points) < 2:
-        return None
-    try:
-        (xa, ya), (xb, yb) = [(float(x), float(y)) for x, y in points[:2]]
-    except (TypeError, ValueError):
-        raise ValueError(f"box must be two corners [[x0, y0], [x1, y1]] in image pixels, got {points!r}") from None
-    return min(xa, xb), min(ya, yb), max(xa, xb), max(ya, yb)
 
 
 def box_picture(a: Analysis, points) -> np.ndarray:
@@ -58,9 +47,8 @@ def box_picture(a: Analysis, points) -> np.ndarray:
 def setup(a, points, request: gr.Request):
     """The targets this model offers on this image, the box picker, the Grad-CAM block range and the text target
     (shown for a model with a text tower)."""
-    choices = [(label, value) for (label, _), value in zip(targets(a.model, a.image), TARGETS, strict=False)]
     last = a.model.num_layers - 1
-    return (gr.Dropdown(choices=choices, value=TARGETS[0]), box_picture(a, points),
+    return (gr.Dropdown(choices=target_choices(a), value=TARGETS[0]), box_picture(a, points),
             gr.Slider(maximum=last, value=last), gr.Textbox(visible=a.model.has_text))  # fmt: skip
 
 
@@ -68,25 +56,21 @@ COMPUTE, CHECK, SANITY = ("Compute attribution", "Check faithfulness: hide the t
                           "Sanity check: randomise the model from the top")  # fmt: skip
 
 
-def _buttons(server: Server, a: Analysis, method_label, n_steps, noise_samples) -> tuple:
+def _buttons(server: Server, a: Analysis, s: Settings) -> tuple:
     """Compute, Check faithfulness and Sanity check, each saying how long it takes on this image here."""
-    method = METHOD_BY_LABEL.get(method_label, DEFAULT_METHOD)
-    n, samples = int(n_steps), int(noise_samples)
-    one = lambda grid: model_passes(method, n, samples, grid)  # noqa: E731
     curves = lambda grid: 3 * passes() + 2  # noqa: E731  the map's, the rollout's and relevancy's, and their maps
-    sanity = lambda grid: (a.model.num_layers + 1) * one(grid)  # noqa: E731
-    return (gr.Button(f"{COMPUTE} ({expected(server, a, gradient=one)})"),
-            gr.Button(f"{CHECK} ({expected(server, a, gradient=one, forward=curves)})"),
+    sanity = lambda grid: (a.model.num_layers + 1) * s.passes(grid)  # noqa: E731
+    return (gr.Button(f"{COMPUTE} ({expected(server, a, gradient=s.passes)})"),
+            gr.Button(f"{CHECK} ({expected(server, a, gradient=s.passes, forward=curves)})"),
             gr.Button(f"{SANITY} ({expected(server, a, gradient=sanity)})"))  # fmt: skip
 
 
 @user_errors
-def relabel(server: Server, image, model_name, size, method_label, n_steps, noise_samples, request: gr.Request):
-    """The buttons' expected times, for a new image, method, steps or samples."""
-    if not image:
+def relabel(server: Server, where: tuple, s: Settings, request: gr.Request = None, progress=None):
+    """The buttons' expected times, for a new image, method or options."""
+    if not where[0]:
         return (gr.skip(),) * 3
-    return _buttons(server, server.get_analysis(image, model_name, size, request), method_label, n_steps,
-                    noise_samples)  # fmt: skip
+    return _buttons(server, server.get_analysis(*where, request), s)
 
 
 @user_errors
@@ -106,68 +90,30 @@ def clear_box(server: Server, image, model_name, size, request: gr.Request):
     return [], None if not image else box_picture(server.get_analysis(image, model_name, size, request), [])
 
 
-def _choices(a: Analysis, image, method_label, target, points, text="") -> tuple[str, dict]:
-    """The method's key and the target options (`attribute`'s target, box and text) from the tab's controls. A
-    text is the target of a model with a text tower (a full CLIP or SigLIP) when one is written."""
-    method = METHOD_BY_LABEL.get(method_label, method_label)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {list(METHODS.values())}, got {method_label!r}")
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-    rank = TARGETS.index(target)
-    return method, dict(
-        target=None if rank == 0 or a.model.labels is None else targets(a.model, image)[rank][1],
-        box=parse_box(points) if a.model.dense_head is not None else None,
-        text=(text or "").strip() or None if a.model.has_text else None,
-    )
-
-
-def _method_options(baseline, n_steps, noise_samples, block) -> dict:
-    """The tab's method settings as `attribute` takes them."""
-    n, samples, layer = int(n_steps), int(noise_samples), int(block)
-    return dict(n_steps=n, baseline=baseline, nt_samples=samples, layer=layer, internal_batch_size=4)
-
-
-def _settings(method, options, baseline, n_steps, noise_samples, block) -> tuple:
-    """What makes one map: the same settings on the same image give the same map."""
-    return (method, options["target"], options["box"], options["text"], baseline, int(n_steps), int(noise_samples),
-            int(block))  # fmt: skip
-
-
 @user_errors
-def run(server: Server, image, model_name, size, method_label, target, baseline, n_steps, noise_samples, block,
-        points, cmap, alpha, colour_scale=DEFAULT_SCALE, text="", request: gr.Request = None,
+def run(server: Server, where: tuple, s: Settings, display: Display = Display(), request: gr.Request = None,
         progress=gr.Progress()):  # fmt: skip
     """Attribute the chosen output with the chosen method; rollout and relevancy beside it. Also returns the
-    result itself, kept for the session so that a display setting recolours it without running it again."""
-    a = server.get_analysis(image, model_name, size, request)
-    method, options = _choices(a, image, method_label, target, points, text)
-    what = f"{METHODS[method]} with {int(n_steps)} steps and {int(noise_samples)} NoiseTunnel samples"
-    within_budget(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid), what)
-    model = server.get_attribution_model(model_name)
-    progress(0.0, desc=f"{METHODS[method]}: running the model")
-    work = ("gradient", cost(a, lambda grid: model_passes(method, int(n_steps), int(noise_samples), grid)))
-    with stoppable(
-        server, request, METHODS[method], f"{METHODS[method]}: forward and backward passes", progress, work=work
-    ) as report:
-        r = attribute(
-            model,
-            image,
-            method,
-            **_method_options(baseline, n_steps, noise_samples, block),
-            progress=report,
-            **options,
-        )
-        rel = r if method == "relevancy" else attribute(model, image, "relevancy", **options)
+    result itself (`Kept`), kept for the session so that a display setting recolours it without running it
+    again."""
+    image = where[0]
+    a = server.get_analysis(*where, request)
+    target = s.output_options(a, image)
+    steps, samples = s.options.get("n_steps"), s.options.get("nt_samples")
+    what = f"{s.label} with {steps} steps and {samples} NoiseTunnel samples"
+    within_budget(a, s.passes, what)
+    model = server.get_attribution_model(where[1])
+    progress(0.0, desc=f"{s.label}: running the model")
+    work = ("gradient", cost(a, s.passes))
+    with stoppable(server, request, s.label, f"{s.label}: forward and backward passes", progress, work=work) as report:
+        r = attribute(model, image, s.method, progress=report, **s.attribute_options(), **target)
+        rel = r if s.method == "relevancy" else attribute(model, image, "relevancy", **target)
     same = input_analysis(model, image).rollout("mean", 0.0, r.output)  # on its input, toward its output
-    made = (
-        _settings(method, options, baseline, n_steps, noise_samples, block),
-        patch_scores(r.raw, a.model.patch_size),
-    )
-    kept = (server.analysis_key(image, model_name, size), views.attribution_inputs(a, r, rel, same), made)
-    shown, roll, rel_img = views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
-    size = f"{r.grid[1] * a.model.patch_size}×{r.grid[0] * a.model.patch_size} px"
-    lines = [f"**{METHODS[method]}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
+    kept = Kept(server.analysis_key(*where), views.attribution_inputs(a, r, rel, same), s,
+                patch_scores(r.raw, a.model.patch_size))  # fmt: skip
+    shown, roll, rel_img = views.attribution_pictures(kept.inputs, display.cmap, float(display.alpha), display.scale)
+    size = f"{r.grid[0] * a.model.patch_size} px high × {r.grid[1] * a.model.patch_size} px wide"
+    lines = [f"**{s.label}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
              f"rollout and relevancy beside it · {r.seconds:.1f} s"]  # fmt: skip
     if r.delta is not None:
         total = float(r.raw.sum())
@@ -180,79 +126,76 @@ def run(server: Server, image, model_name, size, method_label, target, baseline,
 
 
 @user_errors
-def check_faithfulness(server: Server, image, model_name, size, method_label, target, baseline, n_steps,
-                       noise_samples, block, points, kept=None, text="", request: gr.Request = None,
-                       progress=gr.Progress()):  # fmt: skip
+def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | None = None,
+                       request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
     """Deletion and insertion curves of the chosen method's map and of the two maps beside it (the rollout and
     the relevancy), on this image and this target, against random orders: a figure and a sentence for each map.
     The map the tab shows (`kept`, the session's last attribution) is used as it is when it was made on this
     image with these settings."""
-    a = server.get_analysis(image, model_name, size, request)
-    method, options = _choices(a, image, method_label, target, points, text)
-    settings = _settings(method, options, baseline, n_steps, noise_samples, block)
-    shown = kept is not None and kept[0] == server.analysis_key(image, model_name, size) and kept[2][0] == settings
-    beside = ["rollout"] + (["relevancy"] if method != "relevancy" else [])  # the other maps the tab shows
+    image = where[0]
+    a = server.get_analysis(*where, request)
+    target = s.output_options(a, image)
+    shown = kept is not None and kept.key == server.analysis_key(*where) and kept.settings == s
+    beside = ["rollout"] + (["relevancy"] if s.method != "relevancy" else [])  # the other maps the tab shows
     curves = (1 + len(beside)) * passes()
-    what = f"The faithfulness of {METHODS[method]} and of the maps beside it"
-    within_budget(a, lambda grid: (0 if shown else model_passes(method, int(n_steps), int(noise_samples), grid))
-                   + curves + len(beside), what)  # fmt: skip
-    model = server.get_attribution_model(model_name)
-    name = f"The faithfulness check of {METHODS[method]}"
+    what = f"The faithfulness of {s.label} and of the maps beside it"
+    within_budget(a, lambda grid: (0 if shown else s.passes(grid)) + curves + len(beside), what)
+    model = server.get_attribution_model(where[1])
+    name = f"The faithfulness check of {s.label}"
     with stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
         results = [
             faithfulness(
                 model,
                 image,
-                method,
-                scores=kept[2][1] if shown else None,
-                **_method_options(baseline, n_steps, noise_samples, block),
+                s.method,
+                scores=kept.scores if shown else None,
                 progress=report,
-                **options,
+                **s.attribute_options(),
+                **target,
             ),  # fmt: skip
-            *(faithfulness(model, image, other, progress=report, **options) for other in beside),
+            *(faithfulness(model, image, other, progress=report, **target) for other in beside),
         ]
-    names = [METHODS[method], "Attention rollout", *(METHODS[m] for m in beside[1:])]
+    names = [s.label, *(methods.REGISTRY[m].label for m in beside)]
     maps = ["The map shown above", *(f"Map {r.map_seconds:.1f} s" for r in results[1:])]
     if not shown:
         maps[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
     text = "\n\n".join(f"**{name}.** {r.sentence()} {made}, curves {r.seconds:.1f} s."
-                        for name, r, made in zip(names, results, maps, strict=True))  # fmt: skip
+                       for name, r, made in zip(names, results, maps, strict=True))  # fmt: skip
     return plots.faithfulness_curves(results, names), text
 
 
 @user_errors
-def check_sanity(server: Server, image, model_name, size, method_label, target, baseline, n_steps,
-                 noise_samples, block, points, cmap, alpha, colour_scale=DEFAULT_SCALE, text="",
-                 request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
+def check_sanity(server: Server, where: tuple, s: Settings, display: Display = Display(), request: gr.Request = None,
+                 progress=gr.Progress()):  # fmt: skip
     """The map after randomising the last 1, 2, ... layers of a copy of the model: one tile per step, captioned
-    with its rank correlation with the original map, and a sentence."""
-    a = server.get_analysis(image, model_name, size, request)
-    method, options = _choices(a, image, method_label, target, points, text)
+    with its rank correlation with the original map, and a sentence. display: the endpoint's display settings,
+    kept in its API; the tiles share no colour scale."""
+    a = server.get_analysis(*where, request)
+    target = s.output_options(a, where[0])
     steps = a.model.num_layers + 1
-    maps = lambda grid: steps * model_passes(method, int(n_steps), int(noise_samples), grid)  # noqa: E731
-    within_budget(a, maps, f"The sanity check of {METHODS[method]} ({steps} maps)")
-    model = server.get_attribution_model(model_name)
-    name = f"The sanity check of {METHODS[method]}"
+    maps = lambda grid: steps * s.passes(grid)  # noqa: E731
+    within_budget(a, maps, f"The sanity check of {s.label} ({steps} maps)")
+    model = server.get_attribution_model(where[1])
+    name = f"The sanity check of {s.label}"
     work = ("gradient", cost(a, maps))
     with stoppable(server, request, name, f"{name}: one map per randomised layer", progress, work=work) as report:
-        settings = _method_options(baseline, n_steps, noise_samples, block)
-        s = sanity.sanity_check(model, image, method, progress=report, **settings, **options)
-    steps = zip(s.randomised, s.correlation, strict=True)
-    titles = ["the model" if k == 0 else f"{k} random<br>ρ {rho:.2f}" for k, rho in steps]
-    maps = plots.map_grid(s.maps, titles, shared=False)
-    figure = plots.sanity_correlation(s.randomised, s.correlation, METHODS[method])
-    return figure, maps, f"**{METHODS[method]}.** {s.sentence()} {s.seconds:.0f} s."
+        result = sanity.sanity_check(model, where[0], s.method, progress=report, **s.attribute_options(), **target)
+    pairs = zip(result.randomised, result.correlation, strict=True)
+    titles = ["the model" if k == 0 else f"{k} random<br>ρ {rho:.2f}" for k, rho in pairs]
+    tiles = plots.map_grid(result.maps, titles, shared=False)
+    figure = plots.sanity_correlation(result.randomised, result.correlation, s.label)
+    return figure, tiles, f"**{s.label}.** {result.sentence()} {result.seconds:.0f} s."
 
 
 @user_errors
-def recolour(server: Server, kept, key, cmap, alpha, colour_scale, large_text):
+def recolour(server: Server, kept: Kept | None, key, cmap, alpha, colour_scale, large_text):
     """The kept result's three pictures in the current colormap, opacity and colour scale, drawn from what
     it kept (no model, no analysis); nothing when the result belongs to another image (a new image clears
     it) or there is none."""
-    if kept is None or kept[0] != key:
+    if kept is None or kept.key != key:
         return gr.skip(), gr.skip(), gr.skip()
-    with server.redraws.interactive(), render.large_labels(large_text):  # milliseconds: the warm waits for it
-        return views.attribution_pictures(kept[1], cmap, float(alpha), colour_scale)
+    with server.redraws.interactive(), render.large_labels(large_text):  # the warm waits for it
+        return views.attribution_pictures(kept.inputs, cmap, float(alpha), colour_scale)
 
 
 STOPPED_NOTE = "**Stopped.** The attribution ended at its next batch and kept nothing; press Compute to run it again."
@@ -284,6 +227,7 @@ def drop_stale(kept, key):
 
 def build(ctx: Context) -> None:
     last = ctx.model.num_layers - 1
+    own = {o.keyword for o in methods.REGISTRY[DEFAULT_METHOD].options}
     with view_tab(
         "attributions",
         (
@@ -302,8 +246,8 @@ def build(ctx: Context) -> None:
             method = gr.Dropdown(
                 list(METHODS.values()), value=METHODS[DEFAULT_METHOD], label="Method", elem_id="method"
             )
-            target = gr.Dropdown([(t, t) for t in TARGETS], value=TARGETS[0], label="Target")
-            baseline = gr.Radio(list(BASELINES), value=BASELINES[0], label="Baseline (absent)")
+            target = gr.Dropdown([(t, t) for t in TARGETS], value=TARGETS[0], label="Target", scale=2,
+                                 elem_id="attr-target")  # fmt: skip
         text = gr.Textbox(
             label="Text target (a model with a text tower): which pixels make this photo match it?",
             value="",
@@ -312,10 +256,7 @@ def build(ctx: Context) -> None:
             elem_id="text-target",
         )
         with gr.Row():
-            steps = gr.Slider(4, 128, value=32, step=4, precision=0, label="Integrated Gradients: steps",
-                              elem_id="ig-steps")  # fmt: skip
-            noise = gr.Slider(0, 16, value=0, step=1, precision=0, label="NoiseTunnel samples (0 = off)")
-            block = gr.Slider(0, last, value=last, step=1, precision=0, label="Grad-CAM: block")
+            options = [option_control(o, last, o.keyword in own) for o in methods.OPTIONS]
             with gr.Column(min_width=140):
                 button = gr.Button(COMPUTE, variant="primary")
                 halt = gr.Button("Stop", variant="stop", size="sm")
@@ -351,17 +292,20 @@ def build(ctx: Context) -> None:
         box = gr.JSON([], visible=False, label="Box")  # a component, so that the API can pass a box
         kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
     results = [shown, roll, rel, summary, kept]
+    (block,) = [c for o, c in zip(methods.OPTIONS, options, strict=True) if not o.choices and o.high is None]
     ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block, text])
     bind = ctx.server.bind
-    gr.on([ctx.key.change, method.change, steps.change, noise.change], bind(relabel),
-          [*ctx.where, method, steps, noise], [button, faithful, randomising], api_visibility="private",
-          show_progress="hidden")  # fmt: skip
+    method.change(fit_options, [method, *options], options, api_visibility="private", queue=False)
+    controls = [*ctx.where, method, target, *options, box]
+    gr.on([ctx.key.change, method.change, *(o.change for o in options)], bind(endpoint(relabel)), controls,
+          [button, faithful, randomising], api_visibility="private", show_progress="hidden")  # fmt: skip
     # the summary says at once which run is under way, and no longer shows the last one's
     button.click(lambda label: f"**Running {label}…** Its summary comes here when it is done.", [method], summary,
                  api_visibility="private", queue=False)  # fmt: skip
+    display = ["cmap", "alpha", "colour_scale", "text"]
     running = button.click(
-        bind(run),
-        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale, text],
+        bind(endpoint(run, display, {"colour_scale": DEFAULT_SCALE, "text": ""})),
+        [*controls, ctx.cmap, ctx.alpha, ctx.scale, text],
         results,
         api_name="attribute",
         **slots("heavy"),
@@ -374,15 +318,15 @@ def build(ctx: Context) -> None:
         bind(recolour), inputs, [shown, roll, rel], **recolouring
     )
     checking = faithful.click(
-        bind(check_faithfulness),
-        [*ctx.where, method, target, baseline, steps, noise, block, box, kept, text],
+        bind(endpoint(check_faithfulness, ["kept", "text"], {"kept": None, "text": ""})),
+        [*controls, kept, text],
         [curves, verdict],
         api_name="faithfulness",
         **slots("heavy"),
     )
     cascading = randomising.click(
-        bind(check_sanity),
-        [*ctx.where, method, target, baseline, steps, noise, block, box, ctx.cmap, ctx.alpha, ctx.scale, text],
+        bind(endpoint(check_sanity, display, {"colour_scale": DEFAULT_SCALE, "text": ""})),
+        [*controls, ctx.cmap, ctx.alpha, ctx.scale, text],
         [cascade_plot, cascade, cascade_note],
         api_name="sanity",
         **slots("heavy"),

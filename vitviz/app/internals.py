@@ -157,16 +157,21 @@ def component_key(component: gr.components.Component) -> int:
     return component._id
 
 
-def take(fn: Callable, names: Sequence[str], request: bool = True, progress: bool = True) -> Callable:
-    """Let Gradio see fn(*values) as taking `names`, then (if asked) the request and a progress tracker.
+def take(
+    fn: Callable, names: Sequence[str], request: bool = True, progress: bool = True, defaults: dict | None = None
+) -> Callable:
+    """Let Gradio see fn(*values) as taking `names` (those in `defaults` optional, with those defaults), then (if
+    asked) the request and a progress tracker.
 
     Why: Gradio 6.31 names an endpoint's API parameters, and decides which ones it fills itself (a gr.Request by
     its annotation, a gr.Progress by its default), from `inspect.signature(fn)` and `fn.__annotations__`, which
     *args hides."""
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    params = [inspect.Parameter(name, kind) for name in names]
+    defaults = defaults or {}
+    params = [inspect.Parameter(n, kind, **({"default": defaults[n]} if n in defaults else {})) for n in names]
     if request:
-        params.append(inspect.Parameter("request", kind, annotation=gr.Request))
+        optional = {"default": None} if defaults else {}  # after optional parameters, it must be optional too
+        params.append(inspect.Parameter("request", kind, annotation=gr.Request, **optional))
     if progress:
         params.append(inspect.Parameter("progress", kind, default=gr.Progress()))
     fn.__signature__ = inspect.Signature(params)
