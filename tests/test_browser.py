@@ -725,7 +725,7 @@ def test_stop_or_a_new_image_ends_a_running_attribution_and_says_so(page, tmp_pa
     on it."""
     page.get_by_role("tab", name=label("attributions")).click()
     choose(page, "#method", "Integrated Gradients")
-    steps = page.locator("#ig-steps input[type=number]")
+    steps = page.locator("#option-n_steps input[type=number]")
     steps.fill("128")
     steps.press("Enter")
     before = src(page, "#attribution")
