@@ -22,8 +22,8 @@ class Analysis:
     image: the decoded RGB uint8 [H,W,3] original. pixel_values: the exact model input
     [1,3,h,w] float32. N = n_prefix + gh*gw tokens.
     hidden_states: [L+1,N,D] float32 (embeddings, then each layer's output). Every layer's attention weights
-    [H,N,N] are recomputed from them when asked (`layer_attention`, ~20 ms a layer at 448 px on 2 CPU cores)
-    rather than kept: at 448 px they are 151 MB, the hidden states 20 MB. Rollouts are kept (a few kB each), not
+    [H,N,N] are recomputed from them when asked (`layer_attention`) rather than kept: at 448 px they are 151 MB,
+    the hidden states 20 MB. Rollouts are kept (a few kB each), not
     the fused heads they are made from (50 MB a fusion at 448 px): the app's forward makes the slider's from its
     own weights (`analyze(..., roll=True)`, `ForwardFusions`); elsewhere the first request for a fusion, or the
     background warm, makes them and lets the fused heads go. Fused heads kept by `fused` (a ratio off the
@@ -156,7 +156,7 @@ class Analysis:
 
     @property
     def attentions(self) -> np.ndarray:
-        """[L,H,N,N] float16 every layer's `layer_attention`, made anew at each call (151 MB and ~0.3 s at 448 px):
+        """[L,H,N,N] float16 every layer's `layer_attention`, made anew at each call (151 MB at 448 px):
         for an export or a check, not for a view."""
         if self.kept_attentions is not None:
             return self.kept_attentions
@@ -249,7 +249,7 @@ class Analysis:
 
     def _on_device(self, weights: np.ndarray) -> torch.Tensor:
         """A layer's weights as a tensor on the model's device, where its fusions, thresholds and rollouts are
-        made: on a GPU they take milliseconds, where the CPU beside it took 0.2 s."""
+        made: on a GPU, many times faster than on the CPU beside it."""
         return torch.from_numpy(weights).to(self.model.device)
 
     @property
@@ -277,7 +277,7 @@ class Analysis:
 
         A whole percent discarded is kept. The first request for one of `ROLLOUT_PERCENTS` (the rollout tab's
         slider) makes all of them at once from the same fused heads, which are then let go: a rollout is 4 kB at
-        448 px, the fused heads that make it 50 MB and ~0.2 s of recomputation. Any other ratio (the API, a
+        448 px, the fused heads that make it 50 MB and a recomputation of every layer. Any other ratio (the API, a
         notebook's sweep) is made from fused heads that are kept (`fused`) until a cache sheds them."""
         start = self._start_of(toward)
         percent = round(discard_ratio * 100) if 0 <= discard_ratio < 1 else None  # NaN and others: refused below
@@ -362,9 +362,8 @@ class Analysis:
     PERCENTS = [i / 100 for i in range(100)]
 
     def percent_thresholds(self, head_fusion: str = "mean", fused: torch.Tensor | None = None) -> torch.Tensor:
-        """[L,100] the discard thresholds of 0 %, 1 %, ..., 99 % (a slider's steps), counted once per fusion:
-        ~25 ms for max and min, ~90 ms for the mean at 448 px (from `fused`, its fused heads, where the caller
-        has them)."""
+        """[L,100] the discard thresholds of 0 %, 1 %, ..., 99 % (a slider's steps), counted once per fusion (from
+        `fused`, its fused heads, where the caller has them)."""
         with self._fusion_locks.get(head_fusion, nullcontext()):  # the warm and a request may ask at once
             if head_fusion not in self._thresholds:
                 swept = self._warm_thresholds.pop(head_fusion, {})
@@ -382,12 +381,11 @@ class Analysis:
             step += 1
 
     def warm_step(self, step: int) -> bool:
-        """One step of filling what other views read first (at 448 px on a 2-core CPU): 0, the dense head,
-        a forward at 224 (~0.13 s; the output view, and the rollout's note); 1 to L, each layer's attention
-        recomputed once (~20 ms) for its statistics (~25 ms; the attention view's numbers, and all of them the
-        heads view), its heads fused by mean, max and min, with their discard thresholds (~8, 2 and 2 ms); then
-        for each fusion, the rollouts of the tab's slider made from the swept layers, which are then let go
-        (~0.15 s). False when there is no such step. The app runs them one by one in the background, between
+        """One step of filling what other views read first: 0, the dense head, a forward at 224 (the output view,
+        and the rollout's note); 1 to L, each layer's attention recomputed once for its statistics (the attention
+        view's numbers, and all of them the heads view), its heads fused by mean, max and min, with their discard
+        thresholds; then for each fusion, the rollouts of the tab's slider made from the swept layers, which are
+        then let go. False when there is no such step. The app runs them one by one in the background, between
         requests, so that no control's first touch computes them."""
         layers = self.num_layers
         if step == 0:

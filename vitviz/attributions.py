@@ -250,7 +250,7 @@ class _CountingScore:
             return m.output_from(hidden).float() @ self.direction
         dense = m.dense_map(hidden, self.grid, tuple(x.shape[2:]))[:, 0]
         # A weighted mean, not a sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
-        # targets. Summed over ~50,000 pixels, its gradient term dwarfed the identity (values up to 1e18).
+        # targets; summed over every pixel, its gradient term would dwarf the identity.
         return (dense * self.weights).sum((1, 2)) / self.weights.sum()
 
 

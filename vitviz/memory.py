@@ -1,12 +1,12 @@
 """Keep a long-running server's memory near what it holds, not what it once held.
 
 glibc keeps freed memory: its mmap threshold rises after large frees, so later large arrays land on
-the heap, and freed heap pages stay in the process (RSS went 0.5 -> 7.9 GiB under load while the
-cache held 2 GiB). A fixed threshold of 32 MiB (glibc's largest) sends an analysis' large arrays
-(attention: 150 MB at 448 px; its smaller ones stay on the heap) to mmap, which returns them to the
-system when freed, while a forward pass's per-layer temporaries (25 MB at 448 px) reuse the heap: at
-1 MiB every one of them was a fresh mapping to fault in, and a forward took 1.5x as long. Few arenas and
-an explicit trim after evictions do the rest. No-ops off glibc.
+the heap, and freed heap pages stay in the process, far above what the cache holds (docs/benchmarks.md).
+A fixed threshold of 32 MiB (glibc's largest) sends an analysis' large arrays (attention: 150 MB at
+448 px; its smaller ones stay on the heap) to mmap, which returns them to the system when freed, while a
+forward pass's per-layer temporaries (25 MB at 448 px) reuse the heap: a lower threshold makes each of
+them a fresh mapping to fault in, and slows the forward. Few arenas and an explicit trim after evictions
+do the rest. No-ops off glibc.
 """
 
 from __future__ import annotations

@@ -401,7 +401,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto") -> VitModel:
     """Load the embedded offline model, a hub id from `CATALOGUE`, or a local folder.
 
     Local folders must be in `save_pretrained` layout with safetensors weights (never
-    pickle). Without a network, a hub id fails within seconds with ModelUnavailableError.
+    pickle). Without a network, a hub id fails at once with ModelUnavailableError.
     """
     if name == DEFAULT_MODEL:
         from .embedded import load_embedded

@@ -372,7 +372,7 @@ def scan_margins(image: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
     return out
 
 
-LABEL_DIM = 80  # a token cell's name sits on its picture darkened to 80/256: white on white was unreadable
+LABEL_DIM = 80  # a token cell's name sits on its picture darkened to 80/256, so that white text reads on a pale one
 
 
 def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str, bool]], width: int) -> np.ndarray:

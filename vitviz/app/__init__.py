@@ -1,8 +1,8 @@
 """The Gradio app: `python app.py [--host H] [--port P] [--share] [--model M] [--device D] [--depth-model M]`.
 
-One module per view (tokens, attention, rollout, positions, heads, output, depth, attributions),
-each holding its layout, handlers and events; `session` holds what they share, `source` the
-image panel, and `layout.build` composes them. Gradio is imported only once the arguments parse.
+One module per view, named as its tab in `vitviz.tabs` (which lists them in order), each holding its layout,
+handlers and events; `session` holds what they share, `source` the image panel, `internals` every reach into
+Gradio's internals, and `layout.build` composes them. Gradio is imported only once the arguments parse.
 """
 
 from __future__ import annotations

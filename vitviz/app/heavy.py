@@ -14,8 +14,8 @@ from ..analysis import Analysis
 from ..attributions import attribution_size
 from .session import Server, session_of
 
-# Images through the model (forward and backward), counted at 224x224, that one request may cost: about
-# 2 minutes on a 2-core CPU. The UI's maximum, 128 steps x 16 NoiseTunnel samples, would take half an hour.
+# Images through the model (forward and backward), counted at 224x224, that one request may cost: the UI's
+# maximum settings would hold a CPU for many times longer than a class waits (docs/benchmarks.md).
 BUDGET = int(os.environ.get("VITVIZ_ATTRIBUTION_BUDGET", 600))
 
 

@@ -11,8 +11,8 @@ import gradio as gr
 
 def picture(label: str, scale: int = 1, clickable: bool = False, caption: str | None = None, **kwargs) -> gr.Image:
     """An output image with its caption above it, not on it: Gradio's label box would cover the top patch
-    row and the colorbar's top value. The label still names the API output. JPEG: it encodes in 2 ms
-    where WebP, Gradio's default, takes 40 to 60 ms. clickable: a picture whose patches are clicked has no
+    row and the colorbar's top value. The label still names the API output. JPEG: it encodes many times
+    faster than WebP, Gradio's default (docs/benchmarks.md). clickable: a picture whose patches are clicked has no
     fullscreen button, which would sit over its top-right patch and take that click, and a click on it while
     its next picture loads waits for that picture (static/pick.js, loaded by `layout.build`)."""
     with gr.Column(scale=scale, min_width=160):
