@@ -32,7 +32,7 @@ def load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
-def maps_part(model: vitviz.VitModel, longest: int) -> None:
+def maps_part(model: vitviz.VitModel, longest: int, photos: tuple[str, ...], tsne: bool) -> None:
     import umap  # umap-learn: a benchmark dependency (requirements-test.txt), not the app's
     from sklearn.manifold import TSNE
 
@@ -41,9 +41,11 @@ def maps_part(model: vitviz.VitModel, longest: int) -> None:
         "UMAP, normalised": lambda x: umap.UMAP(n_components=2, random_state=0, n_jobs=1).fit_transform(x),
         "t-SNE, normalised": lambda x: TSNE(2, random_state=0, init="pca").fit_transform(x),
     }
+    if not tsne:
+        del methods["t-SNE, normalised"]
     scores, times, chance = {name: [] for name in [*methods, "PCA, raw q and k"]}, {name: [] for name in methods}, []
-    print(f"maps: photos {SAMPLE_PHOTOS} at {longest} px, layers {SAMPLE_LAYERS}, every head; top {TOP}; {load()}")
-    for name in SAMPLE_PHOTOS:
+    print(f"maps: photos {photos} at {longest} px, layers {SAMPLE_LAYERS}, every head; top {TOP}; {load()}")
+    for name in photos:
         a = vitviz.analyze(model, vitviz.example(name), longest=longest)
         for layer in SAMPLE_LAYERS:
             d = explorer.layer_data(a, layer)
@@ -134,12 +136,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["maps", "browser", "both"], default="both")
     parser.add_argument("--longest", type=int, default=224, help="the maps part's input size (UMAP and t-SNE cost)")
+    parser.add_argument("--sample", nargs="+", default=list(SAMPLE_PHOTOS), choices=vitviz.EXAMPLES, help="photos")
+    parser.add_argument("--no-tsne", action="store_true", help="leave t-SNE out of the maps part (seconds a map)")
     parser.add_argument("--photos", type=int, default=5)
     parser.add_argument("--hovers", type=int, default=300)
     args = parser.parse_args()
     model = vitviz.load_model(device="cpu")
     if args.part in ("maps", "both"):
-        maps_part(model, args.longest)
+        maps_part(model, args.longest, tuple(args.sample), not args.no_tsne)
     if args.part in ("browser", "both"):
         browser_part(model, args.photos, args.hovers)
 

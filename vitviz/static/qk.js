@@ -23,7 +23,7 @@ qroot.innerHTML = `
     <figure class="qk-plot"><canvas class="qk-base"></canvas><canvas class="qk-over"></canvas>
       <figcaption class="qk-cap"></figcaption></figure>
     <div class="qk-side">
-      <figure class="qk-photo"><canvas class="qk-photo-canvas"></canvas><figcaption>This photo: the hovered patch in white, the patches it attends to (or that attend to it) in cyan, brushed patches in yellow. Hover here to pick a query.</figcaption></figure>
+      <figure class="qk-photo"><canvas class="qk-photo-canvas"></canvas><figcaption>This photo: the hovered patch in white, the patches it attends to (or that attend to it) in cyan, brushed patches in yellow. Point at a patch here (or touch it) to pick it as the query.</figcaption></figure>
       <div class="qk-strip"></div>
       <div class="qk-legend"></div>
       <p class="qk-sorts"></p><p class="qk-norm"></p>
