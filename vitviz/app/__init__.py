@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     import gradio as gr
 
     from .. import ASSETS
-    from . import session
+    from . import qk, session
     from .explorer import routes
     from .layout import CSS, build
 
@@ -68,6 +68,6 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
         max_file_size=int(args.max_upload_mb * 2**20),
         prevent_thread_lock=not block,
         quiet=not block,
-        app_kwargs={"routes": routes(server)},  # the Explorer's layers, beside Gradio's own routes
+        app_kwargs={"routes": routes(server) + qk.routes(server)},  # the Explorer's layers, the Q·K view's UMAP
     )
     return demo
