@@ -12,6 +12,7 @@ Shapes: N tokens (prefix tokens first), P = N - prefix patches, dh one head's wi
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +83,24 @@ def joint_map(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = normalise(q, k)
     xy = pca2(np.vstack([n.q, n.k]))
     return xy[: len(q)], xy[len(q) :]
+
+
+def umap_available() -> bool:
+    """Whether umap-learn is installed: the UMAP map is offered only then (PCA needs nothing)."""
+    return importlib.util.find_spec("umap") is not None
+
+
+def umap_map(q: np.ndarray, k: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(queries [Nq,2], keys [Nk,2]): UMAP of the normalised [q; k], umap-learn with random_state=seed (one thread:
+    the same input gives the same map). Seconds a head where PCA takes milliseconds, for a map that keeps more of
+    each query's top keys near it (docs/benchmarks.md)."""
+    if not umap_available():
+        raise ModuleNotFoundError("the UMAP map needs umap-learn: pip install umap-learn")
+    import umap
+
+    n = normalise(q, k)
+    xy = umap.UMAP(n_components=2, random_state=seed, n_jobs=1).fit_transform(np.vstack([n.q, n.k]))
+    return xy[: len(q)].astype(np.float64), xy[len(q) :].astype(np.float64)
 
 
 def attention(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
@@ -198,5 +217,6 @@ def meta(a: Analysis) -> dict:
         **{key: m[key] for key in keep},
         "colours": np.round(rgb.reshape(-1) * 255).astype(int).tolist(),
         "colormap": m["colormaps"]["viridis"],
+        "umap": umap_available(),
         "sorts": [[{"r": s.r, "verdict": s.verdict, "sentence": s.sentence()} for s in row] for row in sorts],
     }

@@ -8,14 +8,26 @@ normalisation and the PCA run in the browser. The script is `vitviz/static/qk*.j
 
 from __future__ import annotations
 
-import gradio as gr
+import re
+import threading
+import warnings
 
-from .. import qk
+import gradio as gr
+import numpy as np
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from .. import explorer, qk
 from .explorer import STATIC
 from .session import Server, session_of, user_errors
 from .source import Context, view_tab
 
 SCRIPTS = ("attention.js", "qkmath.js", "qkdraw.js", "qk.js")  # the layer parser, arithmetic, drawing, the view
+UMAP_PATH = "/vitviz/qk/umap"
+# One UMAP at a time over every user: seconds of both cores each. A request that waits longer gets 503 (the page
+# says the server is busy and asks again).
+UMAP_SLOTS, BUSY_S = threading.BoundedSemaphore(1), 30.0
 
 
 def script() -> str:
@@ -28,6 +40,46 @@ def draw(image, model_name, size, server: Server = None, request: gr.Request = N
     """The session's analysis' meta for the Q·K view, with where its layers are."""
     a = server.get_analysis(image, model_name, size, request)
     return {**qk.meta(a), "session": session_of(request), "key": server.analysis_key(image, model_name, size)}
+
+
+def umap_response(server: Server, request: Request) -> Response:
+    """GET ?session=&key=&layer=&head=: the UMAP map of one head of the session's photo, little-endian float32
+    [2N, 2] (queries, then keys), or a 4xx that says why."""
+    p = request.query_params
+    session, key, layer, head = p.get("session"), p.get("key"), p.get("layer", ""), p.get("head", "")
+    if not session or not key:
+        return PlainTextResponse("session and key are required", status_code=400)
+    a = server.cache.get((session, key))
+    if a is None:
+        return PlainTextResponse("this photo's analysis is no longer kept: pick the photo again", status_code=404)
+    m = a.model
+    if not re.fullmatch(r"[0-9]{1,4}", layer) or not 0 <= int(layer) < m.num_layers:
+        return PlainTextResponse(f"layer must be an integer in [0, {m.num_layers}), got {layer[:20]!r}", 400)
+    if not re.fullmatch(r"[0-9]{1,4}", head) or not 0 <= int(head) < m.num_heads:
+        return PlainTextResponse(f"head must be an integer in [0, {m.num_heads}), got {head[:20]!r}", 400)
+    if not qk.umap_available():
+        return PlainTextResponse("the server has no umap-learn: pip install umap-learn", status_code=501)
+    if not UMAP_SLOTS.acquire(timeout=BUSY_S):
+        return PlainTextResponse("the server is busy: the page asks again", status_code=503)
+    try:
+        d = explorer.layer_data(a, int(layer))
+        q, k = (x.astype(np.float64) for x in qk.head_vectors(d.q, d.k, m.num_heads, int(head)))
+        with warnings.catch_warnings():  # umap-learn warns that a seed turns off its threads: that is the point
+            warnings.simplefilter("ignore")
+            q2, k2 = qk.umap_map(q, k)
+    finally:
+        UMAP_SLOTS.release()
+    body = np.ascontiguousarray(np.vstack([q2, k2]), dtype="<f4").tobytes()
+    return Response(body, media_type="application/octet-stream", headers={"Cache-Control": "private, max-age=3600"})
+
+
+def routes(server: Server) -> list[Route]:
+    """The view's route, beside the Explorer's (see `vitviz.app.main`)."""
+
+    def umap(request: Request) -> Response:  # a function: Starlette takes anything else for an ASGI app
+        return umap_response(server, request)
+
+    return [Route(UMAP_PATH, umap, methods=["GET"])]
 
 
 def build(ctx: Context) -> None:
