@@ -242,12 +242,11 @@ def build(ctx: Context) -> None:
         ),
         elem_id="attributions-tab",
     ) as tab:
-        with gr.Row():
-            method = gr.Dropdown(
-                list(METHODS.values()), value=METHODS[DEFAULT_METHOD], label="Method", elem_id="method"
-            )
+        with gr.Row():  # each list wide enough for its longest name: on a phone, one under the other
+            method = gr.Dropdown(list(METHODS.values()), value=METHODS[DEFAULT_METHOD], label="Method",
+                                 min_width=320, elem_id="method")  # fmt: skip
             target = gr.Dropdown([(t, t) for t in TARGETS], value=TARGETS[0], label="Target", scale=2,
-                                 elem_id="attr-target")  # fmt: skip
+                                 min_width=320, elem_id="attr-target")  # fmt: skip
         text = gr.Textbox(
             label="Text target (a model with a text tower): which pixels make this photo match it?",
             value="",
