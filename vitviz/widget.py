@@ -15,12 +15,15 @@ except ImportError as exc:  # anywidget is an optional extra: the rest of vitviz
 from . import explorer
 from .maps import DEFAULT_SCALE
 
+ESM = explorer.script("boot_widget.js")  # the engine and its notebook boot, as one ES module
+CSS = (explorer.STATIC / "explorer.css").read_text()
+
 
 class ExplorerWidget(anywidget.AnyWidget):
     """One Explorer. cmap, opacity and scale may be set again: the page repaints with them."""
 
-    _esm = explorer.script("boot_widget.js")
-    _css = (explorer.STATIC / "explorer.css").read_text()
+    _esm = ESM
+    _css = CSS
     meta = traitlets.Dict().tag(sync=True)
     cmap = traitlets.Unicode(explorer.DEFAULT_CMAP)
     opacity = traitlets.Float(explorer.DEFAULT_OPACITY)
@@ -37,17 +40,21 @@ class ExplorerWidget(anywidget.AnyWidget):
         if self.meta:
             self.meta = {**self.meta, **explorer.look(self.cmap, self.opacity, self.scale)}
 
-    def _answer(self, _widget, content: dict, _buffers) -> None:
-        """{want: layer} from the page: the layer's bytes as the answer's one buffer, or why not."""
+    def layer_message(self, content) -> tuple[dict, list[bytes]] | None:
+        """The answer to a message from the page: to {want: layer}, the layer's bytes as its one buffer, or why
+        not; None to a message that asks for no layer."""
         layer = content.get("want") if isinstance(content, dict) else None
         if layer is None:
-            return
+            return None
         try:
-            data = explorer.layer_data(self.analysis, layer).tobytes()
+            return {"layer": layer}, [explorer.layer_data(self.analysis, layer).tobytes()]
         except (ValueError, TypeError, IndexError) as exc:
-            self.send({"layer": layer, "error": str(exc)})
-            return
-        self.send({"layer": layer}, buffers=[data])
+            return {"layer": layer, "error": str(exc)}, []
+
+    def _answer(self, _widget, content, _buffers) -> None:
+        answer = self.layer_message(content)
+        if answer is not None:
+            self.send(answer[0], buffers=answer[1])
 
 
 def explore(
