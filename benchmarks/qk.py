@@ -127,6 +127,9 @@ def browser_part(model: vitviz.VitModel, photos: int, hovers: int) -> None:
           f"p95 {np.percentile(lat, 95):.1f} ms, max {lat.max():.1f} ms ({len(lat)} hovers)")  # fmt: skip
     print(f"  hover, the handlers' work (nearest point, its top keys, the overlay and the photos drawn): "
           f"p50 {np.median(work):.2f} ms, p95 {np.percentile(work, 95):.2f} ms, max {work.max():.2f} ms")  # fmt: skip
+    recall = np.array(state["recallMs"])
+    print(f"  after a switch, the map's top-10 recall on this photo ({n} tokens, one task): "
+          f"p50 {np.median(recall):.0f} ms, max {recall.max():.0f} ms")  # fmt: skip
     s = np.array(switches)
     print(f"  head or layer switch (normalisation, PCA, {points} points drawn): p50 {np.median(s):.0f} ms, "
           f"p95 {np.percentile(s, 95):.0f} ms, max {s.max():.0f} ms ({len(s)} switches); {load()}")  # fmt: skip

@@ -213,6 +213,12 @@ def test_the_browsers_map_is_the_float64_pca_on_tiny_models(name):
                 got, _ = page_map(page)
                 want = reference_map([a], layer, head)
                 np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max(), err_msg=f"{name} {layer} {head}")
+        recall = page.wait_for_function("() => window.vitviz.qk.recall()").json_value()  # the last layer and head
+        d = explorer.layer_data(a, layer)
+        q, k = qk.head_vectors(d.q.astype(np.float64), d.k.astype(np.float64), a.model.num_heads, head)
+        n = a.num_tokens
+        want = qk.top_key_recall(qk.attention(q, k, 1.0), got[:n], got[n:], min(10, n))
+        assert recall == pytest.approx(want, abs=1.01 / (n * min(10, n)))  # one hit: a tie broken the other way
         assert page.evaluate("() => window.errors") == []
         browser.close()
 
@@ -377,3 +383,22 @@ def test_the_app_maps_the_embedded_models_heads_and_links_them_with_the_explorer
     hl = page.evaluate("() => window.vitviz.qk.state().highlight")
     assert hl["point"] == at["point"]
     assert page.evaluate("() => window.vitviz.explorer.state().highlight") == [query, *top_keys(a, 3, 2, query, False)]
+    # UMAP from the server: the same as umap-learn's with seed 0 on the very bytes the page has of that layer
+    umap = pytest.importorskip("umap")
+    state = page.evaluate("() => window.vitviz.qk.state()")
+    page.evaluate("() => window.vitviz.qk.method('umap')")
+    page.evaluate("() => window.vitviz.qk.show(6, 0)")
+    got, c = page_map(page)
+    assert len(c["photos"]) == 1 and got.shape == (2 * a.num_tokens, 2)
+    meta = page.evaluate("() => window.vitviz.qk.state()")  # the photo's session and key, for the Explorer's route
+    session, key = page.evaluate("() => window.vitviz.explorer.state().session"), meta["photos"][0]
+    raw = page.request.get(page.url.rstrip("/") + "/vitviz/explorer/layer", params={"session": session, "key": key,
+                                                                                    "layer": 6}).body()  # fmt: skip
+    n, width = a.num_tokens, embedded.num_heads * 64
+    values = np.frombuffer(raw, "<f4")
+    q, k = (values[i * n * width : (i + 1) * n * width].reshape(n, width)[:, :64].astype(np.float64) for i in (0, 1))
+    norm = qk.normalise(q, k)
+    want = umap.UMAP(n_components=2, random_state=0, n_jobs=1).fit_transform(np.vstack([norm.q, norm.k]))
+    np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max())
+    assert "UMAP" in page.locator(".qk-cap").inner_text() and state["points"] == 2 * n
+    page.evaluate("() => window.vitviz.qk.method('pca')")

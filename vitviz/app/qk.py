@@ -23,7 +23,7 @@ from .explorer import STATIC
 from .session import Server, session_of, user_errors
 from .source import Context, view_tab
 
-SCRIPTS = ("attention.js", "qkmath.js", "qkdraw.js", "qk.js")  # the layer parser, arithmetic, drawing, the view
+SCRIPTS = ("attention.js", "qkmath.js", "qkdraw.js", "qktext.js", "qk.js")  # layers, arithmetic, drawing, words, view
 UMAP_PATH = "/vitviz/qk/umap"
 # One UMAP at a time over every user: seconds of both cores each. A request that waits longer gets 503 (the page
 # says the server is busy and asks again).

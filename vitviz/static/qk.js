@@ -17,6 +17,7 @@ qroot.innerHTML = `
     <label>Head <select class="qk-head"></select></label>
     <label>Colour by <select class="qk-colour"><option value="kind">query or key</option><option value="photo">photo</option><option value="row">row</option><option value="column">column</option><option value="rgb">the patch's mean colour</option><option value="norm">norm (distance from the centre)</option></select></label>
     <label>Photos <select class="qk-photos"><option value="one">this photo</option><option value="all">your last photos</option></select></label>
+    <label class="qk-method-label" hidden>Map <select class="qk-method"><option value="pca">PCA (in this browser, at once)</option><option value="umap">UMAP (on the server, seconds; this photo)</option></select></label>
   </div>
   <div class="qk-status" role="status"></div>
   <div class="qk-main">
@@ -26,7 +27,7 @@ qroot.innerHTML = `
       <figure class="qk-photo"><canvas class="qk-photo-canvas"></canvas><figcaption>This photo: the hovered patch in white, the patches it attends to (or that attend to it) in cyan, brushed patches in yellow. Point at a patch here (or touch it) to pick it as the query.</figcaption></figure>
       <div class="qk-strip"></div>
       <div class="qk-legend"></div>
-      <p class="qk-sorts"></p><p class="qk-norm"></p>
+      <p class="qk-sorts"></p><p class="qk-recall"></p><p class="qk-norm"></p>
     </div>
   </div>
   <h4 class="qk-atlas-title">Every head of this layer, on this photo (click one to show it above)</h4>
@@ -35,10 +36,11 @@ const el = {
   layer: q$(".qk-layer"), layerOut: q$(".qk-layer-out"), head: q$(".qk-head"), colour: q$(".qk-colour"), photos: q$(".qk-photos"),
   status: q$(".qk-status"), base: q$(".qk-base"), over: q$(".qk-over"), cap: q$(".qk-cap"), photo: q$(".qk-photo-canvas"),
   strip: q$(".qk-strip"), legend: q$(".qk-legend"), sorts: q$(".qk-sorts"), norm: q$(".qk-norm"), atlas: q$(".qk-atlas"),
+  method: q$(".qk-method"), methodLabel: q$(".qk-method-label"), recall: q$(".qk-recall"),
 };
 const Q = {
-  photos: [], layer: 0, head: 0, colour: "kind", mode: "one", map: null, atlas: new Map(), hl: null, brush: null, drag: null,
-  frame: 0, latencies: [], handlerMs: [], buildMs: [], generation: 0, waiting: [], told: null,
+  photos: [], layer: 0, head: 0, colour: "kind", mode: "one", method: "pca", recall: null, map: null, atlas: new Map(), hl: null, brush: null, drag: null,
+  frame: 0, latencies: [], handlerMs: [], buildMs: [], recallMs: [], generation: 0, waiting: [], told: null,
   stamp: null, // the first pointer event not yet painted: {at: its timeStamp, work: its handlers' ms so far}
 };
 
@@ -74,7 +76,7 @@ function headOf(data, m, head, which) {
   return out;
 }
 
-function computeMap(layer, head, photos) {
+function computeMap(layer, head, photos, projected) { // projected: the server's UMAP [2N*2], else PCA here
   const t0 = performance.now(), dh = photos[0].meta.headWidth;
   const qs = photos.map((p) => headOf(p.layers.get(layer), p.meta, head, "q"));
   const ks = photos.map((p) => headOf(p.layers.get(layer), p.meta, head, "k"));
@@ -82,12 +84,13 @@ function computeMap(layer, head, photos) {
   const t1 = performance.now(), n = vitvizQkNormalise(cat(qs), cat(ks), dh), t2 = performance.now();
   const joint = new Float64Array(n.q.length + n.k.length);
   joint.set(n.q); joint.set(n.k, n.q.length);
-  const pca = vitvizPca2(joint, dh), nq = n.q.length / dh, M = 2 * nq, t3 = performance.now();
+  const pca = projected ? { xy: projected, variance: null, spectrum: null } : vitvizPca2(joint, dh);
+  const nq = n.q.length / dh, M = 2 * nq, t3 = performance.now();
   const photo = new Uint8Array(M), token = new Int32Array(M), norm = new Float32Array(M);
   let o = 0;
   for (const [i, p] of photos.entries()) for (let t = 0; t < p.meta.tokens; t++, o++) { photo[o] = photo[o + nq] = i; token[o] = token[o + nq] = t; }
   for (let i = 0; i < M; i++) { let s = 0; const src = i < nq ? n.q : n.k, r = (i % nq) * dh; for (let d = 0; d < dh; d++) s += src[r + d] * src[r + d]; norm[i] = Math.sqrt(s); }
-  return { layer, head, photos, xy: pca.xy, nq, M, photo, token, norm, c: n.c, variance: pca.variance, spectrum: pca.spectrum,
+  return { layer, head, photos, xy: pca.xy, nq, M, photo, token, norm, c: n.c, variance: pca.variance, spectrum: pca.spectrum, method: projected ? "umap" : "pca",
     parts: { gather: t1 - t0, normalise: t2 - t1, pca: t3 - t2 } };
 }
 
@@ -179,7 +182,8 @@ function draw() {
   const m = map.photos[0].meta, sort = m.sorts[map.layer][map.head];
   el.cap.innerHTML = `Layer ${map.layer}, <span class="qk-chip" style="background:${m.headColours[map.head % m.headColours.length]}"></span><b>head ${map.head}</b>: ` +
     `${map.nq} queries and ${map.nq} keys of ${map.photos.length === 1 ? "this photo" : `your last ${map.photos.length} photos`}. ` +
-    `A principal component analysis: across holds ${pct(map.variance[0], map.spectrum)} of their spread, down ${pct(map.variance[1], map.spectrum)}.`;
+    (map.method === "umap" ? "UMAP (umap-learn, seed 0) of them, made by the server: near means near, but across and down mean nothing."
+      : `A principal component analysis: across holds ${pct(map.variance[0], map.spectrum)} of their spread, down ${pct(map.variance[1], map.spectrum)}.`);
   el.sorts.textContent = `${sort.sentence} (On this photo; R = 1 would mean the map is laid out exactly by that feature.)`;
   el.norm.textContent = `Distance here stands for attention, as in AttentionViz (Yeh et al. 2023): the keys are moved so that their centre is the queries' centre, ` +
     `then the queries are scaled by ${map.c.toFixed(3)} and the keys by 1/${map.c.toFixed(3)}, so that both have the same mean length. Neither changes any attention weight.`;
@@ -188,60 +192,52 @@ function draw() {
   paintOver();
 }
 
-function pct(v, spectrum) { const total = spectrum.reduce((s, x) => s + x, 0) / Q.map.M; return `${Math.round((100 * v) / total)}%`; }
-
-function legend(map) {
-  const m = map.photos[0].meta, lut = m.colormap, ramp = [0, 64, 128, 192, 255].map((i) => `rgb(${lut[3 * i]},${lut[3 * i + 1]},${lut[3 * i + 2]}) ${(i / 2.55).toFixed(0)}%`).join(",");
-  const bar = (lo, hi) => `<div class="qk-ramp-row"><span>${lo}</span><span class="qk-ramp" style="background:linear-gradient(to right,${ramp})"></span><span>${hi}</span></div>`;
-  const [gh, gw] = m.grid;
-  const by = {
-    kind: `<span class="qk-chip" style="background:${KIND[0]}"></span>queries <span class="qk-chip" style="background:${KIND[1]}"></span>keys`,
-    photo: map.photos.map((p, i) => `<span class="qk-chip" style="background:${m.headColours[i % m.headColours.length]}"></span>${i ? `photo ${i + 1} back` : "this photo"}`).join(" "),
-    row: bar("row 0 (top)", `row ${gh - 1}`), column: bar("column 0 (left)", `column ${gw - 1}`),
-    rgb: "each point in its patch's mean colour", norm: bar("near the centre", "far from it"),
-  }[Q.colour];
-  el.legend.innerHTML = `<div><span class="qk-dot"></span> a query (filled) &nbsp; <span class="qk-ring"></span> a key (ring)` +
-    `${m.prefix.length && ["row", "column", "rgb"].includes(Q.colour) ? " &nbsp; grey: " + m.prefix.join(", ") : ""}</div><div>${by}</div>` +
-    `<div>Hover a point: white, its patch; cyan, the ${TOP} keys a query attends to most (or the ${TOP} queries that score a key highest). Drag a rectangle to light up its patches.</div>`;
-}
-
-function strip() {
-  const others = Q.mode === "all" ? Q.photos.slice(1) : [];
-  if (el.strip.childElementCount !== others.length) {
-    el.strip.innerHTML = others.map((_, i) => `<figure><canvas data-photo="${i + 1}"></canvas><figcaption>photo ${i + 2} back</figcaption></figure>`).join("");
-  }
-}
-
 // ---- a layer and head: every shown photo's layer, one map; the atlas after it
 function photoKeys(photos) { return photos.map((p) => `${p.session}|${p.key}`).join(","); }
 
-function mapOf(layer, head, photos) {
-  const key = `${layer}|${head}|${photoKeys(photos)}`;
-  if (!Q.atlas.has(key)) Q.atlas.set(key, computeMap(layer, head, photos));
+function mapOf(layer, head, photos, projected) {
+  const key = `${projected ? "umap" : "pca"}|${layer}|${head}|${photoKeys(photos)}`;
+  if (!Q.atlas.has(key)) Q.atlas.set(key, computeMap(layer, head, photos, projected));
   return Q.atlas.get(key);
 }
 
+function fetchUmap(photo, layer, head) { // once per photo, layer and head: the server takes seconds
+  const key = `umap|${layer}|${head}|${photoKeys([photo])}`;
+  if (Q.atlas.has(key)) return Promise.resolve(null);
+  const query = new URLSearchParams({ session: photo.session, key: photo.key, layer: String(layer), head: String(head) });
+  el.status.textContent = `UMAP of layer ${layer}, head ${head}: the server is computing it (a few seconds)…`;
+  return fetch(`${qkBase()}/vitviz/qk/umap?${query}`, { credentials: "same-origin" }).then(async (r) => {
+    if (!r.ok) throw Object.assign(new Error((await r.text()) || `HTTP ${r.status}`), { status: r.status });
+    return Float64Array.from(new Float32Array(await r.arrayBuffer()));
+  });
+}
+
 function show(layer, head) {
-  const photos = shown(), generation = ++Q.generation, m = photos.length && photos[0].meta;
+  const umap = Q.method === "umap", photos = umap ? Q.photos.slice(0, 1) : shown(), generation = ++Q.generation;
+  const m = photos.length && photos[0].meta;
   if (!m) return Promise.resolve(null);
   Q.layer = Math.max(0, Math.min(m.layers - 1, layer)); Q.head = Math.max(0, Math.min(m.heads - 1, head));
   el.layer.value = String(Q.layer); el.layerOut.textContent = Q.layer; el.head.value = String(Q.head);
   const t0 = performance.now();
   return Promise.all(photos.map((p) => loadLayer(p, Q.layer).catch((e) => { el.status.textContent = `A photo's layer ${Q.layer} could not be loaded (${e.message}): it is left out.`; return null; })))
-    .then((datas) => {
+    .then((datas) => Promise.all([datas, umap && datas[0] ? fetchUmap(photos[0], Q.layer, Q.head) : null]))
+    .then(([datas, projected]) => {
       if (generation !== Q.generation) return null;
       const kept = photos.filter((_, i) => datas[i]);
       if (!kept.length || kept[0] !== Q.photos[0]) return null;
-      const t1 = performance.now(), cached = Q.atlas.has(`${Q.layer}|${Q.head}|${photoKeys(kept)}`);
-      Q.map = mapOf(Q.layer, Q.head, kept); Q.hl = null; Q.brush = null;
+      const t1 = performance.now(), cached = Q.atlas.has(`${umap ? "umap" : "pca"}|${Q.layer}|${Q.head}|${photoKeys(kept)}`);
+      Q.map = mapOf(Q.layer, Q.head, kept, projected); Q.hl = null; Q.brush = null;
       draw();
       const ms = performance.now() - t1;
       Q.buildMs.push(ms);
-      if (datas.every(Boolean)) el.status.textContent = `Computed in this browser from the layer's queries and keys: ${Math.round(ms)} ms${cached ? " (kept from before)" : ""} for ${Q.map.M} points.`;
+      if (datas.every(Boolean)) el.status.textContent = umap ? `UMAP from the server (seconds, once a head); ${Q.map.M} points.`
+        : `Computed in this browser from the layer's queries and keys: ${Math.round(ms)} ms${cached ? " (kept from before)" : ""} for ${Q.map.M} points.`;
+      recallLater(generation);
       atlas(generation);
       Q.waiting.splice(0).forEach((ok) => ok());
       return { ms, cached, fetchMs: t1 - t0, points: Q.map.M, parts: Q.map.parts };
-    });
+    })
+    .catch((e) => { if (generation === Q.generation) el.status.textContent = `The ${umap ? "UMAP" : "map"} could not be made: ${e.message}`; return null; });
 }
 
 function atlas(generation) {
@@ -336,6 +332,7 @@ el.layer.addEventListener("input", () => show(+el.layer.value, Q.head));
 el.head.addEventListener("change", () => show(Q.layer, +el.head.value));
 el.colour.addEventListener("change", () => { Q.colour = el.colour.value; draw(); if (Q.map) atlas(Q.generation); });
 el.photos.addEventListener("change", () => { Q.mode = el.photos.value; show(Q.layer, Q.head); });
+el.method.addEventListener("change", () => { Q.method = el.method.value; show(Q.layer, Q.head); });
 let qkWidth = 0;
 new ResizeObserver(() => { if (qroot.clientWidth !== qkWidth) { qkWidth = qroot.clientWidth; draw(); if (Q.map) atlas(Q.generation); } }).observe(qroot);
 
@@ -368,6 +365,7 @@ function apply(value) {
   el.head.innerHTML = Array.from({ length: meta.heads }, (_, h) => `<option value="${h}">head ${h}</option>`).join("");
   el.photos.options[1].textContent = `your last ${Q.photos.length} photos`;
   el.photos.options[1].disabled = Q.photos.length < 2;
+  el.methodLabel.hidden = !meta.umap;
   show(first ? Q.layer : Math.floor(meta.layers / 2), Q.head).then(() => prefetch(photo));
 }
 
@@ -387,9 +385,12 @@ window.vitviz.qk = {
   brush(x0, y0, x1, y1) { const [a, b] = local(x0, y0); return onBrush(a, b, x1, y1, performance.now()); },
   colour(mode) { el.colour.value = mode; el.colour.dispatchEvent(new Event("change")); },
   photos(mode) { Q.mode = mode; el.photos.value = mode; return show(Q.layer, Q.head); },
+  method(name) { Q.method = name; el.method.value = name; return show(Q.layer, Q.head); },
+  recall() { return Q.recall; },
   state() {
     return { layer: Q.layer, head: Q.head, photos: Q.photos.map((p) => p.key), shown: Q.map ? Q.map.photos.length : 0, points: Q.map ? Q.map.M : 0,
-      highlight: Q.hl && { ...Q.hl }, brush: Q.brush && { ...Q.brush }, told: Q.told, latencies: Q.latencies.slice(), handlerMs: Q.handlerMs.slice(), buildMs: Q.buildMs.slice() };
+      highlight: Q.hl && { ...Q.hl }, brush: Q.brush && { ...Q.brush }, told: Q.told, latencies: Q.latencies.slice(), handlerMs: Q.handlerMs.slice(), buildMs: Q.buildMs.slice(),
+      recallMs: Q.recallMs.slice() };
   },
 };
 watch("value", () => apply(props.value));

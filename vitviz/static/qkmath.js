@@ -115,3 +115,23 @@ function vitvizPca2(x, d) {
   }
   return { xy: out, variance: order.map((i) => values[i] / m), spectrum: values.slice().sort((p, q) => q - p) };
 }
+
+// How well a map keeps attention order: of each query's `top` keys by score (q [n*dh], k [n*dh]: softmax keeps the
+// order), the share among its `top` nearest keys in the map (q2, k2 [n*2]). vitviz.qk.top_key_recall in Python.
+function vitvizTopKeyRecall(q, k, dh, q2, k2, top) {
+  const n = q.length / dh, scores = new Float64Array(n), dist = new Float64Array(n), order = new Int32Array(n);
+  const best = (values) => { for (let j = 0; j < n; j++) order[j] = j; return new Set(order.sort((a, b) => values[a] - values[b]).subarray(0, top)); };
+  let hits = 0;
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let d = 0; d < dh; d++) s += q[i * dh + d] * k[j * dh + d];
+      scores[j] = -s;
+      const x = k2[2 * j] - q2[2 * i], y = k2[2 * j + 1] - q2[2 * i + 1];
+      dist[j] = x * x + y * y;
+    }
+    const attended = best(scores);
+    for (const j of best(dist)) if (attended.has(j)) hits++;
+  }
+  return hits / (n * top);
+}
