@@ -42,3 +42,35 @@ function vitvizControls(root, inside) {
   if (inside) for (const control of [ui.view, ui.measure, ui.scale]) control.closest("label").hidden = true;
   return ui;
 }
+
+// The small maps beside the large one, in `container`: one per head (framed in its colour), or in "inside" mode
+// the two steps with their range lines. Returns their canvases.
+function vitvizTiles(container, meta, inside) {
+  container.innerHTML = "";
+  container.classList.toggle("vx-steps", inside);
+  const add = (className, caption, head) => {
+    const fig = document.createElement("figure");
+    fig.className = className;
+    fig.innerHTML = `<canvas class="vx-canvas"></canvas><figcaption>${caption}</figcaption>` + (inside ? '<div class="vx-range"></div>' : "");
+    const canvas = fig.querySelector("canvas");
+    if (head !== undefined) { fig.style.borderColor = vitvizHeadColour(meta, head); canvas.dataset.head = String(head); }
+    container.appendChild(fig);
+    return canvas;
+  };
+  if (inside) return VITVIZ_STEPS.map((step) => add("vx-tile vx-step", step));
+  return Array.from({ length: meta.heads }, (_, h) => add("vx-tile", `head ${h}`, h));
+}
+
+// Every layer x head (bertviz's model view), in `container`: a canvas per (layer, head), its data-layer and
+// data-head set, in layer-major order.
+function vitvizModelGrid(container, layers, heads) {
+  container.style.gridTemplateColumns = `auto repeat(${heads}, minmax(0, 1fr))`;
+  const cells = ['<div class="vx-mh"></div>'];
+  for (let h = 0; h < heads; h++) cells.push(`<div class="vx-mh">head ${h}</div>`);
+  for (let l = 0; l < layers; l++) {
+    cells.push(`<div class="vx-ml">layer ${l}</div>`);
+    for (let h = 0; h < heads; h++) cells.push(`<canvas class="vx-canvas" data-layer="${l}" data-head="${h}"></canvas>`);
+  }
+  container.innerHTML = cells.join("");
+  return Array.from(container.querySelectorAll("canvas"));
+}

@@ -24,11 +24,8 @@ function vitvizExplorer(root, mode) {
 
   function showStatus() {
     if (!S.meta) return;
-    const n = loaded().size, L = S.meta.only ? S.meta.only.length : S.meta.layers; // a file may hold some layers
-    const mb = n ? (loaded().values().next().value.bytes / 1e6).toFixed(1) : "?";
-    ui.status.textContent = n < L
-      ? `Layers in this browser: ${n} of ${L} (${mb} MB each, the rest loading in the background)`
-      : `All ${L} layers are in this browser (${mb} MB each): every move below is computed here, with no trip to the server.`;
+    const layers = loaded(), first = layers.values().next().value;
+    ui.status.textContent = vitvizStatus(layers.size, S.meta.only ? S.meta.only.length : S.meta.layers, first && first.bytes);
   }
 
   // ---- a new analysis, or none
@@ -58,7 +55,11 @@ function vitvizExplorer(root, mode) {
     ui.readout.hidden = !S.probe && !meta.readout.tokens.length;
     ui.readout.textContent = S.probe ? "Query: readout (the pooling probe)"
       : `Query: readout (${meta.readout.tokens.map((i) => meta.prefix[i]).join(" + ")})`;
-    buildTiles(); buildModelView();
+    S.tileCanvases = vitvizTiles(ui.tiles, meta, INSIDE);
+    S.tileCanvases.forEach((canvas, h) => attachPointer(canvas, INSIDE ? undefined : h));
+    S.modelCanvases = vitvizModelGrid(ui.model, meta.layers, meta.heads);
+    for (const c of S.modelCanvases) c.addEventListener("click", () => { setLayer(+c.dataset.layer); setHead(+c.dataset.head); setView("heads"); });
+    vitvizRamp(ui.ramp, meta);
     const img = new Image();
     img.onload = () => { if (S.meta === meta) { S.photo = img; schedule(); } };
     img.src = meta.photo;
@@ -73,67 +74,8 @@ function vitvizExplorer(root, mode) {
     showStatus();
   }
 
-  function buildTiles() {
-    ui.tiles.innerHTML = "";
-    S.tileCanvases = [];
-    const add = (className, caption, head) => {
-      const fig = document.createElement("figure");
-      fig.className = className;
-      fig.innerHTML = `<canvas class="vx-canvas"></canvas><figcaption>${caption}</figcaption>` + (INSIDE ? '<div class="vx-range"></div>' : "");
-      const canvas = fig.querySelector("canvas");
-      if (head !== undefined) { fig.style.borderColor = vitvizHeadColour(S.meta, head); canvas.dataset.head = String(head); }
-      attachPointer(canvas, head);
-      ui.tiles.appendChild(fig);
-      S.tileCanvases.push(canvas);
-    };
-    ui.tiles.classList.toggle("vx-steps", INSIDE);
-    if (INSIDE) for (const step of VITVIZ_STEPS) add("vx-tile vx-step", step);
-    else for (let h = 0; h < S.meta.heads; h++) add("vx-tile", `head ${h}`, h);
-    vitvizRamp(ui.ramp, S.meta);
-  }
-
-  function buildModelView() {
-    const { layers, heads } = S.meta;
-    ui.model.style.gridTemplateColumns = `auto repeat(${heads}, minmax(0, 1fr))`;
-    const cells = ['<div class="vx-mh"></div>'];
-    for (let h = 0; h < heads; h++) cells.push(`<div class="vx-mh">head ${h}</div>`);
-    for (let l = 0; l < layers; l++) {
-      cells.push(`<div class="vx-ml">layer ${l}</div>`);
-      for (let h = 0; h < heads; h++) cells.push(`<canvas class="vx-canvas" data-layer="${l}" data-head="${h}"></canvas>`);
-    }
-    ui.model.innerHTML = cells.join("");
-    S.modelCanvases = Array.from(ui.model.querySelectorAll("canvas"));
-    for (const c of S.modelCanvases) c.addEventListener("click", () => { setLayer(+c.dataset.layer); setHead(+c.dataset.head); setView("heads"); });
-  }
-
-  // ---- pointer: the last position wins; one computation and paint per animation frame
-  function attachPointer(canvas, head) {
-    // A mouse: hover moves the query, a click pins it (a second click on it unpins). A finger or a pen: the query
-    // follows it while it is down, and stays pinned where it lifts.
-    canvas.addEventListener("pointermove", (e) => {
-      if (S.pinned && S.drag !== e.pointerId) return;
-      const t = patchAt(canvas, e);
-      if (t !== null) ask(t, S.pinned, e.timeStamp);
-    });
-    canvas.addEventListener("pointerdown", (e) => {
-      const t = patchAt(canvas, e);
-      if (t === null) return;
-      if (head !== undefined) setHead(head);
-      if (e.pointerType === "mouse") ask(t, !(S.pinned && t === (S.pending ?? S.query)));
-      else { S.drag = e.pointerId; ask(t, true); }
-    });
-    const lift = (e) => { if (S.drag === e.pointerId) S.drag = null; };
-    canvas.addEventListener("pointerup", lift);
-    canvas.addEventListener("pointercancel", lift);
-  }
-
-  function patchAt(canvas, e) {
-    if (!S.meta) return null;
-    const r = canvas.getBoundingClientRect(), [gh, gw] = S.meta.grid;
-    const x = (e.clientX - r.left) / r.width, y = (e.clientY - r.top) / r.height;
-    if (!(x >= 0 && x < 1 && y >= 0 && y < 1)) return null;
-    return S.meta.prefix.length + Math.floor(y * gh) * gw + Math.floor(x * gw);
-  }
+  // ---- pointer (pointer.js): the last position wins; one computation and paint per animation frame
+  const attachPointer = (canvas, head) => vitvizPointer(canvas, S, { ask, setHead: head === undefined ? null : () => setHead(head) });
 
   function schedule() {
     if (!S.frame) S.frame = requestAnimationFrame(() => { S.frame = 0; paint(); });

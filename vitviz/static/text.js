@@ -7,6 +7,14 @@ function vitvizPct(x) {
   return x >= 0.1 ? `${(100 * x).toFixed(1)} %` : x >= 0.001 ? `${(100 * x).toFixed(2)} %` : `${(100 * x).toExponential(1)} %`;
 }
 
+// n of `count` layers in this browser, `bytes` each
+function vitvizStatus(n, count, bytes) {
+  const mb = n ? (bytes / 1e6).toFixed(1) : "?";
+  return n < count
+    ? `Layers in this browser: ${n} of ${count} (${mb} MB each, the rest loading in the background)`
+    : `All ${count} layers are in this browser (${mb} MB each): every move below is computed here, with no trip to the server.`;
+}
+
 function vitvizHeadColour(meta, h) { return meta.headColours[h % meta.headColours.length]; } // plots.HEAD_COLOURS
 
 function vitvizShortName(meta, t) {
