@@ -6,12 +6,25 @@ images are [H,W,3] in pixels of the picture being drawn on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-
 import cv2
 import numpy as np
+
+# Text drawn into pictures lives in labels.py; views draw it through render, as they draw the rest
+from .labels import (  # noqa: F401
+    BLACK,
+    FONT,
+    LARGE_FONT,
+    LARGE_LABEL_PX,
+    font,
+    grown,
+    is_large,
+    large_labels,
+    text,
+    text_height,
+    text_width,
+    wrap,
+    wrapped,
+)
 
 COLORMAPS = {
     "inferno": cv2.COLORMAP_INFERNO,
@@ -22,8 +35,6 @@ COLORMAPS = {
     "gray": None,
     "diverging": None,  # blue (negative), white (0), red (positive): for signed maps, centred at 0
 }
-FONT = cv2.FONT_HERSHEY_SIMPLEX
-BLACK = (0, 0, 0)
 DISPLAY_SIDE = 640  # the longest side images are drawn at: enough for a projector, cheap to send
 
 
@@ -33,53 +44,6 @@ def fit(image: np.ndarray, longest: int = DISPLAY_SIDE) -> np.ndarray:
     scale = longest / max(h, w)
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
     return cv2.resize(image, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
-
-
-# The projector mode: every label drawn into a picture is at least LARGE_LABEL_PX tall (a digit's inked height,
-# in the picture's own pixels). At 1024x768 the app shows each picture with labels at 0.7 of its size or more on
-# the screen (the page's 1.25 zoom included; pairs stack in that mode), so its labels are 19 px or more there:
-# the 18 px that the back row reads.
-LARGE_LABEL_PX = 27
-LARGE_FONT = (1.25, 2)  # the scale and thickness at which Hershey's digits are LARGE_LABEL_PX tall (ink)
-_large = ContextVar("vitviz_large_labels", default=False)
-
-
-@contextmanager
-def large_labels(on: bool = True) -> Iterator[None]:
-    """Within the block (in this thread or task), labels are drawn at the projector mode's size."""
-    token = _large.set(bool(on))
-    try:
-        yield
-    finally:
-        _large.reset(token)
-
-
-def font(scale: float, thickness: int = 1) -> tuple[float, int]:
-    """The scale and thickness a label asked for at `scale` is drawn at: as asked, or in the projector mode at
-    least LARGE_FONT."""
-    if not _large.get():
-        return scale, thickness
-    return max(scale, LARGE_FONT[0]), max(thickness, LARGE_FONT[1])
-
-
-def text(image: np.ndarray, s: str, org: tuple[int, int], scale: float, colour=BLACK, thickness: int = 1) -> None:
-    """Write `s` on `image` in place, anti-aliased, its baseline starting at `org` (x, y), at `font(scale)`."""
-    scale, thickness = font(scale, thickness)
-    cv2.putText(image, s, org, FONT, scale, colour, thickness, cv2.LINE_AA)
-
-
-def text_width(s: str, scale: float, thickness: int = 1) -> int:
-    return cv2.getTextSize(s, FONT, *font(scale, thickness))[0][0]
-
-
-def text_height(scale: float, thickness: int = 1) -> int:
-    """The height of a digit written at `font(scale, thickness)`: what a label's size is measured by."""
-    return cv2.getTextSize("0", FONT, *font(scale, thickness))[0][1]
-
-
-def grown(px: int, scale: float, thickness: int = 1) -> int:
-    """A length `px` laid out around labels at `scale`, grown as much as `font` grows them."""
-    return round(px * text_height(scale, thickness) / cv2.getTextSize("0", FONT, scale, thickness)[0][1])
 
 
 def colorize(values: np.ndarray, cmap: str = "inferno", vmin: float | None = None, vmax: float | None = None):
@@ -151,17 +115,7 @@ def bar_names(scale: str, quantity: str, limit: int | None = None, width: int | 
     """The lines under a colour scale: what it shows, then its scale's name, each wrapped at `limit` characters
     or at `width` pixels of the words' font."""
     fits = (lambda line: len(line) <= limit) if width is None else (lambda line: text_width(line, 0.75, 2) <= width)
-    return _wrapped(quantity, fits) + _wrapped(SCALE_NAMES.get(scale, scale), fits)
-
-
-def _wrapped(words: str, fits) -> list[str]:
-    lines: list[str] = []
-    for word in words.split():
-        if lines and fits(lines[-1] + " " + word):
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
+    return wrapped(quantity, fits) + wrapped(SCALE_NAMES.get(scale, scale), fits)
 
 
 def bar_number(v: float) -> str:
@@ -316,7 +270,7 @@ def layer_head_grid(values: np.ndarray, cmap: str = "viridis", cell: int = 44) -
     layers, heads = values.shape
     flat = [f"{v:.0f}" for v in values.ravel()]  # each cell's number, row by row
     tall = text_height(0.6)
-    if _large.get():
+    if is_large():
         rows, cols = [str(i) for i in range(layers)], [str(h) for h in range(heads)]
         cell = max(cell, tall + 16)
         left = max(text_width(r, 0.6) for r in rows) + 16
@@ -423,15 +377,3 @@ def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str
         pos, colour = ("+ pos", (0, 110, 0)) if has_pos else ("no pos", (150, 0, 0))
         text(out, pos, (x + 3, y + cell + 2 * tall + 16), 0.5, colour)
     return out
-
-
-def wrap(s: str, scale: float, width: int) -> list[str]:
-    """`s` in lines of whole words, each at most `width` px wide at `font(scale)` (a longer word keeps a line)."""
-    lines = [""]
-    for word in s.split():
-        joined = f"{lines[-1]} {word}".strip()
-        if lines[-1] and text_width(joined, scale) > width:
-            lines.append(word)
-        else:
-            lines[-1] = joined
-    return lines
