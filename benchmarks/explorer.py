@@ -4,11 +4,16 @@ Serves the app on a free loopback port, opens it in Debian's Chromium (1400x1000
 square photo (1025 tokens): the work of one hover (every head of the layer computed and painted), the time
 from a pointer event to the frame that shows it, a layer switch with the layer in the browser and with a
 fetch, the bytes of a layer, and the page's JS heap after scrubbing every layer of `--photos` photos.
+
+`--html`: the offline file instead (`vitviz.export_html`, all 12 layers), at 224 and 448 px square: its size,
+the time Chromium takes to open it from file:// until every layer is parsed, one hover's work, and real pointer
+events (Playwright's mouse) timed from the event's timeStamp to its maps painted in the next animation frame.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 from pathlib import Path
 
@@ -78,10 +83,55 @@ def stats(name: str, values: list[float]) -> None:
     )
 
 
+def pointer_latencies(page, canvas: str = ".vx-big-canvas", count: int = 200) -> list[float]:
+    """Real pointer moves over the large canvas, one every 20 ms: each event's timeStamp -> its maps painted."""
+    box = page.locator(canvas).bounding_box()
+    for i in range(count):
+        page.mouse.move(box["x"] + box["width"] * ((i * 37) % 100 + 0.5) / 100, box["y"] + box["height"] * 0.5)
+        page.wait_for_timeout(20)
+    return page.evaluate("() => window.vitviz.explorer.state().latencies")[-count:]
+
+
+def main_html(tmp: Path) -> None:
+    """The offline file at 224 and 448 px: size, opening, hover work and pointer latency."""
+    import time
+
+    from playwright.sync_api import sync_playwright
+
+    import vitviz
+
+    model = vitviz.load_model()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for side in (224, 448):
+            shot = photos(1, tmp, side=side, prefix=f"html{side}")[0]
+            a = vitviz.analyze(model, shot, longest=side)
+            path = vitviz.export_html(a, tmp / f"explorer{side}.html")
+            print(f"{side}x{side} photo, {a.num_tokens} tokens: the file is {path.stat().st_size / 1e6:.1f} MB "
+                  f"(12 layers, base64 float32)")  # fmt: skip
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            t0 = time.perf_counter()
+            page.goto(path.as_uri())
+            page.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length === 12", timeout=120_000)
+            print(f"  open from file:// until every layer is parsed: {(time.perf_counter() - t0) * 1e3:.0f} ms")
+            tokens = a.num_tokens - a.n_prefix
+            stats("  hover: 6 heads computed + 7 maps painted", page.evaluate(HOVERS, [12, 6, tokens, 300]))
+            stats("  pointer event -> all its maps painted", pointer_latencies(page))
+            page.close()
+        browser.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--photos", type=int, default=10)
+    parser.add_argument("--html", action="store_true", help="time the offline HTML file instead of the app")
     args = parser.parse_args(argv)
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    if args.html:
+        with tempfile.TemporaryDirectory() as tmp:
+            main_html(Path(tmp))
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp, running_app() as (url, _), sync_playwright() as pw:
@@ -100,12 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"448x448 photo, {tokens} tokens; a layer over the wire: {state['bytes'] / 1e6:.2f} MB (float32 q, k)")
         stats("fetch of one layer (127.0.0.1), in the background", state["fetchMs"])
         stats("hover: 6 heads computed + 7 maps painted", page.evaluate(HOVERS, [12, 6, tokens - 1, 300]))
-        box = page.locator("#explorer .vx-big-canvas").bounding_box()
-        for i in range(200):  # real input events, through the browser's input pipeline
-            page.mouse.move(box["x"] + box["width"] * ((i * 37) % 100 + 0.5) / 100, box["y"] + box["height"] * 0.5)
-            page.wait_for_timeout(20)
-        latencies = page.evaluate("() => window.vitviz.explorer.state().latencies")[-200:]
-        stats("pointer event -> all its maps painted", latencies)
+        stats("pointer event -> all its maps painted", pointer_latencies(page, "#explorer .vx-big-canvas"))
         stats("dispatched event -> the next animation frame", page.evaluate(EVENT_TO_FRAME, 200))
         stats("layer switch, the layer in the browser", page.evaluate(SCRUB, 12))
         page.wait_for_timeout(3000)  # the new photo's background warm-up is over
