@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import maps
+from . import forward_hooks, maps
 from .families import Family, LayerParts, Readout, family_of
 from .hub import load_tokenizer, load_transformers
 
@@ -147,14 +147,22 @@ class VitModel:
                     parts = self.layer_parts(i)
                     for keep in (attentions if mode != "none" else None, each_layer):
                         if keep is not None:
-                            hooks.append(parts.attention.register_forward_hook(partial(_keep_weights, kept, i, keep)))
+                            hooks.append(
+                                parts.attention.register_forward_hook(
+                                    partial(forward_hooks.keep_weights, kept, i, keep)
+                                )
+                            )
                     if mode in ("keep", "none"):
                         for module, scale in ((parts.attention, parts.scale1), (parts.mlp, parts.scale2)):
-                            hooks.append(module.register_forward_hook(partial(_record_norm, updates[i], scale)))
+                            hooks.append(
+                                module.register_forward_hook(partial(forward_hooks.record_norm, updates[i], scale))
+                            )
                 if self.pool is not None:
                     pool = self.pool.attention
-                    hooks.append(pool.register_forward_pre_hook(_per_head, with_kwargs=True))
-                    hooks.append(pool.register_forward_hook(partial(_keep_pool, kept, grad), with_kwargs=True))
+                    hooks.append(pool.register_forward_pre_hook(forward_hooks.per_head, with_kwargs=True))
+                    hooks.append(
+                        pool.register_forward_hook(partial(forward_hooks.keep_pool, kept, grad), with_kwargs=True)
+                    )
                 with torch.inference_mode(not grad):
                     out = self.family.runner(self.net)(
                         pixel_values=pixel_values.to(self.device),
@@ -306,50 +314,6 @@ class VitModel:
         if self.dense_head is not None:
             self.dense_head.to(self.device)
         return self
-
-
-def _keep_weights(into: dict, layer: int, mode, _module: nn.Module, _args, out) -> None:
-    """Forward hook on a layer's attention. mode "keep": the weights for the batch's first image, into one
-    float16 tensor [L,H,N,N] that the first layer allocates; "all": every image's, as they are; a function:
-    called with (layer, weights)."""
-    w = out[1]
-    if callable(mode):
-        mode(layer, w)
-    elif mode == "all":
-        into["layers"][layer] = w
-    else:
-        if "all" not in into:
-            into["all"] = torch.empty((len(into["layers"]), *w.shape[1:]), dtype=torch.float16, device=w.device)
-        into["all"][layer].copy_(w[0])
-
-
-def _per_head(_module: nn.Module, args, kwargs):
-    """Forward pre-hook on an attention-pool's nn.MultiheadAttention: return its weights per head, not averaged."""
-    return args, {**kwargs, "need_weights": True, "average_attn_weights": False}
-
-
-def _keep_pool(into: dict, grad: bool, module: nn.MultiheadAttention, args, kwargs, out):
-    """Forward hook on an attention-pool's nn.MultiheadAttention (batch first): keep its weights [B,H,1,N].
-
-    With `grad`, its output is recomputed from those very weights, out_proj(weights · v): PyTorch returns a
-    view of the weights that its output does not depend on, so autograd would give them no gradient
-    (relevancy needs it). The recomputation is the same arithmetic as PyTorch's."""
-    weights = out[1]
-    into["pool"] = weights
-    if not grad:
-        return None
-    value = args[2] if len(args) > 2 else kwargs["value"]
-    (b, s, e), h = value.shape, module.num_heads
-    bias = None if module.in_proj_bias is None else module.in_proj_bias[2 * e :]
-    v = nn.functional.linear(value, module.in_proj_weight[2 * e :], bias).view(b, s, h, e // h).transpose(1, 2)
-    mixed = (weights @ v).transpose(1, 2).reshape(b, weights.shape[2], e)
-    return module.out_proj(mixed), weights
-
-
-def _record_norm(into: list, scale: nn.Module, _module: nn.Module, _args, out) -> None:
-    """Forward hook: the norm of each token's update, [B,N] float32, for every image of the batch."""
-    update = out[0] if isinstance(out, tuple) else out
-    into.append(torch.linalg.vector_norm(scale(update).float(), dim=-1))
 
 
 def resolve_device(device: str = "auto") -> torch.device:
