@@ -116,22 +116,34 @@ function vitvizPca2(x, d) {
   return { xy: out, variance: order.map((i) => values[i] / m), spectrum: values.slice().sort((p, q) => q - p) };
 }
 
-// How well a map keeps attention order: of each query's `top` keys by score (q [n*dh], k [n*dh]: softmax keeps the
-// order), the share among its `top` nearest keys in the map (q2, k2 [n*2]). vitviz.qk.top_key_recall in Python.
-function vitvizTopKeyRecall(q, k, dh, q2, k2, top) {
-  const n = q.length / dh, scores = new Float64Array(n), dist = new Float64Array(n), order = new Int32Array(n);
-  const best = (values) => { for (let j = 0; j < n; j++) order[j] = j; return new Set(order.sort((a, b) => values[a] - values[b]).subarray(0, top)); };
-  let hits = 0;
-  for (let i = 0; i < n; i++) {
-    for (let j = 0; j < n; j++) {
-      let s = 0;
-      for (let d = 0; d < dh; d++) s += q[i * dh + d] * k[j * dh + d];
-      scores[j] = -s;
-      const x = k2[2 * j] - q2[2 * i], y = k2[2 * j + 1] - q2[2 * i + 1];
-      dist[j] = x * x + y * y;
-    }
-    const attended = best(scores);
-    for (const j of best(dist)) if (attended.has(j)) hits++;
+// The `top` indices of the smallest of values [n] into out [top], smallest first: a small sorted buffer, O(n·top).
+function vitvizSmallest(values, top, out, best) {
+  let count = 0;
+  for (let j = 0; j < values.length; j++) {
+    const v = values[j];
+    if (count === top && !(v < best[top - 1])) continue;
+    let p = count < top ? count++ : top - 1;
+    while (p > 0 && best[p - 1] > v) { best[p] = best[p - 1]; out[p] = out[p - 1]; p--; }
+    best[p] = v; out[p] = j;
   }
-  return hits / (n * top);
+  return out;
+}
+
+// How well a map keeps attention order, for query i: how many of its `top` keys by score (q, k [n*dh]; softmax
+// keeps the order) are among its `top` nearest keys in the map (q2, k2 [n*2]). vitviz.qk.top_key_recall, summed
+// over the queries and divided by n·top, is the share.
+function vitvizRecallHits(i, q, k, dh, q2, k2, top, scratch) {
+  const n = k.length / dh, { scores, dist, byScore, byDistance, best } = scratch;
+  for (let j = 0; j < n; j++) {
+    let s = 0;
+    for (let d = 0; d < dh; d++) s += q[i * dh + d] * k[j * dh + d];
+    scores[j] = -s;
+    const x = k2[2 * j] - q2[2 * i], y = k2[2 * j + 1] - q2[2 * i + 1];
+    dist[j] = x * x + y * y;
+  }
+  vitvizSmallest(scores, top, byScore, best);
+  vitvizSmallest(dist, top, byDistance, best);
+  let hits = 0;
+  for (let a = 0; a < top; a++) for (let b = 0; b < top; b++) if (byScore[a] === byDistance[b]) hits++;
+  return hits;
 }
