@@ -18,14 +18,74 @@ TINY = dict(
 
 
 TIER_OF_FILE = {"test_browser.py": "browser", "test_package.py": "package", "test_cuda.py": "gpu"}
+APP_FIXTURES = {"client", "depth_app", "app", "app_page"}  # the fixtures that serve the app
 
 
 def pytest_collection_modifyitems(items) -> None:
-    """Whole files belong to one tier; single tests carry their own markers."""
+    """Whole files belong to one tier; single tests carry their own markers. A test that serves the app (through
+    one of APP_FIXTURES, or marked `app` itself) is `app`, and `slow` too: the quick tier starts no server."""
     for item in items:
         tier = TIER_OF_FILE.get(Path(str(item.fspath)).name)
         if tier:
             item.add_marker(tier)
+        if APP_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker("app")
+        if item.get_closest_marker("app") is not None:
+            item.add_marker("slow")
+
+
+RUNNING: list = [None]  # the test being set up or run
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    """Before its fixtures: a server that this test's fixtures or body start is checked against its markers."""
+    RUNNING[0] = item
+    import sys
+
+    if "gradio" in sys.modules:
+        guard_launch(sys.modules["gradio"].Blocks)
+
+
+def refuse_unmarked(what: str) -> None:
+    """A RuntimeError when the running test, not marked `app`, starts a server (`what`)."""
+    item = RUNNING[0]
+    if item is not None and item.get_closest_marker("app") is None:
+        raise RuntimeError(f"{item.nodeid} starts {what}: mark it @pytest.mark.app (the quick tier starts no server)")
+
+
+def guard_launch(blocks: type) -> None:
+    """Make `blocks.launch` (Gradio's) refuse to serve for a test not marked `app`; once."""
+    launch = blocks.launch
+    if getattr(launch, "guarded", False):
+        return
+
+    def guarded(self, *args, **kwargs):
+        refuse_unmarked("a Gradio server")
+        return launch(self, *args, **kwargs)
+
+    guarded.guarded = True
+    blocks.launch = guarded
+
+
+def _guard_app_processes() -> None:
+    """The app started as a process of its own (support.harness.running_app, which app_server wraps) refuses too."""
+    from contextlib import contextmanager
+
+    from support import harness
+
+    start = harness.running_app
+
+    @contextmanager
+    def running_app(*args, **kwargs):
+        refuse_unmarked("the app as a process")
+        with start(*args, **kwargs) as served:
+            yield served
+
+    harness.running_app = running_app
+
+
+_guard_app_processes()
 
 
 def tiny_vit() -> vitviz.VitModel:

@@ -79,9 +79,7 @@ def test_no_test_reads_a_private_attribute_of_a_vitviz_object():
         for path in sorted((ROOT / "tests").rglob("*.py"))
         for line, what in private_reads(path.read_text(), private)
     ]
-    assert found == [], "tests read private attributes; give the class a public counter or result:\n" + "\n".join(
-        found
-    )
+    assert found == [], "tests read private attributes; give the class a public counter or result:\n" + "\n".join(found)
 
 
 def test_the_check_finds_each_kind_of_read_and_leaves_other_libraries_alone():
@@ -107,3 +105,55 @@ a.rollouts
 """
     lines = sorted({line for line, _ in private_reads(source, private)})
     assert lines == [5, 7, 8, 9, 10, 11, 12, 13]
+
+
+def test_a_test_not_marked_app_cannot_start_a_server():
+    """conftest's guard: Gradio's launch and the app as a process refuse to start for a test not marked `app`."""
+    import conftest
+    import pytest
+    from support import harness
+
+    class Item:
+        nodeid = "tests/test_x.py::test_x"
+
+        def __init__(self, marked: bool) -> None:
+            self.marked = marked
+
+        def get_closest_marker(self, name: str):
+            return object() if self.marked and name == "app" else None
+
+    class Blocks:
+        def launch(self) -> str:
+            return "served"
+
+    conftest.guard_launch(Blocks)
+    conftest.guard_launch(Blocks)  # once, never wrapped twice
+    running = conftest.RUNNING[0]
+    try:
+        conftest.RUNNING[0] = Item(marked=False)
+        with pytest.raises(RuntimeError, match="test_x starts a Gradio server: mark it @pytest.mark.app"):
+            Blocks().launch()
+        with pytest.raises(RuntimeError, match="starts the app as a process"), harness.running_app():
+            pass
+        conftest.RUNNING[0] = Item(marked=True)
+        assert Blocks().launch() == "served"
+    finally:
+        conftest.RUNNING[0] = running
+
+
+def test_the_quick_tier_collects_no_test_that_serves_the_app():
+    import subprocess
+    import sys
+
+    files = ["tests/test_ui.py", "tests/test_serve.py", "tests/test_cli.py", "tests/test_qk.py"]
+    quick = "not slow and not browser and not package"
+    ran = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", quick, *files],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    collected = [line for line in ran.stdout.splitlines() if "::" in line]
+    assert collected, ran.stdout + ran.stderr
+    served = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "app", *files],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    apps = {line for line in served.stdout.splitlines() if "::" in line}
+    assert "tests/test_ui.py::test_api_is_typed_and_named" in apps
+    assert "tests/test_cli.py::test_serve_says_it_is_loading_before_it_loads" in apps
+    assert not apps & set(collected)

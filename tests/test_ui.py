@@ -549,6 +549,7 @@ def test_maps_land_where_they_are_through_the_endpoints(client):
         assert np.unravel_index(cells.argmax(), cells.shape) == np.unravel_index(values.argmax(), values.shape)
 
 
+@pytest.mark.app
 def test_the_app_serves_from_a_process_that_goes_on(embedded):
     """`main(block=False)`, the benchmark's way: it returns at once, the app serving on the caller's own model
     object (a bare forward timed beside it runs as the server's does), and `close()` stops it."""
