@@ -171,6 +171,7 @@ def test_faithfulness_runs_occlusion_only_when_asked_by_name():
     assert cli.faithfulness_methods("occlusion,rollout") == ["occlusion", "rollout"]
 
 
+@pytest.mark.app
 def test_serve_says_it_is_loading_before_it_loads(tmp_path):
     """The first line comes before gradio or the model is imported: the 40 s of loading are not silent."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
