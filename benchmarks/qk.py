@@ -104,6 +104,11 @@ def browser_part(model: vitviz.VitModel, photos: int, hovers: int) -> None:
             assert not r["cached"]
             switches.append(r["ms"])
         points = page.evaluate("() => window.vitviz.qk.state().points")
+        page.evaluate("() => window.vitviz.qk.photos('one')")
+        alone = [page.evaluate("([l, h]) => window.vitviz.qk.show(l, h)", [layer, (layer + 2) % model.num_heads])
+                 for layer in range(model.num_layers)]  # fmt: skip
+        alone = [r["ms"] for r in alone if not r["cached"]]  # the atlas may have made some of them already
+        page.evaluate("() => window.vitviz.qk.photos('all')")
         page.wait_for_timeout(1000)  # the atlas drawn
         rng = np.random.default_rng(0)
         chosen = rng.choice(points, hovers, replace=False)
@@ -133,6 +138,9 @@ def browser_part(model: vitviz.VitModel, photos: int, hovers: int) -> None:
     s = np.array(switches)
     print(f"  head or layer switch (normalisation, PCA, {points} points drawn): p50 {np.median(s):.0f} ms, "
           f"p95 {np.percentile(s, 95):.0f} ms, max {s.max():.0f} ms ({len(s)} switches); {load()}")  # fmt: skip
+    s = np.array(alone)
+    print(f"  the same switch on one photo ({2 * n} points): p50 {np.median(s):.0f} ms, "
+          f"p95 {np.percentile(s, 95):.0f} ms, max {s.max():.0f} ms ({len(s)} not made before)")  # fmt: skip
 
 
 def main() -> None:
