@@ -19,7 +19,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import wraps
 from pathlib import Path
@@ -38,21 +37,18 @@ from .. import (
     load_depth_model,
     load_model,
     memory,
-    views,
 )
 from ..analysis import Analysis
-from ..batching import Batcher
 from ..cache import AnalysisCache
-from ..models import resolve_device
+from .head_choice import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, head_arg, head_choices  # noqa: F401 (views' import)
 from .internals import component_key, take_as
 from .pictures import CLICK_DONE_JS, CLICK_TAG_JS, ClickOrder
+from .scheduling import BATCH_MAX, FORWARD_NICE, SLOTS, WARM_NICE, Priority, batcher, slots  # noqa: F401 (views' import)
 
 log = logging.getLogger("vitviz")
 EXAMPLES = [str(example(name)) for name in EXAMPLE_NAMES]
 DEFAULT_SIZE = "model default"
 SIZES = [DEFAULT_SIZE, "224", "336", "448", "518", "672"]
-# How the head dropdown (and the API) says "the mean of the heads" and views.ALL_HEADS, besides head indices
-MEAN_OF_HEADS_VALUE, ALL_HEADS_VALUE = -1, -2
 NO_IMAGE = "no image: upload one or click an example"
 
 
@@ -78,29 +74,6 @@ def user_errors(fn):
             raise gr.Error(f"vitviz hit an unexpected error: {type(exc).__name__}: {exc}") from None
 
     return wrapper
-
-
-class Priority:
-    """Work that someone waits for goes first: background work pauses between its steps while one runs."""
-
-    def __init__(self) -> None:
-        self._running = 0
-        self._changed = threading.Condition()
-
-    @contextmanager
-    def interactive(self):
-        with self._changed:
-            self._running += 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._running -= 1
-                self._changed.notify_all()
-
-    def wait_for_interactive(self, timeout: float = 60.0) -> None:
-        with self._changed:
-            self._changed.wait_for(lambda: self._running == 0, timeout)
 
 
 @dataclass(eq=False)
@@ -409,53 +382,3 @@ class Server:
             self._exiting.wait(period_s)
             self.freed.clear()
             self.trim()
-
-
-# CPU priorities (nice values, per thread): a redraw that someone waits for (0) before a new image's forward, and
-# the forward before the background warm (docs/benchmarks.md, a class of 30).
-FORWARD_NICE, WARM_NICE = 10, 19
-BATCH_MAX = 8  # the most new images that go through the model as one batch (see `batcher`)
-BATCH_MS_ON_GPU = 2.0  # how long a new image waits for others to join it, where "auto" batches
-
-
-def batcher(batch_ms: str, device: str) -> Batcher | None:
-    """The micro-batcher that VITVIZ_BATCH_MS asks for: "off"; "auto", which batches on a GPU and not on a CPU,
-    where a batch is no faster than its images one by one (docs/benchmarks.md); or a window in milliseconds."""
-    if batch_ms == "auto":
-        batch_ms = str(BATCH_MS_ON_GPU) if resolve_device(device).type == "cuda" else "off"
-    if batch_ms == "off":
-        return None
-    try:
-        window = float(batch_ms)
-    except ValueError:
-        raise ValueError(f"VITVIZ_BATCH_MS must be 'auto', 'off' or milliseconds, got {batch_ms!r}") from None
-    return Batcher(window / 1000, BATCH_MAX)
-
-
-def head_choices(model: VitModel) -> list[tuple[str, int]]:
-    return [("mean of heads", MEAN_OF_HEADS_VALUE), ("all heads (grid)", ALL_HEADS_VALUE)] + [
-        (f"head {h}", h) for h in range(model.num_heads)
-    ]
-
-
-def head_arg(head: int | None, model: VitModel) -> int | str | None:
-    """The head dropdown's value -> what `views.attention_view` takes (an index, None or views.ALL_HEADS)."""
-    if head is None or head == MEAN_OF_HEADS_VALUE:
-        return None
-    if head == ALL_HEADS_VALUE:
-        return views.ALL_HEADS
-    if not 0 <= int(head) < model.num_heads:
-        raise ValueError(f"head must be -1 (mean), -2 (all) or in [0, {model.num_heads}), got {head}")
-    return int(head)
-
-
-# Each kind of work has its own concurrency slots: a new image's forward pass never waits behind
-# minutes of attributions or depth, and cheap redraws never wait behind either.
-SLOTS = {"forward": 2, "draw": 4, "heavy": 1}
-
-
-def slots(kind: str, server: Server | None = None) -> dict:
-    """The event-listener arguments that put an event in one group of concurrency slots. A server that batches
-    new images lets as many forwards in as a batch holds: they wait in its batch, not in Gradio's queue."""
-    batching = kind == "forward" and server is not None and server.batcher is not None
-    return {"concurrency_id": kind, "concurrency_limit": BATCH_MAX if batching else SLOTS[kind]}
