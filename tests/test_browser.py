@@ -298,9 +298,19 @@ def test_inside_a_head_follows_a_clicked_patch_and_another_head(page, tmp_path):
     assert "The query is CLS" in page.locator("#inside-note").inner_text()
     before = [src(page, s) for s in STEPS]
     weights = page.locator("#inside-weights img").first
+    joins: list[str] = []
+
+    def on_request(r) -> None:
+        if "/queue/join" in r.url:
+            joins.append(r.url)
+
+    page.on("request", on_request)
     weights.click(position={"x": 5, "y": 5})  # the top-left patch (a colorbar is on the right)
     page.wait_for_function("() => document.querySelector('#inside-patch input').value === '0'", timeout=30_000)
     clicked = [wait_for_src_change(page, s, b) for s, b in zip(STEPS, before, strict=True)]
+    page.wait_for_timeout(500)
+    page.remove_listener("request", on_request)
+    assert len(joins) == 1, joins  # the click's answer is the redraw: one request, not a pick then a redraw
     page.locator("#inside-note").get_by_text("The query is patch 0 (row 0, col 0)").wait_for(timeout=30_000)
     choose(page, "#inside-head", "head 3")
     for s, b in zip(STEPS, clicked, strict=True):

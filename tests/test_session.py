@@ -400,7 +400,6 @@ def test_background_work_waits_while_anyone_waits_for_an_answer():
 def test_a_click_on_a_picture_makes_the_patch_drawn_under_it_the_query(server, tmp_path):
     """The app's handlers for the Attention tab's pictures and inside a head's maps, on a wide grid: the centre of each
     corner patch and of one middle patch, as drawn, picks that patch; a click outside the picture does nothing."""
-    from types import SimpleNamespace
 
     from vitviz import render, views
     from vitviz.app import attention, inside
@@ -411,13 +410,11 @@ def test_a_click_on_a_picture_makes_the_patch_drawn_under_it_the_query(server, t
     gh, gw = a.grid
     assert gw > gh
     inside_size = render.fit(views.display(a), views.INSIDE_SIDE).shape[:2]
-    for handler, size in ((attention.pick_patch, views.display(a).shape[:2]), (inside.pick_patch, inside_size)):
+    for pick, size in ((attention.pick_patch, views.display(a).shape[:2]), (inside.pick_patch, inside_size)):
         for patch in (0, gw - 1, (gh - 1) * gw, gh * gw - 1, 2 * gw + 6):
             x0, y0, x1, y1 = render.patch_box(a.grid, size, patch)
-            click = SimpleNamespace(index=((x0 + x1) / 2, (y0 + y1) / 2))
-            assert handler(server, path, "tiny", "224", click, None) == (patch, PATCH_QUERY)
-        outside = handler(server, path, "tiny", "224", SimpleNamespace(index=(size[1] + 5, 1)), None)
-        assert outside == (gr.skip(), gr.skip())
+            assert pick(a, (x0 + x1) / 2, (y0 + y1) / 2) == (patch, PATCH_QUERY)
+        assert pick(a, size[1] + 5, 1) is None
 
 
 def test_a_click_on_the_position_map_picks_the_row_and_column_under_it(server):

@@ -105,18 +105,18 @@ def controls_fitter(choices: Callable[[VitModel], list], fallback: int, token_qu
 fit_controls = controls_fitter(head_choices, MEAN_OF_HEADS_VALUE)
 
 
-def patch_picker(locate: Callable) -> Callable:
-    """A click handler that makes the patch under the pointer the query; `locate(a, x, y)` knows the picture."""
+def patch_locator(locate: Callable) -> Callable:
+    """A click's pick (see `Context.view`'s clicks): the patch under the pointer made the query, as (patch, the
+    query mode), or None off the patches; `locate(a, x, y)` knows the picture."""
 
-    @user_errors
-    def pick_patch(server: Server, image, model_name, size, evt: gr.SelectData, request: gr.Request):
-        patch = locate(server.get_analysis(image, model_name, size, request), *evt.index)
-        return (gr.skip(), gr.skip()) if patch is None else (patch, PATCH_QUERY)
+    def pick_patch(a, x: float, y: float) -> tuple[int, str] | None:
+        patch = locate(a, x, y)
+        return None if patch is None else (patch, PATCH_QUERY)
 
     return pick_patch
 
 
-pick_patch = patch_picker(views.patch_at_display)
+pick_patch = patch_locator(views.patch_at_display)
 
 
 def build(ctx: Context) -> None:
@@ -162,8 +162,9 @@ def build(ctx: Context) -> None:
         draw,
         [*ctx.where, layer, head, query_mode, patch, measure, ctx.cmap, ctx.alpha, grid_scale, ctx.scale, columns],
         [overlay, picker, note],
-        [c.change for c in (layer, head, query_mode, patch, measure, grid_scale)],
+        [layer.change, head.change, query_mode.input, patch.input, measure.change, grid_scale.change],
         api_name="attention",
         prepare=(ctx.server.bind(fit_controls), [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
+        clicks=[picker],
+        pick=(pick_patch, [patch, query_mode]),
     )
-    ctx.server.on_click(picker, pick_patch, ctx.where, [patch, query_mode])

@@ -7,7 +7,7 @@ import gradio as gr
 from .. import sentences, views
 from ..models import VitModel
 from . import explorer
-from .attention import QUERY_CHOICES, READOUT_QUERY, controls_fitter, patch_picker, query_of
+from .attention import QUERY_CHOICES, READOUT_QUERY, controls_fitter, patch_locator, query_of
 from .pictures import picture
 from .session import user_errors
 from .source import Context, view_tab
@@ -28,7 +28,7 @@ def draw(a, layer, head, query_mode, patch, cmap, alpha, colour_scale, request: 
     return views.inside_views(a, int(layer), head, query_of(query_mode, patch), cmap, float(alpha), colour_scale)
 
 
-pick_patch = patch_picker(views.patch_at_inside)  # its three maps are drawn smaller, each a colour scale below
+pick_patch = patch_locator(views.patch_at_inside)  # its three maps are drawn smaller, each a colour scale below
 
 
 def build(ctx: Context) -> None:
@@ -75,13 +75,13 @@ def build(ctx: Context) -> None:
         draw,
         [*ctx.where, layer, head, query_mode, patch, ctx.cmap, ctx.alpha, ctx.scale],
         [scores, weights, values, strips, bars, note],
-        [c.change for c in (layer, head, query_mode, patch)],
+        [layer.change, head.change, query_mode.input, patch.input],
         api_name="inside_head",
         prepare=(
             ctx.server.bind(controls_fitter(single_heads, 0, token_query=True)),
             [*ctx.where, layer, head, patch],
             [layer, head, patch, query_mode],
         ),
+        clicks=[scores, weights, values],
+        pick=(pick_patch, [patch, query_mode]),
     )
-    for shown in (scores, weights, values):
-        ctx.server.on_click(shown, pick_patch, ctx.where, [patch, query_mode])

@@ -158,10 +158,15 @@ def component_key(component: gr.components.Component) -> int:
 
 
 def take(
-    fn: Callable, names: Sequence[str], request: bool = True, progress: bool = True, defaults: dict | None = None
+    fn: Callable,
+    names: Sequence[str],
+    request: bool = True,
+    progress: bool = True,
+    defaults: dict | None = None,
+    select: bool = False,
 ) -> Callable:
     """Let Gradio see fn(*values) as taking `names` (those in `defaults` optional, with those defaults), then (if
-    asked) the request and a progress tracker.
+    asked) a select event's data (a click's place on a picture), the request and a progress tracker.
 
     Why: Gradio 6.31 names an endpoint's API parameters, and decides which ones it fills itself (a gr.Request by
     its annotation, a gr.Progress by its default), from `inspect.signature(fn)` and `fn.__annotations__`, which
@@ -169,13 +174,15 @@ def take(
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = defaults or {}
     params = [inspect.Parameter(n, kind, **({"default": defaults[n]} if n in defaults else {})) for n in names]
+    if select:
+        params.append(inspect.Parameter("evt", kind, annotation=gr.SelectData))
     if request:
         optional = {"default": None} if defaults else {}  # after optional parameters, it must be optional too
         params.append(inspect.Parameter("request", kind, annotation=gr.Request, **optional))
     if progress:
         params.append(inspect.Parameter("progress", kind, default=gr.Progress()))
     fn.__signature__ = inspect.Signature(params)
-    fn.__annotations__ = {"request": gr.Request} if request else {}
+    fn.__annotations__ = {p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty}
     return fn
 
 

@@ -205,6 +205,8 @@ class Context:
         concurrency_id: str = "draw",
         progress: str = "minimal",
         prepare: tuple[Callable, Sequence, Sequence] | None = None,
+        clicks: Sequence[gr.Image] = (),
+        pick: tuple[Callable, Sequence] | None = None,
     ) -> None:
         """Wire one view. draw(*inputs, request) returns its outputs. A draw whose first parameter is `a` gets the
         session's analysis in place of the first three inputs (ctx.where: image, model and size), and one with a
@@ -216,6 +218,10 @@ class Context:
         analysis or a display setting redraws it if its tab is shown; otherwise selecting the tab draws it. Nothing
         is drawn twice for the same inputs. prepare: (fn, inputs, outputs) run on a new analysis before the view
         redraws, to fit its controls (layer range, heads, the query patch) to it.
+
+        clicks: pictures (`picture(clickable=True)`) whose click sets some inputs and redraws in the same answer,
+        one round trip: pick = (locate, inputs), locate(a, x, y) -> their values, or None where the click picks
+        nothing. Those inputs' triggers are then `.input` events, which a click's setting does not fire.
         """
         with tab:  # what the wiring adds belongs to the tab, not between the tabs
             drawn = gr.State(None)
@@ -269,6 +275,25 @@ class Context:
         take(render, ["key", *names])
         take(refresh, ["shown", "key", "last", *names])
         take(selected, ["key", "last", *names])
+        if clicks:
+            locate, picked = pick
+            at = [next(i for i, c in enumerate(inputs) if c is p) for p in picked]
+            nothing = (gr.skip(),) * (len(picked) + n + 1)
+
+            def clicked(_server, key, *values):  # the picked inputs' values, then the view's outputs
+                *args, evt, request, progress = values
+                if not args[0]:
+                    return nothing
+                chosen = locate(server.get_analysis(*args[:3], request), *evt.index)
+                if chosen is None:
+                    return nothing
+                for i, value in zip(at, chosen, strict=True):
+                    args[i] = value
+                return (*chosen, *drawn_now(key, args, request, progress))
+
+            take(clicked, ["server", "key", *names], select=True)
+            for shown in clicks:
+                server.on_click(shown, clicked, [self.key, *inputs], [*picked, *outputs, drawn])
         after = [t for t in triggers if isinstance(t, Dependency)]  # listeners the view's draw follows
         events = [t for t in triggers if not isinstance(t, Dependency)]
         drawing = dict(trigger_mode="always_last", show_progress=progress, **slots(concurrency_id))
