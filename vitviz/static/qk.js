@@ -17,7 +17,7 @@ qroot.innerHTML = `
     <label>Head <select class="qk-head"></select></label>
     <label>Colour by <select class="qk-colour"><option value="kind">query or key</option><option value="photo">photo</option><option value="row">row</option><option value="column">column</option><option value="rgb">the patch's mean colour</option><option value="norm">norm (distance from the centre)</option></select></label>
     <label>Photos <select class="qk-photos"><option value="one">this photo</option><option value="all">your last photos</option></select></label>
-    <label class="qk-method-label" hidden>Map <select class="qk-method"><option value="pca">PCA (in this browser, at once)</option><option value="umap">UMAP (on the server, seconds; this photo)</option></select></label>
+    <label class="qk-method-label" hidden>Map <select class="qk-method"><option value="pca">PCA (instant)</option><option value="umap">UMAP (server, seconds)</option></select></label>
   </div>
   <div class="qk-status" role="status"></div>
   <div class="qk-main">
