@@ -49,14 +49,24 @@ def test_an_untested_gradio_is_named_with_the_command_that_installs_the_tested_o
     said = internals.check_gradio(version)
     assert said == internals.untested(version) and said is not None
     assert f"gradio {version} is installed" in said and 'pip install "gradio>=6.31,<6.32"' in said
-    assert said in caplog.text
+    assert said in caplog.text and "vitviz was tested with gradio 6.31.x and" in said
     assert internals.untested("6.31.0") is None and internals.untested("6.31.7") is None
+    with pytest.raises(ValueError, match="not a version: 'dev'"):
+        internals.untested("dev")
 
 
 def test_a_gradio_without_an_internal_that_a_workaround_replaces_stops_the_start(monkeypatch):
+    from gradio.block_function import BlockFunction
+
     monkeypatch.delattr(processing_utils, "save_pil_to_cache")
-    with pytest.raises(RuntimeError, match="lacks save_pil_to_cache"):
-        internals.check_gradio()
+    monkeypatch.delattr(processing_utils, "hash_bytes")
+    monkeypatch.setattr(BlockFunction, "__init__", lambda self, fn, inputs: None)  # no parameter names kept
+    with pytest.raises(RuntimeError) as raised:
+        internals.check_gradio("6.31.0")
+    assert str(raised.value) == (
+        "gradio 6.31.0 lacks save_pil_to_cache, hash_bytes, BlockFunction.input_parameter_names, which "
+        'vitviz.app.internals needs: install the tested gradio with: pip install "gradio>=6.31,<6.32"'
+    )
 
 
 # ---- pictures written whole
@@ -65,10 +75,20 @@ def test_a_gradio_without_an_internal_that_a_workaround_replaces_stops_the_start
 def test_a_picture_is_never_served_half_written_while_the_same_picture_is_written_again(monkeypatch, tmp_path):
     """Two answers with the same picture wrote one file, and a browser reading it during the second write got a
     truncated JPEG (a broken image that lost the next clicks)."""
+    import tempfile
+
     monkeypatch.setattr(processing_utils, "save_pil_to_cache", processing_utils.save_pil_to_cache)
     internals.write_pictures_whole()
+    assert processing_utils.save_pil_to_cache.writes_whole is True
+    staged, mkstemp = [], tempfile.mkstemp
+    monkeypatch.setattr(tempfile, "mkstemp", lambda **kw: staged.append(kw) or mkstemp(**kw))
     picture = Image.fromarray(np.random.default_rng(0).integers(0, 255, (480, 640, 3), np.uint8))
-    path = Path(processing_utils.save_pil_to_cache(picture, str(tmp_path), format="jpeg"))
+    cache = tmp_path / "not" / "made" / "yet"
+    path = Path(processing_utils.save_pil_to_cache(picture, str(cache), format="jpeg"))
+    assert path.name == "image.jpeg" and path.parent.parent == cache and list(path.parent.iterdir()) == [path]
+    assert staged == [{"dir": path.parent, "prefix": ".image."}]  # written beside it, then renamed into place
+    assert Path(processing_utils.save_pil_to_cache(picture, str(cache))).name == "image.webp"  # Gradio's default
+    tmp_path = cache
     whole = path.read_bytes()
     done = threading.Event()
 
@@ -116,12 +136,18 @@ def _slider_event():
 def test_gradios_own_refusals_name_the_api_parameter_they_refuse(monkeypatch):
     monkeypatch.setattr(processing_utils, "async_move_files_to_cache", processing_utils.async_move_files_to_cache)
     demo, layer = _slider_event()
-    internals.name_refusals(demo, refused)
-    internals.name_refusals(demo, refused)  # once named, never twice
-    with pytest.raises(Refused) as raised:
+    with demo:
+        unnamed = gr.Number()
+        unnamed.change(None, [unnamed], None, js="(x) => x")  # only in an event with no parameter names
+    internals.name_refusals(demo, lambda message, where: gr.Error(message))
+    internals.name_refusals(demo, lambda message, where: gr.Error(message))  # once named, never twice
+    with pytest.raises(gr.Error) as raised:
         layer.preprocess(99)
-    assert str(raised.value).startswith("layer: Value 99 is greater than")
-    assert layer.preprocess(5) == 5
+    assert raised.value.message.startswith("layer: Value 99 is greater than")
+    assert layer.preprocess(5) == 5 and "preprocess" not in vars(unnamed)
+    with pytest.raises(gr.Error) as raised:  # the paths' refusal too
+        _move("/etc/passwd")
+    assert raised.value.message == "this server reads only the files uploaded to it, not '/etc/passwd'"
 
 
 def test_gradios_own_refusal_still_does_not_name_the_parameter():
@@ -151,7 +177,8 @@ def test_a_path_that_no_one_uploaded_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(processing_utils, "async_move_files_to_cache", processing_utils.async_move_files_to_cache)
     internals.refuse_paths_in_one_line(refused)
     internals.refuse_paths_in_one_line(refused)  # once, never wrapped twice
-    assert processing_utils.async_move_files_to_cache.__wrapped__.__module__ == "gradio.processing_utils"
+    assert processing_utils.async_move_files_to_cache.refuses_in_one_line is True
+    assert not hasattr(processing_utils.async_move_files_to_cache.__wrapped__, "refuses_in_one_line")
     with pytest.raises(Refused, match="reads only the files uploaded to it, not '/etc/passwd'"):
         _move("/etc/passwd")
 
@@ -212,3 +239,24 @@ def test_gradio_still_cannot_name_the_parameters_of_a_handler_that_takes_star_ar
         return values
 
     assert _parameter_names(handler, 2) == [None, None]
+
+
+def test_take_gives_exactly_the_signature_that_gradio_reads():
+    import inspect
+
+    fn = internals.take(lambda *values: values, ["a", "b"], defaults={"b": 2}, select=True)
+    params = inspect.signature(fn).parameters
+    assert list(params) == ["a", "b", "evt", "request", "progress"]
+    assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params.values())
+    assert params["a"].default is inspect.Parameter.empty and params["b"].default == 2
+    assert params["evt"].annotation is gr.SelectData and params["request"].annotation is gr.Request
+    assert (
+        params["evt"].default is None
+        and params["request"].default is None
+        and isinstance(params["progress"].default, gr.Progress)
+    )
+    assert fn.__annotations__ == {"evt": gr.SelectData, "request": gr.Request}
+    plain = inspect.signature(internals.take(lambda *values: values, ["a"])).parameters
+    assert list(plain) == ["a", "request", "progress"] and plain["request"].default is inspect.Parameter.empty
+    bare = internals.take(lambda *values: values, ["a"], request=False, progress=False)
+    assert list(inspect.signature(bare).parameters) == ["a"] and bare.__annotations__ == {}

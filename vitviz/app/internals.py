@@ -174,10 +174,10 @@ def take(
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = defaults or {}
     params = [inspect.Parameter(n, kind, **({"default": defaults[n]} if n in defaults else {})) for n in names]
+    optional = {"default": None} if defaults else {}  # after optional parameters, the filled ones must be too
     if select:
-        params.append(inspect.Parameter("evt", kind, annotation=gr.SelectData))
+        params.append(inspect.Parameter("evt", kind, annotation=gr.SelectData, **optional))
     if request:
-        optional = {"default": None} if defaults else {}  # after optional parameters, it must be optional too
         params.append(inspect.Parameter("request", kind, annotation=gr.Request, **optional))
     if progress:
         params.append(inspect.Parameter("progress", kind, default=gr.Progress()))
