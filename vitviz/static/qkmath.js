@@ -83,16 +83,15 @@ function vitvizEigen(matrix, n) {
 // x [m*d] (Float64Array) -> [m*2] on the first two principal axes; each axis' largest loading positive, as
 // vitviz.qk.pca2 does.
 function vitvizPca2(x, d) {
-  const m = x.length / d, mean = new Float64Array(d), cov = new Float64Array(d * d), r = new Float64Array(d);
+  const m = x.length / d, mean = new Float64Array(d), cov = new Float64Array(d * d);
   for (let i = 0; i < m; i++) for (let j = 0; j < d; j++) mean[j] += x[i * d + j];
   for (let j = 0; j < d; j++) mean[j] /= m;
-  const r2 = new Float64Array(d);
-  for (let i = 0; i < m; i += 2) { // two points a pass: half the traffic on cov
-    const two = i + 1 < m;
-    for (let j = 0; j < d; j++) { r[j] = x[i * d + j] - mean[j]; r2[j] = two ? x[(i + 1) * d + j] - mean[j] : 0; }
+  const c = new Float64Array(4 * d);
+  for (let i = 0; i < m; i += 4) { // four points a pass over cov: a quarter of its traffic
+    for (let p = 0; p < 4; p++) for (let j = 0; j < d; j++) c[p * d + j] = i + p < m ? x[(i + p) * d + j] - mean[j] : 0;
     for (let a = 0; a < d; a++) {
-      const ra = r[a], sa = r2[a], row = a * d;
-      for (let b = a; b < d; b++) cov[row + b] += ra * r[b] + sa * r2[b];
+      const a0 = c[a], a1 = c[d + a], a2 = c[2 * d + a], a3 = c[3 * d + a], row = a * d;
+      for (let b = a; b < d; b++) cov[row + b] += a0 * c[b] + a1 * c[d + b] + a2 * c[2 * d + b] + a3 * c[3 * d + b];
     }
   }
   for (let a = 0; a < d; a++) for (let b = 0; b < a; b++) cov[a * d + b] = cov[b * d + a];
