@@ -4,6 +4,7 @@ pair fails once Gradio does the thing itself, so that the workaround can go)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import threading
@@ -226,6 +227,11 @@ def test_a_handler_taken_as_names_gets_those_api_names_and_its_request_filled_by
         return layer
 
     assert _parameter_names(internals.take_as(lambda *a: a, server_first, drop=1), 1) == ["layer"]
+    assert list(inspect.signature(internals.take_as(lambda *a: a, server_first)).parameters) == [
+        "server",
+        "layer",
+        "request",
+    ]  # nothing dropped unless asked
     assert _parameter_names(internals.take_as(lambda *a: a, server_first, drop=1, first=["click"]), 2) == [
         "click",
         "layer",
