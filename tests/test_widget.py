@@ -113,85 +113,25 @@ a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)
 vitviz.explore(a, layer=1)"""
 
 
-@pytest.fixture()
-def jupyter_lab(tmp_path):
-    """JupyterLab on a free loopback port, with no token, serving tmp_path: yields its URL."""
-    import os
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    pytest.importorskip("jupyterlab")
-    from support.harness import free_port
-
-    port = free_port()
-    args = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
-            "--IdentityProvider.token=", f"--ServerApp.root_dir={tmp_path}", "--LabApp.news_url=",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
-            "--allow-root"]  # fmt: skip
-    root = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"))  # fmt: skip
-    log = open(tmp_path / "jupyter.log", "w")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(url + "api", timeout=2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((tmp_path / "jupyter.log").read_text()[-2000:]) from None
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
 @pytest.mark.slow
 @pytest.mark.browser
-def test_in_jupyterlab_the_widget_shows_the_captured_weights(jupyter_lab, tmp_path):
+def test_in_jupyterlab_the_widget_shows_the_captured_weights(tmp_path):
     """A real notebook server and Chromium: a cell that ends with vitviz.explore(...) is run; the widget's handle,
     hovered on every layer and head, reads the forward's attention within 1e-3; a real pointer moves its query."""
-    import nbformat
-
     sync_api = browser_or_skip()
-    tests = str(Path(__file__).resolve().parent)
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(NOTEBOOK_CELL.format(tests=tests))])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, tmp_path / "explore.ipynb")
+    pytest.importorskip("jupyterlab")
+    from support.jupyter import open_notebook, run_cell, running_jupyter, write_notebook
+
+    write_notebook(tmp_path / "explore.ipynb", NOTEBOOK_CELL.format(tests=str(Path(__file__).resolve().parent)))
     a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)  # the cell's, seeded alike
     gh, gw = a.grid
     cases = [(layer, h, p) for layer in range(3) for h in range(a.model.num_heads) for p in (-1, 0, gh * gw - 1, 9)]
-    with sync_api.sync_playwright() as pw:
+    with running_jupyter(tmp_path) as url, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(jupyter_lab + "lab/tree/explore.ipynb")
-        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
-        prompt = page.locator(".jp-Cell .jp-InputPrompt").first
-        for _ in range(5):  # a keystroke made while the kernel's connection still settles is lost: again, then
-            page.locator(".jp-Cell .cm-content").first.click()
-            page.keyboard.press("Control+Enter")  # run the cell in place, as a user does
-            try:
-                page.wait_for_function("(p) => !p.textContent.includes('[ ]')", arg=prompt.element_handle(),
-                                       timeout=10_000)  # fmt: skip
-                break
-            except sync_api.TimeoutError:
-                continue
-        try:
-            page.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length === 3", timeout=120_000)
-        except sync_api.TimeoutError:
-            page.screenshot(path=tmp_path / "notebook.png")
-            raise AssertionError(page.locator(".jp-Notebook").inner_text()[-1500:]) from None
+        open_notebook(page, url, "explore.ipynb")
+        run_cell(page)
+        page.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length === 3", timeout=120_000)
         rows = np.array(page.evaluate(HOVER_ALL, cases))
         canvas = page.locator(".jp-OutputArea .vx-big-canvas")
         canvas.scroll_into_view_if_needed()
