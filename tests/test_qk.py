@@ -310,6 +310,31 @@ def test_brushing_lights_up_the_patches_of_the_points_inside_the_rectangle():
 
 
 @pytest.mark.browser
+def test_the_atlas_shows_every_head_with_what_it_sorts_by_and_a_click_shows_it():
+    """One tile per head of the layer, captioned with Python's verdict; clicking a tile shows that head above, whose
+    map is the float64 PCA of that head."""
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES["vit"](), random_image(40, 56, seed=9), longest=56)
+    meta, layers = qk_page.photo(a, "k")
+    words = {"position": "position", "colour": "colour", "both": "position and colour", "neither": "neither"}
+    with sync_api.sync_playwright() as pw:
+        browser, page = qk_page.open_page(pw, layers)
+        qk_page.show(page, meta)
+        page.evaluate("() => window.vitviz.qk.show(2, 0)")
+        captioned = "(n) => document.querySelectorAll('.qk-tile figcaption:not(:empty)').length === n"
+        page.wait_for_function(captioned, arg=4)
+        captions = page.locator(".qk-tile figcaption").all_inner_texts()
+        assert captions == [f"head {h}: {words[meta['sorts'][2][h]['verdict']]}" for h in range(4)]
+        page.locator(".qk-tile").nth(3).click()
+        page.wait_for_function("() => window.vitviz.qk.state().head === 3")
+        got, _ = page_map(page)
+        want = reference_map([a], 2, 3)
+        np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max())
+        assert page.locator(".qk-sorts").inner_text().startswith(meta["sorts"][2][3]["sentence"])
+        browser.close()
+
+
+@pytest.mark.browser
 def test_the_last_photos_share_one_map_normalised_together():
     """Two photos, then 'your last photos': one map of both photos' queries and keys, equal to the float64
     normalisation and PCA of all of them together; a tap on a phone picks a point of the older photo."""
