@@ -10,6 +10,7 @@ import pytest
 from conftest import random_image, tiny_vit
 
 import vitviz
+import vitviz.attributions
 from vitviz import methods
 from vitviz.app import attribution_controls as controls
 from vitviz.outputs import Output
@@ -49,10 +50,17 @@ def test_the_target_list_offers_the_dense_map_over_the_image_in_a_few_words(embe
     assert s.output_options(a, coffee) == {"output": Output("dense", region="image")}
     boxed = controls.Settings.of("Saliency (|gradient|)", "image", "blurred", 8, 0, 11, [[0, 0], [50, 40]])
     assert boxed.output_options(a, coffee)["output"].box == (0.0, 0.0, 50.0, 40.0)  # a box drawn wins
-    classifier = vitviz.analyze(tiny_vit(), random_image(32, 32))
-    assert [v for _, v in controls.target_choices(classifier)] == controls.TARGETS[
-        : len(controls.target_choices(classifier))
-    ]
+    image = random_image(32, 32)
+    classifier = vitviz.analyze(tiny_vit(), image)
+    offered = [v for _, v in controls.target_choices(classifier)]
+    assert offered == controls.TARGETS[: len(offered)]  # a classifier's top classes
+    second = vitviz.attributions.targets(classifier.model, image)[1][1]
+    for target, index in (("default", None), ("top-2", second)):
+        # a box and a text mean nothing to a classifier without a dense head or a text tower: its class is followed
+        s = controls.Settings.of("Saliency (|gradient|)", target, "blurred", 8, 0, 1, [[0, 0], [9, 9]], text="a dog")
+        assert s.output_options(classifier, image) == {"output": Output("class", index=index)}
+    salient = controls.Settings.of("Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [])
+    assert salient.output_options(a, coffee) == {"output": Output("dense")}
     with pytest.raises(ValueError, match="target must be one of"):
         controls.Settings.of("Saliency (|gradient|)", "top-9", "blurred", 8, 0, 11, []).output_options(a, coffee)
 

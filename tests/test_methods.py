@@ -51,3 +51,22 @@ def test_smoothgrad_is_the_mean_of_input_times_gradient_over_the_same_noisy_copi
     still = attribute(model, image, "smoothgrad", nt_samples=2, nt_stdev=0.0, longest=56, target=2)
     plain = attribute(model, image, "input_x_gradient", longest=56, target=2)
     np.testing.assert_allclose(still.raw, plain.raw, rtol=1e-5, atol=1e-7)
+
+
+def test_an_option_checks_a_value_and_names_what_it_accepts():
+    from dataclasses import replace
+
+    assert methods.BASELINE.checked("black") == "black"
+    with pytest.raises(ValueError) as raised:
+        methods.BASELINE.checked("grey")
+    assert str(raised.value) == "unknown baseline 'grey': use one of blurred, black, mean colour"
+    assert methods.STEPS.checked(512) == 512 and methods.STEPS.checked("1") == 1 and methods.STEPS.checked(None) is None
+    for bad in (0, 513):
+        with pytest.raises(ValueError) as raised:
+            methods.STEPS.checked(bad)
+        assert str(raised.value) == f"n_steps must be between 1 and 512, got {bad}"
+    assert methods.BLOCK.checked(99) == 99  # its model's own limit, which Grad-CAM checks
+    with pytest.raises(ValueError) as raised:
+        methods.BLOCK.checked(-1)
+    assert str(raised.value) == "layer must be between 0 and its model's last, got -1"
+    assert replace(methods.STEPS, default=0.5, low=0.0, high=1.0).checked("0.25") == 0.25  # a float option
