@@ -19,6 +19,8 @@ from vitviz.render import LARGE_LABEL_PX
 from vitviz.tabs import label
 from vitviz.views import SHEET_TILE
 
+pytestmark = pytest.mark.app  # every test here drives the served app
+
 
 @pytest.fixture(scope="module")
 def page():
