@@ -325,7 +325,7 @@ class Server:
     def _forward(self, model: VitModel, image: str, longest: int | None) -> Analysis:
         """A new image's analysis, on a forward thread (see `FORWARD_NICE`), with the rollout slider's rollouts
         made from the forward's own weights (`roll`: no move recomputes attention for them), and with the dense
-        head's map (`dense`: a forward at 224, ~0.1 s on 2 CPU cores, one for a micro-batch's uploads): the
+        head's map (`dense`: a forward at 224, one for a micro-batch's uploads): the
         rollout's note and the output view read it, and a redraw must never wait for the model's lock, which the
         next uploads' forwards hold one after the other. A dense head that fails is logged, and the view that
         needs it says so."""
@@ -376,7 +376,8 @@ class Server:
 
     def janitor(self, period_s: float = 10.0) -> None:
         """At most once per period after `freed` is set, give back what was freed (see `memory.trim`).
-        A full collection takes 0.2 to 0.4 s with Gradio loaded: once per eviction would slow every new image."""
+        A full collection is slow with Gradio loaded (docs/benchmarks.md): once per eviction would slow every new
+        image."""
         while not self._exiting.is_set():
             self.freed.wait()
             self._exiting.wait(period_s)
