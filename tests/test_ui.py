@@ -44,7 +44,7 @@ def test_analyze_then_change_layer_and_head(client):
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
     preview, status = client.predict(image, api_name="/analyze")
-    assert "21×32" in status and "673 tokens" in status and "CPU" in status
+    assert "grid 21 rows × 32 columns" in status and "673 tokens" in status and "CPU" in status
     assert read(preview).shape == (427, 640, 3)  # the user's 400x600 image at display size
     grid_img, tokens_md = client.predict(image, api_name="/tokens")
     assert "672 patch tokens" in tokens_md
@@ -426,7 +426,7 @@ def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_setting
     model = vitviz.load_model(device="cpu")
     same = input_analysis(model, image)
     assert "discards the weakest 50% of each layer's attention" in note
-    assert "remade on the 224×224 px input" in note and "the 448×" in note  # the embedded head reads 224×224
+    assert "remade on the 224 px high × 224 px wide input" in note and "448 px wide analysis" in note
     fusions = ("max", "mean", "min", "max")  # the last: the same rollout with nothing discarded
     maps = [
         {"method": "rollout", "scores": same.rollout(fusion, 0.5 if i < 3 else 0.0)} for i, fusion in enumerate(fusions)

@@ -294,10 +294,14 @@ def build(ctx: Context) -> None:
     (block,) = [c for o, c in zip(methods.OPTIONS, options, strict=True) if not o.choices and o.high is None]
     ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block, text])
     bind = ctx.server.bind
-    method.change(fit_options, [method, *options], options, api_visibility="private", queue=False)
     controls = [*ctx.where, method, target, *options, box]
-    gr.on([ctx.key.change, method.change, *(o.change for o in options)], bind(endpoint(relabel)), controls,
-          [button, faithful, randomising], api_visibility="private", show_progress="hidden")  # fmt: skip
+    relabelled = dict(api_visibility="private", show_progress="hidden")
+    # a method's change fits its options, then relabels: one listener with a request per event (test_ui)
+    method.change(fit_options, [method, *options], options, api_visibility="private", queue=False).then(
+        bind(endpoint(relabel)), controls, [button, faithful, randomising], **relabelled
+    )
+    gr.on([ctx.key.change, *(o.change for o in options)], bind(endpoint(relabel)), controls,
+          [button, faithful, randomising], **relabelled)  # fmt: skip
     # the summary says at once which run is under way, and no longer shows the last one's
     button.click(lambda label: f"**Running {label}…** Its summary comes here when it is done.", [method], summary,
                  api_visibility="private", queue=False)  # fmt: skip
