@@ -527,7 +527,12 @@ def test_stop_ends_a_long_attribution_at_its_next_batch():
     assert "stopped at" in outcome["error"]
     assert time.perf_counter() - stopped_at < 10  # 128 steps take about a minute here
     assert ("stop-test", "attributions") not in server.stopped  # nothing kept for a session once its run is over
-    assert attributions.drop_stale(("old image", None), "new image") == (None, None, None, "", None)
+
+    from vitviz.app.attribution_controls import Kept
+
+    old = Kept("old image", (), None, np.zeros(1))
+    assert attributions.drop_stale(old, "new image") == (None, None, None, "", None)
+    assert attributions.drop_stale(old, "old image") == (gr.skip(),) * 5 == attributions.drop_stale(None, "new image")
 
 
 def test_maps_land_where_they_are_through_the_endpoints(client):

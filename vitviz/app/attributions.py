@@ -220,7 +220,7 @@ def new_image(server: Server, request: gr.Request):
 def drop_stale(kept, key):
     """A result that finished for another image than the one now shown is not shown (a new image stops a run,
     but one may end in the same instant)."""
-    if kept is not None and kept[0] != key:
+    if kept is not None and kept.key != key:
         return None, None, None, "", None
     return (gr.skip(),) * 5
 
@@ -254,7 +254,7 @@ def build(ctx: Context) -> None:
             visible=ctx.model.has_text,
             elem_id="text-target",
         )
-        with gr.Row():
+        with gr.Row(elem_id="attr-options"):
             options = [option_control(o, last, o.keyword in own) for o in methods.OPTIONS]
             with gr.Column(min_width=140):
                 button = gr.Button(COMPUTE, variant="primary")

@@ -10,7 +10,7 @@ from .session import user_errors
 from .source import Context, view_tab
 
 # On a projector the two charts come on the first screen, under the tab bar: this tall (px, before the page's zoom)
-PROJECTOR_CHART_HEIGHT = 440
+PROJECTOR_CHART_HEIGHT = 424
 
 
 @user_errors

@@ -70,7 +70,7 @@ body.vitviz-large .vitviz-explain { order: 9; }
    (.vitviz-controls) and what reads beside it (.vitviz-beside); the rest follows under both. Rollout's parts, which
    name no class, by their ids. A row that holds the main picture gives its parts to this layout, and so does a
    column that holds it with its caption. */
-body.vitviz-large { --vitviz-tab-h: calc(var(--vitviz-screen-h) - 160px); }
+body.vitviz-large { --vitviz-tab-h: calc(var(--vitviz-screen-h) - 176px); }
 body.vitviz-large .tabitem > .column:has(.vitviz-main, > .vitviz-pair #rollout) {
   display: grid; grid-template-columns: auto minmax(230px, 1fr); grid-template-rows: auto auto auto 1fr;
   gap: 10px 14px; align-items: start; }
@@ -97,9 +97,9 @@ body.vitviz-large #attributions-tab > .column > :where(*) { grid-column: 1 / -1;
 body.vitviz-large #attr-results { display: contents; }
 body.vitviz-large #attr-results > :first-child { grid-column: 1; grid-row: 1 / 5; }
 body.vitviz-large #attributions-tab > .column > .row:has(#method) { grid-column: 2; grid-row: 1; }
-body.vitviz-large #attributions-tab > .column > .row:has(#ig-steps) { display: contents; }
-body.vitviz-large #attributions-tab > .column > .row > .column:has(> button) { grid-column: 2; grid-row: 2; }
-body.vitviz-large #attributions-tab > .column > .row > .form:has(> #ig-steps) { grid-column: 2; grid-row: 3; }
+body.vitviz-large #attributions-tab > .column > #attr-options { display: contents; }
+body.vitviz-large #attr-options > .column:has(> button) { grid-column: 2; grid-row: 2; }
+body.vitviz-large #attr-options > .form { grid-column: 2; grid-row: 3; }
 body.vitviz-large #attributions-tab > .column > :has(> #text-target) { grid-column: 2; grid-row: 4; }
 body.vitviz-large #attr-results > :nth-child(2) { grid-column: 1; grid-row: 5; }
 body.vitviz-large #attr-results > :nth-child(3) { grid-column: 2; grid-row: 5; }
