@@ -35,13 +35,14 @@ from .loadtest import HttpApi
 
 GIB = 2**30
 MODEL, SIZE, LAYERS, HEADS, PATCHES = "dinov2-small", "model default", 12, 6, (448 // 14) ** 2
-# The tabs a student opens: (API name, the view's own inputs after the photo, model and size; large_text last)
+# The tabs a student opens: (API name, its inputs after the photo, model and size, or None for Positions, which
+# takes the model alone); large_text goes last
 TABS = [
-    ("heads", "inferno", DEFAULT_SCALE),
-    ("tokens",),
-    ("inside_head", LAYERS - 1, 0, "readout", -1, "inferno", 0.6, DEFAULT_SCALE),
-    ("position_embeddings", 7, 7, "viridis"),
-    ("lesson", 6, "inferno", 0.6, DEFAULT_SCALE),
+    ("heads", ("inferno", DEFAULT_SCALE)),
+    ("tokens", ()),
+    ("inside_head", (LAYERS - 1, 0, "readout", -1, "inferno", 0.6, DEFAULT_SCALE)),
+    ("position_embeddings", None),
+    ("lesson", (6, "inferno", 0.6, DEFAULT_SCALE)),
 ]
 
 
@@ -90,10 +91,10 @@ class User:
         for i, move in enumerate(moves):
             time.sleep(float(self.rng.uniform(1, 4)))
             if i % 3 == 1 and tabs:  # now and then a tab: its view, with the page's settings
-                name, *args = tabs.pop()
+                name, args = tabs.pop()
                 start = time.perf_counter()
                 try:
-                    call(name, image, MODEL, SIZE, *args, False)
+                    call(name, *((MODEL, 7, 7, "viridis") if args is None else (image, MODEL, SIZE, *args)), False)
                     self.view_s.setdefault(name, []).append(time.perf_counter() - start)
                 except Exception as exc:
                     self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
