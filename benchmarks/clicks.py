@@ -36,6 +36,12 @@ WAITED = """([id, before]) => {
   const hit = c.loads.find(l => l.id === id && l.src !== before && l.at >= c.down);
   return hit ? hit.at - c.down : null;
 }"""
+# ms from the last pointerdown until Inside a head's live panel shows a new photo's layer (its canvas is painted
+# when the layer it shows arrives); null while it does not
+LIVE = """(before) => {
+  const h = window.vitviz && window.vitviz.inside, s = h && h.state();
+  return s && s.key && s.key !== before && s.loaded.includes(s.layer) ? performance.now() - window.__clicks.down : null;
+}"""
 # Each tab's main picture, in the tabs' order (the Explorer draws on a canvas: its own benchmark times it)
 PICTURES = {"tokens": "tokens", "inside": "inside-weights", "rollout": "rollout", "positions": "pos-large",
             "output": "dense", "lesson": "lesson-picture"}  # fmt: skip
@@ -49,7 +55,7 @@ def timed(page, view: str, click) -> float:
     """ms from the pointerdown of `click()` to the new picture's load in #view."""
     before = src(page, view)
     click()
-    return page.wait_for_function(WAITED, arg=[view, before], timeout=120_000).json_value()
+    return page.wait_for_function(WAITED, arg=[view, before], timeout=60_000).json_value()
 
 
 def at(target, fx: float, fy: float):
@@ -71,13 +77,25 @@ def one_photo(page, path: Path, clicks: int, waits: dict[str, list[float]]) -> N
     page.wait_for_function(WAITED.replace("l.at >= c.down", "true"), arg=["tokens", before], timeout=180_000)
     page.wait_for_timeout(3000)  # what a person does after an upload: look at it
     for tab, view in PICTURES.items():
-        if tab != "tokens":
-            waits[f"tab: {tab}"].append(timed(page, view, page.get_by_role("tab", name=label(tab)).click))
-            page.wait_for_timeout(500)
+        select = page.get_by_role("tab", name=label(tab)).click
+        if tab == "positions" and waits[f"tab: {tab}"]:
+            select()  # the model's position map, drawn already: a new photo does not change it
+        elif tab == "inside":  # its live panel first, then the server's steps under it
+            key = page.evaluate("() => window.vitviz?.inside?.state().key || null")
+            before = src(page, view)
+            select()
+            live = page.wait_for_function(LIVE, arg=key, timeout=60_000).json_value()
+            waits["tab: inside, its live panel"].append(live)
+            waits["tab: inside, the server's steps"].append(
+                page.wait_for_function(WAITED, arg=[view, before], timeout=60_000).json_value()
+            )
+        elif tab != "tokens":
+            waits[f"tab: {tab}"].append(timed(page, view, select))
+        page.wait_for_timeout(500)
         if tab == "inside":
             image = page.locator("#inside-weights img").first
             for i in range(clicks):
-                click = at(image, 0.1 + (0.13 * i) % 0.7, 0.15 + (0.17 * i) % 0.7)
+                click = at(image, 0.1 + (0.13 * i) % 0.6, 0.1 + (0.11 * i) % 0.5)  # above its colour bar
                 waits["Inside a head: a patch"].append(timed(page, view, click))
         if tab == "rollout":
             track = page.locator("#rollout-discard input[type=range]").first
@@ -87,7 +105,7 @@ def one_photo(page, path: Path, clicks: int, waits: dict[str, list[float]]) -> N
         if tab == "positions":
             image = page.locator("#pos-large img").first
             for i in range(clicks):
-                click = at(image, 0.1 + (0.11 * i) % 0.7, 0.15 + (0.09 * i) % 0.7)
+                click = at(image, 0.1 + (0.11 * i) % 0.6, 0.1 + (0.09 * i) % 0.6)
                 waits["Positions: a position"].append(timed(page, view, click))
         if tab == "lesson":
             for _ in range(min(clicks, 7)):
@@ -106,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clicks", type=int, default=6)
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-clicks-"))
-    waits: dict[str, list[float]] = {f"tab: {t}": [] for t in PICTURES if t != "tokens"}
+    waits: dict[str, list[float]] = {f"tab: {t}": [] for t in PICTURES if t not in ("tokens", "inside")}
+    waits["tab: inside, its live panel"], waits["tab: inside, the server's steps"] = [], []
     for kind in ("Inside a head: a patch", "Rollout: the discard slider", "Positions: a position", "Lesson: Next"):
         waits[kind] = []
     print(f"load average before: {os.getloadavg()[0]:.2f}; {args.photos} new 448x448 photos, Chromium 1400x1000")
@@ -118,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         page.evaluate(WATCH)
         for path in photos(args.photos, folder, prefix="clicks"):
             one_photo(page, path, args.clicks, waits)
+            print(f"  {path.name} done; load {os.getloadavg()[0]:.2f}", flush=True)
         browser.close()
     print(f"{'click':<32}{'n':>4}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
     for kind, ms in waits.items():

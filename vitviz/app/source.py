@@ -168,6 +168,7 @@ class Context:
     tabs: gr.Tabs | None = None  # the views' tab bar, for views that select a tab (a lesson's deep link)
     depth_model: str | None = None
     _display: Dependency | None = None
+    _tabs_shown: set = field(default_factory=set)  # the tabs whose selection sets `shown` already
 
     @property
     def where(self) -> list:
@@ -313,7 +314,9 @@ class Context:
         self.on_display(refresh, refresh_in, [*outputs, drawn], **refreshing)
         if prepare is None:
             self.key.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
-        tab.select(lambda: tab.id, None, self.shown, api_visibility="private", queue=False)
+        if tab.id not in self._tabs_shown:  # once a tab: each more is one more request on its selection
+            self._tabs_shown.add(tab.id)
+            tab.select(lambda: tab.id, None, self.shown, api_visibility="private", queue=False)
         tab.select(
             selected,
             [self.key, drawn, *inputs],
