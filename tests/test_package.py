@@ -153,3 +153,5 @@ def test_the_quickstart_notebook_runs_top_to_bottom(monkeypatch):
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5  # the pictures are there, inline
+    widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(widgets) == 1  # the Explorer's widget, made by its kernel (its page is tested in test_widget.py)
