@@ -1,0 +1,85 @@
+"""One page floods the Explorer's layer route; another user uploads: `python -m benchmarks.flood [--photos 4]`.
+
+The app runs as a process. A flooding session keeps `--flood` requests for its layers in flight at once (100 by
+default: a script, or a stuck loop) while another session uploads new 448x448 photos one after another (the
+upload, /analyze, then its Tokens view). Each upload is timed alone and under the flood, alternately; it prints
+both medians, their ratio (the issue's bound: 1.3x) and what the flood's requests got (200 or 503).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from tests.support.harness import photos, running_app
+
+from .classroom import MODEL, SIZE
+from .loadtest import HttpApi
+
+
+def upload(api: HttpApi, path: Path) -> float:
+    """Seconds from the upload to its Tokens view."""
+    start = time.perf_counter()
+    image = api.upload(path)
+    api.call("analyze", image, MODEL, SIZE)
+    api.call("tokens", image, MODEL, SIZE, False)
+    return time.perf_counter() - start
+
+
+def flood(url: str, meta: dict, width: int, stop: threading.Event, got: Counter) -> None:
+    """`width` threads, each asking for the session's layers again and again until `stop`."""
+    import httpx
+
+    def one(i: int) -> None:
+        with httpx.Client(timeout=60) as http:
+            while not stop.is_set():
+                query = {"session": meta["session"], "key": meta["key"], "layer": i % 12}
+                got[http.get(f"{url}vitviz/explorer/layer", params=query).status_code] += 1
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(width)]
+    for t in threads:
+        t.start()
+    stop.wait()
+    for t in threads:
+        t.join(60)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--photos", type=int, default=4)
+    parser.add_argument("--flood", type=int, default=100)
+    args = parser.parse_args(argv)
+    folder = Path(tempfile.mkdtemp(prefix="vitviz-flood-"))
+    images = photos(2 * args.photos + 2, folder, prefix="flood")
+    print(f"load average before: {os.getloadavg()[0]:.2f}; {args.photos} uploads each way, {args.flood} in flight")
+    with running_app() as (url, _):
+        flooder, victim = HttpApi(url, session="flooder"), HttpApi(url, session="victim")
+        image = flooder.upload(images[0])
+        meta = flooder.call("explorer", image, MODEL, SIZE, "inferno", 0.6, "log", False)[0]
+        upload(victim, images[1])  # the server warm
+        alone, flooded, got = [], [], Counter()
+        for i in range(args.photos):
+            time.sleep(3)
+            alone.append(upload(victim, images[2 + 2 * i]))
+            stop = threading.Event()
+            worker = threading.Thread(target=flood, args=(url, meta, args.flood, stop, got), daemon=True)
+            worker.start()
+            time.sleep(1)  # the flood is in full swing
+            flooded.append(upload(victim, images[3 + 2 * i]))
+            stop.set()
+            worker.join(120)
+    a, f = np.median(alone), np.median(flooded)
+    print(f"an upload to its view: alone {a:.2f} s (max {max(alone):.2f}), under the flood {f:.2f} s (max "
+          f"{max(flooded):.2f}): {f / a:.2f}x (bound 1.3x); the flood's answers {dict(got)}; load "
+          f"{os.getloadavg()[0]:.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
