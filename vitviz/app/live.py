@@ -87,10 +87,11 @@ body.vitviz-large #live-camera .image-container { height: 160px !important; }
 body.vitviz-large #live-controls > .row > .form > * { grid-row: 1; }
 body.vitviz-large #freeze { grid-column: 4; grid-row: 1; }
 body.vitviz-large #live-controls > :has(> #live-draw) { grid-column: 2 / 5; grid-row: 2; }
+body.vitviz-large #live-draw [data-testid="block-info"] { display: none; }  /* its boxes say what they draw */
 body.vitviz-large #live-info { order: 1; grid-column: 1 / -1; }
 body.vitviz-large #live-tab:not(:has(#live-camera .streaming-bar)) #live-info { order: 0; grid-area: 3 / 1 / 4 / -1; }
 body.vitviz-large :is(#live-attention, #live-rollout, #live-dense) img {
-  object-fit: contain; max-height: calc(var(--vitviz-tab-h) - 236px); }"""
+  object-fit: contain; max-height: calc(var(--vitviz-tab-h) - 220px); }"""
 
 
 def build(ctx: Context) -> None:
