@@ -71,16 +71,11 @@ function vitvizLayerStore(source, shape, onArrive, onFail) {
   const shared = (window.vitviz = window.vitviz || {});
   const kept = (shared.layerStore ||= new Map()), fetches = (shared.layerFetches ||= new Map());
   for (const k of [...kept.keys()]) if (!k.startsWith(prefix)) kept.delete(k); // one photo's layers at a time
-  const layers = new Map(), failed = new Map(), urgent = new Set();
-  // The rest of the layers wait REST_MS after the first arrives: what the tab draws meanwhile on the same
-  // server (its pictures, the other views of a new photo) goes first. A layer asked `first` never waits.
-  const REST_MS = 1500;
-  let wanted = [], inflight = null, waiters = [], open = true, restUntil = 0;
+  const layers = new Map(), failed = new Map();
+  let wanted = [], inflight = null, waiters = [], open = true;
 
   const arrived = (l, data) => {
-    if (!layers.size) restUntil = performance.now() + REST_MS;
     layers.set(l, data);
-    urgent.delete(l);
     failed.delete(l);
     onArrive(l);
     waiters = waiters.filter((w) => (layers.has(w.layer) ? (w.resolve(), false) : true));
@@ -90,14 +85,12 @@ function vitvizLayerStore(source, shape, onArrive, onFail) {
     if (!first && meta.only && !meta.only.includes(l)) return; // a file with some layers: only asked ones fail
     if (kept.has(prefix + l)) { arrived(l, kept.get(prefix + l)); return; } // the other Explorer has it
     wanted = wanted.filter((x) => x !== l);
-    if (first) { wanted.unshift(l); urgent.add(l); } else wanted.push(l);
+    if (first) wanted.unshift(l); else wanted.push(l);
     pump();
   };
   const pump = () => {
     while (wanted.length && layers.has(wanted[0])) wanted.shift();
     if (inflight !== null || !wanted.length || !open) return;
-    const resting = restUntil - performance.now();
-    if (resting > 0 && !urgent.has(wanted[0])) { setTimeout(pump, resting); return; }
     const l = wanted.shift(), key = prefix + l, started = performance.now();
     inflight = l;
     let fetching = fetches.get(key);
