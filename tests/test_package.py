@@ -48,6 +48,16 @@ def test_the_wheel_and_sdist_carry_the_examples_licence_and_tests(built):
         assert f"vitviz-{version}/{needed}" in sdist, needed
 
 
+def test_every_subpackage_is_packaged():
+    """Each folder of vitviz with an __init__.py is in pyproject's packages: a missing one installs a vitviz that
+    fails at import (vitviz.methods did)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "vitviz").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
+
+
 def test_the_library_takes_ranges_that_hold_the_apps_pins():
     """The wheel's metadata gives ranges; requirements.txt pins one version of each, inside its range."""
     from packaging.requirements import Requirement
