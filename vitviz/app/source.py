@@ -107,7 +107,7 @@ body.vitviz-large #attr-results img { width: auto; max-width: 100%; max-height: 
 body.vitviz-large :is(#tokens, #rollout, #dense, #pos-large, #lesson-picture, #depth) { height: auto !important; }
 body.vitviz-large :is(#tokens, #rollout, #dense, #pos-large, #lesson-picture, #depth) img {
   object-fit: contain; width: auto; max-width: 100%; max-height: calc(var(--vitviz-tab-h) - 50px); }
-body.vitviz-large :is(#tokens, #pos-large, #lesson-picture) img { max-height: calc(var(--vitviz-tab-h) - 10px); }
+body.vitviz-large :is(#tokens, #pos-large, #lesson-picture) img { max-height: calc(var(--vitviz-tab-h) - 7px); }
 @media (min-width: 700px) and (max-width: 1100px) { #preview-panel { display: none; } }
 /* A phone: the upload and the examples, then the views, then the settings and the status, so that the tabs come
    on the first screen; the Tokens view shows the photo, and the projector's switch has no use there */
