@@ -50,6 +50,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow  # a local Ray cluster: 21 s on 2 cores
 def test_ray_stats_equal_the_single_process_table_and_name_the_broken_file(local_ray, tmp_path, capsys):
     """`vitviz stats --ray` on a local Ray with 2 workers, over the bundled photos, two generated ones of other
     sizes and one truncated file: the same table as `vitviz stats` (each value within 1e-6 relative), the

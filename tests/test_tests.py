@@ -141,6 +141,7 @@ def test_a_test_not_marked_app_cannot_start_a_server():
         conftest.RUNNING[0] = running
 
 
+@pytest.mark.slow  # it collects the whole suite: 13 s on 2 cores
 def test_the_quick_tier_collects_no_test_that_serves_the_app():
     import subprocess
     import sys
