@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CALLS_WITH_A_NAME = {"getattr", "setattr", "hasattr", "delattr"}  # and monkeypatch's setattr, delattr
 
