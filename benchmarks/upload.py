@@ -54,9 +54,12 @@ def main(argv: list[str] | None = None) -> None:
         ForwardFusions.FUSIONS = fusions
         waited, bare = uploads(model, folder, args.photos, prefix=name.split()[1])
         ratio = np.median(np.array(waited) / np.array(bare))
-        print(f"  forward rolls {name:<22} upload -> Rollout view {np.median(waited):7.0f} ms (p95 "
-              f"{np.percentile(waited, 95):5.0f}), bare forward {np.median(bare):5.0f} ms: {ratio:.2f}x; "
-              f"target 1.5x + 0.5 s = {1.5 * np.median(bare) + 500:.0f} ms; load {os.getloadavg()[0]:.2f}", flush=True)
+        print(
+            f"  forward rolls {name:<22} upload -> Rollout view {np.median(waited):7.0f} ms (p95 "
+            f"{np.percentile(waited, 95):5.0f}), bare forward {np.median(bare):5.0f} ms: {ratio:.2f}x; "
+            f"target 1.5x + 0.5 s = {1.5 * np.median(bare) + 500:.0f} ms; load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
