@@ -7,8 +7,6 @@ real script, and on the embedded model in the real app at 224 and 448 px.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -16,7 +14,7 @@ import pytest
 import torch
 from app_server import running_app
 from conftest import ASSETS, FAMILIES, random_image
-from support.harness import CHROMIUM
+from support.harness import CHROMIUM, browser_or_skip
 from support.harness import CHROMIUM_ARGS as ARGS
 
 import vitviz
@@ -25,14 +23,6 @@ from vitviz.app.explorer import STATIC, script
 from vitviz.tabs import label
 
 BOUND = 1e-3  # the bound on a row; the float16 capture alone rounds by up to 2.4e-4
-
-
-def browser_or_skip():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("VITVIZ_REQUIRE_BROWSER"):
-            pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)")
-    return pytest.importorskip("playwright.sync_api")
 
 
 def captured_rows(a: vitviz.Analysis, cases) -> np.ndarray:

@@ -6,16 +6,14 @@ eigendecomposition of the covariance, least squares by NumPy's own solver.
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 from app_server import running_app
 from conftest import ASSETS, FAMILIES, random_image
 from support import qk_page
-from support.harness import CHROMIUM, CHROMIUM_ARGS
+from support.harness import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
 
 import vitviz
 from vitviz import explorer, qk
@@ -170,14 +168,6 @@ def test_patch_colours_are_the_photos_own():
 
 
 # ---- the browser's view: the real script in a bare page, on tiny models and the embedded model
-
-
-def browser_or_skip():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("VITVIZ_REQUIRE_BROWSER"):
-            pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)")
-    return pytest.importorskip("playwright.sync_api")
 
 
 def reference_map(analyses: list[vitviz.Analysis], layer: int, head: int) -> np.ndarray:

@@ -128,3 +128,14 @@ def fetch_picture(url: str) -> np.ndarray:
     with urllib.request.urlopen(url, timeout=30) as answer:
         data = np.frombuffer(answer.read(), np.uint8)
     return cv2.imdecode(data, cv2.IMREAD_COLOR)[..., ::-1]
+
+
+def browser_or_skip():
+    """Playwright's sync API, where Debian's Chromium is here: else a skip (a failure under VITVIZ_REQUIRE_BROWSER)."""
+    import pytest
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("VITVIZ_REQUIRE_BROWSER"):
+            pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)")
+    return pytest.importorskip("playwright.sync_api")
