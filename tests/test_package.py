@@ -38,6 +38,7 @@ def test_the_wheel_and_sdist_carry_the_examples_licence_and_tests(built):
     assert "vitviz/app/live.py" in names and "vitviz/app/lesson.py" in names
     for script in ("attention.js", "explorer.js", "explorer.css"):  # the Explorer runs them in the browser
         assert f"vitviz/static/{script}" in names
+    assert "vitviz/static/app.css" in names  # the app's page style, read when the app is built
     assert "vitviz/assets/dinov2-small-imgfocus.safetensors" in names  # the embedded model, converted
     dev = [n for n in names if n.startswith(("benchmarks/", "tools/", "tests/")) or "bench" in n or "loadtest" in n]
     assert dev == []  # the benchmarks, the load test and the harness stay in the repository

@@ -18,6 +18,7 @@ from gradio.events import Dependency
 from gradio_client import handle_file
 
 from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, tabs, views
+from ..explorer import STATIC
 from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS, large_labels
 from .internals import take
@@ -28,118 +29,8 @@ INTRO = """# vitviz: see inside a Vision Transformer
 Drop in a photo. A ViT cuts it into patches, turns each patch into a **token**, adds a **position
 embedding**, puts a **readout (CLS) token** in front, and passes the tokens through pre-norm layers of
 **multi-head self-attention**. Each tab shows one part of that, on *your* image."""
-# Larger text for the back row of a classroom: every text grows by a quarter (see CSS in the launch).
-CSS = """body.vitviz-large .gradio-container { zoom: 1.25; }
-/* the screen's height in the zoomed page's px (a length in vh grows with the zoom, as every length there does) */
-body.vitviz-large { --vitviz-screen-h: calc(100vh / 1.25); }
-body.vitviz-large #intro, body.vitviz-large .settings { display: none !important; }
-/* Pictures side by side stack in the projector mode, the main one first: each shown at the page's width, so
-   that the labels drawn in them (render.LARGE_LABEL_PX) are 18 px or more on the screen */
-body.vitviz-large .vitviz-pair { flex-direction: column; }
-body.vitviz-large .vitviz-pair.vitviz-second-first { flex-direction: column-reverse; }
-body.vitviz-large .vitviz-pair > * { flex: none; width: 100%; }
-/* Once a photo is in, the upload box is a strip with its name: drop another on it, or clear it for the box */
-#upload:has(.file-preview) { min-height: 0; height: auto !important; }
-#upload:has(.file-preview) > label { display: none; }
-#upload .file-preview-holder, #upload .file-preview { margin: 0; padding: 0; }
-#upload .file-preview tbody { padding: 0; }
-#upload .file-preview tr.file { padding: 2px 40px 2px 8px; }
-/* The projector's first screen: a strip (the photo's name, the examples, the switch), the status and the tab bar,
-   then each tab's controls and main picture; what the tab shows ("What am I looking at?") comes after them */
-body.vitviz-large .main { padding-top: 6px; }
-body.vitviz-large .row:has(> #source-panel) { row-gap: 6px; }
-body.vitviz-large .tab-wrapper { padding-bottom: 0; margin-bottom: 6px; }
-body.vitviz-large #source-panel { flex-direction: row; flex-wrap: wrap; align-items: center; gap: 4px 12px; }
-body.vitviz-large #source-strip { flex: 1 1 0; flex-wrap: nowrap; align-items: center; gap: 12px; }
-body.vitviz-large #source-strip > .column { flex: 1 1 0 !important; min-width: 0 !important; }
-body.vitviz-large #source-strip > .column:has(#examples) { flex: 0 0 auto !important; }
-body.vitviz-large #source-strip .caption, body.vitviz-large #large-text .info-text { display: none; }
-body.vitviz-large #source-panel > .form:has(#large-text) { flex: 0 0 auto; width: auto; min-width: 0; }
-body.vitviz-large #large-text { padding: 8px 10px; }
-body.vitviz-large #status { flex: 1 1 100%; }
-body.vitviz-large #examples :is(.gallery-container, .grid-wrap), body.vitviz-large #examples {
-  height: auto !important; max-height: none !important; min-height: 0 !important; }
-body.vitviz-large #examples .grid-wrap { padding: 4px; width: max-content; }
-body.vitviz-large #examples .grid-container {
-  grid-template-columns: repeat(4, 40px) !important; grid-auto-rows: 40px; gap: 6px; }
-body.vitviz-large #examples .thumbnail-item { width: 40px; height: 40px; }
-body.vitviz-large #examples :is(.caption-label, .icon-button-wrapper) { display: none; }
-body.vitviz-large .vitviz-explain { order: 9; }
-/* Under the tab bar a tab has --vitviz-tab-h of the first screen. A tab shows its main picture (.vitviz-main) on the
-   left, capped to that height, and on its right the picture's caption, the tab's title (.vitviz-head), its controls
-   (.vitviz-controls) and what reads beside it (.vitviz-beside); the rest follows under both. Rollout's parts, which
-   name no class, by their ids. A row that holds the main picture gives its parts to this layout, and so does a
-   column that holds it with its caption. */
-body.vitviz-large { --vitviz-tab-h: calc(var(--vitviz-screen-h) - 176px); }
-body.vitviz-large .tabitem > .column:has(.vitviz-main, > .vitviz-pair #rollout) {
-  display: grid; grid-template-columns: auto minmax(230px, 1fr); grid-template-rows: auto auto auto 1fr;
-  gap: 10px 14px; align-items: start; }
-body.vitviz-large .tabitem > .column:where(:has(.vitviz-main, > .vitviz-pair #rollout)) > * { grid-column: 1 / -1; }
-/* Rollout's three controls take a wider column; its picture is still shown at 0.67 of its size or more */
-body.vitviz-large .tabitem > .column:has(> .vitviz-pair #rollout) { grid-template-columns: auto minmax(262px, 1fr); }
-body.vitviz-large .tabitem :is(.row:has(> .vitviz-main), .column.vitviz-main, .column.vitviz-main > .column) {
-  display: contents; }
-body.vitviz-large .tabitem > .column :where(.vitviz-main, .vitviz-main > .column > .block, .vitviz-pair:has(#rollout)) {
-  grid-column: 1; grid-row: 1 / 5; }
-body.vitviz-large .tabitem .column.vitviz-main > .column > .caption { grid-column: 2; grid-row: 1; padding-left: 36px; }
-body.vitviz-large .tabitem .column.vitviz-main .image-container .icon-button-wrapper.top-panel {
-  top: 0; bottom: auto; left: calc(100% + 8px); right: auto; }  /* beside the caption: above is the tab bar */
-body.vitviz-large .tabitem > .column:has(.vitviz-main) .vitviz-head { grid-column: 2; grid-row: 2; }
-body.vitviz-large .tabitem > .column:has(.vitviz-main) .vitviz-controls,
-body.vitviz-large .tabitem .row:has(> .form > #rollout-fusion) { grid-column: 2; grid-row: 3; flex-direction: column; }
-body.vitviz-large .tabitem > .column:has(.vitviz-main) .vitviz-beside { grid-column: 2; grid-row: 4; }
-/* Attributions: the attribution map on the left; on its right the method, target and baseline, the Compute and
-   Stop buttons, the method's settings and a text target; the rollout and relevancy it is compared with under
-   them, then the rest */
-body.vitviz-large #attributions-tab > .column {
-  display: grid; grid-template-columns: auto minmax(0, 1fr); gap: 10px 14px; align-items: start; }
-body.vitviz-large #attributions-tab > .column > :where(*) { grid-column: 1 / -1; }
-body.vitviz-large #attr-results { display: contents; }
-body.vitviz-large #attr-results > :first-child { grid-column: 1; grid-row: 1 / 5; }
-body.vitviz-large #attributions-tab > .column > .row:has(#method) { grid-column: 2; grid-row: 1; }
-body.vitviz-large #attributions-tab > .column > #attr-options { display: contents; }
-body.vitviz-large #attr-options > .column:has(> button) { grid-column: 2; grid-row: 2; }
-body.vitviz-large #attr-options > .form { grid-column: 2; grid-row: 3; }
-body.vitviz-large #attributions-tab > .column > :has(> #text-target) { grid-column: 2; grid-row: 4; }
-body.vitviz-large #attr-results > :nth-child(2) { grid-column: 1; grid-row: 5; }
-body.vitviz-large #attr-results > :nth-child(3) { grid-column: 2; grid-row: 5; }
-body.vitviz-large #attr-results img { width: auto; max-width: 100%; max-height: calc(var(--vitviz-tab-h) - 50px); }
-body.vitviz-large :is(#tokens, #rollout, #dense, #pos-large, #lesson-picture, #depth) { height: auto !important; }
-body.vitviz-large :is(#tokens, #rollout, #dense, #pos-large, #lesson-picture, #depth) img {
-  object-fit: contain; width: auto; max-width: 100%; max-height: calc(var(--vitviz-tab-h) - 50px); }
-body.vitviz-large :is(#tokens, #pos-large, #lesson-picture) img { max-height: calc(var(--vitviz-tab-h) - 7px); }
-@media (min-width: 700px) and (max-width: 1100px) { #preview-panel { display: none; } }
-/* A phone: the upload and the examples, then the views, then the settings and the status, so that the tabs come
-   on the first screen; the Tokens view shows the photo, and the projector's switch has no use there */
-@media (max-width: 600px) {
-  #source-panel { display: contents; }
-  #source-panel > * { flex: 1 1 100%; }
-  #source-panel > :is(.settings, #status) { order: 2; }
-  #views-panel { order: 1; }
-  #preview-panel, #large-text { display: none !important; }
-  /* the examples a strip of small pictures, the tabs closer, and what a tab shows after it: the Explorer's photo
-     comes on the first screen */
-  #source-strip .caption, #examples :is(.caption-label, .icon-button-wrapper) { display: none; }
-  #examples, #examples :is(.gallery-container, .grid-wrap) {
-    height: auto !important; max-height: none !important; min-height: 0 !important; }
-  #examples .grid-container { grid-template-columns: repeat(4, 56px) !important; grid-auto-rows: 56px; gap: 8px; }
-  #examples .thumbnail-item { width: 56px; height: 56px; }
-  .tab-container > button { padding: 0 7px; }
-  .vitviz-explain { order: 9; }
-}
-/* Gradio's strip of picture buttons spans the picture's top-right corner even when empty: clicks on the
-   patches under it must reach the picture (its buttons stay clickable) */
-.image-container .icon-button-wrapper { pointer-events: none; }
-.image-container .icon-button-wrapper > * { pointer-events: auto; }
-/* and the fullscreen button sits above the picture, not over its colour scale's top number */
-.image-container .icon-button-wrapper.top-panel { top: auto; bottom: 100%; }
-.block:has(> .image-container), .image-container { overflow: visible !important; }
-/* The Explorer's help: for a pointer and keys, or on a touch screen for a finger; on a projector after the Explorer */
-@media (hover: hover) { .vitviz-touch { display: none !important; } }
-@media (hover: none) { .vitviz-pointer { display: none !important; } }
-body.vitviz-large :is(.vitviz-pointer, .vitviz-touch) { order: 8; }
-/* on a phone, Plotly's toolbar would sit on the chart's label: pinch and drag still zoom and pan */
-@media (max-width: 600px) { .js-plotly-plot .modebar-container { display: none !important; } }"""
+# The page's style (vitviz/static/app.css): the panel, the projector mode and a phone's order; views add their own
+CSS = (STATIC / "app.css").read_text()
 # The switch zooms the page; the pictures' labels are drawn large with it, and on a phone (which shows pictures
 # at half their size or less) always.
 PHONE = "window.innerWidth < 600"
