@@ -213,18 +213,25 @@ def test_the_browsers_map_is_the_float64_pca_on_tiny_models(name):
         browser.close()
 
 
-def top_keys(a: vitviz.Analysis, layer: int, head: int, token: int, of_query: bool = True) -> list[int]:
-    """The TOP keys a query scores highest (of_query), or the queries that score a key highest, in float64."""
+def weights64(a: vitviz.Analysis, layer: int, head: int) -> np.ndarray:
+    """[N,N] softmax(q·k·scale) of one head in float64, from the layer's queries and keys."""
     d = explorer.layer_data(a, layer)
     q, k = (x.astype(np.float64) for x in qk.head_vectors(d.q, d.k, a.model.num_heads, head))
-    scores = k @ q[token] if of_query else q @ k[token]
-    return [int(j) for j in np.argsort(-scores, kind="stable")[:5]]
+    return rows64(q, k, vitviz.inside.head_geometry(a.model)[1])
+
+
+def top_keys(a: vitviz.Analysis, layer: int, head: int, token: int, of_query: bool = True) -> list[int]:
+    """The TOP keys a query gives the most weight (its row), or the queries that give a key the most weight (the
+    key's column: each query's weight, softmax over that query's own row), in float64."""
+    w = weights64(a, layer, head)
+    return [int(j) for j in np.argsort(-(w[token] if of_query else w[:, token]), kind="stable")[:5]]
 
 
 @pytest.mark.browser
 def test_hovering_a_point_lights_its_patch_and_the_patches_it_attends_to_and_back():
     """The real pointer over a known query point: that patch and its top keys are outlined and sent to the
-    Explorer (vitviz-highlight); over a key: the queries that score it highest. An Explorer's vitviz-hover (another
+    Explorer (vitviz-highlight); over a key: the queries that give it the most attention weight (its column of the
+    attention matrix, each query's softmax over its own row), with those weights. An Explorer's vitviz-hover (another
     layer and head) moves the view there and marks that query's point; a patch hovered on the view's own photo
     marks its point the same way."""
     sync_api = browser_or_skip()
@@ -249,6 +256,14 @@ def test_hovering_a_point_lights_its_patch_and_the_patches_it_attends_to_and_bac
                 )
             assert hl["token"] == token and hl["isQuery"] == (kind == "query") and hl["tokens"] == want
             assert page.evaluate("() => window.highlights.at(-1)") == [token, *want]
+            if kind == "key":  # the weights are the attention's: float64's, and the forward's own to 1e-3
+                column = weights64(a, 2, 1)[:, token]
+                np.testing.assert_allclose(hl["weights"], column[want], atol=1e-6)
+                captured = a.layer_attention(2)[1][:, token].astype(np.float64)
+                np.testing.assert_allclose(hl["weights"], captured[want], atol=1e-3)
+                d = explorer.layer_data(a, 2)
+                q, k = (x.astype(np.float64) for x in qk.head_vectors(d.q, d.k, a.model.num_heads, 1))
+                assert [int(j) for j in np.argsort(-(q @ k[token]), kind="stable")[:5]] != want  # raw q·k differs
         page.evaluate("""() => document.dispatchEvent(new CustomEvent("vitviz-hover",
                           {detail: {layer: 1, head: 3, query: 17, mode: "attention"}}))""")
         page.wait_for_function("() => window.vitviz.qk.state().told?.query === 17")

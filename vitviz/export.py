@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import explorer
+from . import explorer, qk
 from .maps import DEFAULT_SCALE
 
 HELP = (
@@ -30,7 +30,7 @@ h1 {{ font-size: 1.3em; margin: 0 0 4px; }}
 .vx-help {{ margin: 0 0 10px; font-size: 15px; }}
 {css}
 </style></head>
-<body><h1>{title}</h1><p class="vx-help">{help}</p><div class="vx" data-mode="attention"></div>
+<body><h1>{title}</h1><p class="vx-help">{help}</p><div class="vx" data-mode="attention"></div><div class="vx-qk"></div>
 <script type="application/json" id="vitviz-meta">{meta}</script>
 <script type="application/json" id="vitviz-layers">{layers}</script>
 <script>
@@ -55,9 +55,11 @@ def explorer_html(
     opacity: float = explorer.DEFAULT_OPACITY,
     scale: str = DEFAULT_SCALE,
     progress: Callable[[int], None] | None = None,
+    with_qk: bool = True,
 ) -> str:
     """The page's text. layers: those embedded (default every layer; another is said to be missing when asked);
-    layer: the one it opens on (default the last embedded); progress(layer) after each layer is encoded."""
+    layer: the one it opens on (default the last embedded); progress(layer) after each layer is encoded; with_qk:
+    the Q·K view under the Explorer, from the same embedded queries and keys (PCA only: UMAP needs a server)."""
     a = explorer.analysis_of(image_or_analysis, model, size)
     chosen = list(range(a.model.num_layers)) if layers is None else sorted({int(x) for x in layers})
     if not chosen:
@@ -68,6 +70,8 @@ def explorer_html(
     if start not in chosen:
         raise ValueError(f"layer {start} is not among the embedded layers {chosen}")
     meta = {**explorer.standalone_meta(a, cmap, opacity, scale, start), "only": chosen}
+    if with_qk:
+        meta["qk"] = qk.extras(a, umap=False)
     data = {}
     for x in chosen:
         data[str(x)] = base64.b64encode(explorer.layer_data(a, x).tobytes()).decode()
@@ -75,9 +79,9 @@ def explorer_html(
             progress(x)
     h, w = a.pixel_values.shape[2:]
     title = f"vitviz Explorer: {a.model.name}, {w} × {h} px, {len(chosen)} of {a.model.num_layers} layers"
-    css = (explorer.STATIC / "explorer.css").read_text()
+    css = "\n".join((explorer.STATIC / name).read_text() for name in ("explorer.css", "qk.css"))
     return PAGE.format(title=html.escape(title), help=HELP, css=css, meta=_json(meta), layers=_json(data),
-                       script=explorer.script("boot_file.js"))  # fmt: skip
+                       script=qk.script("boot_file.js"))  # fmt: skip
 
 
 def export_html(image_or_analysis, path: str | Path, model=None, **options) -> Path:

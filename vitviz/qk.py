@@ -20,11 +20,22 @@ import numpy as np
 from . import explorer
 from .analysis import Analysis
 
+# The view's modules, after the Explorer's engine (vitvizLayer, the sources) and before a boot file
+VIEW = ("qkmath.js", "qkdraw.js", "qktext.js", "qkhandle.js", "qk.js")  # arithmetic, drawing, words, test handle, view
+
 BISECTIONS = 40  # of log(c²): the bracket below is 2·ln(1e4) wide, so c is exact to ~1e-11 relative
 POSITION, COLOUR = ("row", "column"), ("brightness", "red", "green", "blue")
 WORDS = {"row": "the patch's row", "column": "the patch's column", "brightness": "its brightness",
          "red": "how red it is", "green": "how green it is", "blue": "how blue it is"}  # fmt: skip
 WEAK, MARGIN = 0.3, 0.1  # below WEAK a map follows neither; within MARGIN of each other it follows both
+# The sentence for each verdict: Python's and the browser's (which fills them for the map it shows) are these
+TEMPLATES = {
+    "neither": "{who} sorts by neither position nor colour: its map hardly follows {pos} or {col}.",
+    "position": "{who} sorts by position: its map follows {pos} more than {col}.",
+    "colour": "{who} sorts by colour: its map follows {col} more than {pos}.",
+    "both": "{who} sorts by position and colour alike: its map follows {pos} and {col}.",
+}
+UMAP_INSTALL = 'pip install "vitviz[umap]"'  # the extra that brings umap-learn (pyproject.toml)
 
 
 def head_vectors(q: np.ndarray, k: np.ndarray, heads: int, head: int) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +96,12 @@ def joint_map(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return xy[: len(q)], xy[len(q) :]
 
 
+def script(boot: str, engine: tuple[str, ...] = explorer.ENGINE) -> str:
+    """The Explorer's engine (or the part of it named), the Q·K view and the boot file `boot`, as one script: the
+    app runs the view alone, a notebook and a file with the Explorer."""
+    return "\n".join((explorer.STATIC / name).read_text() for name in (*engine, *VIEW, boot))
+
+
 def umap_available() -> bool:
     """Whether umap-learn is installed: the UMAP map is offered only then (PCA needs nothing)."""
     return importlib.util.find_spec("umap") is not None
@@ -95,7 +112,7 @@ def umap_map(q: np.ndarray, k: np.ndarray, seed: int = 0) -> tuple[np.ndarray, n
     the same input gives the same map). Seconds a head where PCA takes milliseconds, for a map that keeps more of
     each query's top keys near it (docs/benchmarks.md)."""
     if not umap_available():
-        raise ModuleNotFoundError("the UMAP map needs umap-learn: pip install umap-learn")
+        raise ModuleNotFoundError(f"the UMAP map needs umap-learn: {UMAP_INSTALL}")
     import umap
 
     n = normalise(q, k)
@@ -173,13 +190,15 @@ class SortsBy:
         """What the head sorts by, in words, from the numbers alone."""
         (pf, p), (cf, c) = self.position, self.colour
         pos, col = f"{WORDS[pf]} (R = {p:.2f})", f"{WORDS[cf]} (R = {c:.2f})"
-        who = f"Head {self.head} of layer {self.layer}"
-        return {
-            "neither": f"{who} sorts by neither position nor colour: its map hardly follows {pos} or {col}.",
-            "position": f"{who} sorts by position: its map follows {pos} more than {col}.",
-            "colour": f"{who} sorts by colour: its map follows {col} more than {pos}.",
-            "both": f"{who} sorts by position and colour alike: its map follows {pos} and {col}.",
-        }[self.verdict]
+        return TEMPLATES[self.verdict].format(who=f"Head {self.head} of layer {self.layer}", pos=pos, col=col)
+
+
+def patch_features(grid: tuple[int, int], rgb: np.ndarray) -> dict[str, np.ndarray]:
+    """Each patch's features [P] that a map may follow: its row, column, brightness and red, green, blue."""
+    gh, gw = grid
+    p = np.arange(gh * gw)
+    return {"row": p // gw, "column": p % gw, "brightness": rgb.mean(1), "red": rgb[:, 0], "green": rgb[:, 1],
+            "blue": rgb[:, 2]}  # fmt: skip
 
 
 def sorts_by(q2: np.ndarray, k2: np.ndarray, grid: tuple[int, int], rgb: np.ndarray, prefix: int, layer: int,
@@ -190,9 +209,7 @@ def sorts_by(q2: np.ndarray, k2: np.ndarray, grid: tuple[int, int], rgb: np.ndar
     if rgb.shape != (gh * gw, 3) or len(q2) != prefix + gh * gw:
         raise ValueError(f"a grid of {gh} rows × {gw} columns needs {gh * gw} colours and {prefix + gh * gw} tokens")
     xy = np.vstack([q2[prefix:], k2[prefix:]])
-    p = np.arange(gh * gw)
-    features = {"row": p // gw, "column": p % gw, "brightness": rgb.mean(1), "red": rgb[:, 0], "green": rgb[:, 1],
-                "blue": rgb[:, 2]}  # fmt: skip
+    features = patch_features(grid, rgb)
     return SortsBy(layer, head, {f: multiple_r(xy, np.tile(v.astype(np.float64), 2)) for f, v in features.items()})
 
 
@@ -202,21 +219,35 @@ def layer_maps(a: Analysis, layer: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return [joint_map(*head_vectors(d.q, d.k, a.model.num_heads, h)) for h in range(a.model.num_heads)]
 
 
-def meta(a: Analysis) -> dict:
-    """What the browser's Q·K view needs besides the layers: the Explorer's sizes and photo, each patch's colour,
-    and every layer's and head's correlations and sentence (computed here, so that the words are Python's)."""
-    m = explorer.meta(a)
+def rule() -> dict:
+    """The sentence's rule for the browser, which says what the map it shows sorts by: features, words, thresholds
+    and templates, all Python's."""
+    return {"position": list(POSITION), "colour": list(COLOUR), "words": WORDS, "weak": WEAK, "margin": MARGIN,
+            "templates": TEMPLATES}  # fmt: skip
+
+
+def extras(a: Analysis, umap: bool) -> dict:
+    """What the Q·K view needs beyond the Explorer's meta: each patch's mean colour [P*3] in [0, 1], the colormap,
+    whether the server makes UMAP maps, the sentence's rule, and every layer's and head's correlations and sentence
+    on this photo's PCA map (the atlas' captions)."""
     rgb = patch_colours(a)
     sorts = [
         [sorts_by(q2, k2, a.grid, rgb, a.n_prefix, layer, h) for h, (q2, k2) in enumerate(layer_maps(a, layer))]
         for layer in range(a.model.num_layers)
     ]
-    keep = ("layers", "heads", "headWidth", "tokens", "grid", "patch", "prefix", "scale", "model", "photo",
-            "photoSize", "headColours")  # fmt: skip
     return {
-        **{key: m[key] for key in keep},
-        "colours": np.round(rgb.reshape(-1) * 255).astype(int).tolist(),
-        "colormap": m["colormaps"]["viridis"],
-        "umap": umap_available(),
+        "rgb": rgb.reshape(-1).tolist(),
+        "colormap": explorer.lut("viridis"),
+        "umap": umap,
+        "umapInstall": UMAP_INSTALL,
+        "rule": rule(),
         "sorts": [[{"r": s.r, "verdict": s.verdict, "sentence": s.sentence()} for s in row] for row in sorts],
     }
+
+
+def meta(a: Analysis) -> dict:
+    """The app's meta for the Q·K view: the Explorer's sizes and photo, and `extras` (UMAP where umap-learn is)."""
+    m = explorer.meta(a)
+    keep = ("layers", "heads", "headWidth", "tokens", "grid", "patch", "prefix", "scale", "model", "photo",
+            "photoSize", "headColours")  # fmt: skip
+    return {**{key: m[key] for key in keep}, **extras(a, umap_available())}

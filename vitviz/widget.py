@@ -12,11 +12,11 @@ try:
 except ImportError as exc:  # anywidget is an optional extra: the rest of vitviz works without it
     raise ImportError('vitviz.explore needs anywidget: pip install "vitviz[notebook]"') from exc
 
-from . import explorer
+from . import explorer, qk
 from .maps import DEFAULT_SCALE
 
-ESM = explorer.script("boot_widget.js")  # the engine and its notebook boot, as one ES module
-CSS = (explorer.STATIC / "explorer.css").read_text()
+ESM = qk.script("boot_widget.js")  # the engine, the Q·K view and their notebook boot, as one ES module
+CSS = "\n".join((explorer.STATIC / name).read_text() for name in ("explorer.css", "qk.css"))
 
 
 class ExplorerWidget(anywidget.AnyWidget):
@@ -29,10 +29,11 @@ class ExplorerWidget(anywidget.AnyWidget):
     opacity = traitlets.Float(explorer.DEFAULT_OPACITY)
     scale = traitlets.Unicode(DEFAULT_SCALE)
 
-    def __init__(self, analysis, layer: int | None = None, **settings) -> None:
+    def __init__(self, analysis, layer: int | None = None, with_qk: bool = True, **settings) -> None:
         super().__init__(**settings)
         self.analysis = analysis
-        self.meta = explorer.standalone_meta(analysis, self.cmap, self.opacity, self.scale, layer)
+        meta = explorer.standalone_meta(analysis, self.cmap, self.opacity, self.scale, layer)
+        self.meta = {**meta, "qk": qk.extras(analysis, umap=False)} if with_qk else meta
         self.on_msg(self._answer)
 
     @traitlets.observe("cmap", "opacity", "scale")
@@ -66,9 +67,11 @@ def explore(
     cmap: str = explorer.DEFAULT_CMAP,
     opacity: float = explorer.DEFAULT_OPACITY,
     scale: str = DEFAULT_SCALE,
+    with_qk: bool = True,
 ) -> ExplorerWidget:
     """The Explorer of an image (one forward of `model`, default the embedded one, at `size`) or of an Analysis,
-    opening on `layer` (default the last), painted with the page's settings (the app's defaults)."""
+    opening on `layer` (default the last), painted with the page's settings (the app's defaults); with_qk: the Q·K
+    view under it, from the same layers (PCA, in the page)."""
     a = explorer.analysis_of(image_or_analysis, model, size)
     explorer.look(cmap, opacity, scale)  # bad settings named here, before a widget exists
-    return ExplorerWidget(a, layer, cmap=cmap, opacity=opacity, scale=scale)
+    return ExplorerWidget(a, layer, with_qk, cmap=cmap, opacity=opacity, scale=scale)

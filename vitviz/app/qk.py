@@ -23,16 +23,16 @@ from .explorer import STATIC
 from .session import Server, session_of, user_errors
 from .source import Context, view_tab
 
-SCRIPTS = ("attention.js", "qkmath.js", "qkdraw.js", "qktext.js", "qk.js")  # layers, arithmetic, drawing, words, view
 UMAP_PATH = "/vitviz/qk/umap"
 # One UMAP at a time over every user: seconds of both cores each. A request that waits longer gets 503 (the page
 # says the server is busy and asks again).
 UMAP_SLOTS, BUSY_S = threading.BoundedSemaphore(1), 30.0
+MAX_PHOTOS = 5  # the page's last photos (qk.js)
 
 
 def script() -> str:
-    """The component's js_on_load."""
-    return "\n".join((STATIC / name).read_text() for name in SCRIPTS)
+    """The component's js_on_load: the view, its layers' parser and the route's source, and its boot."""
+    return qk.script("boot_qk_gradio.js", engine=("attention.js", "source.js"))
 
 
 @user_errors
@@ -43,30 +43,35 @@ def draw(image, model_name, size, server: Server = None, request: gr.Request = N
 
 
 def umap_response(server: Server, request: Request) -> Response:
-    """GET ?session=&key=&layer=&head=: the UMAP map of one head of the session's photo, little-endian float32
-    [2N, 2] (queries, then keys), or a 4xx that says why."""
+    """GET ?session=&key=…&layer=&head=: the UMAP map of one head over the session's photos named by `key` (one or
+    several, of one model), normalised together as the page's PCA is, little-endian float32 [2N, 2] (every photo's
+    queries, then every photo's keys, in the keys' order), or a 4xx that says why."""
     p = request.query_params
-    session, key, layer, head = p.get("session"), p.get("key"), p.get("layer", ""), p.get("head", "")
-    if not session or not key:
+    session, keys, layer, head = p.get("session"), p.getlist("key"), p.get("layer", ""), p.get("head", "")
+    if not session or not keys:
         return PlainTextResponse("session and key are required", status_code=400)
-    a = server.cache.get((session, key))
-    if a is None:
-        return PlainTextResponse("this photo's analysis is no longer kept: pick the photo again", status_code=404)
-    m = a.model
+    if len(keys) > MAX_PHOTOS:
+        return PlainTextResponse(f"at most {MAX_PHOTOS} photos in one map, got {len(keys)}", status_code=400)
+    analyses = [server.cache.get((session, key)) for key in keys]
+    if any(a is None for a in analyses):
+        return PlainTextResponse("a photo's analysis is no longer kept: pick the photo again", status_code=404)
+    m = analyses[0].model
+    if any(a.model.name != m.name for a in analyses):
+        return PlainTextResponse("the photos of one map must come from one model", status_code=400)
     if not re.fullmatch(r"[0-9]{1,4}", layer) or not 0 <= int(layer) < m.num_layers:
         return PlainTextResponse(f"layer must be an integer in [0, {m.num_layers}), got {layer[:20]!r}", 400)
     if not re.fullmatch(r"[0-9]{1,4}", head) or not 0 <= int(head) < m.num_heads:
         return PlainTextResponse(f"head must be an integer in [0, {m.num_heads}), got {head[:20]!r}", 400)
     if not qk.umap_available():
-        return PlainTextResponse("the server has no umap-learn: pip install umap-learn", status_code=501)
+        return PlainTextResponse(f"the server has no umap-learn: {qk.UMAP_INSTALL}", status_code=501)
     if not UMAP_SLOTS.acquire(timeout=BUSY_S):
         return PlainTextResponse("the server is busy: the page asks again", status_code=503)
     try:
-        d = explorer.layer_data(a, int(layer))
-        q, k = (x.astype(np.float64) for x in qk.head_vectors(d.q, d.k, m.num_heads, int(head)))
+        parts = [explorer.layer_data(a, int(layer)) for a in analyses]
+        qs, ks = zip(*(qk.head_vectors(d.q, d.k, m.num_heads, int(head)) for d in parts), strict=True)
         with warnings.catch_warnings():  # umap-learn warns that a seed turns off its threads: that is the point
             warnings.simplefilter("ignore")
-            q2, k2 = qk.umap_map(q, k)
+            q2, k2 = qk.umap_map(np.vstack(qs).astype(np.float64), np.vstack(ks).astype(np.float64))
     finally:
         UMAP_SLOTS.release()
     body = np.ascontiguousarray(np.vstack([q2, k2]), dtype="<f4").tobytes()

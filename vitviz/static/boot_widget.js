@@ -1,6 +1,7 @@
 // A notebook's boot (vitviz.explore): anywidget's render({model, el}). The meta is the model's "meta" trait and
 // the layers come from the kernel on demand, as binary buffers (vitvizWidgetSource). The function it returns
-// takes the Explorer down when the view goes, so that ten Explorers in a row leave no listeners behind.
+// takes the Explorer down when the view goes, so that ten Explorers in a row leave no listeners behind. Under it,
+// the Q·K view of the same layers (qk.js), where the meta carries its part (meta.qk).
 export default {
   render({ model, el }) {
     const root = document.createElement("div");
@@ -13,10 +14,13 @@ export default {
     const apply = () => engine.apply(vitvizWidgetSource(model));
     model.on("change:meta", apply);
     apply();
+    const qk = model.get("meta").qk ? vitvizQkBelow(el, vitvizWidgetSource(model)) : null;
+    if (qk) shared.qk = qk.view.handle;
     return () => {
       model.off("change:meta", apply);
       engine.destroy();
       if (shared.explorer === engine.handle) delete shared.explorer;
+      if (qk) { qk.close(); if (shared.qk === qk.view.handle) delete shared.qk; }
     };
   },
 };

@@ -146,3 +146,75 @@ function vitvizRecallHits(i, q, k, dh, q2, k2, top, scratch) {
   for (let a = 0; a < top; a++) for (let b = 0; b < top; b++) if (byScore[a] === byDistance[b]) hits++;
   return hits;
 }
+
+// One head's rows [tokens*dh] (Float64Array) of a layer's "q" or "k" [tokens, heads*dh] (heads side by side).
+function vitvizQkHead(data, m, head, which) {
+  const { tokens, heads, headWidth: dh } = m, out = new Float64Array(tokens * dh), src = data[which];
+  for (let t = 0; t < tokens; t++) for (let d = 0; d < dh; d++) out[t * dh + d] = src[t * heads * dh + head * dh + d];
+  return out;
+}
+
+// The log of each query's softmax denominator [tokens]: lse_i = log Σ_j exp(scale·q_i·k_j), so that the weight
+// query i gives key j is exp(scale·q_i·k_j − lse_i). q, k [tokens*dh] of one head.
+function vitvizQkRowLse(q, k, dh, scale) {
+  const n = q.length / dh, out = new Float64Array(n), s = new Float64Array(k.length / dh);
+  for (let i = 0; i < n; i++) {
+    let top = -Infinity, sum = 0;
+    for (let j = 0; j < s.length; j++) {
+      let v = 0;
+      for (let d = 0; d < dh; d++) v += q[i * dh + d] * k[j * dh + d];
+      s[j] = v * scale; if (s[j] > top) top = s[j];
+    }
+    for (let j = 0; j < s.length; j++) sum += Math.exp(s[j] - top);
+    out[i] = top + Math.log(sum);
+  }
+  return out;
+}
+
+// Key j's column of the attention matrix [tokens]: the weight each query gives it, exp(scale·q_i·k_j − lse_i).
+function vitvizQkColumn(q, k, dh, scale, lse, j) {
+  const n = q.length / dh, out = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    let v = 0;
+    for (let d = 0; d < dh; d++) v += q[i * dh + d] * k[j * dh + d];
+    out[i] = Math.exp(v * scale - lse[i]);
+  }
+  return out;
+}
+
+// How far a feature follows a 2-D map, as vitviz.qk.multiple_r: the correlation of feature f [m] with its
+// least-squares fit on the points xy [m*2] (a pseudo-inverse where the points lie on a line). 0 for a constant f.
+function vitvizMultipleR(xy, f) {
+  const m = f.length;
+  let mx = 0, my = 0, mf = 0;
+  for (let i = 0; i < m; i++) { mx += xy[2 * i]; my += xy[2 * i + 1]; mf += f[i]; }
+  mx /= m; my /= m; mf /= m;
+  let a = 0, b = 0, d = 0, u = 0, v = 0, ff = 0;
+  for (let i = 0; i < m; i++) {
+    const x = xy[2 * i] - mx, y = xy[2 * i + 1] - my, g = f[i] - mf;
+    a += x * x; b += x * y; d += y * y; u += x * g; v += y * g; ff += g * g;
+  }
+  if (!(ff > 0)) return 0;
+  const det = a * d - b * b;
+  let explained; // (xᵀf)ᵀ (xᵀx)⁺ (xᵀf)
+  if (det > 1e-12 * a * d) explained = (d * u * u - 2 * b * u * v + a * v * v) / det;
+  else explained = a + d > 0 ? (a * u + b * v) ** 2 / ((a + d) * (a * a + b * b) || 1) : 0; // rank one: along (a, b)
+  return Math.sqrt(Math.max(explained, 0) / ff);
+}
+
+// What a map sorts by, by Python's rule (vitviz.qk.rule: features, words, thresholds, templates): r {feature: R}
+// -> {verdict, sentence}, the words of vitviz.qk.SortsBy.sentence.
+function vitvizSortsBy(r, rule, layer, head) {
+  const best = (names) => names.reduce((x, y) => (r[y] > r[x] ? y : x));
+  const pf = best(rule.position), cf = best(rule.colour), p = r[pf], c = r[cf];
+  const verdict = Math.max(p, c) < rule.weak ? "neither" : p >= c + rule.margin ? "position" : c >= p + rule.margin ? "colour" : "both";
+  const fill = { who: `Head ${head} of layer ${layer}`, pos: `${rule.words[pf]} (R = ${p.toFixed(2)})`, col: `${rule.words[cf]} (R = ${c.toFixed(2)})` };
+  return { verdict, sentence: rule.templates[verdict].replace(/\{(\w+)\}/g, (_, name) => fill[name]) };
+}
+
+// Query i's raw scores [tokens]: q_i·k_j for every key j of one head (q, k [tokens*dh]).
+function vitvizQkScoresOf(q, k, dh, i) {
+  const n = k.length / dh, out = new Float64Array(n);
+  for (let j = 0; j < n; j++) { let v = 0; for (let d = 0; d < dh; d++) v += q[i * dh + d] * k[j * dh + d]; out[j] = v; }
+  return out;
+}
