@@ -163,7 +163,7 @@ def test_the_quick_tier_collects_no_test_that_serves_the_app():
 
 
 # Over 400 lines today, each to be split by what it holds (issue #44): not a list to grow
-LONG_FOR_NOW = {"vitviz/cli.py", "vitviz/views.py"}
+LONG_FOR_NOW = {"vitviz/views.py"}
 
 
 def test_no_module_is_over_400_lines():

@@ -1,0 +1,112 @@
+"""`vitviz faithfulness`: how faithful each attribution map is (deletion and insertion curves against random
+orders), over many images."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .arguments import UsageError, check_model, image_files, model_options, positive
+from .console import bar, load, skip
+
+ASKED_BY_NAME = ("occlusion",)  # one forward per patch: minutes a map on a CPU, so faithfulness runs it when named
+
+
+def add(sub) -> None:
+    """The subcommand and its options."""
+    p = sub.add_parser("faithfulness", help="how faithful each attribution map is, over many images")
+    p.add_argument("inputs", nargs="+", help="folders, image files or glob patterns (quote them)")
+    model_options(p)
+    p.add_argument("--methods", default=None,
+                   help=f"e.g. integrated_gradients,rollout, or all (default: every method but "
+                        f"{', '.join(ASKED_BY_NAME)}, which take minutes a map)")  # fmt: skip
+    p.add_argument("--steps", type=positive, default=10, help="points on each curve, less one (10: every 10 %%)")
+    p.add_argument("--replacement", default="blur", help="what a hidden patch shows: blur, mean or black")
+    p.add_argument("--random", type=positive, default=5, help="random orders for the baseline band (default 5)")
+    p.set_defaults(run=run)
+
+
+def faithfulness_methods(text: str | None) -> list[str]:
+    """The methods --methods names: None is every one but those ASKED_BY_NAME, "all" every one."""
+    from ..attributions import METHODS
+    from ..deletion import MAPS
+
+    known = [*METHODS, *MAPS]
+    if text is None:
+        return [m for m in known if m not in ASKED_BY_NAME]
+    methods = known if text == "all" else text.split(",")
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        raise UsageError(f"--methods: unknown {', '.join(unknown)}; use all or some of {', '.join(known)}")
+    return methods
+
+
+class _MapsBar:
+    """One progress bar over every (method, image) map of `faithfulness`: it names the map under way and moves
+    with its progress."""
+
+    def __init__(self, total: int) -> None:
+        self.bar, self.done = bar(total, "faithfulness", "map"), 0
+
+    def files(self, files: list[Path], method: str):
+        """The files as `over_images` takes them, each named on the bar while its map is made."""
+        for path in files:
+            self.bar.set_description(f"{method} {path.name}", refresh=False)
+            self.progress(0.0)
+            yield path
+            self.done += 1
+        self.progress(0.0)
+
+    def progress(self, fraction: float) -> None:
+        self.bar.n = round(self.done + fraction, 2) if fraction else self.done
+        self.bar.refresh()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Per method: the mean deletion, insertion and random areas over the images, how many beat every random
+    order, and the seconds per map and per set of curves."""
+    files = image_files(args.inputs)
+    if not files:
+        raise UsageError(f"no image files in {' '.join(args.inputs)}")
+    check_model(args.model, args.model_argument)
+    methods = faithfulness_methods(args.methods)  # the method names live with torch: an import of a few seconds
+    from ..deletion import REPLACEMENTS
+
+    if args.replacement not in REPLACEMENTS:
+        raise UsageError(f"--replacement must be one of {', '.join(REPLACEMENTS)}, got {args.replacement!r}")
+    model = load(args)
+    from ..deletion import over_images, table
+
+    skipped: set[Path] = set()
+
+    def skip_once(path: Path, exc: Exception) -> None:  # each method meets the same unreadable file
+        if path not in skipped:
+            skipped.add(path)
+            skip(path, exc)
+
+    maps = _MapsBar(len(files) * len(methods))
+    rows = []
+    try:
+        for method in methods:
+            rows += over_images(model, maps.files(files, method), [method], on_skip=skip_once, longest=args.size,
+                                steps=args.steps, replacement=args.replacement, random_orders=args.random,
+                                progress=maps.progress)  # fmt: skip
+    except ValueError as exc:
+        if skipped:
+            print(f"vitviz: none of the {len(files)} files could be read", file=sys.stderr)
+            return 1
+        raise UsageError(str(exc)) from None
+    finally:
+        maps.bar.close()
+    print(table(rows))
+    from ..attributions import describe
+
+    target = "each image's top class logit" if model.labels is not None else describe(model, None, None)
+    n = len(files) - len(skipped)
+    print(
+        f"{n} image{'s' * (n != 1)}; target: {target}; hidden patches show "
+        f"{args.replacement}. Lower deletion and higher insertion areas are better; 'faithful' counts the images "
+        f"where deletion fell faster than every random order."
+    )
+    return 1 if skipped else 0
