@@ -342,7 +342,8 @@ def test_the_atlas_shows_every_head_with_what_it_sorts_by_and_a_click_shows_it()
 @pytest.mark.browser
 def test_the_last_photos_share_one_map_normalised_together():
     """Two photos, then 'your last photos': one map of both photos' queries and keys, equal to the float64
-    normalisation and PCA of all of them together; a tap on a phone picks a point of the older photo."""
+    normalisation and PCA of all of them together, whose sentence and recall are of that map; a tap on a phone picks
+    a point of the older photo."""
     sync_api = browser_or_skip()
     model = FAMILIES["vit"]()
     first, second = (vitviz.analyze(model, random_image(40, 56, seed=s), longest=56) for s in (11, 12))
@@ -357,12 +358,108 @@ def test_the_last_photos_share_one_map_normalised_together():
         assert [p["key"] for p in c["photos"]] == ["two", "one"]
         want = reference_map([second, first], 1, 2)
         np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max())
+        check_map_words(page, [second, first], got, 1, 2, "PCA of your last 2 photos")
         at = page.evaluate("() => window.vitviz.qk.pointAt(1, 'query', 7)")
         page.touchscreen.tap(at["x"], at["y"])
         page.wait_for_timeout(100)
         hl = page.evaluate("() => window.vitviz.qk.state().highlight")
         assert hl["photo"] == 1 and hl["token"] == 7 and hl["tokens"] == top_keys(first, 1, 2, 7)
         assert page.locator(".qk-strip canvas").count() == 1
+        browser.close()
+
+
+def map_sorts(analyses: list[vitviz.Analysis], xy: np.ndarray, layer: int, head: int) -> qk.SortsBy:
+    """What a map [2·ΣN, 2] of several photos sorts by: R of each patch feature over every patch point of every
+    photo, by least squares (r_lstsq), in Python's words."""
+    total, points, features, o = sum(a.num_tokens for a in analyses), [], {}, 0
+    for a in analyses:
+        n, p = a.num_tokens, a.n_prefix
+        points += [xy[o + p : o + n], xy[total + o + p : total + o + n]]
+        for name, v in qk.patch_features(a.grid, qk.patch_colours(a)).items():
+            features.setdefault(name, []).extend([v, v])
+        o += n
+    both = np.vstack(points)
+    return qk.SortsBy(layer, head, {f: r_lstsq(both, np.concatenate(v).astype(float)) for f, v in features.items()})
+
+
+def map_recall(analyses: list[vitviz.Analysis], xy: np.ndarray, layer: int, head: int) -> float:
+    """Each query's top 10 keys of its own photo among its 10 nearest keys of that photo, over every photo."""
+    total, hits, o = sum(a.num_tokens for a in analyses), 0.0, 0
+    for a in analyses:
+        n = a.num_tokens
+        hits += n * qk.top_key_recall(weights64(a, layer, head), xy[o : o + n], xy[total + o : total + o + n], 10)
+        o += n
+    return hits / total
+
+
+def check_map_words(page, analyses: list[vitviz.Analysis], xy: np.ndarray, layer: int, head: int, which: str) -> None:
+    """The sentence under the map speaks of the map shown (its Rs from its own coordinates, Python's words) and says
+    which map it is; the recall figure is that map's too."""
+    said = page.wait_for_function("() => window.vitviz.qk.recall() !== null && window.vitviz.qk.sorts()").json_value()
+    want = map_sorts(analyses, xy, layer, head)
+    for name, r in want.r.items():
+        assert said["r"][name] == pytest.approx(r, abs=1e-9), name
+    check_sentence(want)
+    assert said["sentence"] == want.sentence() and said["text"].startswith(want.sentence())
+    assert f"This map: {which}." in said["text"], said["text"]
+    recall = page.evaluate("() => window.vitviz.qk.recall()")
+    assert recall == pytest.approx(
+        map_recall(analyses, xy, layer, head), abs=2.01 / (10 * sum(a.num_tokens for a in analyses))
+    )
+
+
+def test_the_umap_route_names_what_is_wrong_before_any_work():
+    """A photo the server no longer keeps, too many photos, photos of two models: each a 4xx that says so."""
+    from types import SimpleNamespace
+
+    from starlette.requests import Request
+
+    from vitviz.app.qk import umap_response
+
+    one = vitviz.analyze(FAMILIES["vit"](), random_image(40, 56, seed=1), longest=56)
+    other = vitviz.analyze(FAMILIES["deit"](), random_image(40, 56, seed=1), longest=56)
+    server = SimpleNamespace(cache={("s", "one"): one, ("s", "other"): other})
+
+    def ask(query: str):
+        r = umap_response(server, Request({"type": "http", "query_string": query.encode(), "headers": []}))
+        return r.status_code, r.body.decode()
+
+    assert ask("session=s&key=gone&layer=0&head=0") == (
+        404,
+        "a photo's analysis is no longer kept: pick the photo again",
+    )
+    assert ask("session=s" + "&key=one" * 6 + "&layer=0&head=0") == (400, "at most 5 photos in one map, got 6")
+    assert ask("session=s&key=one&key=other&layer=0&head=0") == (400, "the photos of one map must come from one model")
+    assert ask("session=s&key=one&layer=9&head=0")[0] == 400 and ask("session=s&layer=0&head=0")[0] == 400
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_umap_of_the_last_photos_is_one_map_of_them_all_with_its_own_sentence_and_recall():
+    """Two photos, 'your last photos' and UMAP: the server's map (the app's route) equals umap-learn's with seed 0 on
+    both photos' queries and keys normalised together, and the sentence and the recall speak of it."""
+    sync_api = browser_or_skip()
+    umap = pytest.importorskip("umap")
+    model = FAMILIES["vit"]()
+    first, second = (vitviz.analyze(model, random_image(40, 56, seed=s), longest=56) for s in (11, 12))
+    (m1, l1), (m2, l2) = qk_page.photo(first, "one"), qk_page.photo(second, "two")
+    with sync_api.sync_playwright() as pw:
+        browser, page = qk_page.open_page(pw, {**l1, **l2}, analyses={"one": first, "two": second})
+        qk_page.show(page, m1)
+        qk_page.show(page, m2)
+        page.evaluate("() => window.vitviz.qk.photos('all')")
+        page.evaluate("() => window.vitviz.qk.method('umap')")
+        page.evaluate("() => window.vitviz.qk.show(1, 2)")
+        got, c = page_map(page)
+        assert c["method"] == "umap" and [p["key"] for p in c["photos"]] == ["two", "one"]
+        parts = [explorer.layer_data(a, 1) for a in (second, first)]
+        qs, ks = zip(*(qk.head_vectors(d.q, d.k, model.num_heads, 2) for d in parts), strict=True)
+        n = qk.normalise(np.vstack(qs).astype(np.float64), np.vstack(ks).astype(np.float64))
+        want = umap.UMAP(n_components=2, random_state=0, n_jobs=1).fit_transform(np.vstack([n.q, n.k]))
+        np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max())
+        check_map_words(page, [second, first], got, 1, 2, "UMAP of your last 2 photos")
+        assert "UMAP" in page.locator(".qk-cap").inner_text()
+        assert page.evaluate("() => window.errors") == []
         browser.close()
 
 

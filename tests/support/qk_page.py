@@ -3,12 +3,15 @@ browser tests and benchmarks/qk.py. Not shipped in the wheel."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from urllib.parse import parse_qs, urlparse
+
+from starlette.requests import Request
 
 from vitviz import explorer, qk
 from vitviz.analysis import Analysis
 from vitviz.app.explorer import STATIC
-from vitviz.app.qk import script
+from vitviz.app.qk import script, umap_response
 
 from .harness import CHROMIUM, CHROMIUM_ARGS
 
@@ -24,8 +27,10 @@ def photo(a: Analysis, key: str) -> tuple[dict, dict[tuple[str, int], bytes]]:
     return meta, {(key, layer): explorer.layer_data(a, layer).tobytes() for layer in range(a.model.num_layers)}
 
 
-def open_page(pw, layers: dict[tuple[str, int], bytes], size=(1200, 1000), touch: bool = False):
-    """(browser, page): the view with no photo yet; `page.evaluate("(m) => window.setMeta(m)", meta)` gives one."""
+def open_page(pw, layers: dict[tuple[str, int], bytes], size=(1200, 1000), touch: bool = False,
+              analyses: dict[str, Analysis] | None = None):  # fmt: skip
+    """(browser, page): the view with no photo yet; `page.evaluate("(m) => window.setMeta(m)", meta)` gives one.
+    With `analyses` {key: Analysis}, the app's own UMAP route answers for them (session "s")."""
     browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     page = browser.new_page(viewport={"width": size[0], "height": size[1]}, has_touch=touch)
     html = f"""<html><head><style>{(STATIC / "qk.css").read_text()}</style></head><body>
@@ -44,6 +49,10 @@ def open_page(pw, layers: dict[tuple[str, int], bytes], size=(1200, 1000), touch
         if url.path == "/vitviz/explorer/layer":
             q = parse_qs(url.query)
             route.fulfill(body=layers[(q["key"][0], int(q["layer"][0]))], content_type="application/octet-stream")
+        elif url.path == "/vitviz/qk/umap" and analyses is not None:
+            server = SimpleNamespace(cache={("s", key): a for key, a in analyses.items()})
+            r = umap_response(server, Request({"type": "http", "query_string": url.query.encode(), "headers": []}))
+            route.fulfill(status=r.status_code, body=r.body, content_type=r.media_type)
         else:
             route.fulfill(body=html, content_type="text/html")
 
