@@ -18,6 +18,7 @@ from support.harness import CHROMIUM
 from support.harness import CHROMIUM_ARGS as ARGS
 from test_cli import HEAVY, ROOT, usage
 from test_explorer import BOUND, HOVER_ALL, browser_or_skip, captured_rows
+from test_qk import reference_map, top_keys
 
 import vitviz
 from vitviz import explorer
@@ -123,6 +124,61 @@ def test_the_cli_writes_the_embedded_models_file_whose_every_layer_gives_the_cap
     assert refused == [] and errors == []
     diff = np.abs(rows - captured_rows(a, cases)).max(axis=1)
     assert diff.max() <= BOUND, (cases[int(diff.argmax())], diff.max())
+
+
+def test_the_qk_view_costs_the_file_no_layer_bytes_and_224_px_stays_under_15_mb(embedded):
+    """The embedded model at 224 px, all 12 layers: the Q·K view reads the layers already embedded, so the file
+    grows only by its script and meta (each patch's colour, what every head sorts by), and stays under 15 MB."""
+    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=224)
+    with_qk, without = explorer_html(a), explorer_html(a, with_qk=False)
+    assert embedded_json(with_qk, "vitviz-layers") == embedded_json(without, "vitviz-layers")
+    meta = embedded_json(with_qk, "vitviz-meta")
+    assert (
+        meta["qk"]["umap"] is False
+        and len(meta["qk"]["sorts"]) == 12
+        and "qk" not in embedded_json(without, "vitviz-meta")
+    )
+    assert len(with_qk) - len(without) < 150_000 and len(with_qk.encode()) <= 15e6, (len(with_qk), len(without))
+
+
+@pytest.mark.browser
+def test_the_files_qk_view_maps_every_layer_and_links_with_the_explorer_both_ways(tmp_path):
+    """From file:// with the network refused, five prefix tokens: the Q·K view's coordinates equal the float64 PCA
+    of the normalised q and k on every layer (first and last head); the Explorer's query (its handle, the pointer's
+    path) moves the view there and marks its point; the real pointer on a key in the view outlines, on the
+    Explorer, that patch and the queries that give it the most weight."""
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES["dinov2_registers"](), random_image(48, 64, seed=7), longest=64)
+    gh, gw = a.grid
+    path = export_html(a, tmp_path / "qk.html")
+    with sync_api.sync_playwright() as pw:
+        browser, page, refused, errors = open_offline(pw, path)
+        page.wait_for_function("() => window.vitviz.qk && window.vitviz.qk.state().points > 0")
+        maps = {}
+        for layer in range(a.model.num_layers):
+            for head in (0, a.model.num_heads - 1):
+                page.evaluate("([l, h]) => window.vitviz.qk.show(l, h)", [layer, head])
+                maps[layer, head] = np.array(page.evaluate("() => window.vitviz.qk.coords().xy")).reshape(-1, 2)
+        query = a.n_prefix + 3 * gw + 5
+        page.evaluate("(p) => window.vitviz.explorer.hover(1, 2, p)", 3 * gw + 5)
+        page.wait_for_function("(q) => window.vitviz.qk.state().told?.query === q", arg=query)
+        told = page.evaluate("() => window.vitviz.qk.state()")
+        page.locator(".qk-over").scroll_into_view_if_needed()
+        key = a.n_prefix + gw + 1
+        at = page.evaluate("(t) => window.vitviz.qk.pointAt(0, 'key', t)", key)
+        page.mouse.move(at["x"] + 30, at["y"] + 30)
+        page.mouse.move(at["x"], at["y"])
+        page.wait_for_timeout(150)
+        hovered = page.evaluate("() => window.vitviz.qk.state().highlight")
+        outlined = page.evaluate("() => window.vitviz.explorer.state().highlight")
+        browser.close()
+    assert refused == [] and errors == []
+    for (layer, head), got in maps.items():
+        want = reference_map([a], layer, head)
+        np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max(), err_msg=f"{layer} {head}")
+    assert (told["layer"], told["head"]) == (1, 2) and told["highlight"]["token"] == query
+    assert told["highlight"]["tokens"] == top_keys(a, 1, 2, query)
+    assert hovered["point"] == at["point"] and outlined == [key, *top_keys(a, 1, 2, key, of_query=False)]
 
 
 @pytest.mark.parametrize(
