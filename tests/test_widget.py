@@ -142,3 +142,65 @@ def test_in_jupyterlab_the_widget_shows_the_captured_weights(tmp_path):
         browser.close()
     assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
     assert state["query"] == a.n_prefix + gw + 2
+
+
+@pytest.mark.browser
+def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer():
+    """The same stand-in model: under the Explorer, the Q·K view's coordinates equal the float64 PCA of the
+    normalised q and k on every layer and head, from layers the kernel sent once for both views; the Explorer's
+    query marks its point there, and the real pointer on a query point outlines its patch and top keys on the
+    Explorer. Without the Q·K part in the meta, there is no view."""
+    from test_qk import reference_map, top_keys
+
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)
+    w = vitviz.explore(a)
+    asked = []
+
+    def kernel(content):
+        asked.append(content["want"])
+        reply, buffers = w.layer_message(content)
+        return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
+
+    gh, gw = a.grid
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 800})
+        page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
+                                                               content_type="text/html"))  # fmt: skip
+        page.goto("http://vitviz.test/")
+        page.expose_function("kernel", kernel)
+        page.evaluate(MODEL, w.meta)
+        page.add_style_tag(content=CSS)
+        page.evaluate(RENDER, ESM)
+        page.wait_for_function("() => window.vitviz.qk && window.vitviz.qk.state().points > 0")
+        maps = {}
+        for layer in range(a.model.num_layers):
+            for head in range(a.model.num_heads):
+                page.evaluate("([l, h]) => window.vitviz.qk.show(l, h)", [layer, head])
+                maps[layer, head] = np.array(page.evaluate("() => window.vitviz.qk.coords().xy")).reshape(-1, 2)
+        query = a.n_prefix + 2 * gw + 3
+        page.evaluate("(p) => window.vitviz.explorer.hover(2, 1, p)", 2 * gw + 3)
+        page.wait_for_function("(q) => window.vitviz.qk.state().told?.query === q", arg=query)
+        told = page.evaluate("() => window.vitviz.qk.state()")
+        page.locator(".qk-over").scroll_into_view_if_needed()
+        token = a.n_prefix + gw
+        at = page.evaluate("(t) => window.vitviz.qk.pointAt(0, 'query', t)", token)
+        page.mouse.move(at["x"] + 30, at["y"] + 30)
+        page.mouse.move(at["x"], at["y"])
+        page.wait_for_timeout(150)
+        hovered = page.evaluate("() => window.vitviz.qk.state().highlight")
+        outlined = page.evaluate("() => window.vitviz.explorer.state().highlight")
+        page.evaluate("() => { window.cleanup(); document.body.innerHTML = ''; }")
+        after = page.evaluate("() => [window.model.listeners(), 'qk' in window.vitviz]")
+        page.evaluate(MODEL, vitviz.explore(a, with_qk=False).meta)
+        page.evaluate(RENDER, ESM)
+        bare = page.locator(".qk").count()
+        browser.close()
+    for (layer, head), got in maps.items():
+        want = reference_map([a], layer, head)
+        np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max(), err_msg=f"{layer} {head}")
+    assert sorted(asked) == list(range(a.model.num_layers))  # each layer sent once, for both views
+    assert (told["layer"], told["head"]) == (2, 1) and told["highlight"]["tokens"] == top_keys(a, 2, 1, query)
+    assert hovered["point"] == at["point"] and outlined == [token, *top_keys(a, 2, 1, token)]
+    assert after == [0, False] and bare == 0
