@@ -317,14 +317,19 @@ def test_brushing_lights_up_the_patches_of_the_points_inside_the_rectangle():
 @pytest.mark.browser
 def test_the_atlas_shows_every_head_with_what_it_sorts_by_and_a_click_shows_it():
     """One tile per head of the layer, captioned with Python's verdict; clicking a tile shows that head above, whose
-    map is the float64 PCA of that head."""
+    map is the float64 PCA of that head. On a server without umap-learn, the Map says how to get UMAP."""
     sync_api = browser_or_skip()
     a = vitviz.analyze(FAMILIES["vit"](), random_image(40, 56, seed=9), longest=56)
     meta, layers = qk_page.photo(a, "k")
     words = {"position": "position", "colour": "colour", "both": "position and colour", "neither": "neither"}
     with sync_api.sync_playwright() as pw:
         browser, page = qk_page.open_page(pw, layers)
-        qk_page.show(page, meta)
+        qk_page.show(page, {**meta, "umap": False})
+        option = page.locator(".qk-method option").nth(1)
+        assert page.locator(".qk-method-label").is_visible() and option.is_disabled()
+        assert (
+            qk.UMAP_INSTALL in option.inner_text() and qk.UMAP_INSTALL in page.locator(".qk-method-note").inner_text()
+        )
         page.evaluate("() => window.vitviz.qk.show(2, 0)")
         captioned = "(n) => document.querySelectorAll('.qk-tile figcaption:not(:empty)').length === n"
         page.wait_for_function(captioned, arg=4)
