@@ -48,10 +48,11 @@ def test_normalisation_leaves_every_attention_row_unchanged():
 
 
 def pca64(x: np.ndarray) -> np.ndarray:
-    """The reference: the covariance's two leading eigenvectors (eigh), each axis' sign left as it comes."""
+    """The reference: the centred points' two leading right singular vectors (an SVD, where vitviz.qk.pca2 takes
+    the covariance's eigenvectors), each axis' sign left as it comes."""
     c = x - x.mean(0)
-    values, vectors = np.linalg.eigh(c.T @ c)
-    return c @ vectors[:, np.argsort(values)[::-1][:2]]
+    _, _, vt = np.linalg.svd(c, full_matrices=False)
+    return c @ vt[:2].T
 
 
 def same_up_to_sign(got: np.ndarray, want: np.ndarray, atol: float) -> None:
