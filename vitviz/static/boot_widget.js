@@ -19,6 +19,7 @@ export default {
     return () => {
       model.off("change:meta", apply);
       engine.destroy();
+      root.remove(); // the host keeps `el` while the model lives (JupyterLab: until the kernel lets it go)
       if (shared.explorer === engine.handle) delete shared.explorer;
       if (qk) { qk.close(); if (shared.qk === qk.view.handle) delete shared.qk; }
     };

@@ -264,10 +264,14 @@ function vitvizExplorer(root, mode) {
       start(source);
     },
     destroy() {
+      // A host may keep a replaced view's element and what reaches it (JupyterLab keeps every view of a widget
+      // that the kernel still holds): the Explorer leaves it empty, and lets go of its layers and canvases.
       if (S.store) S.store.close();
       if (S.frame) cancelAnimationFrame(S.frame);
       resized.disconnect();
       document.removeEventListener("vitviz-highlight", highlight);
+      root.replaceChildren();
+      Object.assign(S, { meta: null, store: null, photo: null, probe: null, tileCanvases: [], modelCanvases: [] });
     },
   };
   engine.handle = vitvizHandle(engine);
