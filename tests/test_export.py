@@ -171,6 +171,7 @@ def test_the_files_qk_view_maps_every_layer_and_links_with_the_explorer_both_way
         page.wait_for_timeout(150)
         hovered = page.evaluate("() => window.vitviz.qk.state().highlight")
         outlined = page.evaluate("() => window.vitviz.explorer.state().highlight")
+        hidden = [not page.locator(s).is_visible() for s in (".qk-photos", ".qk-method")]
         browser.close()
     assert refused == [] and errors == []
     for (layer, head), got in maps.items():
@@ -179,6 +180,7 @@ def test_the_files_qk_view_maps_every_layer_and_links_with_the_explorer_both_way
     assert (told["layer"], told["head"]) == (1, 2) and told["highlight"]["token"] == query
     assert told["highlight"]["tokens"] == top_keys(a, 1, 2, query)
     assert hovered["point"] == at["point"] and outlined == [key, *top_keys(a, 1, 2, key, of_query=False)]
+    assert hidden == [True, True]  # one photo, no server: no Photos and no Map to choose
 
 
 @pytest.mark.parametrize(

@@ -357,12 +357,13 @@ function vitvizQkView(element) {
     el.head.innerHTML = Array.from({ length: meta.heads }, (_, h) => `<option value="${h}">head ${h}</option>`).join("");
     el.photos.options[1].textContent = `your last ${Q.photos.length} photos`;
     el.photos.options[1].disabled = Q.photos.length < 2;
+    el.photos.parentElement.hidden = meta.session === "standalone"; // a notebook's or a file's view has one photo
     // UMAP where the source can make it (the app's server, with umap-learn); where the server lacks umap-learn, the
     // option says how to get it rather than failing
     Q.umap = Boolean(meta.umap && source.umap);
     el.methodLabel.hidden = !source.umap;
     el.method.options[1].disabled = !Q.umap;
-    el.method.options[1].textContent = Q.umap ? "UMAP (server, seconds)" : `UMAP: not installed (${meta.umapInstall} where the app runs)`;
+    el.method.options[1].textContent = Q.umap ? "UMAP (server, seconds)" : "UMAP (not installed)";
     el.methodNote.hidden = !source.umap || Q.umap;
     el.methodNote.textContent = `UMAP needs umap-learn on the server: ${meta.umapInstall}, then restart the app.`;
     show(first ? Q.layer : Math.floor(meta.layers / 2), Q.head).then(() => prefetch(photo));
