@@ -204,3 +204,51 @@ def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer
     assert (told["layer"], told["head"]) == (2, 1) and told["highlight"]["tokens"] == top_keys(a, 2, 1, query)
     assert hovered["point"] == at["point"] and outlined == [token, *top_keys(a, 2, 1, token)]
     assert after == [0, False] and bare == 0
+
+
+QK_CELL = """import sys
+sys.path[:0] = [{tests!r}]
+from conftest import FAMILIES, random_image
+import vitviz
+a = vitviz.analyze(FAMILIES["dinov2_registers"](), random_image(48, 64, seed=7), longest=64)
+vitviz.explore(a, layer=1)"""
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_in_jupyterlab_the_qk_view_maps_the_kernels_layers_and_a_point_lights_its_patches(tmp_path):
+    """A real notebook: under the widget's Explorer, the Q·K view's coordinates equal the float64 PCA on every layer
+    (first and last head), and the real pointer on a key point outlines, on the Explorer, its patch and the queries
+    that give it the most weight."""
+    sync_api = browser_or_skip()
+    pytest.importorskip("jupyterlab")
+    from support.jupyter import open_notebook, run_cell, running_jupyter, write_notebook
+    from test_qk import reference_map, top_keys
+
+    write_notebook(tmp_path / "qk.ipynb", QK_CELL.format(tests=str(Path(__file__).resolve().parent)))
+    a = vitviz.analyze(FAMILIES["dinov2_registers"](), random_image(48, 64, seed=7), longest=64)  # the cell's
+    maps = {}
+    with running_jupyter(tmp_path) as url, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        open_notebook(page, url, "qk.ipynb")
+        run_cell(page)
+        page.wait_for_function("() => window.vitviz?.qk?.state().points > 0", timeout=120_000)
+        for layer in range(a.model.num_layers):
+            for head in (0, a.model.num_heads - 1):
+                page.evaluate("([l, h]) => window.vitviz.qk.show(l, h)", [layer, head])
+                maps[layer, head] = np.array(page.evaluate("() => window.vitviz.qk.coords().xy")).reshape(-1, 2)
+        page.evaluate("() => window.vitviz.qk.show(1, 2)")
+        page.locator(".jp-OutputArea .qk-over").scroll_into_view_if_needed()
+        key = a.n_prefix + a.grid[1] + 2
+        at = page.evaluate("(t) => window.vitviz.qk.pointAt(0, 'key', t)", key)
+        page.mouse.move(at["x"] + 30, at["y"] + 30)
+        page.mouse.move(at["x"], at["y"])
+        page.wait_for_timeout(200)
+        hovered = page.evaluate("() => window.vitviz.qk.state().highlight")
+        outlined = page.evaluate("() => window.vitviz.explorer.state().highlight")
+        browser.close()
+    for (layer, head), got in maps.items():
+        want = reference_map([a], layer, head)
+        np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max(), err_msg=f"{layer} {head}")
+    assert hovered["point"] == at["point"] and outlined == [key, *top_keys(a, 1, 2, key, of_query=False)]
