@@ -206,6 +206,67 @@ def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer
     assert after == [0, False] and bare == 0
 
 
+HOST_RENDER = """async (esm) => {
+  // as JupyterLab does: the module imported once per widget, each view's element kept after the view is removed
+  if (!window.widgetModule) {
+    const url = URL.createObjectURL(new Blob([esm], {type: "text/javascript"}));
+    window.widgetModule = (await import(url)).default;
+    window.keptViews = [];
+  }
+  const el = document.createElement("div");
+  document.body.appendChild(el);
+  window.keptViews.push(el);
+  window.cleanup = window.widgetModule.render({model: window.model, el});
+}"""
+
+LOADED = "() => window.vitviz.explorer?.state().loaded.length === 3 && window.vitviz.qk?.state().points > 0"
+
+
+@pytest.mark.browser
+def test_ten_views_of_the_widget_in_a_row_leave_nothing_of_the_removed_ones():
+    """Ten views of one widget, each rendered, loaded and removed, while a stand-in host keeps every removed
+    view's element (JupyterLab keeps them while the kernel holds the widget): after a forced collection the page
+    holds no more canvases out of the document than with one view (the engine's one offscreen canvas), and the
+    kept elements are empty."""
+    sync_api = browser_or_skip()
+    from support.heap import collect, count_objects
+
+    a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)
+    w = vitviz.explore(a)
+
+    def kernel(content):
+        reply, buffers = w.layer_message(content)
+        return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
+
+    def detached(cdp) -> int:
+        collect(cdp)
+        return count_objects(cdp, "HTMLCanvasElement.prototype", "!o.isConnected")
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 800})
+        page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
+                                                               content_type="text/html"))  # fmt: skip
+        page.goto("http://vitviz.test/")
+        page.expose_function("kernel", kernel)
+        page.evaluate(MODEL, w.meta)
+        page.add_style_tag(content=CSS)
+        cdp = page.context.new_cdp_session(page)
+        page.evaluate(HOST_RENDER, ESM)
+        page.wait_for_function(LOADED)
+        one = (detached(cdp), count_objects(cdp, "HTMLCanvasElement.prototype"))
+        for _ in range(10):
+            page.evaluate("() => { window.cleanup(); window.keptViews.at(-1).remove(); delete window.vitviz.qk; }")
+            page.evaluate(HOST_RENDER, ESM)
+            page.wait_for_function(LOADED)
+        after = detached(cdp)
+        kept = page.evaluate("() => window.keptViews.map((el) => el.childElementCount)")
+        browser.close()
+    assert one[1] > a.model.num_layers * a.model.num_heads  # the every-layer grid's canvases are counted
+    assert one[0] == 1 and after == one[0], f"canvases out of the document: {one[0]} with one view, {after} after ten"
+    assert kept[:-1] == [0] * 10 and kept[-1] > 0
+
+
 QK_CELL = """import sys
 sys.path[:0] = [{tests!r}]
 from conftest import FAMILIES, random_image
