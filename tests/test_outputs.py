@@ -173,3 +173,78 @@ def test_no_sentence_says_the_readout_feeds_an_output_that_does_not_read_it(embe
     config = build(Server(device="cpu"), "dinov2-small").get_config_file()
     fixed = [str(c["props"].get("value") or "") for c in config["components"] if c["type"] == "markdown"]
     assert not [s for t in fixed for s, says in readout_claims(t) if says]
+
+
+def transformers_readout(model: vitviz.VitModel, x: torch.Tensor) -> np.ndarray:
+    """[D] float64 the readout vector by transformers' own forward: a classifier's ViT's final-normed CLS token, an
+    attention-pool's output, else the final-normed CLS token."""
+    with torch.no_grad():
+        if model.labels is not None:
+            return model.net.vit(pixel_values=x, interpolate_pos_encoding=True).last_hidden_state[0, 0].double().numpy()
+        ref = reference_outputs(model, x.numpy())
+    pooled = ref.pooler_output if model.readout.pool else ref.last_hidden_state[:, 0]
+    return pooled[0].double().numpy()
+
+
+TEXT_IDS = [0, 5, 6, 3, 2]
+SCORED = [
+    ("vit", Output("class")),
+    ("vit", Output("class", index=2)),
+    ("vit", Output("readout")),  # a classifier followed by its readout: the vector its head reads, not the logits
+    ("dinov2", Output("readout")),
+    ("siglip_vision", Output("readout")),  # an attention-pool
+    ("clip", Output("text", text=TEXT_IDS)),
+    ("siglip", Output("text", text=TEXT_IDS)),
+]
+
+
+@pytest.mark.parametrize("name, output", SCORED, ids=[f"{n}-{o.kind}-{o.index}" for n, o in SCORED])
+def test_each_output_fixed_on_a_photo_scores_another_image_as_transformers_forward_says(name, output):
+    """`Output.reading` fixes an output on one photo; on a second image its value, from the forward's result and from
+    the last layer's tokens alike, is transformers' own: the class logit (the photo's top class, for a class of
+    None), the image-text logit, the readout vector's length along the photo's (float64 from their forwards)."""
+    model = FAMILIES[name]()
+    photo, other = (
+        torch.from_numpy(prepare_input(random_image(40, 56, seed=s), (40, 56), model.patch_size, model.mean, model.std))
+        for s in (11, 12)
+    )
+    with torch.no_grad():
+        reading = output.reading(model, model.forward(photo), (40, 56), (40, 56))
+        out = model.forward(other)
+        scores = [float(reading.of_output(out)[0]), float(reading.of_tokens(out.hidden_states[-1])[0])]
+    if output.kind == "class":
+        logits = [reference_outputs(model, x.numpy()).logits[0].double().numpy() for x in (photo, other)]
+        index = int(logits[0].argmax()) if output.index is None else output.index
+        assert reading.output == Output("class", index=index)
+        expected = logits[1][index]
+    elif output.kind == "readout":
+        v = transformers_readout(model, photo)
+        expected = transformers_readout(model, other) @ v / np.linalg.norm(v)
+    else:
+        with torch.no_grad():
+            expected = float(model.net(input_ids=torch.tensor([TEXT_IDS]), pixel_values=other,
+                                       interpolate_pos_encoding=True).logits_per_image[0, 0])  # fmt: skip
+    np.testing.assert_allclose(scores, [expected, expected], rtol=1e-4, atol=1e-5)
+
+
+def test_a_dense_output_fixed_on_a_photo_weighs_another_images_map_as_it_says(embedded, coffee):
+    """On a second image, a dense output is its dense map weighted by the photo's map (salient), by ones (the
+    image) or by the box's mask (the left half of the 600x400 photo), over the weights' sum: in float64, from the
+    dense head's maps of the two forwards."""
+    photo_x, other_x = (
+        torch.from_numpy(prepare_input(im, (224, 224), 14, embedded.mean, embedded.std))
+        for im in (coffee, random_image(400, 600, seed=4))
+    )
+    with torch.no_grad():
+        photo, other = embedded.forward(photo_x), embedded.forward(other_x)
+        m0, m1 = (
+            embedded.dense_map(o.hidden_states[-1], (16, 16), (224, 224))[0, 0].double().numpy() for o in (photo, other)
+        )
+        left = np.concatenate([np.ones((224, 112)), np.zeros((224, 112))], 1)
+        for output, weights in [(Output("dense"), m0), (Output("dense", region="image"), np.ones((224, 224))),
+                                (Output("dense", box=(0, 0, 300, 400)), left)]:  # fmt: skip
+            reading = output.reading(embedded, photo, (224, 224), coffee.shape[:2])
+            scores = [float(reading.of_output(other)[0]), float(reading.of_tokens(other.hidden_states[-1])[0])]
+            expected = float((m1 * weights).sum() / weights.sum())
+            np.testing.assert_allclose(scores, [expected, expected], rtol=1e-4, err_msg=str(output))
+            assert not np.isclose(expected, (m0 * weights).sum() / weights.sum(), rtol=1e-3)  # another image

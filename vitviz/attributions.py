@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -23,7 +23,7 @@ from .analysis import Analysis
 from .capture import capture
 from .methods import Job
 from .models import VitModel
-from .outputs import Box, Output, Text, dense_weights, output_for, patch_weights
+from .outputs import Box, Output, Reading, Text, output_for
 from .preprocess import ImageInput, input_size, load_image, prepare_input
 
 # The methods the Attributions tab offers, by key (each a record in vitviz/methods/), and those whose maps are signed
@@ -148,35 +148,15 @@ def target_function(
 ) -> tuple[torch.Tensor, _CountingScore, float, Output]:
     """The input that attributions use for `rgb` [H,W,3] (see attribution_size), `output` as a function of such
     inputs ([B,3,h,w] -> [B]), its value on this image, and the output resolved (a class of None: the top class on
-    this image). What the output reads off the unmasked photo is fixed here: a dense output's weights (its map on
-    the photo, or a box) and the readout vector's direction."""
-    if output.kind == "text" and not model.has_text:
-        raise ValueError(f"{model.name} has no text tower: a text target needs a full CLIP or SigLIP model")
-    if output.kind == "class" and model.labels is None:
-        raise ValueError(f"{model.name} is not a classifier: it has no class to explain")
-    if output.kind == "dense" and model.dense_head is None:
-        raise ValueError(f"{model.name} has no dense head: its output is not a map")
-    features = None if output.kind != "text" else model.text_features(output.text)
+    this image). What the output reads off the unmasked photo is fixed here (`Output.reading`)."""
+    output.check(model)
     x = torch.from_numpy(_input(model, rgb, longest)).to(model.device)
-    grid = (x.shape[2] // model.patch_size, x.shape[3] // model.patch_size)
     with model.lock:
         with torch.no_grad():
             out = model.forward(x, attentions="all", grad=True)  # the default class and the target's value
-            if output.kind == "class" and output.index is None:
-                output = replace(output, index=int(out.logits[0].argmax()))
-            if output.kind == "class" and not 0 <= int(output.index) < len(model.labels):
-                raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {output.index}")
-            weights = direction = None
-            if output.kind == "dense":
-                photo = model.dense_map(out.hidden_states[-1], grid, tuple(x.shape[2:]))[0, 0].float().cpu().numpy()
-                weights = torch.from_numpy(dense_weights(output, photo, rgb.shape[:2])).to(model.device)
-            if output.kind == "readout":
-                vector = model.readout_vector(out)[0].float()
-                direction = vector / vector.norm().clamp(min=1e-12)
-        score_fn = _CountingScore(model, output, grid, weights, direction, features, progress)
-        with torch.no_grad():
-            score = float(score_fn.from_output(out, x)[0])
-    return x, score_fn, score, output
+            reading = output.reading(model, out, tuple(x.shape[2:]), rgb.shape[:2])
+            score = float(reading.of_output(out)[0])
+    return x, _CountingScore(reading, progress), score, reading.output
 
 
 def to_image(raw: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -203,55 +183,19 @@ def patch_scores(raw: np.ndarray, patch: int) -> np.ndarray:
 
 
 class _CountingScore:
-    """An `Output` as a function of the input, [B,3,h,w] -> [B], reporting progress per call. weights: a dense
-    output's [h,w] pixel weights; direction: the readout output's unit vector [D]; features: a text's."""
+    """An output fixed on one photo (`outputs.Reading`) as a function of the input, [B,3,h,w] -> [B], reporting
+    progress per call."""
 
-    def __init__(self, model, output, grid, weights=None, direction=None, features=None, progress=None) -> None:
-        self.model, self.output, self.grid = model, output, grid
-        self.weights, self.direction, self.features = weights, direction, features
+    def __init__(self, reading: Reading, progress: Callable[[float], None] | None = None) -> None:
+        self.reading, self.output, self.grid = reading, reading.output, reading.grid
         self.progress, self.calls, self.expected = progress, 0, 1
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        score = self.from_output(self.model.forward(x, attentions="all", grad=True), x)
+        score = self.reading.of_output(self.reading.model.forward(x, attentions="all", grad=True))
         self.calls += 1
         if self.progress is not None:
             self.progress(min(1.0, self.calls / max(self.expected, 1)))
         return score
-
-    def readout_rows(self, n: int) -> torch.Tensor:
-        """[N] how much the output reads each final token (relevancy's row): the readout tokens', or a dense
-        output's patches, each by the mean of its pixels' weights."""
-        m = self.model
-        if self.output.reads_readout:
-            return torch.from_numpy(m.readout.start(n)).to(m.device)
-        rows = torch.zeros(n, dtype=torch.float32, device=m.device)
-        rows[m.n_prefix :] = torch.from_numpy(patch_weights(self.weights.cpu().numpy(), self.grid).ravel())
-        return rows
-
-    def from_output(self, out, x: torch.Tensor) -> torch.Tensor:
-        m, kind = self.model, self.output.kind
-        if kind == "text":
-            return m.similarity(m.readout_vector(out), self.features)
-        if kind == "class":
-            return out.logits[:, self.output.index]
-        if kind == "readout":
-            return m.readout_vector(out).float() @ self.direction
-        return self.from_tokens(out.hidden_states[-1], x)
-
-    def from_tokens(self, hidden: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """The output read from any layer's tokens [B,N,D] through the model's own output head, as if they were
-        the last layer's (on the last layer's, the output itself; on earlier ones, a layer lens)."""
-        m, kind = self.model, self.output.kind
-        if kind == "text":
-            return m.similarity(m.output_from(hidden), self.features)
-        if kind == "class":
-            return m.output_from(hidden)[:, self.output.index]
-        if kind == "readout":
-            return m.output_from(hidden).float() @ self.direction
-        dense = m.dense_map(hidden, self.grid, tuple(x.shape[2:]))[:, 0]
-        # A weighted mean, not a sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
-        # targets; summed over every pixel, its gradient term would dwarf the identity.
-        return (dense * self.weights).sum((1, 2)) / self.weights.sum()
 
 
 def input_analysis(model: VitModel, image: ImageInput, longest: int | None = None) -> Analysis:

@@ -217,7 +217,7 @@ def _scores(model, score_fn, x, base, masks, grid, p, batch, progress) -> list[f
         inputs = x * (1 - m) + base * m
         with model.lock, torch.inference_mode():
             out = model.forward(inputs, attentions=lambda layer, weights: None)
-            values += score_fn.from_output(out, inputs).float().cpu().tolist()
+            values += score_fn.reading.of_output(out).float().cpu().tolist()
         if progress is not None:
             progress(min(1.0, (i + batch) / len(masks)))
     return values

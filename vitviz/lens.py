@@ -14,7 +14,7 @@ import torch
 
 from .attributions import attribution_size
 from .models import VitModel
-from .outputs import Output, default_output, dense_weights
+from .outputs import Output, default_output, dense_weights, readout_of
 from .preprocess import ImageInput, load_image, prepare_input
 
 
@@ -120,12 +120,8 @@ def layer_lens(model: VitModel, image: ImageInput, longest: int | None = None,
     """The lens on `image`, on the input that attributions use (a classifier's native size, the dense head's
     224x224, else `longest`), following `output` (the model's own by default; a text output has no lens)."""
     output = default_output(model) if output is None else output
-    if output.kind == "text":
-        raise ValueError("the layer lens reads the model's output head; an image-text similarity has none")
-    if output.kind == "dense" and model.dense_head is None:
-        raise ValueError(f"{model.name} has no dense head: its output is not a map")
-    if output.kind == "class" and model.labels is None:
-        raise ValueError(f"{model.name} has no classes: follow its readout or dense output instead")
+    kind = output.lens_kind()
+    output.check(model)
     rgb = load_image(image)
     name = output.name(model)
     h, w = attribution_size(model, *rgb.shape[:2], longest)
@@ -133,21 +129,15 @@ def layer_lens(model: VitModel, image: ImageInput, longest: int | None = None,
     out = model.forward(x, attentions=lambda layer, weights: None)
     hidden = out.hidden_states[1:]
     with model.lock, torch.inference_mode():
-        if output.kind == "dense":
+        if kind == "dense":
             grid = (h // model.patch_size, w // model.patch_size)
             maps = [model.dense_map(t, grid, (h, w))[0, 0] for t in hidden]
             values = torch.stack(maps).float().cpu().numpy()
             weights = dense_weights(output, values[-1], rgb.shape[:2])
             return LayerLens("dense", values, output=output, name=name, weights=weights)
-        if output.kind == "class":
+        if kind == "classes":
             logits = torch.cat([model.output_from(t) for t in hidden]).float()
             return LayerLens("classes", torch.softmax(logits, -1).cpu().numpy(), model.labels, output, name)
-        vectors = torch.cat([_readout_of(model, t) for t in hidden]).float()
+        vectors = torch.cat([readout_of(model, t) for t in hidden]).float()
     cosine = torch.nn.functional.cosine_similarity(vectors, vectors[-1:], dim=-1)
     return LayerLens("readout", cosine.cpu().numpy(), output=output, name=name)
-
-
-def _readout_of(model: VitModel, hidden: torch.Tensor) -> torch.Tensor:
-    """[B,D] the readout vector if `hidden` were the last layer's tokens (a classifier's is what its head reads)."""
-    normed = model.final_norm(hidden)
-    return model.pool(normed) if model.readout.pool else normed[:, list(model.readout.tokens)].mean(1)

@@ -7,9 +7,10 @@ sanity) and the sentence beside it all take the same `Output`, so they cannot sp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+import torch
 
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels of the original image
 Text = str | Sequence[int]  # a text target: words, or token ids of the model's tokenizer
@@ -52,6 +53,57 @@ class Output:
         """Whether this output reads the readout (CLS, the distilled pair, SigLIP's probe) rather than the patches."""
         return self.kind != "dense"
 
+    def check(self, model) -> None:
+        """Raise a ValueError naming what `model` lacks to give this output: a text tower, classes or a dense head."""
+        if self.kind == "text" and not model.has_text:
+            raise ValueError(f"{model.name} has no text tower: a text target needs a full CLIP or SigLIP model")
+        if self.kind == "class" and model.labels is None:
+            raise ValueError(f"{model.name} is not a classifier: it has no classes; follow its readout or dense "
+                             "output instead")  # fmt: skip
+        if self.kind == "dense" and model.dense_head is None:
+            raise ValueError(f"{model.name} has no dense head: its output is not a map")
+
+    def lens_kind(self) -> str:
+        """What the layer lens reads for this output at each layer: "classes" (every class's probability), "dense"
+        (the dense head's map) or "readout" (the readout vector); a text output has no head of its own to read."""
+        if self.kind == "text":
+            raise ValueError("the layer lens reads the model's output head; an image-text similarity has none")
+        return {"class": "classes", "dense": "dense", "readout": "readout"}[self.kind]
+
+    def reading(self, model, out, size: tuple[int, int], image_size: tuple[int, int]) -> Reading:
+        """This output fixed on one photo, from `out`, the forward of its model input [1,3,h,w] (`size` (h, w)):
+        a class of None resolved to the photo's top class, a dense output's pixel weights (its map on the photo,
+        or a box in pixels of the original image, of `image_size` (H, W)), the readout vector's direction, a
+        text's features. Call it without gradients: what it fixes is a constant of the function it makes."""
+        self.check(model)
+        grid = (size[0] // model.patch_size, size[1] // model.patch_size)
+        if self.kind == "text":
+            return _TextLogit(model, self, grid, size, model.text_features(self.text))
+        if self.kind == "class":
+            index = int(out.logits[0].argmax()) if self.index is None else int(self.index)
+            if not 0 <= index < len(model.labels):
+                raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {self.index}")
+            return _ClassLogit(model, replace(self, index=index), grid, size)
+        if self.kind == "readout":
+            vector = model.readout_vector(out)[0].float()
+            return _ReadoutLength(model, self, grid, size, vector / vector.norm().clamp(min=1e-12))
+        photo = model.dense_map(out.hidden_states[-1], grid, size)[0, 0].float().cpu().numpy()
+        weights = torch.from_numpy(dense_weights(self, photo, image_size)).to(model.device)
+        return _DenseMean(model, self, grid, size, weights)
+
+    def produced(self, model) -> str:
+        """A sentence on this output as the model's own: what gives it, from which tokens."""
+        if self.kind == "dense":
+            return ("This model's output is its dense head: a small decoder (transposed convolutions) that reads "
+                    "every patch token of the last layer and paints a map over the image.")  # fmt: skip
+        if self.kind == "class":
+            return f"This model's output is a classifier's logits, read from {model.readout.name} after the last layer."
+        if self.kind == "text":
+            return (f"This model's output is the image-text logit of its two towers, read from "
+                    f"{model.readout.name} after the last layer.")  # fmt: skip
+        return (f"This model has no output head: what it produces is the readout vector, {model.readout.name} after "
+                "the last layer, which a task's head would read.")  # fmt: skip
+
     def name(self, model, labels: Sequence[str] | None = None) -> str:
         """The output in plain words, for the sentence beside a map or a check."""
         labels = labels if labels is not None else model.labels
@@ -81,6 +133,85 @@ class Output:
         if self.box is not None:
             return "the dense map inside the box"
         return "the dense map over the image" if self.region == "image" else "the dense map where salient"
+
+
+class Reading:
+    """An output fixed on one photo (`Output.reading`), as a function of forwards of inputs of the photo's input
+    size: `of_output` [B] from a forward's result, `of_tokens` [B] from any layer's tokens [B,N,D] read through
+    the output head as if they were the last layer's (on the last layer's, the output itself; on earlier ones, a
+    layer lens), `token_weights` [N] how much the output reads each final token (relevancy's row). output: the
+    output resolved (a class of None is the photo's top class); grid (gh, gw); size (h, w), the input's."""
+
+    def __init__(self, model, output: Output, grid: tuple[int, int], size: tuple[int, int]) -> None:
+        self.model, self.output, self.grid, self.size = model, output, grid, size
+
+    def of_output(self, out) -> torch.Tensor:
+        return self.of_tokens(out.hidden_states[-1])
+
+    def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def token_weights(self, n: int) -> torch.Tensor:
+        """The readout tokens' row: an output read from the readout reads those tokens."""
+        return torch.from_numpy(self.model.readout.start(n)).to(self.model.device)
+
+
+class _ClassLogit(Reading):
+    def of_output(self, out) -> torch.Tensor:
+        return out.logits[:, self.output.index]
+
+    def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.model.output_from(hidden)[:, self.output.index]
+
+
+class _TextLogit(Reading):
+    def __init__(self, model, output, grid, size, features: torch.Tensor) -> None:
+        super().__init__(model, output, grid, size)
+        self.features = features  # [1,E] the text tower's
+
+    def of_output(self, out) -> torch.Tensor:
+        return self.model.similarity(self.model.readout_vector(out), self.features)
+
+    def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.model.similarity(readout_of(self.model, hidden), self.features)
+
+
+class _ReadoutLength(Reading):
+    def __init__(self, model, output, grid, size, direction: torch.Tensor) -> None:
+        super().__init__(model, output, grid, size)
+        self.direction = direction  # [D] the photo's readout vector, of length 1
+
+    def of_output(self, out) -> torch.Tensor:
+        return self.model.readout_vector(out).float() @ self.direction
+
+    def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
+        return readout_of(self.model, hidden).float() @ self.direction
+
+
+class _DenseMean(Reading):
+    def __init__(self, model, output, grid, size, weights: torch.Tensor) -> None:
+        super().__init__(model, output, grid, size)
+        self.weights = weights  # [h,w] each input pixel's weight (`dense_weights`)
+
+    def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
+        dense = self.model.dense_map(hidden, self.grid, self.size)[:, 0]
+        # A weighted mean, not a sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
+        # targets; summed over every pixel, its gradient term would dwarf the identity.
+        return (dense * self.weights).sum((1, 2)) / self.weights.sum()
+
+    def token_weights(self, n: int) -> torch.Tensor:
+        """The patches', each by the mean of its pixels' weights: the dense head reads no prefix token."""
+        m = self.model
+        rows = torch.zeros(n, dtype=torch.float32, device=m.device)
+        rows[m.n_prefix :] = torch.from_numpy(patch_weights(self.weights.cpu().numpy(), self.grid).ravel())
+        return rows
+
+
+def readout_of(model, hidden: torch.Tensor) -> torch.Tensor:
+    """[B,D] the readout vector if `hidden` [B,N,D] were the last layer's tokens (a classifier's is what its head
+    reads): the readout tokens after the final norm (their mean where there are several), or the attention-pool."""
+    normed = model.final_norm(hidden)
+    return model.pool(normed) if model.readout.pool else normed[:, list(model.readout.tokens)].mean(1)
 
 
 def default_output(model) -> Output:

@@ -23,7 +23,7 @@ def relevancy(model: VitModel, x: torch.Tensor, score_fn) -> np.ndarray:
     """
     out = model.forward(x, attentions="all", grad=True)
     attentions = tuple(out.attentions) + ((out.pool_attention,) if model.pool is not None else ())
-    grads = torch.autograd.grad(score_fn.from_output(out, x).sum(), attentions)
+    grads = torch.autograd.grad(score_fn.reading.of_output(out).sum(), attentions)
     n = attentions[0].shape[-1]
     r = torch.eye(n, dtype=torch.float32, device=x.device)
     for layer, a in enumerate(out.attentions):
@@ -32,7 +32,7 @@ def relevancy(model: VitModel, x: torch.Tensor, score_fn) -> np.ndarray:
     if model.pool is not None and score_fn.output.reads_readout:
         rows = (grads[-1][0].float() * attentions[-1][0].float()).clamp(min=0).mean(0)[0]  # [H,1,N] -> [N]
     else:
-        rows = score_fn.readout_rows(n)
+        rows = score_fn.reading.token_weights(n)
     return (rows @ r)[model.n_prefix :].reshape(score_fn.grid).detach().cpu().numpy()
 
 
@@ -47,6 +47,6 @@ def legrad(model: VitModel, x: torch.Tensor, score_fn) -> np.ndarray:
     out = model.forward(x, attentions="all", grad=True)
     per_layer = []
     for layer, a in enumerate(out.attentions):  # each gradient walks only its own layer's part of the graph
-        (g,) = torch.autograd.grad(score_fn.from_tokens(out.hidden_states[layer + 1], x).sum(), a)
+        (g,) = torch.autograd.grad(score_fn.reading.of_tokens(out.hidden_states[layer + 1]).sum(), a)
         per_layer.append(g[0].float().clamp(min=0).mean((0, 1)))
     return torch.stack(per_layer).mean(0)[model.n_prefix :].reshape(score_fn.grid).detach().cpu().numpy()

@@ -119,15 +119,10 @@ def attention_note(a: Analysis, layer: int, head: int | str | None, query: str |
 
 def output_phrase(a: Analysis) -> str:
     """What this model outputs and which tokens that output reads, from its output record."""
-    m, out = a.model, a.output
-    if out.kind == "dense":
-        return (f"This model's output is its dense head: a small decoder (transposed convolutions) that reads "
-                f"every patch token of the last layer and paints a map over the image. It reads no prefix token: "
-                f"{prefix_phrase(a)} feeds nothing that this model outputs.")  # fmt: skip
-    if out.kind == "class":
-        return f"This model's output is a classifier's logits, read from {m.readout.name} after the last layer."
-    return (f"This model has no output head: what it produces is the readout vector, {m.readout.name} after the "
-            "last layer, which a task's head would read.")  # fmt: skip
+    said = a.output.produced(a.model)
+    if a.output.reads_readout:
+        return said
+    return f"{said} It reads no prefix token: {prefix_phrase(a)} feeds nothing that this model outputs."
 
 
 def toward_phrase(a: Analysis, toward: Output) -> str:

@@ -64,9 +64,10 @@ NOISE = 0.15  # SmoothGrad's noise, in normalised input units (`attribute`'s nt_
 @dataclass
 class Job:
     """What a method's map is made from. x: [1,3,h,w] the model input on its device; score: the output explained,
-    a function of such inputs ([B,3,h,w] -> [B], `attributions.target_function`), with `.grid` (gh, gw);
-    options: each of `OPTIONS` by keyword (the method's own checked, the others at their defaults) and nt_stdev;
-    batch: the most inputs per forward pass."""
+    a function of such inputs ([B,3,h,w] -> [B], `attributions.target_function`), with `.grid` (gh, gw) and
+    `.reading` (the `outputs.Reading` it calls, which reads any layer's tokens too); options: each of `OPTIONS` by
+    keyword (the method's own checked, the others at their defaults) and nt_stdev; batch: the most inputs per
+    forward pass."""
 
     model: VitModel
     rgb: np.ndarray
