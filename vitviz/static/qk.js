@@ -83,7 +83,7 @@ function vitvizQkView(element) {
     let o = 0;
     for (const [i, p] of photos.entries()) for (let t = 0; t < p.meta.tokens; t++, o++) { photo[o] = photo[o + nq] = i; token[o] = token[o + nq] = t; }
     for (let i = 0; i < M; i++) { let s = 0; const src = i < nq ? n.q : n.k, r = (i % nq) * dh; for (let d = 0; d < dh; d++) s += src[r + d] * src[r + d]; norm[i] = Math.sqrt(s); }
-    return { layer, head, photos, xy: pca.xy, nq, M, photo, token, norm, c: n.c, variance: pca.variance, spectrum: pca.spectrum, method: projected ? "umap" : "pca", lse: [],
+    return { layer, head, photos, xy: pca.xy, nq, M, photo, token, norm, c: n.c, variance: pca.variance, spectrum: pca.spectrum, method: projected ? "umap" : "pca", lse: [], vectors: [], // per photo: for a hover, made once
       parts: { gather: t1 - t0, normalise: t2 - t1, pca: t3 - t2 } };
   }
 
@@ -97,7 +97,7 @@ function vitvizQkView(element) {
   // queries that give it the most weight (its column of the attention matrix: each query's softmax over its own row)
   function related(i) {
     const map = Q.map, pi = map.photo[i], p = map.photos[pi], m = p.meta, data = p.layers.get(map.layer), t = map.token[i], isQuery = i < map.nq;
-    const q = vitvizQkHead(data, m, map.head, "q"), k = vitvizQkHead(data, m, map.head, "k"), dh = m.headWidth;
+    const { q, k } = (map.vectors[pi] ||= { q: vitvizQkHead(data, m, map.head, "q"), k: vitvizQkHead(data, m, map.head, "k") }), dh = m.headWidth;
     const values = isQuery ? vitvizQkScoresOf(q, k, dh, t) : vitvizQkColumn(q, k, dh, m.scale, (map.lse[pi] ||= vitvizQkRowLse(q, k, dh, m.scale)), t);
     const top = Array.from({ length: m.tokens }, (_, j) => j).sort((a, b) => values[b] - values[a]).slice(0, TOP);
     return { point: i, photo: pi, token: t, isQuery, tokens: top, weights: top.map((j) => values[j]), points: top.map((j) => pointIndex(map, pi, isQuery ? 1 : 0, j)) };
