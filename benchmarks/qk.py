@@ -133,7 +133,8 @@ def browser_part(model: vitviz.VitModel, photos: int, hovers: int) -> None:
     print(f"  hover, the handlers' work (nearest point, its top keys, the overlay and the photos drawn): "
           f"p50 {np.median(work):.2f} ms, p95 {np.percentile(work, 95):.2f} ms, max {work.max():.2f} ms")  # fmt: skip
     recall = np.array(state["recallMs"])
-    print(f"  after a switch, the map's top-10 recall on this photo ({n} tokens, in tasks of 32 queries), in all: "
+    print(f"  after a switch, the map's top-10 recall and each query's log-sum-exp (for a key's hover) over the "
+          f"{photos} photos ({n} tokens each, in tasks of 32 queries), in all: "
           f"p50 {np.median(recall):.0f} ms, max {recall.max():.0f} ms")  # fmt: skip
     s = np.array(switches)
     print(f"  head or layer switch (normalisation, PCA, {points} points drawn): p50 {np.median(s):.0f} ms, "
