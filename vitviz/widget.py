@@ -6,6 +6,9 @@ that a layer costs the comm nothing until it is shown. Needs anywidget: pip inst
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 try:
     import anywidget
     import traitlets
@@ -15,7 +18,26 @@ except ImportError as exc:  # anywidget is an optional extra: the rest of vitviz
 from . import explorer, qk
 from .maps import DEFAULT_SCALE
 
-ESM = qk.script("boot_widget.js")  # the engine, the Q·K view and their notebook boot, as one ES module
+
+def shared_module(engine: str, boot: str) -> str:
+    """One ES module: the engine's script, run once per page and shared by every widget that brings the same
+    text (anywidget imports each widget's module anew, and a page never frees one), then the boot file. Written
+    in ASCII, so that the browser keeps it in one byte a character."""
+    names = re.findall(r"^(?:function|const) ((?:vitviz|VITVIZ)\w*)", engine, re.M)
+    key = hashlib.sha1(engine.encode()).hexdigest()[:16]
+    text = (f"function vitvizEngine() {{\n{engine}\nreturn {{ {', '.join(names)} }};\n}}\n"
+            f"const {{ {', '.join(names)} }} = ((globalThis.vitvizEngines ||= {{}})[{key!r}] ||= vitvizEngine());\n"
+            f"{boot}")  # fmt: skip
+
+    def escaped(match: re.Match) -> str:  # \\uXXXX (UTF-16 units): the same character in a string, a template,
+        units = memoryview(match.group().encode("utf-16-le")).cast("H")  # a regular expression or a comment
+        return "".join(f"\\u{u:04x}" for u in units)
+
+    return re.sub(r"[^\x00-\x7f]", escaped, text)
+
+
+BOOT = (explorer.STATIC / "boot_widget.js").read_text()
+ESM = shared_module(qk.script("boot_widget.js")[: -len(BOOT)], BOOT)  # the engine, the Q·K view, their boot
 CSS = "\n".join((explorer.STATIC / name).read_text() for name in ("explorer.css", "qk.css"))
 
 
