@@ -16,9 +16,9 @@ import pytest
 from conftest import ASSETS, FAMILIES, random_image
 from support.harness import CHROMIUM
 from support.harness import CHROMIUM_ARGS as ARGS
+from support.qk_reference import reference_map, top_keys
 from test_cli import HEAVY, ROOT, usage
 from test_explorer import BOUND, HOVER_ALL, browser_or_skip, captured_rows
-from test_qk import reference_map, top_keys
 
 import vitviz
 from vitviz import explorer

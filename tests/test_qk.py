@@ -14,16 +14,20 @@ from app_server import running_app
 from conftest import ASSETS, FAMILIES, random_image
 from support import qk_page
 from support.harness import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
+from support.qk_reference import (
+    check_map_words,
+    check_sentence,
+    page_map,
+    r_lstsq,
+    reference_map,
+    rows64,
+    top_keys,
+    weights64,
+)
 
 import vitviz
 from vitviz import explorer, qk
 from vitviz.tabs import label
-
-
-def rows64(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
-    s = q @ k.T * scale
-    w = np.exp(s - s.max(1, keepdims=True))
-    return w / w.sum(1, keepdims=True)
 
 
 def test_normalisation_leaves_every_attention_row_unchanged():
@@ -88,12 +92,6 @@ def test_top_key_recall_counts_the_shared_keys():
         qk.top_key_recall(w, q2, k2, 0)
 
 
-def r_lstsq(xy: np.ndarray, f: np.ndarray) -> float:
-    design = np.column_stack([np.ones(len(xy)), xy])
-    fit = design @ np.linalg.lstsq(design, f, rcond=None)[0]
-    return float(np.corrcoef(fit, f)[0, 1]) if f.std() > 0 else 0.0
-
-
 def test_what_a_head_sorts_by_is_the_maps_correlation_with_position_and_colour():
     """A map laid out by row and column sorts by position, one laid out by brightness by colour, one of noise by
     neither; each R equals least squares' and the sentence names the larger with its numbers."""
@@ -119,26 +117,6 @@ def test_what_a_head_sorts_by_is_the_maps_correlation_with_position_and_colour()
         assert f"sorts by {verdict}" in s.sentence(), (verdict, s.sentence())
     with pytest.raises(ValueError, match="6 rows × 8 columns"):
         qk.sorts_by(np.zeros((10, 2)), np.zeros((10, 2)), (gh, gw), rgb, prefix, 0, 0)
-
-
-def check_sentence(s: qk.SortsBy) -> None:
-    """The sentence's words and numbers from the record's numbers, by the rule written again here."""
-    text = s.sentence()
-    pos = max(("row", "column"), key=lambda f: s.r[f])
-    col = max(("brightness", "red", "green", "blue"), key=lambda f: s.r[f])
-    p, c = s.r[pos], s.r[col]
-    numbers = [float(x) for x in re.findall(r"R = ([0-9.]+)\)", text)]
-    assert sorted(numbers) == sorted([round(p, 2), round(c, 2)]), text
-    assert qk.WORDS[pos] in text and qk.WORDS[col] in text, text
-    if max(p, c) < 0.3:
-        assert "sorts by neither" in text
-    elif p >= c + 0.1:
-        assert "sorts by position:" in text
-    elif c >= p + 0.1:
-        assert "sorts by colour:" in text
-    else:
-        assert "alike" in text
-    assert text.startswith(f"Head {s.head} of layer {s.layer} ")
 
 
 def test_the_meta_says_for_every_head_what_it_sorts_by_from_its_numbers(embedded):
@@ -171,22 +149,6 @@ def test_patch_colours_are_the_photos_own():
 # ---- the browser's view: the real script in a bare page, on tiny models and the embedded model
 
 
-def reference_map(analyses: list[vitviz.Analysis], layer: int, head: int) -> np.ndarray:
-    """[2·ΣN, 2]: every photo's queries, then every photo's keys, normalised together and on one float64 PCA."""
-    parts = [explorer.layer_data(a, layer) for a in analyses]
-    heads = analyses[0].model.num_heads
-    qs, ks = zip(
-        *(qk.head_vectors(d.q.astype(np.float64), d.k.astype(np.float64), heads, head) for d in parts), strict=True
-    )
-    q2, k2 = qk.joint_map(np.vstack(qs), np.vstack(ks))
-    return np.vstack([q2, k2])
-
-
-def page_map(page) -> tuple[np.ndarray, dict]:
-    c = page.evaluate("() => window.vitviz.qk.coords()")
-    return np.array(c["xy"]).reshape(-1, 2), c
-
-
 @pytest.mark.browser
 @pytest.mark.parametrize("name", ["vit", "dinov2_registers", "siglip_vision"])
 def test_the_browsers_map_is_the_float64_pca_on_tiny_models(name):
@@ -212,20 +174,6 @@ def test_the_browsers_map_is_the_float64_pca_on_tiny_models(name):
         assert recall == pytest.approx(want, abs=1.01 / (n * min(10, n)))  # one hit: a tie broken the other way
         assert page.evaluate("() => window.errors") == []
         browser.close()
-
-
-def weights64(a: vitviz.Analysis, layer: int, head: int) -> np.ndarray:
-    """[N,N] softmax(q·k·scale) of one head in float64, from the layer's queries and keys."""
-    d = explorer.layer_data(a, layer)
-    q, k = (x.astype(np.float64) for x in qk.head_vectors(d.q, d.k, a.model.num_heads, head))
-    return rows64(q, k, vitviz.inside.head_geometry(a.model)[1])
-
-
-def top_keys(a: vitviz.Analysis, layer: int, head: int, token: int, of_query: bool = True) -> list[int]:
-    """The TOP keys a query gives the most weight (its row), or the queries that give a key the most weight (the
-    key's column: each query's weight, softmax over that query's own row), in float64."""
-    w = weights64(a, layer, head)
-    return [int(j) for j in np.argsort(-(w[token] if of_query else w[:, token]), kind="stable")[:5]]
 
 
 @pytest.mark.browser
@@ -372,101 +320,6 @@ def test_the_last_photos_share_one_map_normalised_together():
         hl = page.evaluate("() => window.vitviz.qk.state().highlight")
         assert hl["photo"] == 1 and hl["token"] == 7 and hl["tokens"] == top_keys(first, 1, 2, 7)
         assert page.locator(".qk-strip canvas").count() == 1
-        browser.close()
-
-
-def map_sorts(analyses: list[vitviz.Analysis], xy: np.ndarray, layer: int, head: int) -> qk.SortsBy:
-    """What a map [2·ΣN, 2] of several photos sorts by: R of each patch feature over every patch point of every
-    photo, by least squares (r_lstsq), in Python's words."""
-    total, points, features, o = sum(a.num_tokens for a in analyses), [], {}, 0
-    for a in analyses:
-        n, p = a.num_tokens, a.n_prefix
-        points += [xy[o + p : o + n], xy[total + o + p : total + o + n]]
-        for name, v in qk.patch_features(a.grid, qk.patch_colours(a)).items():
-            features.setdefault(name, []).extend([v, v])
-        o += n
-    both = np.vstack(points)
-    return qk.SortsBy(layer, head, {f: r_lstsq(both, np.concatenate(v).astype(float)) for f, v in features.items()})
-
-
-def map_recall(analyses: list[vitviz.Analysis], xy: np.ndarray, layer: int, head: int) -> float:
-    """Each query's top 10 keys of its own photo among its 10 nearest keys of that photo, over every photo."""
-    total, hits, o = sum(a.num_tokens for a in analyses), 0.0, 0
-    for a in analyses:
-        n = a.num_tokens
-        hits += n * qk.top_key_recall(weights64(a, layer, head), xy[o : o + n], xy[total + o : total + o + n], 10)
-        o += n
-    return hits / total
-
-
-def check_map_words(page, analyses: list[vitviz.Analysis], xy: np.ndarray, layer: int, head: int, which: str) -> None:
-    """The sentence under the map speaks of the map shown (its Rs from its own coordinates, Python's words) and says
-    which map it is; the recall figure is that map's too."""
-    said = page.wait_for_function("() => window.vitviz.qk.recall() !== null && window.vitviz.qk.sorts()").json_value()
-    want = map_sorts(analyses, xy, layer, head)
-    for name, r in want.r.items():
-        assert said["r"][name] == pytest.approx(r, abs=1e-9), name
-    check_sentence(want)
-    assert said["sentence"] == want.sentence() and said["text"].startswith(want.sentence())
-    assert f"This map: {which}." in said["text"], said["text"]
-    recall = page.evaluate("() => window.vitviz.qk.recall()")
-    assert recall == pytest.approx(
-        map_recall(analyses, xy, layer, head), abs=2.01 / (10 * sum(a.num_tokens for a in analyses))
-    )
-
-
-def test_the_umap_route_names_what_is_wrong_before_any_work():
-    """A photo the server no longer keeps, too many photos, photos of two models: each a 4xx that says so."""
-    from types import SimpleNamespace
-
-    from starlette.requests import Request
-
-    from vitviz.app.qk import umap_response
-
-    one = vitviz.analyze(FAMILIES["vit"](), random_image(40, 56, seed=1), longest=56)
-    other = vitviz.analyze(FAMILIES["deit"](), random_image(40, 56, seed=1), longest=56)
-    server = SimpleNamespace(cache={("s", "one"): one, ("s", "other"): other})
-
-    def ask(query: str):
-        r = umap_response(server, Request({"type": "http", "query_string": query.encode(), "headers": []}))
-        return r.status_code, r.body.decode()
-
-    assert ask("session=s&key=gone&layer=0&head=0") == (
-        404,
-        "a photo's analysis is no longer kept: pick the photo again",
-    )
-    assert ask("session=s" + "&key=one" * 6 + "&layer=0&head=0") == (400, "at most 5 photos in one map, got 6")
-    assert ask("session=s&key=one&key=other&layer=0&head=0") == (400, "the photos of one map must come from one model")
-    assert ask("session=s&key=one&layer=9&head=0")[0] == 400 and ask("session=s&layer=0&head=0")[0] == 400
-
-
-@pytest.mark.slow
-@pytest.mark.browser
-def test_umap_of_the_last_photos_is_one_map_of_them_all_with_its_own_sentence_and_recall():
-    """Two photos, 'your last photos' and UMAP: the server's map (the app's route) equals umap-learn's with seed 0 on
-    both photos' queries and keys normalised together, and the sentence and the recall speak of it."""
-    sync_api = browser_or_skip()
-    umap = pytest.importorskip("umap")
-    model = FAMILIES["vit"]()
-    first, second = (vitviz.analyze(model, random_image(40, 56, seed=s), longest=56) for s in (11, 12))
-    (m1, l1), (m2, l2) = qk_page.photo(first, "one"), qk_page.photo(second, "two")
-    with sync_api.sync_playwright() as pw:
-        browser, page = qk_page.open_page(pw, {**l1, **l2}, analyses={"one": first, "two": second})
-        qk_page.show(page, m1)
-        qk_page.show(page, m2)
-        page.evaluate("() => window.vitviz.qk.photos('all')")
-        page.evaluate("() => window.vitviz.qk.method('umap')")
-        page.evaluate("() => window.vitviz.qk.show(1, 2)")
-        got, c = page_map(page)
-        assert c["method"] == "umap" and [p["key"] for p in c["photos"]] == ["two", "one"]
-        parts = [explorer.layer_data(a, 1) for a in (second, first)]
-        qs, ks = zip(*(qk.head_vectors(d.q, d.k, model.num_heads, 2) for d in parts), strict=True)
-        n = qk.normalise(np.vstack(qs).astype(np.float64), np.vstack(ks).astype(np.float64))
-        want = umap.UMAP(n_components=2, random_state=0, n_jobs=1).fit_transform(np.vstack([n.q, n.k]))
-        np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max())
-        check_map_words(page, [second, first], got, 1, 2, "UMAP of your last 2 photos")
-        assert "UMAP" in page.locator(".qk-cap").inner_text()
-        assert page.evaluate("() => window.errors") == []
         browser.close()
 
 
