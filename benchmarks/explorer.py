@@ -8,8 +8,8 @@ fetch, the bytes of a layer, and the page's JS heap after scrubbing every layer 
 `--html`: the offline file instead (`vitviz.export_html`, all 12 layers), at 224 and 448 px square: its size,
 the time Chromium takes to open it from file:// until every layer is parsed, one hover's work, and real pointer
 events (Playwright's mouse) timed from the event's timeStamp to its maps painted in the next animation frame.
-`--notebook`: the widget (`vitviz.explore`) in JupyterLab: the same pointer timing, and the page's JS heap as one
-cell is run ten times, each run's Explorer replacing the last (a bundled photo each, 224 px).
+`--notebook`: the widget (`vitviz.explore`) in JupyterLab (a bundled photo, 224 px): the same pointer timing. Its
+JS heap over ten runs of one cell: `python -m benchmarks.widget_heap`.
 """
 
 from __future__ import annotations
@@ -123,48 +123,26 @@ def main_html(tmp: Path) -> None:
         browser.close()
 
 
-def live_objects(cdp, prototype: str) -> int:
-    """How many objects with this prototype the page holds (CDP's queryObjects, after a collection)."""
-    proto = cdp.send("Runtime.evaluate", {"expression": prototype})["result"]["objectId"]
-    found = cdp.send("Runtime.queryObjects", {"prototypeObjectId": proto})["objects"]["objectId"]
-    count = {"objectId": found, "functionDeclaration": "function () { return this.length; }", "returnByValue": True}
-    return cdp.send("Runtime.callFunctionOn", count)["result"]["value"]
-
-
 NEXT_PHOTO = """i = globals().get("i", -1) + 1  # each run, the next bundled photo
 vitviz.explore(vitviz.example(vitviz.EXAMPLES[i % 4]), model, size=224)"""
 
 
-def main_notebook(tmp: Path, runs: int = 10) -> None:
-    """The widget in JupyterLab: real pointer events, then its cell run `runs` times (each run's widget replaces
-    the last one's), the JS heap after a forced collection after each."""
+def main_notebook(tmp: Path) -> None:
+    """The widget in JupyterLab: real pointer events over its large canvas."""
     from playwright.sync_api import sync_playwright
 
     from tests.support.jupyter import open_notebook, run_cell, running_jupyter, write_notebook
 
     write_notebook(tmp / "explore.ipynb", "import vitviz\nmodel = vitviz.load_model()", NEXT_PHOTO)
-    new = """() => { const e = window.vitviz?.explorer;
-      return e && e !== window.vitvizOld && e.state().loaded.length === 12; }"""
     with running_jupyter(tmp) as url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         open_notebook(page, url, "explore.ipynb")
         run_cell(page, 0)
-        cdp = page.context.new_cdp_session(page)
-        heaps, canvases = [], []
-        for i in range(runs):
-            page.evaluate("() => { window.vitvizOld = window.vitviz?.explorer; }")
-            run_cell(page, 1)
-            page.wait_for_function(new, timeout=120_000)
-            page.evaluate("() => { window.vitvizOld = null; }")
-            if i == 0:
-                page.locator(".jp-OutputArea .vx-big-canvas").scroll_into_view_if_needed()
-                stats("widget: pointer event -> all its maps painted", pointer_latencies(page))
-            cdp.send("HeapProfiler.collectGarbage")
-            heaps.append(cdp.send("Runtime.getHeapUsage")["usedSize"] / 2**20)
-            canvases.append(live_objects(cdp, "HTMLCanvasElement.prototype"))
-        print("widget: JS heap after each run, MiB: " + ", ".join(f"{h:.1f}" for h in heaps))
-        print("widget: canvas elements alive after each run (one Explorer has 80): " + ", ".join(map(str, canvases)))
+        run_cell(page, 1)
+        page.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length === 12", timeout=120_000)
+        page.locator(".jp-OutputArea .vx-big-canvas").scroll_into_view_if_needed()
+        stats("widget: pointer event -> all its maps painted", pointer_latencies(page))
         browser.close()
 
 

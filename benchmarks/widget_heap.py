@@ -2,11 +2,12 @@
 
 Runs one JupyterLab cell `--runs` times, each run's `vitviz.explore(...)` (embedded model, 224 px, a bundled
 photo each time) replacing the last one's output, and prints after each run, after a forced collection (CDP
-`HeapProfiler.collectGarbage`): the JS heap in use, the array buffers' bytes, and how many canvases and Explorer
-states the page holds (CDP `Runtime.queryObjects`, whose result arrays are released at once: held, they would
-keep every object they counted alive). `--control`: a trivial anywidget with one canvas instead, the host's own
-growth. `--snapshot`: a heap snapshot after the last run, and the shortest retaining path of each canvas not in
-the document, so that whatever keeps an old Explorer is named.
+`HeapProfiler.collectGarbage`): the JS heap in use, the array buffers' bytes, and how many canvases the page
+holds (CDP `Runtime.queryObjects`, its result released at once: held, it would keep what it counted alive).
+`--control`: a widget that draws nothing but carries the same bytes (the Explorer's module text as comments, its
+meta), so that the host's own cost of a widget is measured apart. `--close`: each run closes the last run's widget
+first. `--snapshot`: heap snapshots after run 2 and the last run, what grew between them, and the shortest
+retaining path of the canvases out of the document, so that whatever keeps an old Explorer is named.
 """
 
 from __future__ import annotations
@@ -22,36 +23,40 @@ from tests.support.harness import CHROMIUM, CHROMIUM_ARGS
 from tests.support.heap import collect, count_objects
 
 SETUP = """import anywidget, traitlets, vitviz
+from vitviz import explorer, qk, widget
 model = vitviz.load_model()
+NOTHING = "export default {render({el}) { el.appendChild(document.createElement('canvas'));" \\
+          " window.vitvizControl = (window.vitvizControl || 0) + 1; }}"
 
-class Control(anywidget.AnyWidget):  # the host's own cost: a widget with one canvas and nothing else
-    _esm = "export default {render({el}) { const c = document.createElement('canvas'); el.appendChild(c);" \\
-           " window.vitvizControl = (window.vitvizControl || 0) + 1; }}"
-    n = traitlets.Int(0).tag(sync=True)"""
+class Control(anywidget.AnyWidget):  # the host's own cost: the Explorer's module text, as comments, and its meta
+    _esm = NOTHING + "\\n" + "\\n".join("// " + line for line in widget.ESM.splitlines())
+    _css = widget.CSS
+    meta = traitlets.Dict().tag(sync=True)
 
-EXPLORE = """i = globals().get("i", -1) + 1  # each run, the next bundled photo
-vitviz.explore(vitviz.example(vitviz.EXAMPLES[i % 4]), model, size=224)"""
+def control(a):
+    meta = explorer.standalone_meta(a, explorer.DEFAULT_CMAP, explorer.DEFAULT_OPACITY, widget.DEFAULT_SCALE)
+    return Control(meta={**meta, "qk": qk.extras(a, umap=False)})"""
 
-CONTROL = """i = globals().get("i", -1) + 1
-Control(n=i)"""
-
-SET_UP = """() => /\\[1\\]/.test(document.querySelector('.jp-Cell .jp-InputPrompt').textContent)"""
+# each run, the next bundled photo; `--close` closes the last run's widget first (the kernel lets it go)
+CELL = """i = globals().get("i", -1) + 1
+if {close} and "w" in globals():
+    w.close()
+w = {make}(vitviz.analyze(model, vitviz.example(vitviz.EXAMPLES[i % 4]), longest=224))
+w"""
 
 NEW_EXPLORER = """() => { const e = window.vitviz?.explorer;
   return e && e !== window.vitvizOld && e.state().loaded.length === 12; }"""
 
 
 def set_up(page, run_cell) -> None:
-    """The first cell run until it has run: a run asked while the kernel's connection settles can be lost."""
-    from playwright.sync_api import TimeoutError as Timeout
-
+    """The first cell run until it has run (a loaded machine takes a minute to load the model); run again if its
+    run was lost, which happens while the kernel's connection settles."""
+    prompt = "document.querySelector('.jp-Cell .jp-InputPrompt').textContent"
     for _ in range(3):
         run_cell(page, 0)
-        try:
-            page.wait_for_function(SET_UP, timeout=60_000)
+        page.wait_for_function(f"() => !{prompt}.includes('*')", timeout=300_000, polling=500)
+        if page.evaluate(f"() => /\\[1\\]/.test({prompt})"):
             return
-        except Timeout:
-            continue
     raise RuntimeError("the set-up cell did not run")
 
 
@@ -123,8 +128,13 @@ def report_snapshots(before: Heap, after: Heap, runs: int) -> None:
     grown = after.kinds()
     grown.subtract(before.kinds())
     print(f"snapshots {runs} runs apart: the kinds that grew most (self bytes a run)")
-    for (kind, name), size in grown.most_common(15):
+    top = grown.most_common(15)
+    for (kind, name), size in top:
         print(f"  {size / runs / 1024:8.1f} KiB  {kind:<10} {name!r}")
+    for kind, name in [k for k, _ in top if k[0] == "string"][:2]:
+        found = [i for i in range(after.n) if after.name(i)[:60] == name]
+        print(f"what keeps the first of the {len(found)} strings {name[:30]!r}:")
+        print("  " + "\n    ".join(after.retaining_path(found[0])))
     detached = [i for i in after.canvases() if after.nodes[i * after.nf + after.detached_at] == 2]
     print(f"canvases: {len(after.canvases())}, {len(detached)} not in the document")
     for i in detached[:2]:
@@ -134,7 +144,8 @@ def report_snapshots(before: Heap, after: Heap, runs: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--control", action="store_true", help="a trivial anywidget with one canvas instead")
+    parser.add_argument("--control", action="store_true", help="a widget that does nothing, carrying the same bytes")
+    parser.add_argument("--close", action="store_true", help="each run closes the last run's widget first")
     parser.add_argument("--snapshot", action="store_true", help="name what retains the canvases not in the page")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
@@ -143,7 +154,8 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp, running_jupyter(Path(tmp)) as url, sync_playwright() as pw:
-        write_notebook(Path(tmp) / "heap.ipynb", SETUP, CONTROL if args.control else EXPLORE)
+        cell = CELL.format(close=args.close, make="control" if args.control else "vitviz.explore")
+        write_notebook(Path(tmp) / "heap.ipynb", SETUP, cell)
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         open_notebook(page, url, "heap.ipynb")
