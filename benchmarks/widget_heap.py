@@ -131,7 +131,7 @@ def report_snapshots(before: Heap, after: Heap, runs: int) -> None:
     top = grown.most_common(15)
     for (kind, name), size in top:
         print(f"  {size / runs / 1024:8.1f} KiB  {kind:<10} {name!r}")
-    for kind, name in [k for k, _ in top if k[0] == "string"][:2]:
+    for _kind, name in [k for k, _ in top if k[0] == "string"][:2]:
         found = [i for i in range(after.n) if after.name(i)[:60] == name]
         print(f"what keeps the first of the {len(found)} strings {name[:30]!r}:")
         print("  " + "\n    ".join(after.retaining_path(found[0])))
