@@ -29,7 +29,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from vitviz import Analysis, VitModel, analyze, load_model, memory
+from vitviz import VitModel, analyze, load_model, memory
+from vitviz.derived import Derived
 from vitviz.maps import DEFAULT_SCALE
 
 
@@ -376,7 +377,7 @@ def bench_stats(model: VitModel, counts: tuple[int, ...] = (16, 64), batch: int 
     def loop() -> None:
         for f in few:
             a = analyze(model, f)
-            a.mean_attention_distance, a.attention_entropy  # noqa: B018 (computed on first read)
+            [a.layer_statistics(layer) for layer in range(a.num_layers)]  # each layer's attention recomputed once
 
     looped = median_ms(loop, 3, model.device) / len(few)
     batched = median_ms(lambda: stats.over_images(model, few, batch=batch, progress_bar=False), 3, model.device) / len(
@@ -409,7 +410,7 @@ def bench_interactions(model: VitModel, count: int = 60) -> None:
     image = np.random.default_rng(0).integers(0, 256, (448, 448, 3), dtype=np.uint8)
     print(f"\n{count} mixed interactions on a fresh 448x448 analysis, first touches included (target p95 <= 30 ms)")
     for filled in (True, False):
-        a, times = analyze(model, image, longest=448), []
+        a, times = Derived(analyze(model, image, longest=448)), []  # as the server's cache holds it
         if filled:
             a.warm()  # as the app does once the shown view is drawn
         for move in mixed_moves(model, a.grid[0] * a.grid[1], count):
@@ -425,7 +426,7 @@ def bench_interactions(model: VitModel, count: int = 60) -> None:
         print(f"  {label} p50 {p50:6.1f} ms   p95 {p95:6.1f} ms ({p95 / 30:.2f}x of target)   max {top:6.1f} ms")
 
 
-def bench_views(a: Analysis) -> None:
+def bench_views(a: Derived) -> None:
     """Server time of one slider move in the app: a view drawn from the cached analysis."""
     from vitviz import views
 
@@ -447,11 +448,11 @@ def bench_views(a: Analysis) -> None:
         print(f"  {name:<28}{ms:8.1f} ms   {ms / 50:.2f}x of target")
 
 
-def bench_size(model: VitModel, longest: int, repeats: int) -> tuple[Analysis, Callable[[], None]]:
+def bench_size(model: VitModel, longest: int, repeats: int) -> tuple[Derived, Callable[[], None]]:
     """Print the engine's figures for a square random image of side `longest`, the worst case; return its
-    analysis and its bare forward."""
+    analysis, as the server's cache holds it, and its bare forward."""
     image = np.random.default_rng(0).integers(0, 256, (longest, longest, 3), dtype=np.uint8)
-    a = analyze(model, image, longest=longest)
+    a = Derived(analyze(model, image, longest=longest))
     x = torch.from_numpy(a.pixel_values).to(model.device)
 
     def bare_forward() -> None:
@@ -470,7 +471,7 @@ def bench_size(model: VitModel, longest: int, repeats: int) -> tuple[Analysis, C
     layers = itertools.cycle(range(model.num_layers))
     new_layer = median_ms(lambda: a.attention_map(next(layers), None, query), 24, model.device)
     bare = analyze(model, image, longest=longest).nbytes
-    shed = median_ms(lambda: (a.shed(), a._rollouts.clear(), a.rollout("mean")), repeats, model.device)
+    shed = median_ms(lambda: (a.shed(), a.forget(rollouts=True), a.rollout("mean")), repeats, model.device)
     a.warm()  # what the app's background fills: every fusion, for the memory below
     h, w = a.pixel_values.shape[2:]
     print(f"\ninput {w}x{h} -> grid {a.grid}, {a.num_tokens} tokens")

@@ -1,4 +1,5 @@
-"""The Analysis: what one forward pass captures, and how a query names its tokens, on every family."""
+"""The Analysis: what one forward pass captures, and how a query names its tokens, on every family; and the
+`Derived` results kept from it: what they keep, shed and warm, and that they change no answer."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from conftest import FAMILIES, expected_readout_row, random_image, reference_out
 
 import vitviz
 from vitviz import maps
+from vitviz.derived import Derived
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -40,10 +42,12 @@ def test_queries_name_the_tokens_that_transformers_computes(name):
 
 
 def test_nbytes_counts_what_the_analysis_holds_and_what_it_fills():
-    a = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=32))
-    assert a.kept_attentions is None  # recomputed from the hidden states when asked
-    arrays = [a.image, a.pixel_values, a.hidden_states, a.tokens, a.update_norms]
-    assert a.nbytes == sum(x.nbytes for x in arrays)
+    record = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=32))
+    assert record.kept_attentions is None  # recomputed from the hidden states when asked
+    arrays = [record.image, record.pixel_values, record.hidden_states, record.tokens, record.update_norms]
+    assert record.nbytes == sum(x.nbytes for x in arrays)
+    a = Derived(record)
+    assert a.nbytes == record.nbytes
     before = a.nbytes
     fused = a.fused("max")
     assert a.nbytes == before + fused.numel() * fused.element_size()
@@ -61,7 +65,7 @@ def test_nbytes_counts_what_the_analysis_holds_and_what_it_fills():
 
 def test_shedding_changes_no_answer_and_the_warm_sweep_fills_what_a_request_would():
     model = tiny_vit()
-    a = vitviz.analyze(model, random_image(32, 32, seed=34))
+    a = Derived(vitviz.analyze(model, random_image(32, 32, seed=34)))
     for step in range(1 + model.num_layers // 2):  # the dense step, then half the layers swept
         a.warm_step(step)
     fusions = {"mean", "max", "min"}
@@ -79,58 +83,53 @@ def test_shedding_changes_no_answer_and_the_warm_sweep_fills_what_a_request_woul
         np.testing.assert_array_equal(fused.numpy(), want.numpy())
 
 
-def test_a_warm_shed_midway_recomputes_nothing_to_be_shed_again(monkeypatch):
+def test_a_warm_shed_midway_recomputes_nothing_to_be_shed_again():
     model = tiny_vit()
-    a = vitviz.analyze(model, random_image(32, 32, seed=35))
+    a = Derived(vitviz.analyze(model, random_image(32, 32, seed=35)))
     for step in range(1 + model.num_layers):  # the dense step and every layer swept
         a.warm_step(step)
+    assert a.layers_recomputed == model.num_layers  # once each, by the sweep
     a.shed()  # a cache under pressure
-    made = []
-    real = a.layer_attention
-    monkeypatch.setattr(a, "layer_attention", lambda layer: made.append(layer) or real(layer))
     step = 1 + model.num_layers
     while a.warm_step(step):
         step += 1
-    assert made == [] and not a.held().fused and not a.held().rollouts  # the thresholds came from the sweep
+    assert a.layers_recomputed == model.num_layers and a.rollouts_made == 0
+    assert not a.held().fused and not a.held().rollouts  # the thresholds came from the sweep
     assert a.held().thresholds == {"mean", "max", "min"}
 
 
 def test_the_warm_steps_fill_what_the_views_read_and_change_no_answer():
     model = tiny_vit()
     image = random_image(32, 32, seed=33)
-    cold, warm = vitviz.analyze(model, image), vitviz.analyze(model, image)
+    cold, warm = vitviz.analyze(model, image), Derived(vitviz.analyze(model, image))
     warm.warm()
     assert not warm.warm_step(10_000)  # past the last step: nothing to do
     held = warm.held()
     assert held.thresholds == {"mean", "max", "min"} and held.statistics == set(range(model.num_layers))
     # What stays is each fusion's rollouts at the slider's discards, not the fused heads they were made from
     assert not held.fused and not held.warm_rows and not held.warm_thresholds and warm.shed_bytes == 0
-    slider = {(f, p) for f in ("mean", "max", "min") for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+    slider = {(f, p) for f in ("mean", "max", "min") for p in Derived.ROLLOUT_PERCENTS}
     assert held.rollouts == slider
-    for fusion in ("mean", "max", "min"):
-        np.testing.assert_array_equal(warm.rollout(fusion, 0.5), cold.rollout(fusion, 0.5))
-    np.testing.assert_array_equal(warm.attention_entropy, cold.attention_entropy)
+    for fusion in ("mean", "max", "min"):  # the record's, made now, without a cache
+        np.testing.assert_allclose(warm.rollout(fusion, 0.5), cold.rollout(fusion, 0.5), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(warm.attention_entropy, cold.attention_entropy, rtol=1e-6)
     assert warm.hidden_states.shape == (model.num_layers + 1, 17, 32)
 
 
-def test_after_the_warm_every_rollout_of_the_slider_is_kept_and_recomputes_no_attention(monkeypatch):
-    """A class moves the discard slider: each position is read from the analysis, none recomputes a layer's
+def test_after_the_warm_every_rollout_of_the_slider_is_kept_and_recomputes_no_attention():
+    """A class moves the discard slider: each position is read from the kept results, none recomputes a layer's
     attention, and each is the rollout of the fused heads of every layer's attention, made independently."""
     model = tiny_vit()
-    a = vitviz.analyze(model, random_image(32, 32, seed=36))
+    a = Derived(vitviz.analyze(model, random_image(32, 32, seed=36)))
     a.warm()
-    attentions = torch.from_numpy(a.attentions)  # made before the layers are closed below
+    attentions = torch.from_numpy(a.attentions)
     captured = a.nbytes - a.held().rollout_bytes
     assert captured == sum(x.nbytes for x in (a.image, a.pixel_values, a.hidden_states, a.tokens, a.update_norms))
-
-    def refused(layer):
-        raise AssertionError(f"layer {layer}'s attention recomputed")
-
-    monkeypatch.setattr(a, "layer_attention", refused)
+    recomputed, made = a.layers_recomputed, a.rollouts_made
     start, keep = a.readout_start(), model.readout.tokens
     for fusion in ("mean", "max", "min"):
         fused = maps.fuse_heads(attentions, fusion)
-        for percent in vitviz.Analysis.ROLLOUT_PERCENTS:
+        for percent in Derived.ROLLOUT_PERCENTS:
             want = maps.rollout(fused, percent / 100, None, start, keep)[model.n_prefix :].reshape(a.grid)
             got = a.rollout(fusion, percent / 100)
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
@@ -141,8 +140,10 @@ def test_after_the_warm_every_rollout_of_the_slider_is_kept_and_recomputes_no_at
         rtol=1e-6,
         atol=1e-9,
     )
-    with pytest.raises(AssertionError, match="recomputed"):  # a discard off the slider is made when asked
-        a.rollout("mean", 0.123)
+    assert (a.layers_recomputed, a.rollouts_made) == (recomputed, made)
+    assert a.rollouts_served == 3 * len(Derived.ROLLOUT_PERCENTS) + 1
+    a.rollout("mean", 0.123)  # a discard off the slider is made when asked
+    assert a.layers_recomputed == recomputed + model.num_layers and a.rollouts_made == made + 1
 
 
 def test_a_request_never_waits_for_the_background_making_the_same_rollouts(monkeypatch):
@@ -151,7 +152,7 @@ def test_a_request_never_waits_for_the_background_making_the_same_rollouts(monke
     import threading
 
     model = tiny_vit()
-    a = vitviz.analyze(model, random_image(32, 32, seed=38))
+    a = Derived(vitviz.analyze(model, random_image(32, 32, seed=38)))
     for step in range(1 + model.num_layers):  # the dense step and every layer swept
         a.warm_step(step)
     busy, release, roll = threading.Event(), threading.Event(), maps.rollouts
@@ -179,11 +180,11 @@ def test_a_request_never_waits_for_the_background_making_the_same_rollouts(monke
     np.testing.assert_array_equal(a.rollout("mean", 0.5), got["mean"])
 
 
-def test_ratios_off_the_slider_are_exact_and_a_sweep_of_them_keeps_its_fused_heads(monkeypatch):
+def test_ratios_off_the_slider_are_exact_and_a_sweep_of_them_keeps_its_fused_heads():
     """A ratio just above 0 still discards each layer's least weights, one just below 1 is no whole percent, and
-    a notebook sweeping percents off the slider remakes the fused heads once, not at every step."""
+    a sweep of percents off the slider remakes the fused heads once, not at every step."""
     model = tiny_vit()
-    a = vitviz.analyze(model, random_image(32, 32, seed=39))
+    a = Derived(vitviz.analyze(model, random_image(32, 32, seed=39)))
     fused = maps.fuse_heads(torch.from_numpy(a.attentions), "mean")
     start, keep = a.readout_start(), model.readout.tokens
     for ratio in (1e-12, 1 - 1e-13, 0.07, 0.123):
@@ -191,9 +192,8 @@ def test_ratios_off_the_slider_are_exact_and_a_sweep_of_them_keeps_its_fused_hea
         np.testing.assert_allclose(a.rollout("mean", ratio), want, rtol=1e-6, atol=1e-9, err_msg=str(ratio))
     assert not np.allclose(a.rollout("mean", 1e-12), a.rollout("mean", 0.0))  # the least weights went
     a.shed()
-    made = []
-    real = a.layer_attention
-    monkeypatch.setattr(a, "layer_attention", lambda layer: made.append(layer) or real(layer))
+    before = a.layers_recomputed
     for percent in (8, 9, 11):
         a.rollout("mean", percent / 100)
-    assert made == list(range(model.num_layers)) and "mean" in a.held().fused  # made once, kept until a cache sheds it
+    assert a.layers_recomputed == before + model.num_layers  # made once, kept until a cache sheds it
+    assert "mean" in a.held().fused

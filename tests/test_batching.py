@@ -12,6 +12,7 @@ from conftest import ASSETS, FAMILIES, random_image
 import vitviz
 from vitviz.batching import Batcher
 from vitviz.capture import ForwardFusions
+from vitviz.derived import Derived
 
 
 def together(batcher: Batcher, jobs: list[tuple]) -> list:
@@ -51,7 +52,7 @@ def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis, rolle
         if theirs is not None:
             np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
     if rolled:  # made by the batch's forward (roll=True, as the app asks): each image's own
-        slider = {(f, p) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+        slider = {(f, p) for f in ForwardFusions.FUSIONS for p in Derived.ROLLOUT_PERCENTS}
         readout = set() if alone.output.reads_readout else {("readout", f, 0) for f in ForwardFusions.FUSIONS}
         assert batched.held().rollouts == slider | readout
         for fusion, percent in slider:
@@ -78,7 +79,7 @@ def test_eight_concurrent_uploads_of_one_size_go_as_one_batch_and_each_equals_it
     assert list(batcher.sizes) == [8] and forwards == [8, 8]  # the batch's, then its dense maps'
     monkeypatch.undo()
     for image, batched in zip(images, results, strict=True):
-        assert isinstance(batched, vitviz.Analysis), batched
+        assert isinstance(batched, Derived) and isinstance(batched.analysis, vitviz.Analysis), batched
         assert_same_analysis(batched, vitviz.analyze(embedded, image, longest=224), rolled=True)
         assert batched.held().dense_map  # made with the batch, before any view asked
         made = batched.dense_map()
@@ -95,7 +96,7 @@ def test_a_dense_head_that_fails_leaves_each_analysis_whole_and_its_view_says_wh
     results = together(Batcher(window_s=5.0, max_batch=2), [(embedded, image, 224, True, True) for image in images])
     assert "the dense head's maps" in caplog.text
     for image, batched in zip(images, results, strict=True):
-        assert isinstance(batched, vitviz.Analysis), batched
+        assert isinstance(batched, Derived) and isinstance(batched.analysis, vitviz.Analysis), batched
         # no map yet, and no rollout toward it: the forward does not ask the head again for each image
         assert not batched.held().rollouts and not batched.held().dense_map
         with pytest.raises(RuntimeError, match="CUDA out of memory"):  # asked again, where a view needs it

@@ -1,4 +1,5 @@
-"""The analysis cache stays within its memory cap and per-session limit."""
+"""The analysis cache stays within its memory cap and per-session limit, counting each analysis with what is
+derived from it and kept (`Derived`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,17 @@ from conftest import random_image, tiny_vit
 
 import vitviz
 from vitviz.cache import AnalysisCache
+from vitviz.derived import Derived
+
+
+def cached(model, image) -> Derived:
+    """An analysis as the server's cache holds it."""
+    return Derived(vitviz.analyze(model, image))
 
 
 def test_lru_respects_memory_cap_and_sessions():
     model = tiny_vit()
-    analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(6)]
+    analyses = [cached(model, random_image(32, 32, seed=i)) for i in range(6)]
     size = analyses[0].nbytes
     cache = AnalysisCache(max_bytes=3 * size, per_session=2)
     for i, a in enumerate(analyses[:3]):
@@ -29,7 +36,7 @@ def test_lru_respects_memory_cap_and_sessions():
 
 def test_over_the_cap_the_oldest_shed_their_fused_heads_before_any_is_evicted():
     model = tiny_vit()
-    analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(4)]
+    analyses = [cached(model, random_image(32, 32, seed=i)) for i in range(4)]
     bare = analyses[0].nbytes
     for a in analyses:
         a.fused("mean")  # what a request for a discard off the slider, or an export, keeps
@@ -48,14 +55,14 @@ def test_over_the_cap_the_oldest_shed_their_fused_heads_before_any_is_evicted():
     assert analyses[1].shed_bytes > 0 and cache.enforce_cap() == 1 and cache.nbytes <= cache.max_bytes  # one shed
     assert [a.shed_bytes > 0 for a in analyses] == [False, False, True, True]  # shed again: among the oldest
     np.testing.assert_array_equal(analyses[1].rollout("max", 0.2), rolled)
-    cache.put(("user4", 4), vitviz.analyze(model, random_image(32, 32, seed=4)))  # nothing left to shed
-    cache.put(("user5", 5), vitviz.analyze(model, random_image(32, 32, seed=5)))
+    cache.put(("user4", 4), cached(model, random_image(32, 32, seed=4)))  # nothing left to shed
+    cache.put(("user5", 5), cached(model, random_image(32, 32, seed=5)))
     assert cache.nbytes <= cache.max_bytes and cache.get(("user0", 0)) is None  # then the oldest go
 
 
 def test_the_max_and_min_fusions_are_shed_before_any_mean_one():
     model = tiny_vit()
-    analyses = [vitviz.analyze(model, random_image(32, 32, seed=10 + i)) for i in range(3)]
+    analyses = [cached(model, random_image(32, 32, seed=10 + i)) for i in range(3)]
     for a in analyses:
         a.fused("mean"), a.fused("max")
     bare = analyses[0].nbytes - analyses[0].shed_bytes
@@ -71,7 +78,7 @@ def test_the_max_and_min_fusions_are_shed_before_any_mean_one():
 
 def test_an_analysis_shared_by_sessions_is_counted_once_and_kept_whole_while_one_of_them_is_the_newest():
     model = tiny_vit()
-    shared, other = (vitviz.analyze(model, random_image(32, 32, seed=20 + i)) for i in range(2))
+    shared, other = (cached(model, random_image(32, 32, seed=20 + i)) for i in range(2))
     for a in (shared, other):
         a.fused("mean")
     cache = AnalysisCache(max_bytes=shared.nbytes + other.nbytes)
@@ -84,7 +91,7 @@ def test_an_analysis_shared_by_sessions_is_counted_once_and_kept_whole_while_one
 
 
 def test_newest_entry_is_kept_even_over_the_cap():
-    a = vitviz.analyze(tiny_vit(), random_image(32, 32))
+    a = cached(tiny_vit(), random_image(32, 32))
     cache = AnalysisCache(max_bytes=1)
     cache.put(("s", 1), a)
     assert cache.get(("s", 1)) is a
@@ -99,7 +106,7 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     from vitviz.app.session import Server
 
     server = Server(device="cpu")
-    a = vitviz.analyze(tiny_vit(), random_image(32, 32))
+    a = cached(tiny_vit(), random_image(32, 32))
     ref, key = weakref.ref(a), ("warm-test", "m", 0)
     server.cache.put(key, a)
     step = 0
@@ -126,7 +133,7 @@ def test_a_fusion_never_waits_while_another_is_being_filled(monkeypatch):
 
     from vitviz import maps
 
-    a = vitviz.analyze(tiny_vit(), random_image(32, 32))
+    a = cached(tiny_vit(), random_image(32, 32))
     busy, release, fuse = threading.Event(), threading.Event(), maps.fuse_heads
 
     def slow_mean(attn, how="mean"):
@@ -149,7 +156,7 @@ def test_a_fusion_never_waits_while_another_is_being_filled(monkeypatch):
 
 def test_eviction_counts_what_it_dropped_and_keeps_only_the_newest_over_the_cap():
     model = tiny_vit()
-    analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(3)]
+    analyses = [cached(model, random_image(32, 32, seed=i)) for i in range(3)]
     cache = AnalysisCache(max_bytes=1, per_session=5)  # smaller than any analysis
     assert cache.put(("a", 0), analyses[0]) == 0
     assert cache.put(("b", 1), analyses[1]) == 1  # the older one goes, the newest stays
@@ -167,7 +174,7 @@ def test_entries_that_grow_in_place_are_brought_back_under_the_cap():
     from vitviz.app.session import Server
 
     model = tiny_vit()
-    analyses = [vitviz.analyze(model, random_image(32, 32, seed=i)) for i in range(4)]
+    analyses = [cached(model, random_image(32, 32, seed=i)) for i in range(4)]
     size = analyses[0].nbytes
     analyses[3].fused("max")
     growth = analyses[3].nbytes - size  # what fusing one analysis' heads adds to it
@@ -192,7 +199,7 @@ def test_what_drawings_keep_counts_toward_the_cap():
     """The image at display size, made once per analysis by the views, is part of what the cache's cap counts."""
     from vitviz import views
 
-    a = vitviz.analyze(tiny_vit(), random_image(300, 500))
+    a = cached(tiny_vit(), random_image(300, 500))
     before = a.nbytes
     shown = views.display(a)
     assert views.display(a) is shown and a.nbytes == before + shown.nbytes

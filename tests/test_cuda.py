@@ -11,6 +11,7 @@ from conftest import ASSETS, DEPTH_FAMILIES
 import vitviz
 from vitviz import attributions, maps, stats
 from vitviz.capture import ForwardFusions, analyze_frame
+from vitviz.derived import Derived
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 
@@ -55,7 +56,7 @@ def test_the_gpu_forward_rolls_on_the_device_as_the_cpu_does(pair):
     cpu, gpu = pair
     image = vitviz.load_image(ASSETS / "coffee.jpg")
     a, b = vitviz.analyze(cpu, image), vitviz.analyze(gpu, image, roll=True)
-    slider = {(f, p) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+    slider = {(f, p) for f in ForwardFusions.FUSIONS for p in Derived.ROLLOUT_PERCENTS}
     assert {k for k in b.held().rollouts if len(k) == 2} == slider and all(
         b.percent_thresholds(f).is_cuda for f in b.held().thresholds
     )

@@ -10,6 +10,7 @@ from conftest import ASSETS, PREFIX_COUNT, expected_readout_row, random_image, r
 import vitviz
 from vitviz import maps
 from vitviz.capture import ForwardFusions
+from vitviz.derived import Derived
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"))]
 
@@ -551,7 +552,8 @@ def test_a_forward_that_rolls_makes_every_slider_rollout_without_recomputing_att
     with monkeypatch.context() as patched:
         patched.setattr(vitviz.Analysis, "layer_attention", refused)
         a = vitviz.analyze(model, image, longest=72, roll=True)
-        got = {(f, p): a.rollout(f, p / 100) for f in ForwardFusions.FUSIONS for p in vitviz.Analysis.ROLLOUT_PERCENTS}
+        got = {(f, p): a.rollout(f, p / 100) for f in ForwardFusions.FUSIONS for p in Derived.ROLLOUT_PERCENTS}
+    assert (a.layers_recomputed, a.rollouts_made, a.rollouts_served) == (0, 0, len(got))  # the forward's, served
     ref_out = reference_outputs(model, a.pixel_values)
     weights = torch.cat(ref_out.attentions).half().float().numpy()
     keep = model.readout.tokens

@@ -269,6 +269,22 @@ def test_the_background_warm_fills_an_analysis_the_cache_holds_and_leaves_one_it
     assert server.warm_step(weakref.ref(a), 2) is False and a.held().statistics == {0}
 
 
+def test_the_rollout_sliders_moves_are_served_from_what_the_uploads_forward_rolled(server, tmp_path):
+    """The server hands the views its `Derived` of the analysis: every move of the slider (mean fusion, the tab's
+    first) reads a rollout that the one forward made, and none recomputes a layer or a rollout."""
+    from vitviz import views
+    from vitviz.derived import Derived
+
+    a = server.get_analysis(photo(tmp_path, "a.png", 10), "tiny", "model default", None)
+    assert isinstance(a, Derived)
+    for percent in Derived.ROLLOUT_PERCENTS:
+        picture, note = views.rollout_view(a, "mean", percent / 100)
+        np.testing.assert_allclose(a.rollout("mean", percent / 100), a.analysis.rollout("mean", percent / 100),
+                                   rtol=1e-4, atol=1e-7)  # fmt: skip
+    moves = len(Derived.ROLLOUT_PERCENTS)
+    assert (a.rollouts_served, a.rollouts_made, a.layers_recomputed) == (2 * moves, 0, 0)
+
+
 def test_a_warm_step_that_grows_the_cache_past_its_cap_evicts_the_oldest_and_asks_for_a_trim(server, tmp_path):
     import weakref
     from types import SimpleNamespace

@@ -13,14 +13,16 @@ from conftest import FAMILIES, random_image
 
 import vitviz
 from vitviz import maps, plots, render, sentences, views
+from vitviz.derived import Derived
 from vitviz.outputs import Output
 
 
 @pytest.fixture(scope="module")
-def wide() -> vitviz.Analysis:
-    """A non-square grid (5 x 9) with 5 prefix tokens: rows and columns cannot be swapped unseen."""
+def wide() -> Derived:
+    """A non-square grid (5 x 9) with 5 prefix tokens: rows and columns cannot be swapped unseen. As the app's views
+    get an analysis: with what is derived from it kept (`Derived`)."""
     image = (random_image(40, 72, seed=8) // 2 + 64).astype(np.uint8)  # no saturated colour: none is the marker's
-    return vitviz.analyze(FAMILIES["dinov2_registers"](), image, longest=72)
+    return Derived(vitviz.analyze(FAMILIES["dinov2_registers"](), image, longest=72))
 
 
 def marker_centre(picture: np.ndarray) -> tuple[float, float]:
@@ -57,9 +59,9 @@ def bold_numbers(text: str) -> list[float]:
 
 
 @pytest.fixture(scope="module")
-def coffee_224(embedded, coffee) -> vitviz.Analysis:
+def coffee_224(embedded, coffee) -> Derived:
     """The embedded model: its heads differ (a tiny random model's heads all look alike)."""
-    return vitviz.analyze(embedded, coffee, longest=224)
+    return Derived(vitviz.analyze(embedded, coffee, longest=224))
 
 
 @pytest.mark.parametrize("head", [None, 2, views.ALL_HEADS])
@@ -257,8 +259,9 @@ def test_an_overlay_colours_its_values_on_the_limits_given_with_its_colour_scale
     assert np.array_equal(below, render.with_colorbar_below(bare, "magma", lo, hi, "robust"))
 
 
-def test_a_pictures_display_is_made_once_per_analysis(wide):
+def test_a_pictures_display_is_made_once_per_analysis_the_server_holds(wide):
     assert views.display(wide) is views.display(wide) and views.display(wide).shape[:2] == (356, 640)
+    np.testing.assert_array_equal(views.display(wide.analysis), views.display(wide))  # a record's: made anew
 
 
 @pytest.mark.parametrize("head", [2, None])

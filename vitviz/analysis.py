@@ -1,33 +1,28 @@
-"""What one forward pass tells about one image (`Analysis`): captured once (see `capture`), then read many times.
-What is derived from it and kept for speed (rollouts, thresholds, statistics) is `derived.Derived`'s."""
+"""What one forward pass tells about one image (`Analysis`): an immutable record, captured once (see `capture`),
+whose methods compute and keep nothing. What is derived from it and kept for speed is `derived.Derived`'s."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from . import inside, maps
-from .derived import Derived
 from .models import VitModel
 from .outputs import Output, default_output, dense_weights, patch_weights
 
 
-@dataclass(eq=False)
-class Analysis(Derived):
-    """Everything one forward pass tells about one image.
+@dataclass(eq=False, frozen=True)
+class Analysis:
+    """Everything one forward pass tells about one image: a record, read by pure methods. The CLI and a notebook
+    use it as it is; the app's server keeps what it derives (`derived.Derived`).
 
     image: the decoded RGB uint8 [H,W,3] original. pixel_values: the exact model input
     [1,3,h,w] float32. N = n_prefix + gh*gw tokens.
     hidden_states: [L+1,N,D] float32 (embeddings, then each layer's output). Every layer's attention weights
     [H,N,N] are recomputed from them when asked (`layer_attention`) rather than kept: at 448 px they are 151 MB,
-    the hidden states 20 MB. Rollouts are kept (a few kB each), not
-    the fused heads they are made from (50 MB a fusion at 448 px): the app's forward makes the slider's from its
-    own weights (`analyze(..., roll=True)`, `ForwardFusions`); elsewhere the first request for a fusion, or the
-    background warm, makes them and lets the fused heads go. Fused heads kept by `fused` (a ratio off the
-    slider) and the last layer's projections are kept until a cache needs the memory (`shed`).
+    the hidden states 20 MB.
     kept_attentions: [L,H,N,N] float16, only for a model whose layers vitviz cannot open (a DPT's encoder), else
     None.
     update_norms: [L,2,N] float32 norms of each layer's attention and MLP updates, kept by the forward
@@ -35,6 +30,8 @@ class Analysis(Derived):
     tokens: [N,D] float32, the final tokens after the last LayerNorm.
     logits: [C] float32 for classifiers, else None.
     pool_attention: [H,N] float32, an attention-pool readout's probe attention over the tokens (SigLIP), else None.
+    captured_dense: (the dense head's map [h,w], or None without a dense head) where the capture made it (the
+    app's forward, a camera frame), else (): `dense_map` makes it when asked.
     """
 
     model: VitModel = field(repr=False)
@@ -46,20 +43,9 @@ class Analysis(Derived):
     logits: np.ndarray | None = field(repr=False)
     update_norms: np.ndarray | None = field(default=None, repr=False)
     pool_attention: np.ndarray | None = field(default=None, repr=False)
-    _fused: dict = field(default_factory=dict, repr=False)
-    _warm_rows: dict = field(default_factory=dict, repr=False)  # {fusion: {layer: [N,N]}}, the warm's sweep
-    _thresholds: dict = field(default_factory=dict, repr=False)
-    # {(fusion, percent discarded): [gh,gw]} toward the model's own output; {(start, fusion, percent): ...} toward
-    # another (see `_key`), kept
-    _rollouts: dict = field(default_factory=dict, repr=False)
-    _warm_thresholds: dict = field(default_factory=dict, repr=False)  # {fusion: {layer: [100]}}, the same
-    _layer_stats: dict = field(default_factory=dict, repr=False)
-    _fusion_locks: dict = field(default_factory=lambda: {f: threading.RLock() for f in maps.HEAD_FUSIONS}, repr=False)
-    _projections: inside.LayerProjections | None = field(default=None, repr=False)
-    _updates: dict = field(default_factory=dict, repr=False)
-    _dense: list = field(default_factory=list, repr=False)  # [] until made, then [the map or None]
-    # arrays that drawings make once per analysis (the image at display size): counted in nbytes, freed with it
-    drawn: dict = field(default_factory=dict, repr=False)
+    captured_dense: tuple = field(default=(), repr=False)
+
+    PERCENTS = [i / 100 for i in range(100)]  # the discard ratios of `percent_thresholds`: a slider's steps
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -81,13 +67,10 @@ class Analysis(Derived):
 
     @property
     def nbytes(self) -> int:
-        """Memory held by this analysis, lazily filled caches included."""
+        """Memory of the captured arrays: the record never grows."""
         arrays = (self.image, self.pixel_values, self.hidden_states, self.tokens)
-        kept = (self.kept_attentions, self.update_norms, self.pool_attention)
-        drawn = sum(a.nbytes for a in list(self.drawn.values()))
-        rolled = sum(r.nbytes for r in list(self._rollouts.values()))
-        held = sum(a.nbytes for a in arrays) + sum(a.nbytes for a in kept if a is not None)
-        return held + drawn + rolled + self.shed_bytes
+        kept = (self.kept_attentions, self.update_norms, self.pool_attention, *self.captured_dense)
+        return sum(a.nbytes for a in arrays) + sum(a.nbytes for a in kept if a is not None)
 
     def query_index(self, query: str | int) -> int:
         """A query as one token index: 'readout' where the readout is one token, 'cls' where the model has a
@@ -159,13 +142,9 @@ class Analysis(Derived):
         return self.query_rows(layer, query)[:, self.n_prefix :].reshape(-1, *self.grid)
 
     def projections(self, layer: int) -> inside.LayerProjections:
-        """Queries, keys and values of `layer`, recomputed from its cached input tokens. Only the last
-        layer asked for is kept: keeping every layer's would multiply the memory of an analysis."""
+        """Queries, keys and values of `layer`, recomputed from its captured input tokens."""
         self._check_layer_head(layer, None)
-        p = self._projections
-        if p is None or p.layer != layer:
-            p = self._projections = inside.project(self.model, self.hidden_states[layer], layer)
-        return p
+        return inside.project(self.model, self.hidden_states[layer], layer)
 
     def inside_head(self, layer: int, head: int, query: str | int = "readout") -> inside.HeadInside:
         """Head `head` of `layer` for `query` (see `query_index`), step by step: q, k, v,
@@ -182,9 +161,7 @@ class Analysis(Derived):
         if self.update_norms is not None:
             residual = np.linalg.norm(self.hidden_states[layer], axis=-1)
             return inside.LayerUpdates(residual, *self.update_norms[layer])
-        if layer not in self._updates:
-            self._updates[layer] = inside.layer_updates(self.model, self.hidden_states[layer], layer)
-        return self._updates[layer]
+        return inside.layer_updates(self.model, self.hidden_states[layer], layer)
 
     def contribution_map(self, layer: int, head: int | None = None, query: str | int = "readout") -> np.ndarray:
         """[gh,gw] weight × value norm ||α_j W_O,h v_j|| of `query` over the patches (head=None: mean of
@@ -203,10 +180,11 @@ class Analysis(Derived):
 
     def rollout_start(self, head_fusion: str = "mean", toward=None) -> tuple[np.ndarray, tuple[int, ...]]:
         """([N] the weights over the last layer's tokens where a rollout toward `toward` (an `Output`, or what
-        `_start_of` makes of one) starts, summing to 1; the token columns that a discard never drops). Toward the
+        `start_of` makes of one) starts, summing to 1; the token columns that a discard never drops). Toward the
         readout: `readout_start`, its tokens kept. Toward a dense output: its patches, each weighted by the mean of
-        its pixels' weights in the output (`outputs.dense_weights`: the photo's own map, a box, or the image)."""
-        start = toward if isinstance(toward, str) else self._start_of(toward)
+        its pixels' weights in the output (`outputs.dense_weights`: the photo's own map, a box, or the image).
+        `start_of`'s start is taken as it is."""
+        start = toward if isinstance(toward, str) else self.start_of(toward)
         if start == "readout":
             return self.readout_start(head_fusion), self.model.readout.tokens
         weights = dense_weights(start, self.dense_map(), self.image.shape[:2])
@@ -221,6 +199,69 @@ class Analysis(Derived):
         if self.pool_attention is None:
             return self.model.readout.start(n)
         return self.model.readout.start(n, maps.fuse_heads(self.pool_attention[None, :, None], head_fusion)[0, 0])
+
+    def start_of(self, toward: Output | None) -> str | Output:
+        """Where a rollout toward `toward` starts: "readout" (the readout's row) for an output that reads the
+        readout, else the output itself (a dense output's patches)."""
+        toward = self.output if toward is None else toward
+        return "readout" if toward.reads_readout else toward
+
+    def device_attention(self, layer: int) -> torch.Tensor:
+        """[H,N,N] `layer_attention` as a tensor on the model's device, where fusions, thresholds and rollouts are
+        made: on a GPU, many times faster than on the CPU beside it."""
+        return torch.from_numpy(self.layer_attention(layer)).to(self.model.device)
+
+    def fused(self, head_fusion: str = "mean") -> torch.Tensor:
+        """[L,N,N] head-fused attention of every layer (see `maps.fuse_heads`), made now."""
+        layers = [maps.fuse_heads(self.device_attention(i)[None], head_fusion)[0] for i in range(self.num_layers)]
+        return torch.stack(layers)
+
+    def rollout(
+        self, head_fusion: str = "mean", discard_ratio: float = 0.0, toward: Output | None = None
+    ) -> np.ndarray:
+        """[gh,gw] attention rollout toward `toward` (default: the model's own output, `output`): the row of
+        Â_L ... Â_1 that starts from the tokens the output reads, weighted as it reads them (`rollout_start`), over
+        the patches. Toward an output that reads the readout (a class, a text, the readout vector), the readout's
+        row; toward the dense head's, its patches' rows weighted by its map (or its box)."""
+        first, keep = self.rollout_start(head_fusion, toward)
+        rolled = maps.rollout(self.fused(head_fusion), discard_ratio, None, first, keep)
+        return rolled[self.n_prefix :].reshape(self.grid)
+
+    def percent_thresholds(self, head_fusion: str = "mean", fused: torch.Tensor | None = None) -> torch.Tensor:
+        """[L,100] the discard thresholds of `PERCENTS` (0 %, 1 %, ..., 99 %), counted from `fused`, the fusion's
+        [L,N,N] fused heads, where the caller has them."""
+        return maps.discard_thresholds(self.fused(head_fusion) if fused is None else fused, self.PERCENTS)
+
+    def layer_statistics(
+        self, layer: int, attention: np.ndarray | torch.Tensor | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """([H] mean attention distance in pixels, [H] entropy in nats) of one layer (from `attention`, its [H,N,N]
+        weights on any device, where the caller has them)."""
+        one = (self.layer_attention(layer) if attention is None else attention)[None]
+        distance = maps.mean_attention_distance(one, self.grid, self.model.patch_size, self.n_prefix)[0]
+        return distance, maps.attention_entropy(one)[0]
+
+    @property
+    def mean_attention_distance(self) -> np.ndarray:
+        """[L,H] mean attention distance in input pixels."""
+        return np.stack([self.layer_statistics(layer)[0] for layer in range(self.num_layers)])
+
+    @property
+    def attention_entropy(self) -> np.ndarray:
+        """[L,H] mean attention-row entropy in nats."""
+        return np.stack([self.layer_statistics(layer)[1] for layer in range(self.num_layers)])
+
+    def dense_map(self) -> np.ndarray | None:
+        """[h,w] the embedded model's dense head's map (saliency), in [0,1]; None without one. The captured one, or
+        one more forward of the dense head."""
+        if self.captured_dense:
+            return self.captured_dense[0]
+        return self.model.dense_map_of(self.image, tuple(self.pixel_values.shape[2:]))
+
+    def drawing(self, name: str, make):
+        """What a drawing makes of this analysis once (`make()`, e.g. the image at display size): made anew here,
+        kept by `derived.Derived.drawing`."""
+        return make()
 
     def token_norms(self) -> np.ndarray:
         """[gh,gw] norms of the last layer's output tokens (before the final LayerNorm)."""

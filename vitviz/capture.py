@@ -1,15 +1,18 @@
 """Running the forward that an analysis is captured from: the model's input for an image, one eager forward
-(alone, or a micro-batch's), each image's capture, and the rollouts made with the forward (`ForwardFusions`)."""
+(alone, or a micro-batch's), each image's capture, and the rollouts made with the forward (`ForwardFusions`),
+which fill the analysis' `Derived`."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import numpy as np
 import torch
 
 from . import maps
 from .analysis import Analysis
+from .derived import Derived
 from .models import VitModel
 from .preprocess import ImageInput, input_size, load_image, prepare_input
 
@@ -18,14 +21,15 @@ log = logging.getLogger(__name__)
 
 def analyze(
     model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False, dense: bool = False
-) -> Analysis:
-    """Run one eager forward of `model` on `image` and capture everything.
+) -> Analysis | Derived:
+    """Run one eager forward of `model` on `image` and capture everything: an `Analysis`.
 
     longest: the input's longest side in pixels (default: the model's, 448 for DINOv2).
     Fixed-size classifiers get their native square input unless `longest` is given, in
     which case their position embeddings are interpolated. roll: make the rollout slider's rollouts of the mean
-    fusion from the forward's own weights (see `ForwardFusions`), as the app does for each new image. dense: make
-    the dense head's map now (`Analysis.dense_map`), as the app does, rather than when first asked.
+    fusion from the forward's own weights (see `ForwardFusions`), as the app does for each new image, and return
+    the analysis in a `Derived` that keeps them. dense: capture the dense head's map now (`Analysis.dense_map`),
+    as the app does, rather than make it when asked.
     """
     rgb = load_image(image)
     pixel_values = model_input(model, rgb, longest)
@@ -34,31 +38,36 @@ def analyze(
 
 def forward_for(model: VitModel, pixel_values: np.ndarray, roll: bool) -> tuple:
     """(out, fusions): the forward of `pixel_values` [B,3,h,w] that an analysis is captured from, with
-    `ForwardFusions` where `roll` asks and the batch's fused heads fit (else None)."""
-    fusions = ForwardFusions() if roll and ForwardFusions.fits(model, pixel_values) else None
-    return model.forward(torch.as_tensor(pixel_values), attentions="none", each_layer=fusions), fusions
+    `ForwardFusions` where `roll` asks (None where not), which fuse the weights where the batch's fused heads fit."""
+    fusions = ForwardFusions() if roll else None
+    each_layer = fusions if roll and ForwardFusions.fits(model, pixel_values) else None
+    return model.forward(torch.as_tensor(pixel_values), attentions="none", each_layer=each_layer), fusions
 
 
 def capture_all(
     model: VitModel, inputs: list[tuple[np.ndarray, np.ndarray]], out, fusions, dense: bool = False
-) -> list[Analysis]:
+) -> list[Analysis] | list[Derived]:
     """Each image's analysis from `forward_for`'s (out, fusions), for its (RGB, input) `inputs` in batch order
     (all of one input size); where `dense` asks, with the dense head's maps, made by one more forward of them all;
-    and with the rollouts of its forward toward each one's output, where it ran with `fusions`. A dense head that
-    fails is logged: the analyses are whole without its maps and the rollouts toward them, and the view that asks
-    for one makes it again or says why it cannot."""
+    where it ran with `fusions`, in a `Derived` filled with the rollouts of its forward toward each one's output.
+    A dense head that fails is logged: the analyses are whole without its maps and the rollouts toward them, and
+    the view that asks for one makes it again or says why it cannot."""
     analyses = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(inputs)]
+    rolls = fusions is not None
     if dense:  # first: a dense model's rollouts start from its map
         try:
             made = model.dense_maps_of([rgb for rgb, _ in inputs], tuple(inputs[0][1].shape[2:]))
-            for a, dense_map in zip(analyses, made or [None] * len(analyses), strict=True):  # None: no dense head
-                a.keep_dense_map(dense_map)
+            made = made or [None] * len(analyses)  # None: no dense head
+            analyses = [replace(a, captured_dense=(m,)) for a, m in zip(analyses, made, strict=True)]
         except Exception:
             log.exception("the dense head's maps")
-            fusions = None if model.dense_head is not None else fusions  # its rollouts start from the map
-    if fusions is not None:
-        fusions.roll(analyses)
-    return analyses
+            rolls = rolls and model.dense_head is None  # its rollouts start from the map
+    if fusions is None:
+        return analyses
+    derived = [Derived(a) for a in analyses]
+    if rolls:
+        fusions.roll(derived)
+    return derived
 
 
 class ForwardFusions:
@@ -77,7 +86,7 @@ class ForwardFusions:
     HELD_BYTES, HELD_BYTES_CPU = 2**30, 2**27
 
     # The fusion that the rollout tab shows first: the others' fusing, counting and rolling would lengthen every
-    # upload for a choice few make, so the background warm makes them (`Analysis.warm_step`).
+    # upload for a choice few make, so the background warm makes them (`Derived.warm_step`).
     FUSIONS = ("mean",)
 
     def __init__(self) -> None:
@@ -109,11 +118,11 @@ class ForwardFusions:
             fused = self.fused[fusion][layer] = maps.fuse_heads(rounded, fusion)
             self.thresholds[fusion][layer] = maps.discard_thresholds(fused, Analysis.PERCENTS)
 
-    def roll(self, analyses: list[Analysis]) -> None:
-        """Give each analysis (image i of the batch, in order) its thresholds and the slider's rollouts of
+    def roll(self, analyses: list[Derived]) -> None:
+        """Fill each `Derived` (image i of the batch, in order) with its thresholds and the slider's rollouts of
         `FUSIONS`, made for the whole batch at once (on a GPU, a handful of kernels per layer), then let the fused
-        heads go. A model whose layers cannot be opened had no weights here, and a roll that fails (out of
-        memory) is logged: their rollouts are made when asked, as an analysis makes them without a roll."""
+        heads go. A model whose layers cannot be opened had no weights here, nor a batch too large (`fits`), and a
+        roll that fails (out of memory) is logged: their rollouts are made when asked."""
         try:
             self._roll(analyses)
         except Exception:
@@ -121,11 +130,11 @@ class ForwardFusions:
         finally:
             self.fused = {f: {} for f in self.FUSIONS}
 
-    def _roll(self, analyses: list[Analysis]) -> None:
+    def _roll(self, analyses: list[Derived]) -> None:
         layers = range(analyses[0].num_layers)
         if any(i not in self.fused[f] for f in self.FUSIONS for i in layers):
             return
-        percents = list(Analysis.ROLLOUT_PERCENTS)
+        percents = list(Derived.ROLLOUT_PERCENTS)
         for fusion in self.FUSIONS:
             thresholds = torch.stack([self.thresholds[fusion][i] for i in layers])  # [L,B,100]
             starts, keeps = zip(*(a.rollout_start(fusion) for a in analyses), strict=True)  # toward each one's output
@@ -134,12 +143,12 @@ class ForwardFusions:
             chosen = thresholds.index_select(-1, maps.indices(tuple(percents), thresholds.device))
             rolled = maps.rollouts(fused, [p / 100 for p in percents], chosen, starts, keep)
             for a, thresholds_of, rows in zip(analyses, thresholds.unbind(1), rolled, strict=True):
-                a.keep_rollouts(fusion, percents, rows, thresholds=thresholds_of)
+                a.fill(fusion, percents, rows, thresholds=thresholds_of)
             if not analyses[0].output.reads_readout:  # the lesson's and the tab's other start, undiscarded
                 starts = np.stack([a.rollout_start(fusion, "readout")[0] for a in analyses])
                 rolled = maps.rollouts(fused, [0.0], None, starts, analyses[0].model.readout.tokens)
                 for a, rows in zip(analyses, rolled, strict=True):
-                    a.keep_rollouts(fusion, [0], rows, start="readout")
+                    a.fill(fusion, [0], rows, start="readout")
             del fused
 
 
@@ -168,11 +177,11 @@ def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
     pixel_values = prepare_input(rgb, (side, side), p, model.mean, model.std)
     out = model.forward(torch.from_numpy(pixel_values), attentions="none")
     a = capture(model, rgb, pixel_values, out)
-    if model.dense_head is not None:
-        with model.lock, torch.inference_mode():
-            dense = model.dense_map(out.hidden_states[-1], a.grid, (side, side))
-        a.keep_dense_map(dense[0, 0].float().cpu().numpy())
-    return a
+    if model.dense_head is None:
+        return a
+    with model.lock, torch.inference_mode():
+        dense = model.dense_map(out.hidden_states[-1], a.grid, (side, side))
+    return replace(a, captured_dense=(dense[0, 0].float().cpu().numpy(),))
 
 
 def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out, index: int = 0) -> Analysis:

@@ -1,23 +1,74 @@
-"""What an analysis derives from what its forward captured, and keeps for speed: the fused heads, the discard
-thresholds, the rollouts, the layers' statistics and the dense map; the background warm that fills them; and the
-accounting by which a cache sheds them. `Analysis` takes these methods from `Derived`."""
+"""What the app derives from one analysis and keeps for speed (`Derived`): the fused heads, the discard thresholds,
+the rollouts, the layers' statistics, the dense map, the last layer's projections and the drawings; the background
+warm that fills them; and the accounting by which the server's cache sheds them. The analysis itself stays a
+record (`analysis.Analysis`): the CLI and a notebook use it without any of this."""
 
 from __future__ import annotations
 
+import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from . import maps
+from . import inside, maps
+from .analysis import Analysis
 from .outputs import Output
 
 
 class Derived:
-    """The derived results of an `Analysis`: its methods that make them once and keep them. They live in the
-    analysis' own fields (`_fused`, `_rollouts`, `_thresholds`, ...), which its constructor makes empty; `held`
-    says what is kept, `forget` and `shed` let it go."""
+    """One analysis with what is derived from it, kept: it answers what the analysis answers (its fields and
+    methods pass through), from what it keeps where it has it. The server's cache holds one per analysis; a
+    forward fills it with what it rolled (`fill`), the background warm with the rest (`warm_step`); `held`,
+    `nbytes` and the counters say what it keeps and did, `shed` and `forget` let it go."""
+
+    # The rollout tab's discard slider: 0 %, 5 %, ..., 95 %, made all at once from one stack of fused heads.
+    ROLLOUT_PERCENTS = tuple(range(0, 100, 5))
+
+    def __init__(self, analysis: Analysis) -> None:
+        self.analysis = analysis
+        self._fused: dict = {}  # {fusion: [L,N,N]}, a ratio off the slider's
+        self._warm_rows: dict = {}  # {fusion: {layer: [N,N]}}, the warm's sweep
+        self._thresholds: dict = {}  # {fusion: [L,100]}
+        self._warm_thresholds: dict = {}  # {fusion: {layer: [100]}}, the same
+        # {(fusion, percent discarded): [gh,gw]} toward the model's own output; {(start, fusion, percent): ...}
+        # toward another (see `_key`)
+        self._rollouts: dict = {}
+        self._layer_stats: dict = {}
+        self._fusion_locks = {f: threading.RLock() for f in maps.HEAD_FUSIONS}
+        self._projections: inside.LayerProjections | None = None
+        self._updates: dict = {}
+        self._dense: list = []  # [] until made, then [the map or None]
+        self._drawn: dict = {}
+        self.rollouts_made = 0  # rollouts this made (not those a forward filled)
+        self.rollouts_served = 0  # requests for a rollout answered from those kept
+        self.layers_recomputed = 0  # layers whose attention this recomputed from the hidden states
+
+    def __getattr__(self, name: str):
+        """The analysis' fields and the methods that this does not keep the results of."""
+        if name == "analysis":  # not set yet (a copy, an unpickling): never recurse
+            raise AttributeError(name)
+        return getattr(self.analysis, name)
+
+    # The record's own functions, run over this: what they ask of `self` (a layer's projections, the dense map,
+    # a layer's statistics) comes from what is kept here.
+    query_rows = Analysis.query_rows
+    attention_map = Analysis.attention_map
+    head_maps = Analysis.head_maps
+    inside_head = Analysis.inside_head
+    contribution_map = Analysis.contribution_map
+    rollout_start = Analysis.rollout_start
+    mean_attention_distance = Analysis.mean_attention_distance
+    attention_entropy = Analysis.attention_entropy
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held: the analysis' arrays and what is kept from them."""
+        drawn = sum(a.nbytes for a in list(self._drawn.values()))
+        rolled = sum(r.nbytes for r in list(self._rollouts.values()))
+        dense = sum(d.nbytes for d in list(self._dense) if d is not None)
+        return self.analysis.nbytes + drawn + rolled + dense + self.shed_bytes
 
     @property
     def shed_bytes(self) -> int:
@@ -43,8 +94,30 @@ class Derived:
         self._projections = None
         return freed
 
+    def projections(self, layer: int) -> inside.LayerProjections:
+        """`Analysis.projections`, of the last layer asked for kept: every layer's would multiply the memory."""
+        p = self._projections
+        if p is None or p.layer != layer:
+            p = self._projections = self.analysis.projections(layer)
+        return p
+
+    def layer_updates(self, layer: int) -> inside.LayerUpdates:
+        """`Analysis.layer_updates`, kept where the forward did not keep the norms."""
+        if self.analysis.update_norms is not None:
+            return self.analysis.layer_updates(layer)
+        if layer not in self._updates:
+            self._updates[layer] = self.analysis.layer_updates(layer)
+        return self._updates[layer]
+
+    def drawing(self, name: str, make):
+        """What a drawing makes of this analysis once (`make()`, e.g. the image at display size), kept under `name`
+        and counted in `nbytes`."""
+        if name not in self._drawn:
+            self._drawn[name] = make()
+        return self._drawn[name]
+
     def fused(self, head_fusion: str = "mean") -> torch.Tensor:
-        """[L,N,N] head-fused attention (see `maps.fuse_heads`), computed once per fusion and kept until `shed`:
+        """[L,N,N] head-fused attention (see `maps.fuse_heads`), made once per fusion and kept until `shed`:
         from the layers that the warm's sweep fused already, and the others recomputed. One lock per fusion: a
         request for one never waits while the background fills another."""
         fused = self._fused.get(head_fusion)
@@ -67,60 +140,50 @@ class Derived:
         if not recompute and any(t is None for t in layers):
             return None
         for i in (i for i, t in enumerate(layers) if t is None):
-            layers[i] = maps.fuse_heads(self._on_device(self.layer_attention(i))[None], head_fusion)[0]
+            layers[i] = maps.fuse_heads(self._attention(i)[None], head_fusion)[0]
         return torch.stack(layers)
 
-    def _on_device(self, weights: np.ndarray) -> torch.Tensor:
-        """A layer's weights as a tensor on the model's device, where its fusions, thresholds and rollouts are
-        made: on a GPU, many times faster than on the CPU beside it."""
-        return torch.from_numpy(weights).to(self.model.device)
-
-    def _start_of(self, toward: Output | None) -> str | Output:
-        """Where a rollout toward `toward` starts: "readout" (the readout's row) for an output that reads the
-        readout, else the output itself (a dense output's patches)."""
-        toward = self.output if toward is None else toward
-        return "readout" if toward.reads_readout else toward
+    def _attention(self, layer: int) -> torch.Tensor:
+        """[H,N,N] `Analysis.device_attention`, counted in `layers_recomputed`."""
+        self.layers_recomputed += 1
+        return self.analysis.device_attention(layer)
 
     def _key(self, head_fusion: str, percent: int, start: str | Output) -> tuple:
-        own = start == self._start_of(None)
+        own = start == self.start_of(None)
         return (head_fusion, percent) if own else (start, head_fusion, percent)
 
     def rollout(
         self, head_fusion: str = "mean", discard_ratio: float = 0.0, toward: Output | None = None
     ) -> np.ndarray:
-        """[gh,gw] attention rollout toward `toward` (default: the model's own output, `output`): the row of
-        Â_L ... Â_1 that starts from the tokens the output reads, weighted as it reads them (`rollout_start`), over
-        the patches. Toward an output that reads the readout (a class, a text, the readout vector), the readout's
-        row; toward the dense head's, its patches' rows weighted by its map (or its box).
-
-        A whole percent discarded is kept. The first request for one of `ROLLOUT_PERCENTS` (the rollout tab's
-        slider) makes all of them at once from the same fused heads, which are then let go: a rollout is 4 kB at
-        448 px, the fused heads that make it 50 MB and a recomputation of every layer. Any other ratio (the API, a
-        notebook's sweep) is made from fused heads that are kept (`fused`) until a cache sheds them."""
-        start = self._start_of(toward)
+        """`Analysis.rollout`, kept. A whole percent discarded is kept: the first request for one of
+        `ROLLOUT_PERCENTS` (the rollout tab's slider) makes all of them at once from the same fused heads, which are
+        then let go: a rollout is 4 kB at 448 px, the fused heads that make it 50 MB and a recomputation of every
+        layer. Any other ratio (a sweep) is made from fused heads that are kept (`fused`) until a cache sheds them."""
+        start = self.start_of(toward)
         percent = round(discard_ratio * 100) if 0 <= discard_ratio < 1 else None  # NaN and others: refused below
         whole = percent is not None and percent < 100 and abs(percent - discard_ratio * 100) < 1e-9
         if whole and (percent > 0 or discard_ratio == 0):  # not 1e-12, which discards each layer's least
             key = self._key(head_fusion, percent, start)
-            if key not in self._rollouts:
+            if key in self._rollouts:
+                self.rollouts_served += 1
+            else:
                 with self._fusion_locks.get(head_fusion, nullcontext()):
                     if key not in self._rollouts:
                         self._roll(head_fusion, [percent], start=start)
             return self._rollouts[key].copy()
         first, keep = self.rollout_start(head_fusion, start)
         rolled = maps.rollout(self.fused(head_fusion), discard_ratio, None, first, keep)
+        self.rollouts_made += 1
         return rolled[self.n_prefix :].reshape(self.grid)
 
-    ROLLOUT_PERCENTS = tuple(range(0, 100, 5))  # the rollout tab's discard slider: 0 %, 5 %, ..., 95 %
-
     def _roll(self, head_fusion: str, percents: list[int], background: bool = False, start=None) -> None:
-        """Keep the rollouts from `start` (see `_start_of`; default: the model's own output's) that discard
+        """Keep the rollouts from `start` (see `Analysis.start_of`; default: the model's own output's) that discard
         `percents` and every one of `ROLLOUT_PERCENTS` not kept yet, made from one stack of fused heads: the kept
         one for a percent off the slider (a sweep reuses it), else one made and let go. A request holds the
         fusion's lock meanwhile. The background takes it only to store, and only rolls layers that its sweep
         fused: where a request or a cache took them meanwhile, it leaves the rest to the next request. The same
         rollouts made twice at once are the same."""
-        start = self._start_of(None) if start is None else start
+        start = self.start_of(None) if start is None else start
         todo = dict.fromkeys([*percents, *self.ROLLOUT_PERCENTS])
         todo = [p for p in todo if self._key(head_fusion, p, start) not in self._rollouts]
         if not todo:
@@ -135,15 +198,14 @@ class Derived:
         thresholds = thresholds.index_select(1, maps.indices(tuple(todo), thresholds.device))
         first, keep = self.rollout_start(head_fusion, start)
         rows = maps.rollouts(fused, [p / 100 for p in todo], thresholds, first, keep)
-        self.keep_rollouts(head_fusion, todo, rows, start)
+        self.rollouts_made += len(todo)
+        self.fill(head_fusion, todo, rows, start)
 
-    def keep_rollouts(
-        self, head_fusion: str, percents: list[int], rows: np.ndarray, start=None, thresholds=None
-    ) -> None:
+    def fill(self, head_fusion: str, percents: list[int], rows: np.ndarray, start=None, thresholds=None) -> None:
         """Keep the rollouts [R,N] from `start` (default: the model's own output's) that discard `percents`, as
         maps over the patches: copies, not views of a batch's rows; and the fusion's [L,100] discard `thresholds`
-        where given (a batch's forward made both)."""
-        start = self._start_of(None) if start is None else start
+        where given (a forward that rolled made both, see `capture.ForwardFusions`)."""
+        start = self.start_of(None) if start is None else start
         if thresholds is not None:
             self._thresholds[head_fusion] = thresholds.clone()
         patches = rows[:, self.n_prefix :].reshape(len(rows), *self.grid)
@@ -156,11 +218,9 @@ class Derived:
         """Whether every rollout of the slider toward the model's own output is kept for this fusion."""
         return all((head_fusion, p) in self._rollouts for p in self.ROLLOUT_PERCENTS)
 
-    PERCENTS = [i / 100 for i in range(100)]
-
     def percent_thresholds(self, head_fusion: str = "mean", fused: torch.Tensor | None = None) -> torch.Tensor:
-        """[L,100] the discard thresholds of 0 %, 1 %, ..., 99 % (a slider's steps), counted once per fusion (from
-        `fused`, its fused heads, where the caller has them)."""
+        """`Analysis.percent_thresholds`, counted once per fusion: from the warm's sweep, `fused` where the caller
+        has them, or the fused heads."""
         with self._fusion_locks.get(head_fusion, nullcontext()):  # the warm and a request may ask at once
             if head_fusion not in self._thresholds:
                 swept = self._warm_thresholds.pop(head_fusion, {})
@@ -168,7 +228,7 @@ class Derived:
                     self._thresholds[head_fusion] = torch.stack([swept[i] for i in range(self.num_layers)])
                 else:
                     fused = self._fused_layers(head_fusion) if fused is None else fused
-                    self._thresholds[head_fusion] = maps.discard_thresholds(fused, self.PERCENTS)
+                    self._thresholds[head_fusion] = self.analysis.percent_thresholds(head_fusion, fused)
             return self._thresholds[head_fusion]
 
     def warm(self) -> None:
@@ -206,7 +266,7 @@ class Derived:
         """The warm's step for one layer: its attention recomputed once gives its statistics, and its heads fused
         each way with their discard thresholds; the fused layers are held until the fusion's rollouts are made.
         It takes a fusion's lock only to store them: a request never waits for the background's work."""
-        attention = self._on_device(self.layer_attention(layer))
+        attention = self._attention(layer)
         self.layer_statistics(layer, attention)
         for fusion in maps.HEAD_FUSIONS:
             if self._rolled(fusion):
@@ -223,36 +283,22 @@ class Derived:
     def layer_statistics(
         self, layer: int, attention: np.ndarray | torch.Tensor | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """([H] mean attention distance in pixels, [H] entropy in nats) of one layer, computed once (from
-        `attention`, its [H,N,N] weights on any device, where the caller has them)."""
+        """`Analysis.layer_statistics`, computed once per layer."""
         if layer not in self._layer_stats:
-            one = (self.layer_attention(layer) if attention is None else attention)[None]
-            distance = maps.mean_attention_distance(one, self.grid, self.model.patch_size, self.n_prefix)[0]
-            self._layer_stats[layer] = distance, maps.attention_entropy(one)[0]
+            self.layers_recomputed += attention is None
+            self._layer_stats[layer] = self.analysis.layer_statistics(layer, attention)
         return self._layer_stats[layer]
 
-    @property
-    def mean_attention_distance(self) -> np.ndarray:
-        """[L,H] mean attention distance in input pixels."""
-        return np.stack([self.layer_statistics(layer)[0] for layer in range(self.num_layers)])
-
-    @property
-    def attention_entropy(self) -> np.ndarray:
-        """[L,H] mean attention-row entropy in nats."""
-        return np.stack([self.layer_statistics(layer)[1] for layer in range(self.num_layers)])
-
     def dense_map(self) -> np.ndarray | None:
-        """[h,w] the embedded model's dense head's map (saliency), in [0,1]; None without one. Made once."""
+        """`Analysis.dense_map`: the captured one, or made once."""
+        if self.analysis.captured_dense:
+            return self.analysis.captured_dense[0]
         if not self._dense:
-            self._dense[:] = [self.model.dense_map_of(self.image, tuple(self.pixel_values.shape[2:]))]
+            self._dense[:] = [self.analysis.dense_map()]
         return self._dense[0]
 
-    def keep_dense_map(self, dense_map: np.ndarray | None) -> None:
-        """Keep the dense head's map [h,w] (None: no dense head) made by a forward of a batch that held this image."""
-        self._dense[:] = [dense_map]
-
     def held(self) -> Held:
-        """What this analysis derived and keeps now (see `Held`)."""
+        """What this keeps now (see `Held`)."""
         projections = self._projections
         return Held(
             rollouts=frozenset(self._rollouts),
@@ -263,12 +309,12 @@ class Derived:
             warm_thresholds={f: len(t) for f, t in list(self._warm_thresholds.items())},
             statistics=frozenset(self._layer_stats),
             projections=None if projections is None else projections.layer,
-            dense_map=bool(self._dense),
+            dense_map=bool(self._dense) or bool(self.analysis.captured_dense),
         )
 
     def forget(self, rollouts: bool = False, thresholds: bool = False, statistics: bool = False) -> None:
         """Drop derived results that are made again when next asked: the kept rollouts, the discard thresholds
-        (with the warm's per-layer ones), the layers' statistics. As an analysis that never had them behaves."""
+        (with the warm's per-layer ones), the layers' statistics. As a `Derived` that never had them behaves."""
         if rollouts:
             self._rollouts.clear()
         if thresholds:
@@ -280,7 +326,7 @@ class Derived:
 
 @dataclass(frozen=True)
 class Held:
-    """What an analysis keeps of what it derived, for a cache's accounting and for tests.
+    """What a `Derived` keeps, for a cache's accounting and for tests.
 
     rollouts: the keys of its kept rollouts ((fusion, percent) toward its own output, (start, fusion, percent)
     toward another); rollout_bytes: their memory. fused: the fusions whose [L,N,N] fused heads are kept.

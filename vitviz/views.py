@@ -1,7 +1,5 @@
-"""What each view of the app shows, as images and figures, from an `Analysis`.
-
-The UI module only wires these to widgets; the CLI and notebooks can call them too.
-"""
+"""What each view of the app shows, as images and figures, from an `Analysis` (a notebook's, the CLI's) or the
+server's `derived.Derived` of one, which answers the same. The UI module only wires these to widgets."""
 
 from __future__ import annotations
 
@@ -26,10 +24,9 @@ WEIGHT, WEIGHT_VALUE = "weight", "weight × value norm"  # what an attention map
 
 
 def display(a: Analysis) -> np.ndarray:
-    """The user's image at display size, made once per analysis, kept (and counted, and freed) with it."""
-    if "display" not in a.drawn:
-        a.drawn["display"] = render.fit(a.image)
-    return a.drawn["display"]
+    """The user's image at display size: kept (and counted, and freed) with the app's analysis, made anew for a
+    record (see `Analysis.drawing`)."""
+    return a.drawing("display", lambda: render.fit(a.image))
 
 
 def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
@@ -131,9 +128,7 @@ def attention_view(
 def in_words(values: np.ndarray, measure: str) -> tuple[np.ndarray, str]:
     """An attention map as its colour scale states it: weights in % of the query's attention, or weight × value
     norms as they are; and the scale's words."""
-    if measure == WEIGHT:
-        return values * 100, "% of the query's attention"
-    return values, "weight x value norm"
+    return (values * 100, "% of the query's attention") if measure == WEIGHT else (values, "weight x value norm")
 
 
 def attention_sheet(
@@ -350,10 +345,8 @@ def inside_views(
         return scaled_overlay(base, grid, cmap, alpha, scale, True, a.grid, colorbar="below", query=marked,
                               quantity=quantity)  # fmt: skip
 
-    weights, values = (
-        drawn(d.weights * 100, "% of the query's attention"),
-        drawn(d.contributions, "weight x value norm"),
-    )
+    weights = drawn(d.weights * 100, "% of the query's attention")
+    values = drawn(d.contributions, "weight x value norm")
     top = [int(j) for j in np.argsort(-d.weights)[:3]]
     keys = [0, *(j for j in top if j != 0)][:4]
     short = [token_name(a, j).split(" (")[0] for j in keys]
@@ -391,8 +384,7 @@ def live_views(
     """(CLS attention of `layer` and `head` (None: mean of heads), rollout, dense head) over a camera
     frame, each None unless named in `shown`; small, since a new frame comes several times a second, and shown
     three abreast: their colour scales go under them."""
-    unknown = set(shown) - set(LIVE_LAYERS)
-    if unknown:
+    if unknown := set(shown) - set(LIVE_LAYERS):
         raise ValueError(f"the live view draws {LIVE_LAYERS}, not {sorted(unknown)}")
     base = render.fit(a.image, LIVE_DISPLAY)
     maps = {  # name -> (how to compute it, one flat square per patch); only what is shown is computed
@@ -400,11 +392,8 @@ def live_views(
         "rollout": (lambda: a.rollout("mean"), False),
         "dense head": (a.dense_map, False),
     }
-    pictures = []
-    for name, (values, nearest) in maps.items():
-        v = values() if name in shown else None
-        grid = a.grid if nearest else None
-        pictures.append(
-            None if v is None else scaled_overlay(base, v, cmap, alpha, scale, nearest, grid, None, "below")
-        )
-    return tuple(pictures)
+
+    def drawn(values, nearest: bool) -> np.ndarray:
+        return scaled_overlay(base, values(), cmap, alpha, scale, nearest, a.grid if nearest else None, None, "below")
+
+    return tuple(drawn(*maps[name]) if name in shown else None for name in LIVE_LAYERS)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import plots, sentences, views
-from ..analysis import Analysis
 from ..attributions import attribution_size, input_analysis
 from ..deletion import faithfulness, passes
+from ..derived import Derived
 from ..maps import HEAD_FUSIONS
 from ..outputs import FOLLOWED, followed
 from ..sentences import pixel_words
@@ -127,7 +127,7 @@ def build(ctx: Context) -> None:
             fusion = gr.Radio(
                 list(HEAD_FUSIONS), value="mean", label="Fuse the heads of a layer by", elem_id="rollout-fusion"
             )
-            percents = Analysis.ROLLOUT_PERCENTS  # the rollouts that an analysis makes at once, and keeps
+            percents = Derived.ROLLOUT_PERCENTS  # the rollouts that the server's cache makes at once, and keeps
             discard = gr.Slider(
                 0,
                 percents[-1] / 100,

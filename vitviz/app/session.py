@@ -38,8 +38,8 @@ from .. import (
     load_model,
     memory,
 )
-from ..analysis import Analysis
 from ..cache import AnalysisCache
+from ..derived import Derived
 from .head_choice import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, head_arg, head_choices  # noqa: F401 (views' import)
 from .internals import component_key, take_as
 from .pictures import CLICK_DONE_JS, CLICK_TAG_JS, ClickOrder
@@ -81,7 +81,7 @@ class Pending:
     """A forward under way, which several sessions wait for: its analysis or its error, once `done`."""
 
     done: threading.Event = field(default_factory=threading.Event)
-    result: Analysis | None = None
+    result: Derived | None = None
     error: BaseException | None = None
 
 
@@ -274,8 +274,9 @@ class Server:
         size: str,
         request: gr.Request | None,
         progress: gr.Progress | None = None,
-    ) -> Analysis:
-        """The cached analysis of this session's image, or one forward pass to make it."""
+    ) -> Derived:
+        """The cached analysis of this session's image, with what is derived from it kept (`Derived`), or one
+        forward pass to make it."""
         if size not in SIZES:
             raise ValueError(f"size must be one of {SIZES}, got {size!r}")
         if not image:
@@ -293,7 +294,7 @@ class Server:
             self.freed.set()
         return a
 
-    def _forward_once(self, photo: str, image: str, model_name: str, size: str, progress) -> Analysis:
+    def _forward_once(self, photo: str, image: str, model_name: str, size: str, progress) -> Derived:
         """One forward for the analysis key `photo`, however many sessions ask for it at once: the first runs it,
         the others wait for its analysis (or its error)."""
         with self._forwards_lock:
@@ -322,13 +323,12 @@ class Server:
             raise pending.error
         return pending.result
 
-    def _forward(self, model: VitModel, image: str, longest: int | None) -> Analysis:
-        """A new image's analysis, on a forward thread (see `FORWARD_NICE`), with the rollout slider's rollouts
-        made from the forward's own weights (`roll`: no move recomputes attention for them), and with the dense
-        head's map (`dense`: a forward at 224, one for a micro-batch's uploads): the
-        rollout's note and the output view read it, and a redraw must never wait for the model's lock, which the
-        next uploads' forwards hold one after the other. A dense head that fails is logged, and the view that
-        needs it says so."""
+    def _forward(self, model: VitModel, image: str, longest: int | None) -> Derived:
+        """A new image's analysis, on a forward thread (see `FORWARD_NICE`), in a `Derived` filled with the rollout
+        slider's rollouts made from the forward's own weights (`roll`: no move recomputes attention for them), and
+        with the dense head's map (`dense`: a forward at 224, one for a micro-batch's uploads): the rollout's note
+        and the output view read it, and a redraw must never wait for the model's lock, which the next uploads'
+        forwards hold one after the other. A dense head that fails is logged, and the view that needs it says so."""
         return (self.batcher.analyze if self.batcher else analyze)(model, image, longest, roll=True, dense=True)
 
     def depth_key(self, image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
@@ -344,7 +344,7 @@ class Server:
         return r
 
     def _warmer(self, delay_s: float = 0.3) -> None:
-        """One background thread fills each new analysis' warm steps (see `Analysis.warm_step`) in turn,
+        """One background thread fills each new analysis' warm steps (see `Derived.warm_step`) in turn,
         starting `delay_s` after the analysis was made, which leaves its shown view time to draw first, so that
         switching tabs or moving a slider finds them ready. A step that fails is logged and that analysis left.
         It runs at the lowest CPU priority: it takes the cores only when no forward or redraw wants them."""
