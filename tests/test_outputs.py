@@ -248,3 +248,26 @@ def test_a_dense_output_fixed_on_a_photo_weighs_another_images_map_as_it_says(em
             expected = float((m1 * weights).sum() / weights.sum())
             np.testing.assert_allclose(scores, [expected, expected], rtol=1e-4, err_msg=str(output))
             assert not np.isclose(expected, (m0 * weights).sum() / weights.sum(), rtol=1e-3)  # another image
+
+
+def test_a_class_out_of_range_and_what_a_model_lacks_are_named():
+    model, other = tiny_vit(), tiny_dinov2()
+    x = torch.from_numpy(prepare_input(random_image(40, 56), (40, 56), model.patch_size, model.mean, model.std))
+    n = len(model.labels)
+    with torch.no_grad():
+        out = model.forward(x)
+        for index in (0, n - 1):
+            assert Output("class", index=index).reading(model, out, (40, 56), (40, 56)).output.index == index
+        for bad in (-1, n):
+            with pytest.raises(ValueError, match=re.escape(f"target must be a class index in [0, {n}), got {bad}")):
+                Output("class", index=bad).reading(model, out, (40, 56), (40, 56))
+    lacks = [
+        (Output("text", text="a dog"), model, "has no text tower: a text target needs a full CLIP or SigLIP model"),
+        (Output("class"), other, "is not a classifier: it has no classes; follow its readout or dense output instead"),
+        (Output("dense"), model, "has no dense head: its output is not a map"),
+    ]
+    for output, lacking, said in lacks:
+        with pytest.raises(ValueError, match=f"^{re.escape(f'{lacking.name} {said}')}$"):
+            output.check(lacking)
+    Output("readout").check(model)
+    Output("text", text="a dog").check(FAMILIES["clip"]())
