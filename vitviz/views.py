@@ -393,7 +393,8 @@ def live_views(
         "dense head": (a.dense_map, False),
     }
 
-    def drawn(values, nearest: bool) -> np.ndarray:
-        return scaled_overlay(base, values(), cmap, alpha, scale, nearest, a.grid if nearest else None, None, "below")
+    def drawn(values, nearest: bool) -> np.ndarray | None:  # None: no dense head
+        v, grid = values(), a.grid if nearest else None
+        return None if v is None else scaled_overlay(base, v, cmap, alpha, scale, nearest, grid, None, "below")
 
     return tuple(drawn(*maps[name]) if name in shown else None for name in LIVE_LAYERS)
