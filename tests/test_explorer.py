@@ -556,6 +556,7 @@ def test_one_page_has_one_layer_computing_at_a_time_and_another_page_is_not_held
     from contextlib import nullcontext
     from types import SimpleNamespace
 
+    import anyio
     from conftest import tiny_vit
     from starlette.requests import Request
 
@@ -576,7 +577,7 @@ def test_one_page_has_one_layer_computing_at_a_time_and_another_page_is_not_held
     def ask(session: str, layer: int):
         scope = {"type": "http", "method": "GET", "path": route.LAYER_PATH, "headers": [],
                  "query_string": f"session={session}&key=k&layer={layer}".encode()}  # fmt: skip
-        return route.layer_response(server, Request(scope))
+        return anyio.run(route.layer_response, server, Request(scope))
 
     first: list = []
     worker = threading.Thread(target=lambda: first.append(ask("flood", 0)))

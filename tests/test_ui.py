@@ -321,6 +321,32 @@ def test_no_event_sets_off_a_request_that_sets_off_the_others_again():
     assert all(d["backend_fn"] and d["trigger_mode"] == "always_last" for d in followers)
 
 
+def test_no_event_of_the_page_waits_for_one_request_before_sending_the_next():
+    """Gradio's browser client (6.31) sends the listeners of one event one after another, each when the one
+    before has its answer: a tab with two views (Inside a head's live panel and its steps) drew the second a round
+    trip late. So an event of a component has at most one listener with a request, and a tab's views follow the
+    step that selects it (`.then`), which the client sends all at once."""
+    from collections import defaultdict
+
+    from vitviz.app.layout import build
+    from vitviz.app.session import Server
+
+    config = build(Server(device="cpu"), "dinov2-small").get_config_file()
+    kinds = {c["id"]: c["type"] for c in config["components"]}
+    listeners = defaultdict(list)
+    for d in config["dependencies"]:
+        for target, event in d["targets"]:
+            if target is not None and kinds.get(target) != "state":  # a State's change is sent per listener
+                listeners[(target, event)].append(d)
+    for (target, event), deps in listeners.items():
+        requests = [d for d in deps if d["backend_fn"] and d["queue"] is not False]
+        assert len(requests) <= 1, f"{kinds.get(target)} {target} {event}: {[d['id'] for d in requests]}"
+    tab = next(c["id"] for c in config["components"] if c["type"] == "tabitem" and c["props"].get("id") == "inside")
+    (step,) = [d["id"] for d in listeners[(tab, "select")]]
+    followers = [d for d in config["dependencies"] if d["trigger_after"] == step and d["backend_fn"]]
+    assert len(followers) == 2  # the live panel's meta and the steps, sent at once
+
+
 def test_readme_api_example_runs(client):
     """The README's gradio_client block, as written, against the running app; its answers are checked."""
     from app_server import ROOT

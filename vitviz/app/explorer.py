@@ -12,6 +12,7 @@ import re
 import threading
 from collections import OrderedDict
 
+import anyio
 import gradio as gr
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -74,8 +75,10 @@ def draw(image, model_name, size, cmap, alpha=0.6, colour_scale=DEFAULT_SCALE, s
     }
 
 
-def layer_response(server: Server, request: Request) -> Response:
-    """GET ?session=&key=&layer=: one layer's bytes (see `vitviz.explorer`), or a 4xx that says why."""
+async def layer_response(server: Server, request: Request) -> Response:
+    """GET ?session=&key=&layer=: one layer's bytes (see `vitviz.explorer`), or a 4xx that says why. A refusal is
+    answered on the event loop; only a layer's computing takes a worker thread, so a flood of refused requests
+    costs the others little."""
     params = request.query_params
     session, key, layer = params.get("session"), params.get("key"), params.get("layer", "")
     if not session or not key:
@@ -88,27 +91,34 @@ def layer_response(server: Server, request: Request) -> Response:
     if not LAYER_SESSIONS.start(session):
         return PlainTextResponse("this page has a layer on its way already: it asks again", status_code=503)
     try:
-        if not LAYER_SLOTS.acquire(timeout=BUSY_S):
-            return PlainTextResponse("the server is busy: the page asks again", status_code=503)
-        try:
-            with server.redraws.interactive():  # the background warm pauses between its steps meanwhile
-                data = explorer.layer_data(a, int(layer)).tobytes()
-        except ValueError as exc:
-            return PlainTextResponse(str(exc), status_code=400)
-        finally:
-            LAYER_SLOTS.release()
+        data = await anyio.to_thread.run_sync(computed, server, a, int(layer))
     finally:
         LAYER_SESSIONS.done(session)
+    if isinstance(data, Response):
+        return data
     # identity: Gradio's middleware would spend ~20 ms compressing float32, which barely compresses
     headers = {"Cache-Control": "private, max-age=3600", "Content-Encoding": "identity"}
     return Response(data, media_type="application/octet-stream", headers=headers)
 
 
+def computed(server: Server, a, layer: int) -> bytes | Response:
+    """A layer's bytes, in one of the few slots for every user, or the 4xx/503 that says why not."""
+    if not LAYER_SLOTS.acquire(timeout=BUSY_S):
+        return PlainTextResponse("the server is busy: the page asks again", status_code=503)
+    try:
+        with server.redraws.interactive():  # the background warm pauses between its steps meanwhile
+            return explorer.layer_data(a, layer).tobytes()
+    except ValueError as exc:
+        return PlainTextResponse(str(exc), status_code=400)
+    finally:
+        LAYER_SLOTS.release()
+
+
 def routes(server: Server) -> list[Route]:
     """The routes the app adds to Gradio's (see `vitviz.app.main`), answering from `server`."""
 
-    def layer(request: Request) -> Response:  # a function: Starlette takes anything else for an ASGI app
-        return layer_response(server, request)
+    async def layer(request: Request) -> Response:  # a function: Starlette takes anything else for an ASGI app
+        return await layer_response(server, request)
 
     return [Route(LAYER_PATH, layer, methods=["GET"])]
 

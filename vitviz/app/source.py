@@ -59,7 +59,7 @@ class Context:
     tabs: gr.Tabs | None = None  # the views' tab bar, for views that select a tab (a lesson's deep link)
     depth_model: str | None = None
     _display: Dependency | None = None
-    _tabs_shown: set = field(default_factory=set)  # the tabs whose selection sets `shown` already
+    _tabs_shown: dict = field(default_factory=dict)  # each tab's step that sets `shown` on its selection
 
     @property
     def where(self) -> list:
@@ -196,26 +196,22 @@ class Context:
         for listener in after:
             listener.then(render, [self.key, *inputs], [*outputs, drawn], api_visibility="private", **drawing)
         refresh_in = [self.shown, self.key, drawn, *inputs]
+        refreshing = dict(api_visibility="private", show_progress=progress, **slots(concurrency_id))
         if prepare is not None:  # fit the view's controls to the new analysis first
             fn, prepare_in, prepare_out = prepare
             self.key.change(fn, prepare_in, prepare_out, api_visibility="private").then(
                 refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress
             )
-        refreshing = dict(api_visibility="private", show_progress=progress, **slots(concurrency_id))
-        self.on_display(refresh, refresh_in, [*outputs, drawn], **refreshing)
-        if prepare is None:
+        else:
             self.key.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
-        if tab.id not in self._tabs_shown:  # once a tab: each more is one more request on its selection
-            self._tabs_shown.add(tab.id)
-            tab.select(lambda: tab.id, None, self.shown, api_visibility="private", queue=False)
-        tab.select(
-            selected,
-            [self.key, drawn, *inputs],
-            [*outputs, drawn],
-            api_visibility="private",
-            show_progress=progress,
-            **slots(concurrency_id),
-        )
+        self.on_display(refresh, refresh_in, [*outputs, drawn], **refreshing)
+        # A tab's selection sets `shown` in one step that its views' redraws follow (`.then`): Gradio's browser
+        # client (6.31) sends an event's own listeners one after another, each once the one before has its
+        # answer, and those that follow a step all at once.
+        if tab.id not in self._tabs_shown:
+            self._tabs_shown[tab.id] = tab.select(lambda: tab.id, None, self.shown, api_visibility="private",
+                                                  queue=False)  # fmt: skip
+        self._tabs_shown[tab.id].then(selected, [self.key, drawn, *inputs], [*outputs, drawn], **refreshing)
 
 
 @contextmanager
