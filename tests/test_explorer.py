@@ -553,6 +553,7 @@ def test_one_page_has_one_layer_computing_at_a_time_and_another_page_is_not_held
     """A flood from one session: while its layer computes, its next request gets 503 at once (the page asks again)
     and another session's layer is served; when it is done, the session may ask again."""
     import threading
+    from concurrent.futures import ThreadPoolExecutor
     from contextlib import nullcontext
     from types import SimpleNamespace
 
@@ -577,7 +578,8 @@ def test_one_page_has_one_layer_computing_at_a_time_and_another_page_is_not_held
     def ask(session: str, layer: int):
         scope = {"type": "http", "method": "GET", "path": route.LAYER_PATH, "headers": [],
                  "query_string": f"session={session}&key=k&layer={layer}".encode()}  # fmt: skip
-        return anyio.run(route.layer_response, server, Request(scope))
+        with ThreadPoolExecutor(1) as thread:  # an event loop of its own: the browser tests' may run in this one
+            return thread.submit(anyio.run, route.layer_response, server, Request(scope)).result()
 
     first: list = []
     worker = threading.Thread(target=lambda: first.append(ask("flood", 0)))
