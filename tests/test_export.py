@@ -43,6 +43,14 @@ def test_the_file_holds_the_chosen_layers_bytes_and_the_pages_settings():
     assert embedded_json(other, "vitviz-meta")["key"] != meta["key"]  # two files' photos never share layers
 
 
+def test_an_analysis_the_app_keeps_is_taken_as_it_is_not_as_an_image():
+    """`analyze(roll=True)` hands out the cache around the record (`Derived`): the Explorer takes it as it is."""
+    model = FAMILIES["deit"]()
+    kept = vitviz.analyze(model, random_image(40, 56, seed=2), longest=56, roll=True)
+    assert explorer.analysis_of(kept) is kept and explorer.analysis_of(kept.analysis) is kept.analysis
+    assert embedded_json(explorer_html(kept, layers=[0]), "vitviz-meta")["grid"] == list(kept.grid)
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

@@ -24,6 +24,7 @@ import torch
 
 from . import inside, maps, plots, render, views
 from .analysis import Analysis
+from .derived import Derived
 
 LUT_COLORMAPS = ("inferno", "viridis", "magma", "turbo", "gray")  # what the browser can paint with
 STATIC = Path(__file__).resolve().parent / "static"
@@ -112,7 +113,7 @@ DEFAULT_CMAP, DEFAULT_OPACITY = "inferno", 0.6  # the app's page opens with thes
 
 def analysis_of(image_or_analysis, model=None, size: int | None = None) -> Analysis:
     """An Analysis as given, or one forward of `model` (default: the embedded model) on an image at `size`."""
-    if isinstance(image_or_analysis, Analysis):
+    if isinstance(image_or_analysis, Analysis | Derived):
         if model is not None or size is not None:
             raise ValueError("model and size go with an image: an Analysis already has both")
         return image_or_analysis

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         for path in args.images:
             images.set_description(f"{path.name}: forward")
             try:
-                a = analyze(model, path, longest=args.size)
+                a = analyze(model, path, longest=args.size, dense=True)  # the dense map once, in the record
             except (OSError, ValueError) as exc:
                 skip(path, exc)
                 skipped += 1
@@ -105,8 +105,11 @@ def _write_arrays(a, layers: list[int], out: Path) -> str:
 def summary(a, files: list[str]) -> dict:
     """What summary.json holds: the model, its input, the token layout, the top classes and the per-head
     statistics ([layer][head])."""
+    import numpy as np
+
     m = a.model
     h, w = a.pixel_values.shape[2:]
+    distance, entropy = (np.stack(s) for s in zip(*(a.layer_statistics(i) for i in range(a.num_layers)), strict=True))
     return {
         "model": m.name,
         "input_width": int(w),
@@ -117,7 +120,7 @@ def summary(a, files: list[str]) -> dict:
         "prefix_tokens": list(m.prefix_tokens),
         "tokens": a.num_tokens,
         "top_classes": [[label, round(p, 6)] for label, p in a.top_classes(5)],
-        "mean_attention_distance_px": a.mean_attention_distance.astype(float).round(3).tolist(),
-        "attention_entropy_nats": a.attention_entropy.astype(float).round(4).tolist(),
+        "mean_attention_distance_px": distance.astype(float).round(3).tolist(),
+        "attention_entropy_nats": entropy.astype(float).round(4).tolist(),
         "files": files,
     }
