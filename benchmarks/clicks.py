@@ -36,6 +36,12 @@ WAITED = """([id, before]) => {
   const hit = c.loads.find(l => l.id === id && l.src !== before && l.at >= c.down);
   return hit ? hit.at - c.down : null;
 }"""
+# The page's time of the Tokens view's first picture drawn from a new photo's analysis (not the photo itself, which
+# the page shows there at once, before the analysis); null while none
+UPLOADED = """([before, photo]) => {
+  const hit = window.__clicks.loads.find(l => l.id === 'tokens' && l.src !== before && !l.src.endsWith(photo));
+  return hit ? hit.at : null;
+}"""
 # ms from the last pointerdown until Inside a head's live panel shows a new photo's layer (its canvas is painted
 # when the layer it shows arrives); null while it does not
 LIVE = """(before) => {
@@ -74,7 +80,9 @@ def one_photo(page, path: Path, clicks: int, waits: dict[str, list[float]]) -> N
     before = src(page, "tokens")
     page.locator("#upload button[aria-label='Clear']").first.click()  # a shown file hides the file input
     page.locator("#upload input[type=file]").set_input_files(str(path))
-    page.wait_for_function(WAITED.replace("l.at >= c.down", "true"), arg=["tokens", before], timeout=180_000)
+    started = page.evaluate("() => performance.now()")
+    page.wait_for_function(UPLOADED, arg=[before, path.name], timeout=180_000)
+    waits["upload: the Tokens view drawn"].append(page.evaluate(UPLOADED, [before, path.name]) - started)
     page.wait_for_timeout(3000)  # what a person does after an upload: look at it
     for tab, view in PICTURES.items():
         select = page.get_by_role("tab", name=label(tab)).click
@@ -125,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-clicks-"))
     waits: dict[str, list[float]] = {f"tab: {t}": [] for t in PICTURES if t not in ("tokens", "inside")}
+    waits["upload: the Tokens view drawn"] = []
     waits["tab: inside, its live panel"], waits["tab: inside, the server's steps"] = [], []
     for kind in ("Inside a head: a patch", "Rollout: the discard slider", "Positions: a position", "Lesson: Next"):
         waits[kind] = []

@@ -551,7 +551,8 @@ def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_wei
 
 def test_one_page_has_one_layer_computing_at_a_time_and_another_page_is_not_held_up(monkeypatch):
     """A flood from one session: while its layer computes, its next request gets 503 at once (the page asks again)
-    and another session's layer is served; when it is done, the session may ask again."""
+    and another session's layer is served; when it is done, the session may ask again, for a layer it was not
+    just sent."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import nullcontext
@@ -592,3 +593,6 @@ def test_one_page_has_one_layer_computing_at_a_time_and_another_page_is_not_held
     release.set()
     worker.join(10)
     assert first[0].status_code == 200 and ask("flood", 1).status_code == 200
+    again = ask("flood", 1)  # a layer it was just sent: a loop, refused at once
+    assert again.status_code == 503 and b"was sent this layer just now" in again.body
+    assert ask("third", 1).status_code == 200 and ask("flood", 2).status_code == 200

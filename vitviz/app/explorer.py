@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import OrderedDict
 
 import anyio
@@ -30,27 +31,39 @@ LAYER_SLOTS, BUSY_S = threading.BoundedSemaphore(2), 5.0
 
 
 class OnePerSession:
-    """At most one layer computing per session: a page fetches one at a time, so a second at once is a flood
-    (a script, a stuck loop) that must not take the slots from the other users' pages. Its request gets 503 at
-    once, which a page retries."""
+    """At most one layer computing per session, and each layer of a photo sent to it once in REPEAT_S: a page
+    fetches one at a time and keeps what it got (its HTTP cache too), so a second request at once, or the same
+    layer again, is a flood (a script, a stuck loop) that must not take the cores from the other users. Its
+    request gets 503 at once, which a page retries."""
+
+    REPEAT_S = 10.0
 
     def __init__(self, sessions: int = 10_000) -> None:
         self._busy: OrderedDict[str, None] = OrderedDict()
+        self._sent: OrderedDict[tuple, float] = OrderedDict()  # (session, key, layer) -> when it was sent
         self._sessions, self._lock = sessions, threading.Lock()
 
-    def start(self, session: str) -> bool:
-        """Whether `session` may compute a layer now (then `done` must follow)."""
+    def start(self, session: str, key: str = "", layer: int = 0) -> str | None:
+        """None where `session` may compute `layer` of photo `key` now (then `done` must follow), or why not."""
+        now = time.monotonic()
         with self._lock:
             if session in self._busy:
-                return False
+                return "this page has a layer on its way already: it asks again"
+            if now - self._sent.get((session, key, layer), -self.REPEAT_S) < self.REPEAT_S:
+                return "this page was sent this layer just now: it asks again later"
             self._busy[session] = None
             while len(self._busy) > self._sessions:  # a bound, not a lease: sessions end without telling
                 self._busy.popitem(last=False)
-            return True
+            return None
 
-    def done(self, session: str) -> None:
+    def done(self, session: str, key: str = "", layer: int = 0, sent: bool = True) -> None:
         with self._lock:
             self._busy.pop(session, None)
+            if sent:
+                self._sent[(session, key, layer)] = time.monotonic()
+                self._sent.move_to_end((session, key, layer))
+                while len(self._sent) > 12 * self._sessions:
+                    self._sent.popitem(last=False)
 
 
 LAYER_SESSIONS = OnePerSession()
@@ -88,12 +101,14 @@ async def layer_response(server: Server, request: Request) -> Response:
         return PlainTextResponse("this photo's analysis is no longer kept: pick the photo again", status_code=404)
     if not re.fullmatch(r"[0-9]{1,4}", layer) or not 0 <= int(layer) < a.model.num_layers:
         return PlainTextResponse(f"layer must be an integer in [0, {a.model.num_layers}), got {layer[:20]!r}", 400)
-    if not LAYER_SESSIONS.start(session):
-        return PlainTextResponse("this page has a layer on its way already: it asks again", status_code=503)
+    refused = LAYER_SESSIONS.start(session, key, int(layer))
+    if refused:
+        return PlainTextResponse(refused, status_code=503)
+    data = None
     try:
         data = await anyio.to_thread.run_sync(computed, server, a, int(layer))
     finally:
-        LAYER_SESSIONS.done(session)
+        LAYER_SESSIONS.done(session, key, int(layer), sent=isinstance(data, bytes))
     if isinstance(data, Response):
         return data
     # identity: Gradio's middleware would spend ~20 ms compressing float32, which barely compresses

@@ -67,7 +67,7 @@ function vitvizExplorer(root, mode) {
       (l, message) => {
         ui.status.textContent = `Layer ${l} could not be loaded: ${message}`;
         if (l === S.layer) ui.bigCap.textContent = `Layer ${l} could not be loaded: ${message}`;
-      });
+      }, () => root.offsetParent === null);
     S.store.current = S.layer;
     S.store.want(S.layer, true);
     for (let d = 1; d < meta.layers; d++) { S.store.want(S.layer + d, false); S.store.want(S.layer - d, false); }

@@ -65,8 +65,10 @@ function vitvizBase64(text) {
 
 // The layers of one analysis in this page: one request at a time, those asked `first` before the rest. Parsed
 // layers and those on their way are kept on window.vitviz, shared with another Explorer of the same analysis.
-// onArrive(l) and onFail(l, message) are called while the store is open.
-function vitvizLayerStore(source, shape, onArrive, onFail) {
+// onArrive(l) and onFail(l, message) are called while the store is open. While hidden() (its tab is not shown),
+// the layers asked for later wait: a page that has moved on to another photo does not fetch the last one's.
+const VITVIZ_HIDDEN_RECHECK_MS = 500;
+function vitvizLayerStore(source, shape, onArrive, onFail, hidden = () => false) {
   const meta = source.meta(), prefix = `${meta.session}|${meta.key}|`;
   const shared = (window.vitviz = window.vitviz || {});
   const kept = (shared.layerStore ||= new Map()), fetches = (shared.layerFetches ||= new Map());
@@ -88,9 +90,14 @@ function vitvizLayerStore(source, shape, onArrive, onFail) {
     if (first) wanted.unshift(l); else wanted.push(l);
     pump();
   };
+  let recheck = null;
   const pump = () => {
     while (wanted.length && layers.has(wanted[0])) wanted.shift();
     if (inflight !== null || !wanted.length || !open) return;
+    if (wanted[0] !== store.current && hidden()) {
+      recheck ||= setTimeout(() => { recheck = null; pump(); }, VITVIZ_HIDDEN_RECHECK_MS);
+      return;
+    }
     const l = wanted.shift(), key = prefix + l, started = performance.now();
     inflight = l;
     let fetching = fetches.get(key);
@@ -130,7 +137,7 @@ function vitvizLayerStore(source, shape, onArrive, onFail) {
       failed.clear();
       for (const l of again) want(l, l === store.current);
     },
-    close() { open = false; waiters = []; if (source.close) source.close(); },
+    close() { open = false; waiters = []; clearTimeout(recheck); if (source.close) source.close(); },
   };
   return store;
 }
