@@ -38,8 +38,9 @@ WAITED = """([id, before]) => {
 }"""
 # The page's time of the Tokens view's first picture drawn from a new photo's analysis (not the photo itself, which
 # the page shows there at once, before the analysis); null while none
-UPLOADED = """([before, photo]) => {
-  const hit = window.__clicks.loads.find(l => l.id === 'tokens' && l.src !== before && !l.src.endsWith(photo));
+UPLOADED = """([before, photo, since]) => {
+  const hit = window.__clicks.loads.find(l => l.id === 'tokens' && l.at >= since && l.src !== before
+                                              && !l.src.endsWith(photo));
   return hit ? hit.at : null;
 }"""
 # ms from the last pointerdown until Inside a head's live panel shows a new photo's layer (its canvas is painted
@@ -81,8 +82,8 @@ def one_photo(page, path: Path, clicks: int, waits: dict[str, list[float]]) -> N
     page.locator("#upload button[aria-label='Clear']").first.click()  # a shown file hides the file input
     page.locator("#upload input[type=file]").set_input_files(str(path))
     started = page.evaluate("() => performance.now()")
-    page.wait_for_function(UPLOADED, arg=[before, path.name], timeout=180_000)
-    waits["upload: the Tokens view drawn"].append(page.evaluate(UPLOADED, [before, path.name]) - started)
+    page.wait_for_function(UPLOADED, arg=[before, path.name, started], timeout=180_000)
+    waits["upload: the Tokens view drawn"].append(page.evaluate(UPLOADED, [before, path.name, started]) - started)
     page.wait_for_timeout(3000)  # what a person does after an upload: look at it
     for tab, view in PICTURES.items():
         select = page.get_by_role("tab", name=label(tab)).click

@@ -34,6 +34,15 @@ def pytest_collection_modifyitems(items) -> None:
             item.add_marker("slow")
 
 
+def pytest_configure(config) -> None:
+    """Under pytest-xdist (`-n 2`), each worker's torch on one thread: two workers of two threads each on two
+    cores would spend their time waiting for each other."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
+
+
 RUNNING: list = [None]  # the test being set up or run
 
 
