@@ -105,11 +105,12 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
     assert left == [[0, False]] * 10
 
 
+# A cell that ends with the widget: a tiny model of `family` on a random photo
 NOTEBOOK_CELL = """import sys
 sys.path[:0] = [{tests!r}]
 from conftest import FAMILIES, random_image
 import vitviz
-a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)
+a = vitviz.analyze(FAMILIES[{family!r}](), random_image(48, 64, seed={seed}), longest=64)
 vitviz.explore(a, layer=1)"""
 
 
@@ -122,7 +123,10 @@ def test_in_jupyterlab_the_widget_shows_the_captured_weights(tmp_path):
     pytest.importorskip("jupyterlab")
     from support.jupyter import open_notebook, run_cell, running_jupyter, write_notebook
 
-    write_notebook(tmp_path / "explore.ipynb", NOTEBOOK_CELL.format(tests=str(Path(__file__).resolve().parent)))
+    write_notebook(
+        tmp_path / "explore.ipynb",
+        NOTEBOOK_CELL.format(tests=str(Path(__file__).resolve().parent), family="deit", seed=4),
+    )
     a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)  # the cell's, seeded alike
     gh, gw = a.grid
     cases = [(layer, h, p) for layer in range(3) for h in range(a.model.num_heads) for p in (-1, 0, gh * gw - 1, 9)]
@@ -267,14 +271,6 @@ def test_ten_views_of_the_widget_in_a_row_leave_nothing_of_the_removed_ones():
     assert kept[:-1] == [0] * 10 and kept[-1] > 0
 
 
-QK_CELL = """import sys
-sys.path[:0] = [{tests!r}]
-from conftest import FAMILIES, random_image
-import vitviz
-a = vitviz.analyze(FAMILIES["dinov2_registers"](), random_image(48, 64, seed=7), longest=64)
-vitviz.explore(a, layer=1)"""
-
-
 @pytest.mark.slow
 @pytest.mark.browser
 def test_in_jupyterlab_the_qk_view_maps_the_kernels_layers_and_a_point_lights_its_patches(tmp_path):
@@ -286,7 +282,10 @@ def test_in_jupyterlab_the_qk_view_maps_the_kernels_layers_and_a_point_lights_it
     from support.jupyter import open_notebook, run_cell, running_jupyter, write_notebook
     from test_qk import reference_map, top_keys
 
-    write_notebook(tmp_path / "qk.ipynb", QK_CELL.format(tests=str(Path(__file__).resolve().parent)))
+    write_notebook(
+        tmp_path / "qk.ipynb",
+        NOTEBOOK_CELL.format(tests=str(Path(__file__).resolve().parent), family="dinov2_registers", seed=7),
+    )
     a = vitviz.analyze(FAMILIES["dinov2_registers"](), random_image(48, 64, seed=7), longest=64)  # the cell's
     maps = {}
     with running_jupyter(tmp_path) as url, sync_api.sync_playwright() as pw:
