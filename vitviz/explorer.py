@@ -150,6 +150,8 @@ def probe_data(a: Analysis) -> dict | None:
     return {"q": b64(q), "k": b64(k), "valueNorms": b64(norms)}
 
 
-def lut(cmap: str) -> list[int]:
-    """The colormap as 256 RGB triples, flat [768]: the browser paints with the server's own colours."""
-    return render.colorize(np.arange(256, dtype=np.float32)[None], cmap, 0.0, 255.0)[0].reshape(-1).tolist()
+def lut(cmap: str) -> str:
+    """The colormap as 256 RGB triples, flat [768], written as one hex string (two digits a byte): the browser
+    paints with the server's own colours. A string, not 768 numbers: Gradio's page copies every number of a
+    component's value, one call each, whenever it gathers an event's inputs or sets its outputs."""
+    return bytes(render.colorize(np.arange(256, dtype=np.float32)[None], cmap, 0.0, 255.0)[0].reshape(-1)).hex()

@@ -12,7 +12,7 @@ function vitvizSizeCanvas(canvas, photoSize) {
   if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
 }
 
-function vitvizLut(meta) { return meta.colormaps[meta.cmap] || meta.colormaps.inferno; }
+function vitvizLut(meta) { return vitvizLutBytes(meta.colormaps[meta.cmap] || meta.colormaps.inferno); }
 
 // values [gh*gw] on scale sc, coloured with the meta's colormap and opacity over `photo`; `marker`: the query's
 // patch index or null; `outlined`: patch indices or null

@@ -47,7 +47,7 @@ function vitvizQkDraw(Q, KIND) {
   function drawPoints(canvas, map, pos, scale, radius) {
     const ctx = canvas.getContext("2d"), img = ctx.createImageData(canvas.width, canvas.height), px = img.data, W = canvas.width, H = canvas.height;
     px.fill(255);
-    const lut = map.photos[0].meta.colormap;
+    const lut = vitvizLutBytes(map.photos[0].meta.colormap);
     let lo = Infinity, hi = -Infinity;
     for (let i = 0; i < map.M; i++) { lo = Math.min(lo, map.norm[i]); hi = Math.max(hi, map.norm[i]); }
     const disc = stamp(radius, false), ring = stamp(radius + 0.5, true), edge = stamp(radius + 1, false);

@@ -57,6 +57,18 @@ function vitvizEmbeddedSource(meta, layers) {
   };
 }
 
+// A colormap from Python (explorer.lut): 256 RGB triples as one hex string, decoded once a page
+const VITVIZ_LUTS = new Map();
+function vitvizLutBytes(hex) {
+  let lut = VITVIZ_LUTS.get(hex);
+  if (!lut) {
+    lut = new Uint8Array(hex.length / 2);
+    for (let i = 0; i < lut.length; i++) lut[i] = parseInt(hex.substr(2 * i, 2), 16);
+    VITVIZ_LUTS.set(hex, lut);
+  }
+  return lut;
+}
+
 function vitvizBase64(text) {
   const raw = atob(text), bytes = new Uint8Array(raw.length);
   for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
