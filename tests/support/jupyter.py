@@ -65,20 +65,26 @@ def open_notebook(page, url: str, name: str) -> None:
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=120_000)
 
 
-def run_cell(page, index: int = 0) -> None:
-    """Cell `index` run in place (Ctrl+Enter), until its prompt changes: a keystroke made while the kernel's
-    connection still settles is lost."""
+def run_cell(page, index: int = 0, timeout: float = 120.0) -> None:
+    """Cell `index` run in place (Ctrl+Enter), until its prompt shows a new execution count. A keystroke made
+    while the kernel's connection still settles is lost, or queued and then dropped (the prompt goes back to
+    "[ ]:"): the cell is run again then."""
     from playwright.sync_api import TimeoutError as Timeout
 
     prompt = page.locator(".jp-Cell .jp-InputPrompt").nth(index)
     before = prompt.inner_text()
-    for _ in range(5):
+    ran = """([p, old]) => { const t = p.textContent.trim();
+        return /^\\[\\d+\\]:$/.test(t) && t !== old ? "ran" : t === "[ ]:" || t === old ? "" : null; }"""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         page.locator(".jp-Cell .cm-content").nth(index).click()
         page.keyboard.press("Control+Enter")
-        try:
-            page.wait_for_function("([p, old]) => p.textContent !== old", arg=[prompt.element_handle(), before],
-                                   timeout=10_000)  # fmt: skip
-            return
+        try:  # queued or run within 10 s, else the keystroke was lost
+            page.wait_for_function(f"(a) => ({ran})(a) !== ''", arg=[prompt.element_handle(), before], timeout=10_000)
+            page.wait_for_function(f"(a) => ({ran})(a) !== null", arg=[prompt.element_handle(), before],
+                                   timeout=max(1, deadline - time.monotonic()) * 1000)  # fmt: skip
         except Timeout:
             continue
-    raise RuntimeError(f"cell {index} did not run")
+        if prompt.inner_text().strip() != before.strip() and prompt.inner_text().strip() != "[ ]:":
+            return
+    raise RuntimeError(f"cell {index} did not run: its prompt is {prompt.inner_text()!r}")
