@@ -277,3 +277,30 @@ def depth_folder(request, tmp_path) -> tuple[str, Path]:
     """A tiny random depth model saved with save_pretrained (safetensors) to a temp folder."""
     DEPTH_FAMILIES[request.param]().save_pretrained(tmp_path)
     return request.param, tmp_path
+
+
+def reference_fused(attentions: np.ndarray, fusion: str) -> np.ndarray:
+    """[L,N,N] float64 the heads of [L,H,N,N] `attentions` fused by their mean, max or min."""
+    a = np.asarray(attentions, np.float64)
+    return {"mean": a.mean(1), "max": a.max(1), "min": a.min(1)}[fusion]
+
+
+def reference_threshold(layer: np.ndarray, ratio: float) -> float:
+    """The k-th smallest weight of one fused layer [N,N], k = max(1, int(N² · ratio)): a discard drops it and
+    every weight below it."""
+    return float(np.sort(layer, axis=None)[max(1, int(layer.size * ratio)) - 1])
+
+
+def reference_rollout(fused: np.ndarray, ratio: float, start: np.ndarray, keep: tuple[int, ...]) -> np.ndarray:
+    """[N] float64 attention rollout (Abnar & Zuidema 2020) of fused heads [L,N,N], written out as the paper
+    does: each layer's weights at or below its `ratio` threshold zeroed (never the `keep` columns), the identity
+    added and the rows normalised, Â_l = (A_l + I) / rowsum, then start · Â_L ... Â_1."""
+    row = np.asarray(start, np.float64)
+    for layer in fused[::-1]:
+        a = layer.copy()
+        if ratio > 0:
+            a[a <= reference_threshold(layer, ratio)] = 0.0
+            a[:, list(keep)] = layer[:, list(keep)]
+        a = a + np.eye(len(a))
+        row = row @ (a / a.sum(axis=1, keepdims=True))
+    return row

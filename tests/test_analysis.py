@@ -3,14 +3,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
-from conftest import FAMILIES, expected_readout_row, random_image, reference_outputs, tiny_vit
+from conftest import (
+    FAMILIES,
+    expected_readout_row,
+    random_image,
+    reference_fused,
+    reference_outputs,
+    reference_rollout,
+    tiny_vit,
+)
 
 import vitviz
 from vitviz import maps
 from vitviz.derived import Derived
+from vitviz.outputs import Output
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -197,3 +208,172 @@ def test_ratios_off_the_slider_are_exact_and_a_sweep_of_them_keeps_its_fused_hea
         a.rollout("mean", percent / 100)
     assert a.layers_recomputed == before + model.num_layers  # made once, kept until a cache sheds it
     assert "mean" in a.held().fused
+
+
+def float64_heads(model, x: np.ndarray, layer: int):
+    """(q, k, v [H,N,dh], wo [D,H,dh]) of `layer` from the tokens x [N,D] that enter it, in float64: the
+    layer's own norm and projections, written out."""
+    parts = model.layer_parts(layer)
+    w = {name: getattr(parts, name) for name in ("q", "k", "v", "o")}
+    norm = parts.norm1
+    u = torch.nn.functional.layer_norm(
+        torch.from_numpy(x).double(), norm.normalized_shape, norm.weight.double(), norm.bias.double(), norm.eps
+    ).detach().numpy()  # fmt: skip
+    heads = model.num_heads
+
+    def project(linear):
+        bias = 0.0 if linear.bias is None else linear.bias.detach().double().numpy()
+        out = u @ linear.weight.detach().double().numpy().T + bias
+        return out.reshape(len(u), heads, -1).transpose(1, 0, 2)
+
+    wo = w["o"].weight.detach().double().numpy()
+    return project(w["q"]), project(w["k"]), project(w["v"]), wo.reshape(len(wo), heads, -1)
+
+
+def float64_softmax(scores: np.ndarray) -> np.ndarray:
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("name", ["vit", "deit", "dinov2_registers", "clip", "siglip_vision"])
+def test_inside_a_head_and_its_contributions_are_the_layer_recomputed_in_float64(name):
+    model = FAMILIES[name]()
+    a = vitviz.analyze(model, random_image(40, 56, seed=40), longest=56)
+    ref = reference_outputs(model, a.pixel_values)
+    layer, head, patch, (gh, gw) = 1, 2, 9, a.grid
+    token = model.n_prefix + patch
+    q, k, v, wo = float64_heads(model, a.hidden_states[layer].astype(np.float64), layer)
+    dh = q.shape[-1]
+    weights = float64_softmax(q @ k.transpose(0, 2, 1) * dh**-0.5)  # [H,N,N]
+    np.testing.assert_allclose(weights, ref.attentions[layer][0].numpy(), atol=1e-5)  # transformers' own
+    value_norms = np.linalg.norm(np.einsum("hnd,Dhd->hnD", v, wo), axis=-1)  # [H,N] ||W_O,h v_j||
+    h = a.inside_head(layer, head, patch)
+    assert (h.layer, h.head, h.query, h.scale, h.head_width) == (layer, head, token, pytest.approx(dh**-0.5), dh)
+    close = dict(rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(h.q, q[head, token], **close)
+    np.testing.assert_allclose(h.k, k[head], **close)
+    np.testing.assert_allclose(h.v, v[head], **close)
+    np.testing.assert_allclose(h.scores, q[head, token] @ k[head].T * dh**-0.5, **close)
+    np.testing.assert_allclose(h.weights, weights[head, token], **close)
+    np.testing.assert_allclose(h.contributions, weights[head, token] * value_norms[head], **close)
+    np.testing.assert_allclose(h.output, weights[head, token] @ v[head], **close)
+    out = np.linalg.norm(np.einsum("hn,hnd,Dhd->hD", weights[:, token], v, wo), axis=-1)
+    np.testing.assert_allclose(h.head_shares, out / out.sum(), **close)
+    carried = weights[:, token] * value_norms  # [H,N]
+    want = carried[:, model.n_prefix :].reshape(-1, gh, gw)
+    np.testing.assert_allclose(a.contribution_map(layer, head, patch), want[head], **close)
+    np.testing.assert_allclose(a.contribution_map(layer, None, patch), want.mean(0), **close)
+    if model.readout.pool:
+        with pytest.raises(ValueError, match="probe has values of its own: weight × value reads a token query"):
+            a.contribution_map(layer, None, "readout")
+    else:
+        readout = list(model.readout.tokens)
+        rows = (weights[:, readout].mean(1) * value_norms)[:, model.n_prefix :].reshape(-1, gh, gw)
+        np.testing.assert_allclose(a.contribution_map(layer, None, "readout"), rows.mean(0), **close)
+        np.testing.assert_allclose(a.contribution_map(2, 3, "readout").shape, (gh, gw))
+    if model.has_cls:
+        assert a.inside_head(0, 0, "cls").query == 0
+    with pytest.raises(ValueError, match="head must be a head index: inside a head looks at one head"):
+        a.inside_head(layer, None, patch)
+    with pytest.raises(ValueError, match=r"head must be None or in \[0, 4\), got 4"):
+        a.inside_head(layer, 4, patch)
+    with pytest.raises(ValueError, match=r"layer must be in \[0, 3\), got 3"):
+        a.contribution_map(3, None, patch)
+    with pytest.raises(ValueError, match=r"head must be None or in \[0, 4\), got -1"):
+        a.contribution_map(layer, -1, patch)
+
+
+@pytest.mark.parametrize("name", ["vit", "dinov2"])  # dinov2: LayerScale after each sub-layer
+def test_layer_updates_are_the_norms_of_what_each_sub_layer_adds(name):
+    """The attention's update recomputed from the layer's modules, the MLP's as what is left of the next hidden
+    state: with the forward's norms, and recomputed where the forward kept none."""
+    model = FAMILIES[name]()
+    record = vitviz.analyze(model, random_image(40, 56, seed=41), longest=56)
+    recomputed = dataclasses.replace(record, update_norms=None)
+    for layer in range(model.num_layers):
+        parts, x = model.layer_parts(layer), torch.from_numpy(record.hidden_states[layer])
+        with torch.no_grad():
+            attention = parts.scale1(parts.attention(parts.norm1(x[None]))[0])[0].double().numpy()
+        mlp = record.hidden_states[layer + 1].astype(np.float64) - x.double().numpy() - attention
+        want = [np.linalg.norm(t, axis=-1) for t in (x.double().numpy(), attention, mlp)]
+        for updates in (record.layer_updates(layer), recomputed.layer_updates(layer)):
+            for part, expected in zip(("residual", "attention", "mlp"), want, strict=True):
+                got = getattr(updates, part)
+                assert got.shape == (record.num_tokens,)
+                np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5, err_msg=f"{layer} {part}")
+    for bad in (-1, model.num_layers):
+        with pytest.raises(ValueError, match=rf"layer must be in \[0, 3\), got {bad}"):
+            record.layer_updates(bad)
+
+
+def test_pca_colours_are_the_first_three_components_of_the_patch_tokens():
+    """On DeiT (two prefix tokens) and a 5x7 grid: the eigenvectors of the patches' covariance, each signed so
+    that its largest loading is positive, min-max scaled."""
+    a = vitviz.analyze(FAMILIES["deit"](), random_image(40, 56, seed=42), longest=56)
+    x = a.tokens[2:].astype(np.float64)
+    x = x - x.mean(0)
+    vectors = np.linalg.eigh(x.T @ x)[1][:, ::-1][:, :3].T  # largest first
+    vectors *= np.sign(vectors[np.arange(3), np.abs(vectors).argmax(1)])[:, None]
+    comps = x @ vectors.T
+    want = ((comps - comps.min(0)) / (comps.max(0) - comps.min(0))).reshape(5, 7, 3)
+    got = a.pca_rgb()
+    assert got.shape == (5, 7, 3) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_top_classes_are_the_softmax_of_the_logits_best_first():
+    a = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=43))
+    logits = a.logits.astype(np.float64)
+    probs = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    order = np.argsort(-probs)
+    got = a.top_classes(3)
+    assert [label for label, _ in got] == [f"class {i}" for i in order[:3]]
+    np.testing.assert_allclose([p for _, p in got], probs[order[:3]], rtol=1e-6)
+    assert all(type(p) is float for _, p in got)
+    assert [label for label, _ in a.top_classes()] == [f"class {i}" for i in order]  # 5 by default: every class
+    assert len(a.top_classes(1)) == 1 and len(a.top_classes(10)) == 5
+    assert vitviz.analyze(FAMILIES["dino"](), random_image(32, 32, seed=43)).top_classes() == []
+
+
+def test_a_rollout_toward_the_dense_head_starts_from_its_patches_weighted_as_the_output_reads_them():
+    record = vitviz.analyze(tiny_vit(), random_image(48, 32, seed=44), longest=32)  # an image twice as tall
+    (gh, gw), (h, w) = record.grid, record.pixel_values.shape[2:]
+    salient = np.random.default_rng(44).random((h, w)).astype(np.float32)
+    a = dataclasses.replace(record, captured_dense=(salient,))
+    n = a.num_tokens
+
+    def start_over(weights):
+        row = np.zeros(n)
+        row[1:] = weights.reshape(gh, h // gh, gw, w // gw).mean((1, 3)).ravel()
+        return row / row.sum()
+
+    box = np.zeros((h, w))
+    box[:, : w // 2] = 1  # the box's left half of the image, in its own pixels
+    outputs = {
+        Output("dense"): start_over(salient),
+        Output("dense", region="image"): np.r_[0.0, np.full(n - 1, 1 / (n - 1))],
+        Output("dense", box=(0, 0, 16, 48)): start_over(box),
+    }
+    fused = reference_fused(a.attentions, "mean")
+    for output, want in outputs.items():
+        start, keep = a.rollout_start("mean", output)
+        assert keep == () and start.dtype == np.float32 and start.shape == (n,)
+        np.testing.assert_allclose(start, want, rtol=1e-5, atol=1e-8, err_msg=str(output))
+        rolled = reference_rollout(fused, 0.3, want, ())[1:].reshape(gh, gw)
+        np.testing.assert_allclose(a.rollout("mean", 0.3, output), rolled, rtol=1e-5, atol=1e-7)
+    for toward in (None, "readout", Output("class", index=2), Output("readout")):
+        start, keep = a.rollout_start("max", toward)
+        assert keep == (0,) and list(start) == [1.0] + [0.0] * (n - 1)
+    assert a.start_of(None) == "readout" and a.start_of(Output("dense")) == Output("dense")
+    with pytest.raises(ValueError, match="this model has no dense head: its output is not a map"):
+        record.rollout_start("mean", Output("dense"))
+
+
+@pytest.mark.parametrize("fusion", maps.HEAD_FUSIONS)
+def test_an_attention_pool_starts_from_its_probes_heads_fused_as_the_layers_are(fusion):
+    a = vitviz.analyze(FAMILIES["siglip_vision"](), random_image(32, 32, seed=45))
+    probe = reference_fused(a.pool_attention[None, :, None], fusion)[0, 0]
+    start, keep = a.rollout_start(fusion)
+    assert keep == ()
+    np.testing.assert_allclose(start, probe / probe.sum(), rtol=1e-6)
+    np.testing.assert_allclose(a.readout_start(fusion), start, rtol=0)
