@@ -131,29 +131,35 @@ def test_a_sequence_of_requests_counts_what_it_made_served_and_recomputed():
     assert held.rollouts == {("mean", p) for p in Derived.ROLLOUT_PERCENTS} and not held.fused
     assert held.thresholds == {"mean"} and held.rollout_bytes == slider * 4 * 4 * 4 and d.shed_bytes == 0
     first[:] = -1  # a copy
-    assert (d.rollout("mean", 0.0) >= 0).all() and d.rollout("mean", 0.3).sum() > 0
-    assert (d.rollouts_made, d.rollouts_served) == (slider, 2)
+    assert (d.rollout("mean", 0.0) >= 0).all() and d.rollout("mean", 0.3).sum() > 0 and d.rollout("mean", 0.05).any()
+    assert (d.rollouts_made, d.rollouts_served) == (slider, 3)
     d.rollout("mean", 0.07)  # a whole percent off the slider: its fused heads kept for the next
     assert (d.rollouts_made, d.layers_recomputed, d.held().fused) == (slider + 1, 2 * layers, {"mean"})
-    d.rollout("mean", 0.08)
+    d.rollout("mean", 0.01)
     assert (d.rollouts_made, d.layers_recomputed) == (slider + 2, 2 * layers)
-    assert d.held().rollouts == {("mean", p) for p in (*Derived.ROLLOUT_PERCENTS, 7, 8)}
-    for ratio in (0.3000001, 1e-12, 0.999):  # no whole percent: made each time, never kept
+    assert d.held().rollouts == {("mean", p) for p in (*Derived.ROLLOUT_PERCENTS, 7, 1)}
+    for ratio in (0.3000001, 1e-12, 0.999, 1 - 1e-12):  # no whole percent: made each time, never kept
         d.rollout("mean", ratio)
-    assert (d.rollouts_made, d.rollouts_served, len(d.held().rollouts)) == (slider + 5, 2, slider + 2)
-    assert d.rollout("mean", 0.07).shape == (4, 4) and d.rollouts_served == 3
-    d.percent_thresholds("mean")
+    assert (d.rollouts_made, d.rollouts_served, len(d.held().rollouts)) == (slider + 6, 3, slider + 2)
+    assert d.rollout("mean", 0.07).shape == (4, 4) and d.rollouts_served == 4
+    assert d.fused() is d.fused("mean") and d.percent_thresholds() is d.percent_thresholds("mean")
     d.rollout("max", 0.5)
-    assert (d.rollouts_made, d.layers_recomputed, d.held().fused) == (2 * slider + 5, 3 * layers, {"mean"})
+    assert (d.rollouts_made, d.layers_recomputed, d.held().fused) == (2 * slider + 6, 3 * layers, {"mean"})
     assert d.held().thresholds == {"mean", "max"}
+    d.fused("min")
+    d.rollout("min", 0.5)  # the slider, from the fused heads kept
+    assert (d.rollouts_made, d.layers_recomputed) == (3 * slider + 6, 4 * layers)
     for ratio in (1.0, -0.05, float("nan"), 1.5):
         with pytest.raises(ValueError, match=r"discard_ratio must be in \[0, 1\)"):
             d.rollout("mean", ratio)
-    assert (d.rollouts_made, d.rollouts_served, d.layers_recomputed) == (2 * slider + 5, 3, 3 * layers)
+    assert (d.rollouts_made, d.rollouts_served, d.layers_recomputed) == (3 * slider + 6, 4, 4 * layers)
     for ask in (lambda: d.rollout("median", 0.3), lambda: d.fused("median"), lambda: d.percent_thresholds("median")):
         with pytest.raises(ValueError, match="unknown head fusion 'median'"):
             ask()
-    assert d.rollouts_made == 2 * slider + 5 and not d.held().rollouts & {("median", 30)}
+    assert d.rollouts_made == 3 * slider + 6 and not d.held().rollouts & {("median", 30)}
+    fresh = Derived(record)
+    fresh.percent_thresholds("max")  # from fused heads made now, and let go
+    assert fresh.layers_recomputed == layers and not fresh.held().fused and fresh.held().thresholds == {"max"}
 
 
 def test_nbytes_and_shed_count_every_kept_array_exactly():
@@ -219,25 +225,29 @@ def test_a_sweep_after_requests_keeps_what_they_made_and_gathers_the_rest():
     record = vitviz.analyze(model, random_image(32, 32, seed=64))
     d, layers, slider = Derived(record), model.num_layers, len(Derived.ROLLOUT_PERCENTS)
     d.fused("max")  # kept: the sweep reads it rather than fusing again
-    d.rollout("min", 0.3)  # rolled: the sweep leaves it alone
+    d.rollout("mean", 0.3)  # rolled: the sweep leaves it alone, and sweeps the others
     assert d.layers_recomputed == 2 * layers
     for step in range(layers + 1):
         d.warm_step(step)
     held = d.held()
-    assert held.warm_rows == {"mean": layers} and held.warm_thresholds == {"mean": layers, "max": layers}
+    assert held.warm_rows == {"min": layers} and held.warm_thresholds == {"max": layers, "min": layers}
     assert d.layers_recomputed == 3 * layers and held.fused == {"max"}
     thresholds = d.percent_thresholds("max")  # gathered from the sweep's, counted from the kept fused heads
     fused = reference_fused(record.attentions, "max")
     want = [[reference_threshold(layer, p / 100) for p in range(100)] for layer in fused]
     np.testing.assert_array_equal(thresholds.float().numpy(), np.float32(want))
-    assert d.held().warm_thresholds == {"mean": layers} and d.layers_recomputed == 3 * layers
-    step = layers + 1  # each fusion's roll: the mean's from its swept rows, the max's none (no rows), the min's kept
+    assert d.held().warm_thresholds == {"min": layers} and d.layers_recomputed == 3 * layers
+    step = layers + 1  # each fusion's roll: the mean's kept, the max's none (no rows), the min's from its rows
     while d.warm_step(step):
         step += 1
     held = d.held()
     assert not held.warm_rows and not held.warm_thresholds and held.thresholds == {"mean", "max", "min"}
     assert held.rollouts == {(f, p) for f in ("mean", "min") for p in Derived.ROLLOUT_PERCENTS}
     assert d.rollouts_made == 2 * slider and d.layers_recomputed == 3 * layers
+    fresh = Derived(record)
+    fresh.warm_step(1)
+    fresh.fused("mean")  # made from the swept layer and two recomputed: the swept row let go
+    assert fresh.held().warm_rows == {"max": 1, "min": 1} and fresh.layers_recomputed == layers
 
 
 def test_forget_drops_exactly_what_it_is_told():
@@ -280,9 +290,14 @@ def test_fill_keeps_copies_of_the_rows_it_is_given_as_maps_over_the_patches():
         np.testing.assert_array_equal(d.rollout("max", percent / 100), want[i])
     assert d.rollouts_served == 3 and d.rollouts_made == 0 and d.held().warm_rows["max"] == record.num_layers
     assert (d.percent_thresholds("max") >= 0).all() and d.held().rollout_bytes == 3 * gh * gw * 4
-    rest = [p for p in Derived.ROLLOUT_PERCENTS if p not in (0, 5)]
-    d.fill("max", rest, np.ones((len(rest), n), np.float32))
-    assert "max" not in d.held().warm_rows  # every rollout of the slider kept: the rows let go
+    assert d.warm_step(record.num_layers + 2)  # the max's roll: only the rollouts of the slider not filled
+    assert d.rollouts_made == len(Derived.ROLLOUT_PERCENTS) - 3 and "max" not in d.held().warm_rows
+    np.testing.assert_array_equal(d.rollout("max", 0.05), want[1])
+    slider = list(Derived.ROLLOUT_PERCENTS)
+    d.fill("min", slider[:-1], np.ones((len(slider) - 1, n), np.float32))
+    assert d.held().warm_rows == {"mean": record.num_layers, "min": record.num_layers}
+    d.fill("min", slider[-1:], np.ones((1, n), np.float32))
+    assert d.held().warm_rows == {"mean": record.num_layers}  # every rollout of the slider kept: the rows let go
     dense = Output("dense", region="image")
     d.fill("mean", [10], np.ones((1, n), np.float32), start=dense)
     assert (dense, "mean", 10) in d.held().rollouts and ("mean", 10) not in d.held().rollouts
@@ -312,6 +327,8 @@ def test_a_rollout_toward_another_output_is_kept_apart_from_the_models_own():
     np.testing.assert_array_equal(d.rollout("mean", 0.2, toward=dense), toward)
     assert d.rollouts_served == 2
     assert d.dense_map() is record.captured_dense[0] and d.held().dense_map
+    off = reference_rollout(reference_fused(record.attentions, "mean"), 0.123, start / start.sum(), ())
+    np.testing.assert_allclose(d.rollout("mean", 0.123, toward=dense), off[1:].reshape(4, 4), rtol=1e-5, atol=1e-7)
 
 
 def test_the_dense_map_is_made_once_and_counted(monkeypatch):
@@ -371,3 +388,50 @@ def test_a_fusions_roll_step_lets_its_swept_rows_go_whatever_it_made(monkeypatch
     with pytest.raises(RuntimeError, match="out of memory"):
         failed.warm_step(layers + 2)  # the max's roll
     assert failed.held().warm_rows == {"mean": layers, "min": layers} and not failed.held().rollouts
+    monkeypatch.undo()
+    failed.shed()  # a cache under pressure: the mean's and the min's steps gather their thresholds, roll nothing
+    for step in (layers + 1, layers + 3):
+        failed.warm_step(step)
+    held = failed.held()
+    # the max's thresholds: made before its rollouts failed
+    assert held.thresholds == {"mean", "max", "min"} and not held.warm_thresholds and not held.rollouts
+    assert failed.layers_recomputed == layers
+
+
+def test_an_attention_pools_rollouts_start_from_its_probe_fused_as_asked():
+    """SigLIP's readout is its probe's attention, its heads fused as the layers' are: max here, not the mean."""
+    record = vitviz.analyze(FAMILIES["siglip_vision"](), random_image(32, 32, seed=71))
+    d = Derived(record)
+    probe = record.pool_attention.max(0).astype(np.float64)
+    fused = reference_fused(record.attentions, "max")
+    for ratio in (0.3, 0.123):  # the slider's, and one off it
+        want = reference_rollout(fused, ratio, probe / probe.sum(), ())
+        np.testing.assert_allclose(d.rollout("max", ratio), want.reshape(4, 4), rtol=1e-5, atol=1e-7)
+
+
+def test_statistics_come_from_the_attention_given_where_the_caller_has_it():
+    record = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=72))
+    d, n = Derived(record), record.num_tokens
+    uniform = torch.full((4, n, n), 1.0 / n)  # every row spread evenly: entropy log N
+    distance, entropy = d.layer_statistics(2, uniform)
+    np.testing.assert_allclose(entropy, np.full(4, np.log(n)), rtol=1e-5)
+    assert d.layer_statistics(2)[1] is entropy and d.layers_recomputed == 0
+    assert not np.allclose(record.layer_statistics(2)[1], entropy)
+
+
+def test_a_derived_without_its_analysis_says_so():
+    bare = Derived.__new__(Derived)  # as a copy or an unpickling makes it, before its fields are set
+    with pytest.raises(AttributeError, match="analysis"):
+        bare.analysis  # noqa: B018
+
+
+def test_warm_runs_every_step_in_order():
+    model = tiny_vit()
+    image = random_image(32, 32, seed=73)
+    stepped, warmed = (Derived(vitviz.analyze(model, image)) for _ in range(2))
+    step = 0
+    while stepped.warm_step(step):
+        step += 1
+    warmed.warm()
+    assert warmed.held() == stepped.held() and warmed.held().rollouts
+    assert (warmed.layers_recomputed, warmed.rollouts_made) == (stepped.layers_recomputed, stepped.rollouts_made)
