@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from app_server import running_app
 from conftest import ASSETS
-from support.harness import CHROMIUM, fake_camera, fetch_picture, start_live_stream, tallest_label
+from support.harness import CHROMIUM, fake_camera, fetch_picture, photos, start_live_stream, tallest_label
 from support.harness import CHROMIUM_ARGS as ARGS
 
 from vitviz.app.layout import VIEWS
+from vitviz.app.source import NO_PHOTO
 from vitviz.render import LARGE_LABEL_PX
 from vitviz.tabs import label
 from vitviz.views import SHEET_TILE
@@ -143,12 +144,19 @@ def test_a_view_is_drawn_when_looked_at_and_follows_the_display_settings(page, t
     wait_for_src_change(page, "#dense", dense)
 
 
-def test_clearing_the_upload_is_not_an_error(page, tmp_path):
+def test_clearing_the_upload_is_not_an_error_and_sends_no_view(page, tmp_path):
+    """Clear empties the upload box and says that the views are the last photo's; it sends one request (the
+    analysis of no photo), not one per view."""
     page.get_by_role("tab", name=label("tokens")).click()
+    shown = src(page, "#tokens")
+    sent = []
+    page.on("request", lambda r: sent.append(r.url) if "/gradio_api/" in r.url and r.method == "POST" else None)
     page.locator("#upload button[aria-label='Clear']").first.click()
-    page.wait_for_function("() => !document.querySelector('#tokens img')", timeout=30_000)
-    page.wait_for_timeout(1000)
+    page.locator("#status").get_by_text(NO_PHOTO).wait_for(timeout=30_000)
+    page.wait_for_timeout(1500)
     assert page.get_by_text("Error").count() == 0
+    assert len(sent) == 1, sent
+    assert src(page, "#tokens") == shown
     page.locator("#examples img").nth(0).click()
     page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
 
@@ -746,8 +754,9 @@ def test_stop_or_a_new_image_ends_a_running_attribution_and_says_so(page, tmp_pa
         page.wait_for_timeout(3000)  # running: the batches have begun
         if stop == "button":
             page.get_by_role("button", name="Stop").click()
-        else:
-            page.locator("#examples img").nth(0).click()  # chelsea: a new analysis, a new key
+        else:  # a photo the page has not shown: a new analysis, a new key
+            page.locator("#upload button[aria-label='Clear']").first.click()
+            page.locator("#upload input[type=file]").set_input_files(str(photos(1, tmp_path, prefix="new")[0]))
         page.locator("#attr-summary").get_by_text("Stopped.").wait_for(timeout=2_000 if stop == "button" else 60_000)
         page.wait_for_timeout(6000)
         assert "Stopped." in page.locator("#attr-summary").inner_text()  # it stays said

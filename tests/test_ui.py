@@ -12,7 +12,10 @@ from app_server import running_app
 from conftest import ASSETS, tiny_depth_anything
 
 import vitviz
+from vitviz.app.source import NO_PHOTO
 from vitviz.outputs import Output
+
+LAYOUT_BLOCKS = {"tabs", "tabitem", "row", "column", "group", "accordion", "sidebar", "form"}
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +158,7 @@ def test_malformed_arguments_name_the_argument(client):
     with pytest.raises(Exception, match="box must be two corners"):
         client.predict(image, "dinov2-small", "model default", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11,
                        [["a", "b"], [1, 2]], "inferno", 0.6, api_name="/attribute")  # fmt: skip
-    assert client.predict(None, api_name="/analyze") == (None, "")  # clearing the upload is not an error
+    assert client.predict(None, api_name="/analyze") == (None, NO_PHOTO)  # clearing the upload is not an error
 
 
 @pytest.mark.parametrize(
@@ -345,6 +348,22 @@ def test_no_event_of_the_page_waits_for_one_request_before_sending_the_next():
     (step,) = [d["id"] for d in listeners[(tab, "select")]]
     followers = [d for d in config["dependencies"] if d["trigger_after"] == step and d["backend_fn"]]
     assert len(followers) == 2  # the live panel's meta and the steps, sent at once
+
+
+def test_no_request_has_a_layout_block_as_output():
+    """Gradio's browser client (6.31), at every loading status of every request, copies the props of every
+    component that was ever a request's output, and, where one is a layout block, of all its children: the tab
+    bar as an output (the Lesson's deep link) made every upload copy 280 components' props some 70 times (2.5 s
+    in the page). So no request has a layout block as an output, or shows its progress on one."""
+    from vitviz.app.layout import build
+    from vitviz.app.session import Server
+
+    config = build(Server(device="cpu"), "dinov2-small").get_config_file()
+    layouts = {c["id"]: c["type"] for c in config["components"] if c["type"] in LAYOUT_BLOCKS}
+    for d in config["dependencies"]:
+        if d["backend_fn"]:
+            shown_on = [*d["outputs"], *(d.get("show_progress_on") or [])]
+            assert not [layouts[o] for o in shown_on if o in layouts], (d["id"], d["api_name"])
 
 
 def test_readme_api_example_runs(client):

@@ -33,7 +33,7 @@ def build(server: Server, default_model: str, depth_model: str | None = None) ->
             # Below ~1100 px (a 1024x768 projector) the views wrap under the image panel at full width,
             # so that every tab shows and the pictures are large.
             with gr.Column(scale=3, min_width=760, elem_id="views-panel"):
-                with gr.Tabs(overflow_behavior="wrap") as ctx.tabs:  # every tab in sight, none behind "..."
+                with gr.Tabs(overflow_behavior="wrap"):  # every tab in sight, none behind "..."
                     for view in VIEWS:
                         view.build(ctx)
         demo.load(None, js=(STATIC / "pick.js").read_text(), api_visibility="private", queue=False)

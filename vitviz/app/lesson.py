@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
-from .. import lesson
+from .. import lesson, tabs
 from .pictures import picture
 from .session import user_errors
 from .source import Context, view_tab
 
 LAST = len(lesson.STEPS)
-# A deep link lands on the lesson itself, not on the image panel above it (on a projector, a screen higher).
-SCROLL_TO_LESSON = """() => { if (!new URLSearchParams(location.search).has('step')) return;
+# A deep link selects the Lesson's tab in the browser (its button's click), and lands on the lesson itself, not on
+# the image panel above it (on a projector, a screen higher). Not from Python: a request whose output is the tab bar
+# makes Gradio's page copy the whole tab bar's props at every loading status of every later request (2.5 s an upload).
+OPEN_LESSON = """() => { if (!new URLSearchParams(location.search).has('step')) return;
+  [...document.querySelectorAll('[role=tab]')].find(b => b.textContent.trim() === TITLE)?.click();
   let tries = 0;
   const wait = setInterval(() => {  // once the step's picture is in, the page has its full height
     const img = document.querySelector('#lesson-picture img');
@@ -19,18 +24,18 @@ SCROLL_TO_LESSON = """() => { if (!new URLSearchParams(location.search).has('ste
       clearInterval(wait);
       document.getElementById('lesson-title')?.scrollIntoView({block: 'start'});
     }
-  }, 250); }"""
+  }, 250); }""".replace("TITLE", json.dumps(tabs.label("lesson")))
 
 
 def open_link(request: gr.Request):
     """A link with ?step=N opens the lesson at step N: a teacher can put one step on a slide."""
     asked = request.query_params.get("step") if request is not None else None
     if asked is None:
-        return gr.skip(), gr.skip(), gr.skip()
+        return gr.skip()
     if not asked.isdigit() or not 1 <= int(asked) <= LAST:
         gr.Warning(f"?step= must be a number from 1 to {LAST}, got {asked!r}: the lesson starts at step 1.")
         asked = "1"
-    return int(asked), gr.Tabs(selected="lesson"), "lesson"
+    return int(asked)
 
 
 def build(ctx: Context) -> None:
@@ -76,5 +81,5 @@ def build(ctx: Context) -> None:
     )
     back.click(lambda s: max(1, int(s) - 1), step, step, api_visibility="private", queue=False)
     forward.click(lambda s: min(LAST, int(s) + 1), step, step, api_visibility="private", queue=False)
-    ctx.demo.load(open_link, None, [step, ctx.tabs, ctx.shown], api_visibility="private", queue=False)
-    ctx.demo.load(None, None, None, js=SCROLL_TO_LESSON, api_visibility="private", queue=False)
+    ctx.demo.load(open_link, None, step, api_visibility="private", queue=False)
+    ctx.demo.load(None, None, None, js=OPEN_LESSON, api_visibility="private", queue=False)

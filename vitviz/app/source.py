@@ -56,7 +56,6 @@ class Context:
     preview: gr.Image  # the user's image at display size
     large: gr.Checkbox  # the pictures' labels drawn large: the projector mode, or a phone (set in the browser)
     shown: gr.State = field(default_factory=lambda: gr.State("tokens"))  # the id of the selected tab
-    tabs: gr.Tabs | None = None  # the views' tab bar, for views that select a tab (a lesson's deep link)
     depth_model: str | None = None
     _display: Dependency | None = None
     _tabs_shown: dict = field(default_factory=dict)  # each tab's step that sets `shown` on its selection
@@ -235,11 +234,16 @@ def status_text(a) -> str:
     return text + sentences.upscale_note(a)
 
 
+NO_PHOTO = "No photo chosen: the views show the last one until you choose another."
+
+
 @user_errors
 def analyze_image(server: Server, image, model_name, size, request: gr.Request, progress=gr.Progress()):
-    """Analyse an image: one forward pass, cached. Clearing the upload clears the views."""
+    """Analyse an image: one forward pass, cached. Clearing the upload leaves the views, and the key, as they are:
+    a new key would have every view's listener send a request to draw nothing, and the next photo's analysis wait
+    for them."""
     if not image:
-        return None, "", None
+        return None, NO_PHOTO, gr.skip()
     a = server.get_analysis(image, model_name, size, request, progress)
     return views.display(a), status_text(a), server.analysis_key(image, model_name, size)
 
