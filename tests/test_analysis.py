@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 import torch
+import transformers as tf
 from conftest import (
     FAMILIES,
+    TINY,
     expected_readout_row,
     random_image,
     reference_fused,
@@ -264,7 +267,9 @@ def test_inside_a_head_and_its_contributions_are_the_layer_recomputed_in_float64
     np.testing.assert_allclose(a.contribution_map(layer, head, patch), want[head], **close)
     np.testing.assert_allclose(a.contribution_map(layer, None, patch), want.mean(0), **close)
     if model.readout.pool:
-        with pytest.raises(ValueError, match="probe has values of its own: weight × value reads a token query"):
+        with pytest.raises(
+            ValueError, match="^tiny-siglip-vision's probe has values of its own: weight × value reads a token query$"
+        ):
             a.contribution_map(layer, None, "readout")
     else:
         readout = list(model.readout.tokens)
@@ -273,7 +278,7 @@ def test_inside_a_head_and_its_contributions_are_the_layer_recomputed_in_float64
         np.testing.assert_allclose(a.contribution_map(2, 3, "readout").shape, (gh, gw))
     if model.has_cls:
         assert a.inside_head(0, 0, "cls").query == 0
-    with pytest.raises(ValueError, match="head must be a head index: inside a head looks at one head"):
+    with pytest.raises(ValueError, match="^head must be a head index: inside a head looks at one head$"):
         a.inside_head(layer, None, patch)
     with pytest.raises(ValueError, match=r"head must be None or in \[0, 4\), got 4"):
         a.inside_head(layer, 4, patch)
@@ -333,6 +338,11 @@ def test_top_classes_are_the_softmax_of_the_logits_best_first():
     assert [label for label, _ in a.top_classes()] == [f"class {i}" for i in order]  # 5 by default: every class
     assert len(a.top_classes(1)) == 1 and len(a.top_classes(10)) == 5
     assert vitviz.analyze(FAMILIES["dino"](), random_image(32, 32, seed=43)).top_classes() == []
+    assert dataclasses.replace(a, logits=None).top_classes() == []  # labels, but no logits captured
+    seven = tf.ViTConfig(**TINY, num_labels=7, id2label={i: f"kind {i}" for i in range(7)})
+    torch.manual_seed(0)
+    many = vitviz.analyze(vitviz.wrap(tf.ViTForImageClassification(seven), "tiny-vit-7"), random_image(32, 32))
+    assert len(many.top_classes()) == 5 and len(many.top_classes(7)) == 7
 
 
 def test_a_rollout_toward_the_dense_head_starts_from_its_patches_weighted_as_the_output_reads_them():
@@ -377,3 +387,94 @@ def test_an_attention_pool_starts_from_its_probes_heads_fused_as_the_layers_are(
     assert keep == ()
     np.testing.assert_allclose(start, probe / probe.sum(), rtol=1e-6)
     np.testing.assert_allclose(a.readout_start(fusion), start, rtol=0)
+
+
+def test_the_layers_statistics_are_the_attention_distance_and_entropy_in_float64():
+    """Mean attention distance (ViT paper, App. D.7): each patch query's pixel distance to the patch keys,
+    weighted by its attention renormalised over them, averaged over the queries; entropy in nats, over all
+    rows. On DeiT's two prefix tokens and a 5x7 grid of 8-pixel patches."""
+    a = vitviz.analyze(FAMILIES["deit"](), random_image(40, 56, seed=46), longest=56)
+    ys, xs = np.divmod(np.arange(35), 7)
+    centres = np.stack([ys, xs], 1) * 8.0 + 4.0
+    distances = np.hypot(*(centres[:, None] - centres[None]).transpose(2, 0, 1))  # [P,P]
+    attention = a.attentions.astype(np.float64)  # [L,H,N,N]
+    patches = attention[:, :, 2:, 2:]
+    want = (patches / patches.sum(-1, keepdims=True) * distances).sum(-1).mean(-1)
+    entropy = -(attention * np.log(np.where(attention > 0, attention, 1.0))).sum(-1).mean(-1)
+    np.testing.assert_allclose(a.mean_attention_distance, want, rtol=1e-5)
+    np.testing.assert_allclose(a.attention_entropy, entropy, rtol=1e-5)
+    for layer in range(3):
+        distance, nats = a.layer_statistics(layer)
+        np.testing.assert_allclose(distance, want[layer], rtol=1e-5)
+        np.testing.assert_allclose(nats, entropy[layer], rtol=1e-5)
+
+
+def test_a_querys_maps_read_its_row_and_the_patches_after_the_prefix():
+    model = FAMILIES["deit"]()
+    a = vitviz.analyze(model, random_image(40, 56, seed=47), longest=56)
+    ref = reference_outputs(model, a.pixel_values)
+    attention = ref.attentions[1][0].numpy()  # [H,N,N], transformers' own
+    rows = a.query_rows(1, 4)
+    assert rows.dtype == np.float32 and rows.shape == (4, 37)
+    np.testing.assert_allclose(rows, attention[:, 2 + 4], atol=1e-5)
+    heads = a.head_maps(1, 4)
+    np.testing.assert_allclose(heads, attention[:, 6, 2:].reshape(4, 5, 7), atol=1e-5)
+    np.testing.assert_allclose(a.attention_map(1, 2, 4), heads[2], rtol=1e-6)
+    np.testing.assert_allclose(a.attention_map(1, None, 4), heads.mean(0), rtol=1e-6)
+    readout = attention[:, [0, 1]].mean(1)[:, 2:].reshape(4, 5, 7)  # the CLS and distillation rows' mean
+    np.testing.assert_allclose(a.head_maps(1), readout, atol=1e-5)
+    np.testing.assert_allclose(a.attention_map(1), readout.mean(0), atol=1e-5)
+    with pytest.raises(ValueError, match=r"^head must be None or in \[0, 4\), got 4$"):
+        a.attention_map(1, 4, 4)
+    norms = np.linalg.norm(ref.hidden_states[-1][0, 2:].double().numpy(), axis=-1).reshape(5, 7)
+    np.testing.assert_allclose(a.token_norms(), norms, rtol=1e-5)
+    assert a.query_index(0) == 2 and a.query_index(np.int64(34)) == 36
+    message = f"{model.name} reads out from {model.readout.name}, which is not one token: pick a patch"
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        a.query_index("readout")
+    for bad in (-1, 35, 1.0, "patch"):
+        with pytest.raises(ValueError, match=r"^query must be 'readout', 'cls' or a patch index in \[0, 35\)"):
+            a.query_index(bad)
+    pool = vitviz.analyze(FAMILIES["siglip_vision"](), random_image(32, 32, seed=47))
+    assert pool.query_rows(0, "readout").dtype == np.float32
+
+
+def test_attentions_kept_by_the_forward_are_read_as_the_recomputed_ones():
+    """A model whose layers vitviz cannot open (a DPT's encoder) keeps its weights: read the same way."""
+    record = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=48))
+    weights = record.attentions
+    kept = dataclasses.replace(record, kept_attentions=weights)
+    assert kept.attentions is weights and np.shares_memory(kept.layer_attention(1), weights[1])
+    np.testing.assert_array_equal(kept.layer_attention(1), weights[1])
+    assert kept.nbytes == record.nbytes + weights.nbytes
+    for query in ("readout", 5):
+        np.testing.assert_allclose(kept.query_rows(2, query), record.query_rows(2, query), atol=1e-3)
+        assert kept.query_rows(2, query).dtype == np.float32
+    np.testing.assert_array_equal(kept.query_rows(2, 5), weights[2][:, 6].astype(np.float32))
+
+
+def test_the_defaults_are_the_mean_fusion_no_discard_and_the_readout():
+    a = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=49))
+    np.testing.assert_array_equal(a.rollout(), a.rollout("mean", 0.0, None))
+    assert not np.array_equal(a.rollout(), a.rollout("max"))
+    torch.testing.assert_close(a.fused(), a.fused("mean"), rtol=0, atol=0)
+    torch.testing.assert_close(a.percent_thresholds(), a.percent_thresholds("mean"), rtol=0, atol=0)
+    np.testing.assert_array_equal(a.contribution_map(1), a.contribution_map(1, None, "readout"))
+    assert a.inside_head(1, 2).query == 0
+    np.testing.assert_array_equal(a.inside_head(1, 2).weights, a.inside_head(1, 2, "cls").weights)
+    pool = vitviz.analyze(FAMILIES["siglip_vision"](), random_image(32, 32, seed=49))
+    np.testing.assert_array_equal(pool.rollout_start()[0], pool.rollout_start("mean")[0])
+    assert not np.array_equal(pool.rollout_start()[0], pool.rollout_start("max")[0])
+    probe = pool.pool_attention.max(0).astype(np.float64)
+    want = reference_rollout(reference_fused(pool.attentions, "max"), 0.2, probe / probe.sum(), ())
+    np.testing.assert_allclose(pool.rollout("max", 0.2), want.reshape(4, 4), rtol=1e-5, atol=1e-7)
+
+
+def test_a_dense_map_not_captured_is_made_from_the_records_image_at_its_input_size(monkeypatch):
+    model = tiny_vit()
+    record = vitviz.analyze(model, random_image(48, 32, seed=50), longest=32)
+    asked = []
+    monkeypatch.setattr(model, "dense_map_of", lambda image, size: asked.append((image, size)) or np.ones(size))
+    assert record.dense_map().shape == (32, 24) and asked[0][0] is record.image and asked[0][1] == (32, 24)
+    captured = np.zeros((32, 24), np.float32)
+    assert dataclasses.replace(record, captured_dense=(captured,)).dense_map() is captured and len(asked) == 1
