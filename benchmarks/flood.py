@@ -4,7 +4,8 @@ The app runs as a process. A flooding session, in a process of its own at the lo
 `--flood` requests for its layers at once (100 by default: a script, or a stuck page), again every `--every`
 seconds, while another session uploads new 448x448 photos one after another (the upload, /analyze, then its
 Tokens view). Each upload is timed alone and under the flood, alternately; it prints both medians, their ratio
-(the issue's bound: 1.3x) and what the flood's requests got.
+(the issue's bound: 1.3x) and what the flood's requests got. `--control`: the same process at the same priority
+spins on one core and sends nothing, so that what a client beside the server costs by itself is measured apart.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def flood(url: str, meta: dict, width: int, every: float, stop, answers) -> None
     import httpx
 
     os.nice(19)
+    if width == 0:  # the control: a busy process beside the server, no request
+        while not stop.is_set():
+            sum(range(10_000))
+        answers.put({})
+        return
     got = Counter()
     burst = threading.Barrier(width)
 
@@ -72,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--photos", type=int, default=4)
     parser.add_argument("--flood", type=int, default=100)
     parser.add_argument("--every", type=float, default=2.0)
+    parser.add_argument("--control", action="store_true", help="a busy process beside the server, no request")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-flood-"))
     images = photos(2 * args.photos + 2, folder, prefix="flood")
@@ -87,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
             time.sleep(3)
             alone.append(upload(victim, images[2 + 2 * i]))
             stop, answers = multiprocessing.Event(), multiprocessing.Queue()
-            worker = multiprocessing.Process(target=flood, args=(url, meta, args.flood, args.every, stop, answers))
+            width = 0 if args.control else args.flood
+            worker = multiprocessing.Process(target=flood, args=(url, meta, width, args.every, stop, answers))
             worker.start()
             time.sleep(1)  # the flood is in full swing
             flooded.append(upload(victim, images[3 + 2 * i]))
@@ -95,7 +103,8 @@ def main(argv: list[str] | None = None) -> None:
             got.update(answers.get(timeout=120))
             worker.join(120)
     a, f = np.median(alone), np.median(flooded)
-    print(f"an upload to its view: alone {a:.2f} s (max {max(alone):.2f}), under the flood {f:.2f} s (max "
+    beside = "a busy process beside" if args.control else "the flood"
+    print(f"an upload to its view: alone {a:.2f} s (max {max(alone):.2f}), under {beside} {f:.2f} s (max "
           f"{max(flooded):.2f}): {f / a:.2f}x (bound 1.3x); the flood's answers {dict(got)}; load "
           f"{os.getloadavg()[0]:.2f}")  # fmt: skip
 

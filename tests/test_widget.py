@@ -18,7 +18,7 @@ import vitviz
 from vitviz import explorer
 
 pytest.importorskip("anywidget")
-from vitviz.widget import CSS, ESM  # noqa: E402 (after the skip: anywidget is an optional extra)
+from vitviz.widget import CSS, ENGINE, ENGINE_KEY, ESM  # noqa: E402 (after the skip: anywidget is an optional extra)
 
 
 def test_the_widget_carries_the_meta_and_answers_a_layer_with_its_bytes():
@@ -29,6 +29,8 @@ def test_the_widget_carries_the_meta_and_answers_a_layer_with_its_bytes():
     assert w.layer_message({"want": 2}) == ({"layer": 2}, [explorer.layer_data(a, 2).tobytes()])
     assert w.layer_message({"want": 7}) == ({"layer": 7, "error": "layer must be in [0, 3), got 7"}, [])
     assert w.layer_message({"other": 1}) is None
+    assert w.layer_message({"want": "engine"}) == ({"engine": ENGINE_KEY}, [ENGINE])
+    assert len(ESM) < 3000 and ENGINE_KEY in ESM and ENGINE.isascii() and b"vitvizExplorer" in ENGINE
     w.cmap, w.scale = "magma", "min-max"  # set again: the page gets them in the meta
     assert (w.meta["cmap"], w.meta["colourScale"]) == ("magma", "min-max")
     with pytest.raises(ValueError, match="unknown colour scale 'loud'"):
@@ -57,7 +59,7 @@ RENDER = """async (esm) => {
   const url = URL.createObjectURL(new Blob([esm], {type: "text/javascript"}));
   const widget = (await import(url)).default, el = document.createElement("div");
   document.body.appendChild(el);
-  window.cleanup = widget.render({model: window.model, el});
+  window.cleanup = await widget.render({model: window.model, el});
 }"""
 
 
@@ -101,7 +103,8 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
             page.evaluate(RENDER, ESM)
         browser.close()
     assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
-    assert sorted(asked) == [0, 1, 2] and after["loaded"] and len(after["loaded"]) == 3  # each layer asked once
+    assert sorted(asked[1:]) == [0, 1, 2] and after["loaded"] and len(after["loaded"]) == 3  # each layer once
+    assert asked[0] == "engine" and asked.count("engine") == 1  # the engine once a page, for eleven widgets
     assert left == [[0, False]] * 10
 
 
@@ -204,7 +207,7 @@ def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer
     for (layer, head), got in maps.items():
         want = reference_map([a], layer, head)
         np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max(), err_msg=f"{layer} {head}")
-    assert sorted(asked) == list(range(a.model.num_layers))  # each layer sent once, for both views
+    assert asked[0] == "engine" and sorted(asked[1:]) == list(range(a.model.num_layers))  # each layer once
     assert (told["layer"], told["head"]) == (2, 1) and told["highlight"]["tokens"] == top_keys(a, 2, 1, query)
     assert hovered["point"] == at["point"] and outlined == [token, *top_keys(a, 2, 1, token)]
     assert after == [0, False] and bare == 0
@@ -220,7 +223,7 @@ HOST_RENDER = """async (esm) => {
   const el = document.createElement("div");
   document.body.appendChild(el);
   window.keptViews.push(el);
-  window.cleanup = window.widgetModule.render({model: window.model, el});
+  window.cleanup = await window.widgetModule.render({model: window.model, el});
 }"""
 
 LOADED = "() => window.vitviz.explorer?.state().loaded.length === 3 && window.vitviz.qk?.state().points > 0"

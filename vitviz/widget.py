@@ -19,15 +19,8 @@ from . import explorer, qk
 from .maps import DEFAULT_SCALE
 
 
-def shared_module(engine: str, boot: str) -> str:
-    """One ES module: the engine's script, run once per page and shared by every widget that brings the same
-    text (anywidget imports each widget's module anew, and a page never frees one), then the boot file. Written
-    in ASCII, so that the browser keeps it in one byte a character."""
-    names = re.findall(r"^(?:function|const) ((?:vitviz|VITVIZ)\w*)", engine, re.M)
-    key = hashlib.sha1(engine.encode()).hexdigest()[:16]
-    text = (f"function vitvizEngine() {{\n{engine}\nreturn {{ {', '.join(names)} }};\n}}\n"
-            f"const {{ {', '.join(names)} }} = ((globalThis.vitvizEngines ||= {{}})[{key!r}] ||= vitvizEngine());\n"
-            f"{boot}")  # fmt: skip
+def ascii_module(text: str) -> str:
+    """The module written in ASCII, so that the browser keeps it in one byte a character."""
 
     def escaped(match: re.Match) -> str:  # \\uXXXX (UTF-16 units): the same character in a string, a template,
         units = memoryview(match.group().encode("utf-16-le")).cast("H")  # a regular expression or a comment
@@ -36,8 +29,12 @@ def shared_module(engine: str, boot: str) -> str:
     return re.sub(r"[^\x00-\x7f]", escaped, text)
 
 
-BOOT = (explorer.STATIC / "boot_widget.js").read_text()
-ESM = shared_module(qk.script("boot_widget.js")[: -len(BOOT)], BOOT)  # the engine, the Q·K view, their boot
+# The engine, the Q·K view and their boot, one ES module that the page gets from the kernel once
+ENGINE = ascii_module(qk.script("boot_widget.js")).encode()
+ENGINE_KEY = hashlib.sha1(ENGINE).hexdigest()[:16]
+# The widget's own module, which anywidget imports anew for each widget (and a page never frees): a loader that
+# asks the kernel for the engine once per page, imports it, and renders with it
+ESM = (explorer.STATIC / "load_widget.js").read_text().replace("ENGINE_KEY", ENGINE_KEY)
 CSS = "\n".join((explorer.STATIC / name).read_text() for name in ("explorer.css", "qk.css"))
 
 
@@ -65,10 +62,12 @@ class ExplorerWidget(anywidget.AnyWidget):
 
     def layer_message(self, content) -> tuple[dict, list[bytes]] | None:
         """The answer to a message from the page: to {want: layer}, the layer's bytes as its one buffer, or why
-        not; None to a message that asks for no layer."""
+        not; to {want: "engine"}, the engine's module; None to a message that asks for neither."""
         layer = content.get("want") if isinstance(content, dict) else None
         if layer is None:
             return None
+        if layer == "engine":
+            return {"engine": ENGINE_KEY}, [ENGINE]
         try:
             return {"layer": layer}, [explorer.layer_data(self.analysis, layer).tobytes()]
         except (ValueError, TypeError, IndexError) as exc:
