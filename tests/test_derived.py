@@ -162,6 +162,14 @@ def test_a_sequence_of_requests_counts_what_it_made_served_and_recomputed():
     assert fresh.layers_recomputed == layers and not fresh.held().fused and fresh.held().thresholds == {"max"}
 
 
+def test_an_unknown_fusion_is_refused_before_any_layer_is_recomputed():
+    d = Derived(vitviz.analyze(tiny_vit(), random_image(32, 32, seed=62)))
+    for ask in (d.fused, d.rollout, d.percent_thresholds):
+        with pytest.raises(ValueError, match="unknown head fusion 'median'"):
+            ask("median")
+    assert d.layers_recomputed == 0 and d.rollouts_made == 0
+
+
 def test_nbytes_and_shed_count_every_kept_array_exactly():
     model = tiny_vit()
     record = vitviz.analyze(model, random_image(32, 32, seed=62))

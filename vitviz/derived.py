@@ -132,6 +132,7 @@ class Derived:
     def _fused_layers(self, head_fusion: str, recompute: bool = True) -> torch.Tensor | None:
         """[L,N,N] the fused heads, made now where they are not kept (and not kept by this); None where a layer
         would be recomputed and `recompute` is False."""
+        maps.check_fusion(head_fusion)  # before any layer is recomputed
         fused = self._fused.get(head_fusion)
         if fused is not None:
             return fused

@@ -33,11 +33,16 @@ def attention_map(rows: np.ndarray, grid: tuple[int, int], n_prefix: int, head: 
     return kept.astype(np.float32).mean(axis=0).reshape(grid)
 
 
+def check_fusion(how: str) -> None:
+    """A head fusion's name, or the ValueError that names the ones there are."""
+    if how not in HEAD_FUSIONS:
+        raise ValueError(f"unknown head fusion {how!r}: use one of {HEAD_FUSIONS}")
+
+
 def fuse_heads(attn: np.ndarray | torch.Tensor, how: str = "mean") -> torch.Tensor:
     """[L,H,N,N] -> [L,N,N]: the heads of each layer fused by mean (float32), max or min (float16 for
     float16 weights: a maximum of them is one of them, exactly, at half the memory; else float32)."""
-    if how not in HEAD_FUSIONS:
-        raise ValueError(f"unknown head fusion {how!r}: use one of {HEAD_FUSIONS}")
+    check_fusion(how)
     a = torch.as_tensor(attn)
     # One layer at a time: converting all of [L,H,N,N] to float32 at once allocates ~300 MB at 448 px.
     keep = (lambda x: x) if a.dtype == torch.float16 else (lambda x: x.float())
