@@ -148,6 +148,7 @@ def test_clearing_the_upload_is_not_an_error_and_sends_no_view(page, tmp_path):
     """Clear empties the upload box and says that the views are the last photo's; it sends one request (the
     analysis of no photo), not one per view."""
     page.get_by_role("tab", name=label("tokens")).click()
+    page.wait_for_timeout(2000)  # the tab's own requests are sent
     shown = src(page, "#tokens")
     sent = []
     page.on("request", lambda r: sent.append(r.url) if "/gradio_api/" in r.url and r.method == "POST" else None)
