@@ -7,6 +7,7 @@ real script, and on the embedded model in the real app at 224 and 448 px.
 
 from __future__ import annotations
 
+import base64
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -126,7 +127,7 @@ def test_meta_names_the_grid_tokens_and_colours(family):
     assert m["grid"] == list(a.grid) and m["tokens"] == a.num_tokens == m["grid"][0] * m["grid"][1] + len(m["prefix"])
     assert m["prefix"] == list(model.prefix_tokens) and m["layers"] == model.num_layers
     assert m["photo"].startswith("data:image/jpeg;base64,")
-    lut = np.frombuffer(bytes.fromhex(m["colormaps"]["inferno"]), np.uint8).reshape(256, 3)
+    lut = np.frombuffer(base64.b64decode(m["colormaps"]["inferno"]), np.uint8).reshape(256, 3)
     np.testing.assert_array_equal(lut[[0, 255]], vitviz.render.colorize(np.array([[0.0, 1.0]]), "inferno")[0])
 
 
@@ -378,7 +379,7 @@ def test_the_explorer_paints_with_the_pages_colormap_opacity_and_colour_scale_as
         default = np.array(page.evaluate(read, centres), float)
         note = page.locator(".vx-scale-note").inner_text()
         browser.close()
-    lut = np.frombuffer(bytes.fromhex(explorer.lut(cmap)), np.uint8).astype(float).reshape(256, 3)
+    lut = np.frombuffer(base64.b64decode(explorer.lut(cmap)), np.uint8).astype(float).reshape(256, 3)
     step = np.abs(np.diff(lut, axis=0)).max()  # one index of the colormap, at its steepest
     assert np.abs(got - want).max() <= 3 + alpha * step, np.abs(got - want).max()
     assert np.abs(got - want).mean() <= 2

@@ -151,7 +151,8 @@ def probe_data(a: Analysis) -> dict | None:
 
 
 def lut(cmap: str) -> str:
-    """The colormap as 256 RGB triples, flat [768], written as one hex string (two digits a byte): the browser
-    paints with the server's own colours. A string, not 768 numbers: Gradio's page copies every number of a
-    component's value, one call each, whenever it gathers an event's inputs or sets its outputs."""
-    return bytes(render.colorize(np.arange(256, dtype=np.float32)[None], cmap, 0.0, 255.0)[0].reshape(-1)).hex()
+    """The colormap as 256 RGB triples, flat [768] bytes, in base64: the browser paints with the server's own
+    colours. A string, not 768 numbers: Gradio's page copies every number of a component's value, one call each,
+    whenever it gathers an event's inputs or sets its outputs."""
+    rgb = render.colorize(np.arange(256, dtype=np.float32)[None], cmap, 0.0, 255.0)[0]
+    return base64.b64encode(rgb.astype(np.uint8).tobytes()).decode()

@@ -57,22 +57,17 @@ function vitvizEmbeddedSource(meta, layers) {
   };
 }
 
-// A colormap from Python (explorer.lut): 256 RGB triples as one hex string, decoded once a page
+// A colormap from Python (explorer.lut): 256 RGB triples in base64, decoded once a page
 const VITVIZ_LUTS = new Map();
-function vitvizLutBytes(hex) {
-  let lut = VITVIZ_LUTS.get(hex);
-  if (!lut) {
-    lut = new Uint8Array(hex.length / 2);
-    for (let i = 0; i < lut.length; i++) lut[i] = parseInt(hex.substr(2 * i, 2), 16);
-    VITVIZ_LUTS.set(hex, lut);
-  }
-  return lut;
+function vitvizLutBytes(text) {
+  if (!VITVIZ_LUTS.has(text)) VITVIZ_LUTS.set(text, new Uint8Array(vitvizBase64(text)));
+  return VITVIZ_LUTS.get(text);
 }
 
 function vitvizBase64(text) {
   const raw = atob(text), bytes = new Uint8Array(raw.length);
   for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
-  return bytes.buffer; // little-endian float32, as Python wrote it
+  return bytes.buffer; // the bytes Python wrote: little-endian float32 for a layer
 }
 
 // The layers of one analysis in this page: one request at a time, those asked `first` before the rest. Parsed
