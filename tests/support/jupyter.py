@@ -85,6 +85,6 @@ def run_cell(page, index: int = 0, timeout: float = 120.0) -> None:
                                    timeout=max(1, deadline - time.monotonic()) * 1000)  # fmt: skip
         except Timeout:
             continue
-        if prompt.inner_text().strip() != before.strip() and prompt.inner_text().strip() != "[ ]:":
+        if page.evaluate(f"(a) => ({ran})(a)", [prompt.element_handle(), before]) == "ran":
             return
     raise RuntimeError(f"cell {index} did not run: its prompt is {prompt.inner_text()!r}")
