@@ -162,6 +162,51 @@ def test_clearing_the_upload_is_not_an_error_and_sends_no_view(page, tmp_path):
     page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
 
 
+def tab_of_each_request(page) -> dict[int, set[str]]:
+    """{fn_index: the ids of the tabs that hold its outputs}, from the page's own config."""
+    config = page.evaluate("() => window.gradio_config")
+    tab_ids = {c["id"]: c["props"].get("id") for c in config["components"] if c["type"] == "tabitem"}
+    holder = {}
+
+    def walk(node, tab):
+        tab = tab_ids.get(node["id"], tab)
+        holder[node["id"]] = tab
+        for child in node.get("children", []):
+            walk(child, tab)
+
+    walk(config["layout"], None)
+    states = {c["id"] for c in config["components"] if c["type"] == "state"}
+    return {d["id"]: {holder.get(o) for o in d["outputs"] if o not in states} - {None} for d in config["dependencies"]}
+
+
+def test_an_upload_sends_the_shown_tabs_requests_alone_and_a_hidden_tab_catches_up_when_selected(page, tmp_path):
+    """A new photo is drawn on the shown tab alone: no queued request of the upload draws a hidden tab's view (each
+    used to send one, answered with nothing). A hidden tab, selected, fits its controls to the new photo and draws."""
+    import json
+
+    tabs = tab_of_each_request(page)
+    page.get_by_role("tab", name=label("tokens")).click()
+    page.wait_for_timeout(2000)
+    sent = []
+
+    def record(r):
+        if r.url.endswith("/gradio_api/queue/join") or "/gradio_api/queue/join?" in r.url:
+            sent.append(json.loads(r.post_data)["fn_index"])
+
+    page.on("request", record)
+    before, inside = src(page, "#tokens"), src(page, "#inside-weights")
+    (path,) = photos(1, tmp_path, prefix="routed")
+    page.locator("#upload button[aria-label='Clear']").first.click()
+    page.locator("#upload input[type=file]").set_input_files(str(path))
+    wait_for_src_change(page, "#tokens", before)
+    page.wait_for_timeout(2000)  # every request of the upload is sent
+    page.remove_listener("request", record)
+    elsewhere = {fn: tabs[fn] for fn in sent if tabs[fn] - {"tokens"}}
+    assert sent and not elsewhere, elsewhere
+    page.get_by_role("tab", name=label("inside")).click()
+    wait_for_src_change(page, "#inside-weights", inside)
+
+
 def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_path):
     """No tab hides in an overflow menu; offline, the Depth tab explains itself instead of hanging."""
     names = [t.inner_text().strip() for t in page.get_by_role("tab").all() if t.is_visible()]

@@ -300,7 +300,7 @@ def build(ctx: Context) -> None:
     method.change(fit_options, [method, *options], options, api_visibility="private", queue=False).then(
         bind(endpoint(relabel)), controls, [button, faithful, randomising], **relabelled
     )
-    gr.on([ctx.key.change, *(o.change for o in options)], bind(endpoint(relabel)), controls,
+    gr.on([ctx.fitted(tab).change, *(o.change for o in options)], bind(endpoint(relabel)), controls,
           [button, faithful, randomising], **relabelled)  # fmt: skip
     # the summary says at once which run is under way, and no longer shows the last one's
     button.click(lambda label: f"**Running {label}…** Its summary comes here when it is done.", [method], summary,

@@ -8,7 +8,7 @@ import gradio as gr
 
 from ..tabs import ORDER
 from .explorer import STATIC
-from .internals import check_gradio, name_refusals, write_pictures_whole
+from .internals import check_gradio, name_refusals, narrow_progress, write_pictures_whole
 from .session import Server, user_error
 from .source import CSS as SOURCE_CSS
 from .source import INTRO, build_source
@@ -36,6 +36,8 @@ def build(server: Server, default_model: str, depth_model: str | None = None) ->
                 with gr.Tabs(overflow_behavior="wrap"):  # every tab in sight, none behind "..."
                     for view in VIEWS:
                         view.build(ctx)
+                ctx.route()
         demo.load(None, js=(STATIC / "pick.js").read_text(), api_visibility="private", queue=False)
     name_refusals(demo, user_error)
+    narrow_progress(demo)
     return demo

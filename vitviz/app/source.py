@@ -57,8 +57,9 @@ class Context:
     large: gr.Checkbox  # the pictures' labels drawn large: the projector mode, or a phone (set in the browser)
     shown: gr.State = field(default_factory=lambda: gr.State("tokens"))  # the id of the selected tab
     depth_model: str | None = None
+    status: gr.Markdown | None = None  # the model and input of the analysis shown
     _display: Dependency | None = None
-    _tabs_shown: dict = field(default_factory=dict)  # each tab's step that sets `shown` on its selection
+    _tabs: dict = field(default_factory=dict)  # each tab's `TabSteps`, by the tab's id
 
     @property
     def where(self) -> list:
@@ -80,6 +81,60 @@ class Context:
                 [c.change for c in settings], None, js="() => []", queue=False, api_visibility="private"
             )
         self._display.then(fn, inputs, outputs, trigger_mode="always_last", **kwargs)
+
+    def route(self) -> None:
+        """Send a new analysis, and a display setting's change, to the shown tab's views alone: the analysis sets
+        that tab's `fitted` in the same answer, and a display setting's step its `restyled` (its views follow their
+        changes); a hidden tab catches up when it is selected. Call once, after every view is wired.
+
+        Every view's own listener on the analysis key sent a request, for hidden tabs too (answered with nothing):
+        two dozen requests an upload, and Gradio's page (6.31) copies the props of every progress target at each
+        of their loading statuses (docs/benchmarks.md)."""
+        tabs = list(self._tabs.values())
+
+        def to_shown(shown, values) -> list:  # each tab's new value, set on the shown tab's alone
+            return [value if t.tab == shown else gr.skip() for t, value in zip(tabs, values, strict=True)]
+
+        analyze = self.server.bind(analyze_image)
+
+        def analyzing(image, model_name, size, shown, request: gr.Request, progress=gr.Progress()):
+            preview, status, key = analyze(image, model_name, size, request, progress)
+            return preview, status, key, *to_shown(shown, [key] * len(tabs))
+
+        analyzing.__name__ = analyze_image.__name__
+        where, out = [*self.where, self.shown], [self.preview, self.status, self.key, *(t.fitted for t in tabs)]
+        self.demo.load(analyzing, where, out, api_visibility="private", **slots("forward", self.server))
+        new_image = [self.image.change, self.size.change, self.current_model.change]
+        gr.on(new_image, analyzing, where, out, api_name="analyze", **slots("forward", self.server))
+
+        def restyle(shown, *counts):
+            out = to_shown(shown, [c + 1 for c in counts])
+            return out[0] if len(out) == 1 else tuple(out)
+
+        restyled = [t.restyled for t in tabs]
+        # queued: Gradio's page (6.31) fires a State's change from a queued answer only
+        self.on_display(restyle, [self.shown, *restyled], restyled, api_visibility="private", show_progress="hidden",
+                        concurrency_limit=None)  # fmt: skip
+
+    def fitted(self, tab: gr.Tab) -> gr.State:
+        """The analysis key that the tab was last shown with: its change is a new analysis for the tab, once it is
+        shown (see `route`)."""
+        return self._steps(tab).fitted
+
+    def _steps(self, tab: gr.Tab) -> TabSteps:
+        """The tab's `TabSteps`, made with its first view: its selection sets `shown` in one step, and where the
+        analysis changed since its views were fitted, `fitted` too (their new-analysis chains follow) and `stale`."""
+        if tab.id not in self._tabs:
+            with tab:
+                fitted, stale, restyled = gr.State(None), gr.State(False), gr.State(0)
+
+            def choose(key, fitted_key):
+                return (tab.id, gr.skip(), False) if key == fitted_key else (tab.id, key, True)
+
+            selected = tab.select(choose, [self.key, fitted], [self.shown, fitted, stale], api_visibility="private",
+                                  show_progress="hidden", concurrency_limit=None)  # fmt: skip
+            self._tabs[tab.id] = TabSteps(tab.id, fitted, stale, restyled, selected)
+        return self._tabs[tab.id]
 
     def mirror_preview(self, image: gr.Image) -> None:
         """Show the user's image in another place too, copied in the browser (no request)."""
@@ -160,12 +215,14 @@ class Context:
                 return (gr.skip(),) * (n + 1)
             return drawn_now(key, args, *values[-2:])
 
-        def selected(*values):  # key, last, *inputs, request, progress
+        def selected(stale, *values):  # stale, key, last, *inputs, request, progress
+            if stale:  # the tab's new-analysis chain draws it, once fitted to the analysis
+                return (gr.skip(),) * (n + 1)
             return refresh(tab.id, *values)
 
         take(render, ["key", *names])
         take(refresh, ["shown", "key", "last", *names])
-        take(selected, ["key", "last", *names])
+        take(selected, ["stale", "key", "last", *names])
         if clicks:
             locate, picked = pick
             at = [next(i for i, c in enumerate(inputs) if c is p) for p in picked]
@@ -196,21 +253,32 @@ class Context:
             listener.then(render, [self.key, *inputs], [*outputs, drawn], api_visibility="private", **drawing)
         refresh_in = [self.shown, self.key, drawn, *inputs]
         refreshing = dict(api_visibility="private", show_progress=progress, **slots(concurrency_id))
+        steps = self._steps(tab)
         if prepare is not None:  # fit the view's controls to the new analysis first
             fn, prepare_in, prepare_out = prepare
-            self.key.change(fn, prepare_in, prepare_out, api_visibility="private").then(
+            steps.fitted.change(fn, prepare_in, prepare_out, api_visibility="private", show_progress="hidden").then(
                 refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress
             )
         else:
-            self.key.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
-        self.on_display(refresh, refresh_in, [*outputs, drawn], **refreshing)
+            steps.fitted.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
+        steps.restyled.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
         # A tab's selection sets `shown` in one step that its views' redraws follow (`.then`): Gradio's browser
         # client (6.31) sends an event's own listeners one after another, each once the one before has its
         # answer, and those that follow a step all at once.
-        if tab.id not in self._tabs_shown:
-            self._tabs_shown[tab.id] = tab.select(lambda: tab.id, None, self.shown, api_visibility="private",
-                                                  queue=False)  # fmt: skip
-        self._tabs_shown[tab.id].then(selected, [self.key, drawn, *inputs], [*outputs, drawn], **refreshing)
+        steps.selected.then(selected, [steps.stale, self.key, drawn, *inputs], [*outputs, drawn], **refreshing)
+
+
+@dataclass
+class TabSteps:
+    """What a tab's views follow: the analysis that they were last fitted to (`fitted`: its change fits and redraws
+    them), whether the analysis had changed when the tab was last selected (`stale`), a count of the display
+    settings' changes made while it was shown (`restyled`), and the step that selects it."""
+
+    tab: str
+    fitted: gr.State
+    stale: gr.State
+    restyled: gr.State
+    selected: Dependency
 
 
 @contextmanager
@@ -339,17 +407,7 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
     )
     ctx.depth_model = depth_model
 
-    analyze_out = [preview, status, ctx.key]
-    analyzing = server.bind(analyze_image)
-    demo.load(analyzing, ctx.where, analyze_out, api_visibility="private", **slots("forward", server))
-    gr.on(
-        [image.change, size.change, ctx.current_model.change],
-        analyzing,
-        ctx.where,
-        analyze_out,
-        api_name="analyze",
-        **slots("forward", server),
-    )
+    ctx.status = status  # `route` wires the analysis, once the views are
     model_name.change(
         server.bind(change_model),
         [model_name, ctx.current_model],
