@@ -51,10 +51,14 @@ def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis, rolle
         assert (mine is None) == (theirs is None), name
         if theirs is not None:
             np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
-    if rolled:  # made by the batch's forward (roll=True, as the app asks): each image's own
+    if rolled:  # made from the batch's forward (roll=True, as the app asks) when first needed: each image's own
         slider = {(f, p) for f in ForwardFusions.FUSIONS for p in Derived.ROLLOUT_PERCENTS}
         readout = set() if alone.output.reads_readout else {("readout", f, 0) for f in ForwardFusions.FUSIONS}
-        assert batched.held().rollouts == slider | readout
+        held = batched.held()
+        assert held.pending_roll or held.rollouts == slider | readout  # another image of the batch rolled them all
+        batched.settle()
+        held = batched.held()
+        assert held.rollouts == slider | readout and not held.pending_roll and batched.layers_recomputed == 0
         for fusion, percent in slider:
             want = alone.rollout(fusion, percent / 100)
             np.testing.assert_allclose(batched.rollout(fusion, percent / 100), want, atol=1e-4, err_msg=fusion)

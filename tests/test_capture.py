@@ -4,6 +4,7 @@ bounds. How they equal the reference chain on every family: `tests/test_maps.py 
 from __future__ import annotations
 
 import numpy as np
+import torch
 from conftest import random_image, tiny_vit
 
 import vitviz
@@ -57,3 +58,25 @@ def test_a_dense_models_forward_also_rolls_toward_its_readout_undiscarded(embedd
     fresh = vitviz.analyze(embedded, coffee, longest=224).rollout("mean", 0.0, Output("readout"))
     np.testing.assert_allclose(to_cls, fresh, rtol=1e-4, atol=1e-7)
     assert not np.allclose(to_cls / to_cls.sum(), rolled.rollout("mean", 0.0) / rolled.rollout("mean", 0.0).sum())
+
+
+def test_the_apps_forward_answers_first_and_its_rollouts_come_from_its_fused_heads_when_first_needed():
+    """`analyze(..., later=True)`, as the app's upload: the thresholds and rollouts are left off the answer, and
+    the forward's fused heads are held (counted in `nbytes`) until the first need rolls them, recomputing no layer;
+    a cache that sheds the analysis first lets them go, and its rollouts are then recomputed, the same."""
+    model = tiny_vit()
+    image = random_image(32, 32, seed=3)
+    now = vitviz.analyze(model, image, roll=True)
+    later = vitviz.analyze(model, image, roll=True, later=True)
+    layers, n = model.num_layers, later.num_tokens
+    held = later.held()
+    assert held.pending_roll and not held.rollouts and not held.thresholds and now.held().rollouts
+    assert later.nbytes - later.analysis.nbytes >= layers * n * n * 2  # the fused heads, held
+    np.testing.assert_array_equal(later.rollout("mean", 0.35), now.rollout("mean", 0.35))
+    assert later.held().rollouts == now.held().rollouts and not later.held().pending_roll
+    assert (later.layers_recomputed, later.rollouts_made, later.nbytes) == (0, 0, now.nbytes)
+    torch.testing.assert_close(later.percent_thresholds("mean"), now.percent_thresholds("mean"))
+    shed = vitviz.analyze(model, image, roll=True, later=True)
+    assert shed.shed() >= layers * n * n * 2 and not shed.held().pending_roll
+    np.testing.assert_allclose(shed.rollout("mean", 0.35), now.rollout("mean", 0.35), atol=1e-6)
+    assert shed.layers_recomputed == layers

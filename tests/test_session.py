@@ -291,7 +291,10 @@ def test_a_warm_step_that_grows_the_cache_past_its_cap_evicts_the_oldest_and_ask
 
     old = server.get_analysis(photo(tmp_path, "a.png", 8), "tiny", "model default", SimpleNamespace(session_hash="x"))
     new = server.get_analysis(photo(tmp_path, "b.png", 9), "tiny", "model default", SimpleNamespace(session_hash="y"))
-    assert len(new.held().rollouts) == 20  # the server's forward made the mean fusion's
+    old.settle()  # as the warm's first step does
+    assert new.held().pending_roll and not new.held().rollouts  # the upload is answered first
+    assert server.warm_step(weakref.ref(new), 0) and len(new.held().rollouts) == 20  # from the forward's fused heads
+    assert new.layers_recomputed == 0
     # as where it did not (a model whose layers cannot be opened, an input too large to roll): the warm fuses each
     # layer it sweeps, and holds them until it rolls
     new.forget(rollouts=True, thresholds=True)

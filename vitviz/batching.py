@@ -49,8 +49,8 @@ class Batcher:
     def analyze(
         self, model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False, dense: bool = False
     ) -> Analysis:
-        """What `vitviz.analyze(model, image, longest, roll, dense)` returns, from a forward that it may share (and
-        where `dense` asks, a dense-head forward that it shares too)."""
+        """What `vitviz.analyze(model, image, longest, roll, dense, later=True)` returns, from a forward that it
+        may share (and where `dense` asks, a dense-head forward that it shares too)."""
         rgb = load_image(image)
         x = model_input(model, rgb, longest)  # a bad image or size fails here, alone, before joining
         key = (id(model), x.shape, roll, dense)

@@ -5,6 +5,7 @@ which fill the analysis' `Derived`."""
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -20,7 +21,12 @@ log = logging.getLogger(__name__)
 
 
 def analyze(
-    model: VitModel, image: ImageInput, longest: int | None = None, roll: bool = False, dense: bool = False
+    model: VitModel,
+    image: ImageInput,
+    longest: int | None = None,
+    roll: bool = False,
+    dense: bool = False,
+    later: bool = False,
 ) -> Analysis | Derived:
     """Run one eager forward of `model` on `image` and capture everything: an `Analysis`.
 
@@ -29,11 +35,15 @@ def analyze(
     which case their position embeddings are interpolated. roll: make the rollout slider's rollouts of the mean
     fusion from the forward's own weights (see `ForwardFusions`), as the app does for each new image, and return
     the analysis in a `Derived` that keeps them. dense: capture the dense head's map now (`Analysis.dense_map`),
-    as the app does, rather than make it when asked.
+    as the app does, rather than make it when asked. later: leave the rollouts that `roll` asks for to when they
+    are first needed (`Derived.settle`), as the app does, which answers an upload with the analysis first.
     """
     rgb = load_image(image)
     pixel_values = model_input(model, rgb, longest)
-    return capture_all(model, [(rgb, pixel_values)], *forward_for(model, pixel_values, roll), dense)[0]
+    a = capture_all(model, [(rgb, pixel_values)], *forward_for(model, pixel_values, roll), dense)[0]
+    if roll and not later:
+        a.settle()
+    return a
 
 
 def forward_for(model: VitModel, pixel_values: np.ndarray, roll: bool) -> tuple:
@@ -49,7 +59,8 @@ def capture_all(
 ) -> list[Analysis] | list[Derived]:
     """Each image's analysis from `forward_for`'s (out, fusions), for its (RGB, input) `inputs` in batch order
     (all of one input size); where `dense` asks, with the dense head's maps, made by one more forward of them all;
-    where it ran with `fusions`, in a `Derived` filled with the rollouts of its forward toward each one's output.
+    where it ran with `fusions`, in a `Derived` that makes the rollouts of its forward toward each one's output
+    when first needed (`PendingRoll`).
     A dense head that fails is logged: the analyses are whole without its maps and the rollouts toward them, and
     the view that asks for one makes it again or says why it cannot."""
     analyses = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(inputs)]
@@ -66,15 +77,18 @@ def capture_all(
         return analyses
     derived = [Derived(a) for a in analyses]
     if rolls:
-        fusions.roll(derived)
+        pending = PendingRoll(fusions, derived)
+        for d in derived:
+            d.pending = pending
     return derived
 
 
 class ForwardFusions:
     """`VitModel.forward`'s `each_layer`: fuses each layer's heads by the mean (`FUSIONS`, see `maps.fuse_heads`) as
-    the forward makes its weights, for every image of the batch, and counts their discard thresholds; `roll` then
+    the forward makes its weights, for every image of the batch; `roll` then counts their discard thresholds and
     makes the slider's rollouts of that fusion toward each image's own output for the whole batch, so that the
-    rollout tab's first view and its slider come with the forward and recompute no attention. The weights are
+    rollout tab's views and its slider recompute no attention. The app rolls after the upload's answer
+    (`PendingRoll`): the thresholds and rollouts took a third of an upload's forward on a CPU. The weights are
     rounded to float16 first, as `Analysis.layer_attention` rounds them: the rollouts are those that the analysis
     would make, to float rounding. Held until `roll`: [L,N,N] per image, 50 MB an image at 448 px; a forward
     whose images would hold more than `held_bytes` together does not roll (`fits`), and the micro-batcher makes
@@ -91,7 +105,6 @@ class ForwardFusions:
 
     def __init__(self) -> None:
         self.fused: dict[str, dict[int, torch.Tensor]] = {f: {} for f in self.FUSIONS}  # {layer: [B,N,N]}
-        self.thresholds: dict[str, dict[int, torch.Tensor]] = {f: {} for f in self.FUSIONS}  # {layer: [B,100]}
 
     @classmethod
     def most(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> int:
@@ -115,8 +128,12 @@ class ForwardFusions:
     def __call__(self, layer: int, weights: torch.Tensor) -> None:
         rounded = weights.detach().half()
         for fusion in self.FUSIONS:
-            fused = self.fused[fusion][layer] = maps.fuse_heads(rounded, fusion)
-            self.thresholds[fusion][layer] = maps.discard_thresholds(fused, Analysis.PERCENTS)
+            self.fused[fusion][layer] = maps.fuse_heads(rounded, fusion)
+
+    @property
+    def nbytes(self) -> int:
+        """The fused heads held until `roll`."""
+        return sum(t.numel() * t.element_size() for rows in self.fused.values() for t in rows.values())
 
     def roll(self, analyses: list[Derived]) -> None:
         """Fill each `Derived` (image i of the batch, in order) with its thresholds and the slider's rollouts of
@@ -136,7 +153,8 @@ class ForwardFusions:
             return
         percents = list(Derived.ROLLOUT_PERCENTS)
         for fusion in self.FUSIONS:
-            thresholds = torch.stack([self.thresholds[fusion][i] for i in layers])  # [L,B,100]
+            counted = [maps.discard_thresholds(self.fused[fusion][i], Analysis.PERCENTS) for i in layers]
+            thresholds = torch.stack(counted)  # [L,B,100]
             starts, keeps = zip(*(a.rollout_start(fusion) for a in analyses), strict=True)  # toward each one's output
             starts, keep = np.stack(starts), keeps[0]
             fused = [self.fused[fusion].pop(i) for i in layers]
@@ -150,6 +168,36 @@ class ForwardFusions:
                 for a, rows in zip(analyses, rolled, strict=True):
                     a.fill(fusion, [0], rows, start="readout")
             del fused
+
+
+class PendingRoll:
+    """A forward's `ForwardFusions`, rolled for its batch's analyses (`Derived`, each holding this as `pending`) when
+    one of them first needs the rollouts or thresholds, or the background warm's first step comes: whichever is
+    first rolls them all, once. Until then it holds the fused heads (`nbytes`), and a cache that sheds one of them
+    lets them go (`drop`): their rollouts are then made when asked."""
+
+    def __init__(self, fusions: ForwardFusions, analyses: list[Derived]) -> None:
+        self._fusions: ForwardFusions | None = fusions
+        self._analyses = analyses
+        self._lock = threading.RLock()
+
+    @property
+    def nbytes(self) -> int:
+        """The fused heads held for each analysis of the batch."""
+        fusions = self._fusions
+        return 0 if fusions is None else fusions.nbytes // len(self._analyses)
+
+    def run(self) -> None:
+        with self._lock:
+            if self._fusions is not None:
+                self._fusions.roll(self._analyses)
+            self.drop()
+
+    def drop(self) -> None:
+        with self._lock:
+            analyses, self._fusions, self._analyses = self._analyses, None, []
+        for a in analyses:
+            a.pending = None
 
 
 def model_input(model: VitModel, rgb: np.ndarray, longest: int | None = None) -> np.ndarray:

@@ -41,6 +41,7 @@ class Derived:
         self._updates: dict = {}
         self._dense: list = []  # [] until made, then [the map or None]
         self._drawn: dict = {}
+        self.pending = None  # the forward's roll, until made (`capture.PendingRoll`)
         self.rollouts_made = 0  # rollouts this made (not those a forward filled)
         self.rollouts_served = 0  # requests for a rollout answered from those kept
         self.layers_recomputed = 0  # layers whose attention this recomputed from the hidden states
@@ -68,7 +69,9 @@ class Derived:
         drawn = sum(a.nbytes for a in list(self._drawn.values()))
         rolled = sum(r.nbytes for r in list(self._rollouts.values()))
         dense = sum(d.nbytes for d in list(self._dense) if d is not None)
-        return self.analysis.nbytes + drawn + rolled + dense + self.shed_bytes
+        pending = self.pending
+        held = 0 if pending is None else pending.nbytes
+        return self.analysis.nbytes + drawn + rolled + dense + held + self.shed_bytes
 
     @property
     def shed_bytes(self) -> int:
@@ -88,6 +91,10 @@ class Derived:
         px, and a layer's projections), but the mean fusion, the rollout's default, with `keep_mean`; the
         thresholds and statistics made from them stay. Returns the bytes freed."""
         freed = self._sheddable(keep_mean)
+        pending = self.pending
+        if pending is not None and not keep_mean:
+            freed += pending.nbytes
+            pending.drop()
         for held in (self._fused, self._warm_rows):
             for fusion in [f for f in list(held) if not (keep_mean and f == "mean")]:  # list(): a request may add one
                 held.pop(fusion, None)
@@ -116,10 +123,17 @@ class Derived:
             self._drawn[name] = make()
         return self._drawn[name]
 
+    def settle(self) -> None:
+        """Make the forward's rollouts and thresholds now, if it left them (`pending`)."""
+        pending = self.pending
+        if pending is not None:
+            pending.run()
+
     def fused(self, head_fusion: str = "mean") -> torch.Tensor:
         """[L,N,N] head-fused attention (see `maps.fuse_heads`), made once per fusion and kept until `shed`:
         from the layers that the warm's sweep fused already, and the others recomputed. One lock per fusion: a
         request for one never waits while the background fills another."""
+        self.settle()
         fused = self._fused.get(head_fusion)
         if fused is not None:
             return fused
@@ -160,6 +174,7 @@ class Derived:
         `ROLLOUT_PERCENTS` (the rollout tab's slider) makes all of them at once from the same fused heads, which are
         then let go: a rollout is 4 kB at 448 px, the fused heads that make it 50 MB and a recomputation of every
         layer. Any other ratio (a sweep) is made from fused heads that are kept (`fused`) until a cache sheds them."""
+        self.settle()
         start = self.start_of(toward)
         percent = round(discard_ratio * 100) if 0 <= discard_ratio < 1 else None  # NaN and others: refused below
         whole = percent is not None and percent < 100 and abs(percent - discard_ratio * 100) < 1e-9
@@ -222,6 +237,7 @@ class Derived:
     def percent_thresholds(self, head_fusion: str = "mean", fused: torch.Tensor | None = None) -> torch.Tensor:
         """`Analysis.percent_thresholds`, counted once per fusion: from the warm's sweep, `fused` where the caller
         has them, or the fused heads."""
+        self.settle()
         with self._fusion_locks.get(head_fusion, nullcontext()):  # the warm and a request may ask at once
             if head_fusion not in self._thresholds:
                 swept = self._warm_thresholds.pop(head_fusion, {})
@@ -239,14 +255,15 @@ class Derived:
             step += 1
 
     def warm_step(self, step: int) -> bool:
-        """One step of filling what other views read first: 0, the dense head, a forward at 224 (the output view,
-        and the rollout's note); 1 to L, each layer's attention recomputed once for its statistics (the attention
-        view's numbers, and all of them the heads view), its heads fused by mean, max and min, with their discard
-        thresholds; then for each fusion, the rollouts of the tab's slider made from the swept layers, which are
-        then let go. False when there is no such step. The app runs them one by one in the background, between
-        requests, so that no control's first touch computes them."""
+        """One step of filling what other views read first: 0, the rollouts that the forward left (`settle`) and
+        the dense head, a forward at 224 (the output view, and the rollout's note); 1 to L, each layer's attention
+        recomputed once for its statistics (the attention view's numbers, and all of them the heads view), its
+        heads fused by mean, max and min, with their discard thresholds; then for each fusion, the rollouts of the
+        tab's slider made from the swept layers, which are then let go. False when there is no such step. The app
+        runs them one by one in the background, between requests, so that no control's first touch computes them."""
         layers = self.num_layers
         if step == 0:
+            self.settle()
             self.dense_map()
         elif step <= layers:
             self._sweep(step - 1)
@@ -311,6 +328,7 @@ class Derived:
             statistics=frozenset(self._layer_stats),
             projections=None if projections is None else projections.layer,
             dense_map=bool(self._dense) or bool(self.analysis.captured_dense),
+            pending_roll=self.pending is not None,
         )
 
     def forget(self, rollouts: bool = False, thresholds: bool = False, statistics: bool = False) -> None:
@@ -334,6 +352,7 @@ class Held:
     thresholds: the fusions whose [L,100] discard thresholds are kept. warm_rows, warm_thresholds: {fusion: layers}
     the background warm swept and holds until it rolls. statistics: the layers whose statistics are kept.
     projections: the layer whose projections are kept, or None. dense_map: whether the dense head's map is made.
+    pending_roll: whether it holds a forward's fused heads, to roll when first needed (`capture.PendingRoll`).
     """
 
     rollouts: frozenset
@@ -345,3 +364,4 @@ class Held:
     statistics: frozenset
     projections: int | None
     dense_map: bool
+    pending_roll: bool = False

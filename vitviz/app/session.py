@@ -324,12 +324,15 @@ class Server:
         return pending.result
 
     def _forward(self, model: VitModel, image: str, longest: int | None) -> Derived:
-        """A new image's analysis, on a forward thread (see `FORWARD_NICE`), in a `Derived` filled with the rollout
-        slider's rollouts made from the forward's own weights (`roll`: no move recomputes attention for them), and
+        """A new image's analysis, on a forward thread (see `FORWARD_NICE`), in a `Derived` that makes the rollout
+        slider's rollouts from the forward's own weights (`roll`: no move recomputes attention for them) after the
+        upload's answer, at the warm's first step or the first request that needs them (`later`), and
         with the dense head's map (`dense`: a forward at 224, one for a micro-batch's uploads): the rollout's note
         and the output view read it, and a redraw must never wait for the model's lock, which the next uploads'
         forwards hold one after the other. A dense head that fails is logged, and the view that needs it says so."""
-        return (self.batcher.analyze if self.batcher else analyze)(model, image, longest, roll=True, dense=True)
+        if self.batcher:  # its analyses roll when first needed
+            return self.batcher.analyze(model, image, longest, roll=True, dense=True)
+        return analyze(model, image, longest, roll=True, dense=True, later=True)
 
     def depth_key(self, image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
         return session_of(request), depth_name, self.digest(image)
