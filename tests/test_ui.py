@@ -713,3 +713,21 @@ def test_the_attributions_tab_explains_a_text_target_on_a_model_with_a_text_towe
     np.testing.assert_allclose(kept.scores, vitviz.attributions.patch_scores(expected.raw, clip.patch_size))
     *_, plain, _ = attributions.run(server, where, attributions.Settings.of(*controls, text=""), **quiet)
     assert "the readout vector (the CLS token, after the final norm)" in plain  # no text: the readout vector
+
+
+def test_each_request_shows_its_progress_on_its_first_shown_output_or_on_none():
+    """`narrow_progress`: no State is a progress target, a hidden progress has none, a "minimal" one its first
+    output; so the components whose props the page copies at each loading status are a third fewer."""
+    from vitviz.app.layout import build
+    from vitviz.app.session import Server
+
+    config = build(Server(device="cpu"), "dinov2-small").get_config_file()
+    kinds = {c["id"]: c["type"] for c in config["components"]}
+    every, targets = set(), set()
+    for d in (d for d in config["dependencies"] if d["backend_fn"]):
+        shown_on = d["show_progress_on"]
+        assert shown_on is not None and not [o for o in shown_on if kinds[o] == "state"], d["id"]
+        assert len(shown_on) <= {"hidden": 0, "minimal": 1}.get(d["show_progress"], len(d["outputs"])), d["id"]
+        every.update(d["outputs"])
+        targets.update(shown_on)
+    assert len(targets) <= 2 / 3 * len(every), (len(targets), len(every))

@@ -300,8 +300,9 @@ def build(ctx: Context) -> None:
     method.change(fit_options, [method, *options], options, api_visibility="private", queue=False).then(
         bind(endpoint(relabel)), controls, [button, faithful, randomising], **relabelled
     )
-    gr.on([ctx.fitted(tab).change, *(o.change for o in options)], bind(endpoint(relabel)), controls,
-          [button, faithful, randomising], **relabelled)  # fmt: skip
+    labels = [button, faithful, randomising]
+    ctx.on_new_analysis(tab, bind(endpoint(relabel)), controls, labels, **relabelled)
+    gr.on([o.change for o in options], bind(endpoint(relabel)), controls, labels, **relabelled)
     # the summary says at once which run is under way, and no longer shows the last one's
     button.click(lambda label: f"**Running {label}…** Its summary comes here when it is done.", [method], summary,
                  api_visibility="private", queue=False)  # fmt: skip
@@ -338,8 +339,8 @@ def build(ctx: Context) -> None:
     halt.click(bind(stop), None, summary, cancels=heavy, api_visibility="private", queue=False)
     # A result belongs to one image: a new or cleared image stops a run and clears the result and the box.
     ctx.key.change(bind(new_image), None, [box, *results], cancels=heavy, api_visibility="private", queue=False)
-    ctx.key.change(lambda: (None, "", None, None, ""), None, [curves, verdict, cascade_plot, cascade, cascade_note],
-                   api_visibility="private", queue=False)  # fmt: skip
+    ctx.on_new_analysis(tab, lambda: (None, "", None, None, ""), [], [curves, verdict, cascade_plot, cascade,
+                        cascade_note], api_visibility="private", queue=False)  # fmt: skip
     ctx.demo.unload(bind(stop_on_unload))
     box_img.select(bind(pick_corner), [*ctx.where, box], [box, box_img], api_visibility="private")
     clear.click(bind(clear_box), ctx.where, [box, box_img], api_visibility="private")

@@ -64,8 +64,7 @@ def build(ctx: Context) -> None:
         api_name="lens",
         **slots("forward", ctx.server),
     )
-    ctx.key.change(lambda: (None, ""), None,
-                   [lens_plot, lens_note], api_visibility="private", queue=False)  # fmt: skip
+    ctx.on_new_analysis(tab, lambda: (None, ""), [], [lens_plot, lens_note], api_visibility="private", queue=False)
     outputs = [top5, dense]
     ctx.view(
         tab,

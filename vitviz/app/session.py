@@ -310,6 +310,9 @@ class Server:
                 longest = None if size == DEFAULT_SIZE else int(size)
                 with self.priority.interactive():
                     pending.result = self._forward_threads.submit(self._forward, model, image, longest).result()
+                # its rollouts right after its answer, on a forward's thread: in a class, before the next uploads'
+                # analyses push the fused heads that make them out of the cache
+                self._forward_threads.submit(pending.result.settle)
                 log.info("forward: a new analysis of %s at %s", model_name, size)  # the classroom benchmark counts
                 self._to_warm.put((time.monotonic(), weakref.ref(pending.result)))
             except BaseException as exc:
@@ -326,7 +329,7 @@ class Server:
     def _forward(self, model: VitModel, image: str, longest: int | None) -> Derived:
         """A new image's analysis, on a forward thread (see `FORWARD_NICE`), in a `Derived` that makes the rollout
         slider's rollouts from the forward's own weights (`roll`: no move recomputes attention for them) after the
-        upload's answer, at the warm's first step or the first request that needs them (`later`), and
+        upload's answer, on a forward's thread or by the first request that needs them (`later`), and
         with the dense head's map (`dense`: a forward at 224, one for a micro-batch's uploads): the rollout's note
         and the output view read it, and a redraw must never wait for the model's lock, which the next uploads'
         forwards hold one after the other. A dense head that fails is logged, and the view that needs it says so."""

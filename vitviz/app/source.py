@@ -21,7 +21,7 @@ from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, tabs, view
 from ..explorer import STATIC
 from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS, large_labels
-from .internals import take
+from .internals import take, take_as
 from .pictures import picture
 from .session import EXAMPLES, SIZES, Server, slots, user_errors
 
@@ -116,14 +116,24 @@ class Context:
         self.on_display(restyle, [self.shown, *restyled], restyled, api_visibility="private", show_progress="hidden",
                         concurrency_limit=None)  # fmt: skip
 
-    def fitted(self, tab: gr.Tab) -> gr.State:
-        """The analysis key that the tab was last shown with: its change is a new analysis for the tab, once it is
-        shown (see `route`)."""
-        return self._steps(tab).fitted
+    def on_new_analysis(self, tab: gr.Tab, fn: Callable, inputs: Sequence, outputs: Sequence, **kwargs) -> tuple:
+        """Run fn when the tab is shown with an analysis that it was not shown with: at once where it is shown (its
+        `fitted` changes), else when it is next selected (`stale`). Returns both listeners, for what follows."""
+        steps = self._steps(tab)
+        skipped = gr.skip() if len(outputs) == 1 else (gr.skip(),) * len(outputs)
+
+        def if_stale(stale, *args, **kw):
+            return fn(*args, **kw) if stale else skipped
+
+        shown = steps.fitted.change(fn, inputs, outputs, **kwargs)
+        return shown, steps.selected.then(take_as(if_stale, fn, first=["stale"]), [steps.stale, *inputs], outputs,
+                                          **kwargs)  # fmt: skip
 
     def _steps(self, tab: gr.Tab) -> TabSteps:
         """The tab's `TabSteps`, made with its first view: its selection sets `shown` in one step, and where the
-        analysis changed since its views were fitted, `fitted` too (their new-analysis chains follow) and `stale`."""
+        analysis changed since its views were fitted, `stale` and `fitted`. That step is not queued, and Gradio's
+        page (6.31) fires no State's change from an answer that was not: the views that follow the selection fit
+        their controls where it is stale (`view`'s prepare), then draw, each once."""
         if tab.id not in self._tabs:
             with tab:
                 fitted, stale, restyled = gr.State(None), gr.State(False), gr.State(0)
@@ -132,7 +142,7 @@ class Context:
                 return (tab.id, gr.skip(), False) if key == fitted_key else (tab.id, key, True)
 
             selected = tab.select(choose, [self.key, fitted], [self.shown, fitted, stale], api_visibility="private",
-                                  show_progress="hidden", concurrency_limit=None)  # fmt: skip
+                                  show_progress="hidden", queue=False)  # fmt: skip
             self._tabs[tab.id] = TabSteps(tab.id, fitted, stale, restyled, selected)
         return self._tabs[tab.id]
 
@@ -215,14 +225,12 @@ class Context:
                 return (gr.skip(),) * (n + 1)
             return drawn_now(key, args, *values[-2:])
 
-        def selected(stale, *values):  # stale, key, last, *inputs, request, progress
-            if stale:  # the tab's new-analysis chain draws it, once fitted to the analysis
-                return (gr.skip(),) * (n + 1)
+        def selected(*values):  # key, last, *inputs, request, progress
             return refresh(tab.id, *values)
 
         take(render, ["key", *names])
         take(refresh, ["shown", "key", "last", *names])
-        take(selected, ["stale", "key", "last", *names])
+        take(selected, ["key", "last", *names])
         if clicks:
             locate, picked = pick
             at = [next(i for i, c in enumerate(inputs) if c is p) for p in picked]
@@ -253,19 +261,19 @@ class Context:
             listener.then(render, [self.key, *inputs], [*outputs, drawn], api_visibility="private", **drawing)
         refresh_in = [self.shown, self.key, drawn, *inputs]
         refreshing = dict(api_visibility="private", show_progress=progress, **slots(concurrency_id))
-        steps = self._steps(tab)
-        if prepare is not None:  # fit the view's controls to the new analysis first
+        steps, after_selection = self._steps(tab), self._steps(tab).selected
+        if prepare is not None:  # fit the view's controls to the new analysis first (cheap: not queued)
             fn, prepare_in, prepare_out = prepare
-            steps.fitted.change(fn, prepare_in, prepare_out, api_visibility="private", show_progress="hidden").then(
-                refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress
-            )
+            fitting = dict(api_visibility="private", show_progress="hidden", queue=False)
+            fitted, after_selection = self.on_new_analysis(tab, fn, prepare_in, prepare_out, **fitting)
+            fitted.then(refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress)
         else:
             steps.fitted.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
         steps.restyled.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
         # A tab's selection sets `shown` in one step that its views' redraws follow (`.then`): Gradio's browser
         # client (6.31) sends an event's own listeners one after another, each once the one before has its
         # answer, and those that follow a step all at once.
-        steps.selected.then(selected, [steps.stale, self.key, drawn, *inputs], [*outputs, drawn], **refreshing)
+        after_selection.then(selected, [self.key, drawn, *inputs], [*outputs, drawn], **refreshing)
 
 
 @dataclass
