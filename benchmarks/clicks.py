@@ -4,7 +4,9 @@ The app runs on the embedded model in a subprocess, Chromium at 1400x1000 drives
 it waits for the upload's view, then clicks, one at a time, as a user would: each tab's first visit (to its main
 picture), a patch on Inside a head's weights, a position on Positions' map, a point on Rollout's discard slider,
 and the Lesson's Next. Each wait runs from the real pointerdown (its `timeStamp`) to the `load` of the new
-picture (both on the page's clock). It prints the p50, p95 and max per click with the load average.
+picture (both on the page's clock). It prints the p50, p95 and max per click with the load average, and beside the
+upload, the bare eager forward at 448 px of the same model, timed in this process just before each upload (while
+the page and the server are idle), with the issue's target of 1.5x that + 0.5 s.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from benchmarks.bench import median_ms
 from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, photos, running_app
+from vitviz import load_model
+from vitviz.capture import model_input
 from vitviz.tabs import label
 
 # In the page: the last pointerdown's time, and each picture's load, by the id of the view it belongs to.
@@ -75,9 +81,12 @@ def at(target, fx: float, fy: float):
     return click
 
 
-def one_photo(page, path: Path, clicks: int, waits: dict[str, list[float]]) -> None:
-    """Upload `path` on the Tokens tab, then time each tab's first visit and `clicks` clicks of each kind."""
+def one_photo(page, path: Path, clicks: int, waits: dict[str, list[float]], bare) -> None:
+    """Upload `path` on the Tokens tab, then time each tab's first visit and `clicks` clicks of each kind; bare()
+    times the bare forward, just before the upload."""
     page.get_by_role("tab", name=label("tokens")).click()
+    page.wait_for_timeout(1000)
+    waits["the bare forward at 448, just before"].append(bare())
     before = src(page, "tokens")
     page.locator("#upload button[aria-label='Clear']").first.click()  # a shown file hides the file input
     page.locator("#upload input[type=file]").set_input_files(str(path))
@@ -134,10 +143,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-clicks-"))
     waits: dict[str, list[float]] = {f"tab: {t}": [] for t in PICTURES if t not in ("tokens", "inside")}
-    waits["upload: the Tokens view drawn"] = []
+    waits["upload: the Tokens view drawn"], waits["the bare forward at 448, just before"] = [], []
     waits["tab: inside, its live panel"], waits["tab: inside, the server's steps"] = [], []
     for kind in ("Inside a head: a patch", "Rollout: the discard slider", "Positions: a position", "Lesson: Next"):
         waits[kind] = []
+    model = load_model(device="cpu")
+    x = torch.from_numpy(model_input(model, np.zeros((448, 448, 3), np.uint8), 448))
+
+    def bare() -> float:
+        return median_ms(lambda: model.forward(x, attentions="none"), 3, model.device)
+
     print(f"load average before: {os.getloadavg()[0]:.2f}; {args.photos} new 448x448 photos, Chromium 1400x1000")
     with running_app() as (url, _), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -146,13 +161,17 @@ def main(argv: list[str] | None = None) -> None:
         page.locator("#status").get_by_text("tokens").wait_for(timeout=120_000)
         page.evaluate(WATCH)
         for path in photos(args.photos, folder, prefix="clicks"):
-            one_photo(page, path, args.clicks, waits)
+            one_photo(page, path, args.clicks, waits, bare)
             print(f"  {path.name} done; load {os.getloadavg()[0]:.2f}", flush=True)
         browser.close()
     print(f"{'click':<32}{'n':>4}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
     for kind, ms in waits.items():
         a = np.array(ms)
         print(f"{kind:<32}{len(a):>4}{np.median(a):>9.0f}{np.percentile(a, 95):>9.0f}{a.max():>9.0f}")
+    upload = np.array(waits["upload: the Tokens view drawn"])
+    forward = np.array(waits["the bare forward at 448, just before"])
+    print(f"upload / bare forward, median: {np.median(upload / forward):.2f}x; target 1.5x + 0.5 s = "
+          f"{1.5 * np.median(forward) + 500:.0f} ms")  # fmt: skip
     print(f"load average after: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)")
 
 

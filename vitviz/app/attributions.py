@@ -340,7 +340,7 @@ def build(ctx: Context) -> None:
     # A result belongs to one image: a new or cleared image stops a run and clears the result and the box.
     ctx.key.change(bind(new_image), None, [box, *results], cancels=heavy, api_visibility="private", queue=False)
     ctx.on_new_analysis(tab, lambda: (None, "", None, None, ""), [], [curves, verdict, cascade_plot, cascade,
-                        cascade_note], api_visibility="private", queue=False)  # fmt: skip
+                        cascade_note], api_visibility="private")  # fmt: skip
     ctx.demo.unload(bind(stop_on_unload))
     box_img.select(bind(pick_corner), [*ctx.where, box], [box, box_img], api_visibility="private")
     clear.click(bind(clear_box), ctx.where, [box, box_img], api_visibility="private")

@@ -64,7 +64,7 @@ def build(ctx: Context) -> None:
         api_name="lens",
         **slots("forward", ctx.server),
     )
-    ctx.on_new_analysis(tab, lambda: (None, ""), [], [lens_plot, lens_note], api_visibility="private", queue=False)
+    ctx.on_new_analysis(tab, lambda: (None, ""), [], [lens_plot, lens_note], api_visibility="private")
     outputs = [top5, dense]
     ctx.view(
         tab,

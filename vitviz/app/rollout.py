@@ -171,5 +171,5 @@ def build(ctx: Context) -> None:
     # The curves belong to one image: a new or cleared image stops the check and clears them. They name their
     # own settings, so a new fusion or discard ratio leaves them.
     ctx.key.change(bind(end_check), None, None, cancels=[checking], api_visibility="private", queue=False)
-    ctx.on_new_analysis(tab, lambda: (None, ""), [], [curves, verdict], api_visibility="private", queue=False)
+    ctx.on_new_analysis(tab, lambda: (None, ""), [], [curves, verdict], api_visibility="private")
     ctx.demo.unload(bind(end_check))

@@ -21,7 +21,7 @@ from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences, tabs, view
 from ..explorer import STATIC
 from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS, large_labels
-from .internals import take, take_as
+from .internals import take
 from .pictures import picture
 from .session import EXAMPLES, SIZES, Server, slots, user_errors
 
@@ -93,7 +93,7 @@ class Context:
         tabs = list(self._tabs.values())
 
         def to_shown(shown, values) -> list:  # each tab's new value, set on the shown tab's alone
-            return [value if t.tab == shown else gr.skip() for t, value in zip(tabs, values, strict=True)]
+            return [value if t.tab.id == shown else gr.skip() for t, value in zip(tabs, values, strict=True)]
 
         analyze = self.server.bind(analyze_image)
 
@@ -115,35 +115,49 @@ class Context:
         # queued: Gradio's page (6.31) fires a State's change from a queued answer only
         self.on_display(restyle, [self.shown, *restyled], restyled, api_visibility="private", show_progress="hidden",
                         concurrency_limit=None)  # fmt: skip
+        for t in tabs:
+            self._select(t)
 
-    def on_new_analysis(self, tab: gr.Tab, fn: Callable, inputs: Sequence, outputs: Sequence, **kwargs) -> tuple:
+    def _select(self, t: TabSteps) -> None:
+        """The tab's selection: one step, not queued, sets `shown` and, where the analysis changed since the tab
+        was shown, `fitted`, with what each of its fits gives (the views' controls fitted to the analysis, stale
+        results cleared); its views' draws follow it. Gradio's page (6.31) fires no State's change from an answer
+        that was not queued, so nothing runs twice; and it sends an event's own listeners one after another, each
+        once the one before has its answer, but those that follow a step all at once."""
+        inputs = [c for _, fit_in, _ in t.fits for c in fit_in]
+        outputs = [c for _, _, fit_out in t.fits for c in fit_out]
+
+        def choose(key, fitted_key, *values):
+            *values, request = values
+            if key == fitted_key:
+                return (t.tab.id, gr.skip(), *(gr.skip() for _ in outputs))
+            given = []
+            for fn, fit_in, fit_out in t.fits:
+                args, values = values[: len(fit_in)], values[len(fit_in) :]
+                made = fn(*args, **({"request": request} if "request" in inspect.signature(fn).parameters else {}))
+                given += [made] if len(fit_out) == 1 else list(made or ())
+            return (t.tab.id, key, *given)
+
+        take(choose, ["key", "fitted", *(f"fit_{i}" for i in range(len(inputs)))], progress=False)
+        selected = t.tab.select(choose, [self.key, t.fitted, *inputs], [self.shown, t.fitted, *outputs],
+                                api_visibility="private", show_progress="hidden", queue=False)  # fmt: skip
+        for fn, fn_in, fn_out, kwargs in t.follow:
+            selected.then(fn, fn_in, fn_out, **kwargs)
+
+    def on_new_analysis(self, tab: gr.Tab, fn: Callable, inputs: Sequence, outputs: Sequence, **kwargs) -> Dependency:
         """Run fn when the tab is shown with an analysis that it was not shown with: at once where it is shown (its
-        `fitted` changes), else when it is next selected (`stale`). Returns both listeners, for what follows."""
+        `fitted` changes; the listener is returned, for what follows), else in the step that next selects it
+        (see `_select`), before its views draw. fn must be quick: it runs in a request that is not queued."""
         steps = self._steps(tab)
-        skipped = gr.skip() if len(outputs) == 1 else (gr.skip(),) * len(outputs)
-
-        def if_stale(stale, *args, **kw):
-            return fn(*args, **kw) if stale else skipped
-
-        shown = steps.fitted.change(fn, inputs, outputs, **kwargs)
-        return shown, steps.selected.then(take_as(if_stale, fn, first=["stale"]), [steps.stale, *inputs], outputs,
-                                          **kwargs)  # fmt: skip
+        steps.fits.append((fn, list(inputs), list(outputs)))
+        return steps.fitted.change(fn, inputs, outputs, **{**kwargs, "queue": False})
 
     def _steps(self, tab: gr.Tab) -> TabSteps:
-        """The tab's `TabSteps`, made with its first view: its selection sets `shown` in one step, and where the
-        analysis changed since its views were fitted, `stale` and `fitted`. That step is not queued, and Gradio's
-        page (6.31) fires no State's change from an answer that was not: the views that follow the selection fit
-        their controls where it is stale (`view`'s prepare), then draw, each once."""
+        """The tab's `TabSteps`, made with its first view."""
         if tab.id not in self._tabs:
             with tab:
-                fitted, stale, restyled = gr.State(None), gr.State(False), gr.State(0)
-
-            def choose(key, fitted_key):
-                return (tab.id, gr.skip(), False) if key == fitted_key else (tab.id, key, True)
-
-            selected = tab.select(choose, [self.key, fitted], [self.shown, fitted, stale], api_visibility="private",
-                                  show_progress="hidden", queue=False)  # fmt: skip
-            self._tabs[tab.id] = TabSteps(tab.id, fitted, stale, restyled, selected)
+                fitted, restyled = gr.State(None), gr.State(0)
+            self._tabs[tab.id] = TabSteps(tab, fitted, restyled)
         return self._tabs[tab.id]
 
     def mirror_preview(self, image: gr.Image) -> None:
@@ -261,32 +275,30 @@ class Context:
             listener.then(render, [self.key, *inputs], [*outputs, drawn], api_visibility="private", **drawing)
         refresh_in = [self.shown, self.key, drawn, *inputs]
         refreshing = dict(api_visibility="private", show_progress=progress, **slots(concurrency_id))
-        steps, after_selection = self._steps(tab), self._steps(tab).selected
+        steps = self._steps(tab)
         if prepare is not None:  # fit the view's controls to the new analysis first (cheap: not queued)
             fn, prepare_in, prepare_out = prepare
-            fitting = dict(api_visibility="private", show_progress="hidden", queue=False)
-            fitted, after_selection = self.on_new_analysis(tab, fn, prepare_in, prepare_out, **fitting)
+            fitted = self.on_new_analysis(tab, fn, prepare_in, prepare_out, api_visibility="private",
+                                          show_progress="hidden")  # fmt: skip
             fitted.then(refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress)
         else:
             steps.fitted.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
         steps.restyled.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
-        # A tab's selection sets `shown` in one step that its views' redraws follow (`.then`): Gradio's browser
-        # client (6.31) sends an event's own listeners one after another, each once the one before has its
-        # answer, and those that follow a step all at once.
-        after_selection.then(selected, [self.key, drawn, *inputs], [*outputs, drawn], **refreshing)
+        steps.follow.append((selected, [self.key, drawn, *inputs], [*outputs, drawn], refreshing))
 
 
 @dataclass
 class TabSteps:
-    """What a tab's views follow: the analysis that they were last fitted to (`fitted`: its change fits and redraws
-    them), whether the analysis had changed when the tab was last selected (`stale`), a count of the display
-    settings' changes made while it was shown (`restyled`), and the step that selects it."""
+    """What a tab's views follow: the analysis that the tab was last shown with (`fitted`: its change fits and
+    redraws them), a count of the display settings' changes made while it was shown (`restyled`), what its
+    selection runs where the analysis changed meanwhile (`fits`: (fn, inputs, outputs)), and what follows its
+    selection (`follow`: (fn, inputs, outputs, listener arguments), the views' draws)."""
 
-    tab: str
+    tab: gr.Tab
     fitted: gr.State
-    stale: gr.State
     restyled: gr.State
-    selected: Dependency
+    fits: list = field(default_factory=list)
+    follow: list = field(default_factory=list)
 
 
 @contextmanager
