@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -205,6 +206,12 @@ def test_an_upload_sends_the_shown_tabs_requests_alone_and_a_hidden_tab_catches_
     assert sent and not elsewhere, elsewhere
     page.get_by_role("tab", name=label("inside")).click()
     wait_for_src_change(page, "#inside-weights", inside)
+    answers = []
+    page.on("response", lambda r: answers.append(r.status) if "/gradio_api/run/predict" in r.url else None)
+    page.get_by_role("tab", name=label("attributions")).click()  # its selection relabels its buttons for the photo
+    page.get_by_role("button", name=re.compile(r"Compute attribution \(about")).wait_for(timeout=20_000)
+    page.wait_for_timeout(1500)
+    assert answers and set(answers) == {200}, answers  # the selection's step, with its fits, answered
 
 
 def test_every_tab_is_visible_and_depth_says_how_to_enable_it_offline(page, tmp_path):

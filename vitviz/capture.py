@@ -133,7 +133,8 @@ class ForwardFusions:
     @property
     def nbytes(self) -> int:
         """The fused heads held until `roll`."""
-        return sum(t.numel() * t.element_size() for rows in self.fused.values() for t in rows.values())
+        held = [t for rows in list(self.fused.values()) for t in list(rows.values())]  # a roll pops them meanwhile
+        return sum(t.numel() * t.element_size() for t in held)
 
     def roll(self, analyses: list[Derived]) -> None:
         """Fill each `Derived` (image i of the batch, in order) with its thresholds and the slider's rollouts of
@@ -179,23 +180,25 @@ class PendingRoll:
     def __init__(self, fusions: ForwardFusions, analyses: list[Derived]) -> None:
         self._fusions: ForwardFusions | None = fusions
         self._analyses = analyses
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # one roll at a time
 
     @property
     def nbytes(self) -> int:
         """The fused heads held for each analysis of the batch."""
-        fusions = self._fusions
-        return 0 if fusions is None else fusions.nbytes // len(self._analyses)
+        fusions, analyses = self._fusions, self._analyses  # read once: another thread may roll or drop them
+        return 0 if fusions is None or not analyses else fusions.nbytes // len(analyses)
 
     def run(self) -> None:
         with self._lock:
-            if self._fusions is not None:
-                self._fusions.roll(self._analyses)
+            fusions, analyses = self._fusions, self._analyses  # a shed may drop them meanwhile
+            if fusions is not None and analyses:
+                fusions.roll(analyses)
             self.drop()
 
     def drop(self) -> None:
-        with self._lock:
-            analyses, self._fusions, self._analyses = self._analyses, None, []
+        """Let the fused heads go (a roll under way ends with its own references): no lock, since a cache that
+        sheds holds its own lock meanwhile and must not wait for a roll."""
+        analyses, self._fusions, self._analyses = self._analyses, None, []
         for a in analyses:
             a.pending = None
 

@@ -57,7 +57,6 @@ class Context:
     large: gr.Checkbox  # the pictures' labels drawn large: the projector mode, or a phone (set in the browser)
     shown: gr.State = field(default_factory=lambda: gr.State("tokens"))  # the id of the selected tab
     depth_model: str | None = None
-    status: gr.Markdown | None = None  # the model and input of the analysis shown
     _display: Dependency | None = None
     _tabs: dict = field(default_factory=dict)  # each tab's `TabSteps`, by the tab's id
 
@@ -83,38 +82,28 @@ class Context:
         self._display.then(fn, inputs, outputs, trigger_mode="always_last", **kwargs)
 
     def route(self) -> None:
-        """Send a new analysis, and a display setting's change, to the shown tab's views alone: the analysis sets
-        that tab's `fitted` in the same answer, and a display setting's step its `restyled` (its views follow their
-        changes); a hidden tab catches up when it is selected. Call once, after every view is wired.
+        """Send a new analysis, and a display setting's change, to the shown tab's views alone: one queued step
+        each, which sets that tab's `fitted` key or counts its `restyled` (its views follow their changes), read
+        when the analysis has come, so that a tab selected while it was made gets it; a hidden tab catches up when
+        it is selected (`_select`). Call once, after every view is wired.
 
         Every view's own listener on the analysis key sent a request, for hidden tabs too (answered with nothing):
         two dozen requests an upload, and Gradio's page (6.31) copies the props of every progress target at each
         of their loading statuses (docs/benchmarks.md)."""
         tabs = list(self._tabs.values())
 
-        def to_shown(shown, values) -> list:  # each tab's new value, set on the shown tab's alone
-            return [value if t.tab.id == shown else gr.skip() for t, value in zip(tabs, values, strict=True)]
-
-        analyze = self.server.bind(analyze_image)
-
-        def analyzing(image, model_name, size, shown, request: gr.Request, progress=gr.Progress()):
-            preview, status, key = analyze(image, model_name, size, request, progress)
-            return preview, status, key, *to_shown(shown, [key] * len(tabs))
-
-        analyzing.__name__ = analyze_image.__name__
-        where, out = [*self.where, self.shown], [self.preview, self.status, self.key, *(t.fitted for t in tabs)]
-        self.demo.load(analyzing, where, out, api_visibility="private", **slots("forward", self.server))
-        new_image = [self.image.change, self.size.change, self.current_model.change]
-        gr.on(new_image, analyzing, where, out, api_name="analyze", **slots("forward", self.server))
-
-        def restyle(shown, *counts):
-            out = to_shown(shown, [c + 1 for c in counts])
+        def to_shown(shown, values):  # each tab's new value, set on the shown tab's alone
+            out = [value if t.tab.id == shown else gr.skip() for t, value in zip(tabs, values, strict=True)]
             return out[0] if len(out) == 1 else tuple(out)
 
-        restyled = [t.restyled for t in tabs]
         # queued: Gradio's page (6.31) fires a State's change from a queued answer only
-        self.on_display(restyle, [self.shown, *restyled], restyled, api_visibility="private", show_progress="hidden",
-                        concurrency_limit=None)  # fmt: skip
+        routing = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None)
+        self.key.change(lambda shown, key: to_shown(shown, [key] * len(tabs)), [self.shown, self.key],
+                        [t.fitted for t in tabs], **routing)  # fmt: skip
+
+        restyled = [t.restyled for t in tabs]
+        self.on_display(lambda shown, *counts: to_shown(shown, [c + 1 for c in counts]), [self.shown, *restyled],
+                        restyled, **routing)  # fmt: skip
         for t in tabs:
             self._select(t)
 
@@ -127,19 +116,19 @@ class Context:
         inputs = [c for _, fit_in, _ in t.fits for c in fit_in]
         outputs = [c for _, _, fit_out in t.fits for c in fit_out]
 
-        def choose(key, fitted_key, *values):
+        def choose(key, fitted_key, image, *values):
             *values, request = values
-            if key == fitted_key:
+            if key == fitted_key or not image:  # no photo (cleared): fitted when one comes
                 return (t.tab.id, gr.skip(), *(gr.skip() for _ in outputs))
             given = []
             for fn, fit_in, fit_out in t.fits:
                 args, values = values[: len(fit_in)], values[len(fit_in) :]
-                made = fn(*args, **({"request": request} if "request" in inspect.signature(fn).parameters else {}))
+                made = called_as_gradio_calls(fn, args, request)
                 given += [made] if len(fit_out) == 1 else list(made or ())
             return (t.tab.id, key, *given)
 
-        take(choose, ["key", "fitted", *(f"fit_{i}" for i in range(len(inputs)))], progress=False)
-        selected = t.tab.select(choose, [self.key, t.fitted, *inputs], [self.shown, t.fitted, *outputs],
+        take(choose, ["key", "fitted", "image", *(f"fit_{i}" for i in range(len(inputs)))], progress=False)
+        selected = t.tab.select(choose, [self.key, t.fitted, self.image, *inputs], [self.shown, t.fitted, *outputs],
                                 api_visibility="private", show_progress="hidden", queue=False)  # fmt: skip
         for fn, fn_in, fn_out, kwargs in t.follow:
             selected.then(fn, fn_in, fn_out, **kwargs)
@@ -287,6 +276,22 @@ class Context:
         steps.follow.append((selected, [self.key, drawn, *inputs], [*outputs, drawn], refreshing))
 
 
+def called_as_gradio_calls(fn: Callable, values: Sequence, request: gr.Request):
+    """fn's answer to `values`, called as Gradio calls a listener: the request and a progress tracker in the places
+    that its signature names them, the values in the others."""
+    values, args = list(values), []
+    for name, param in inspect.signature(fn).parameters.items():
+        if name == "request":
+            args.append(request)
+        elif name == "progress":
+            args.append(param.default)
+        elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+            args, values = [*args, *values], []
+        elif values:
+            args.append(values.pop(0))
+    return fn(*args)
+
+
 @dataclass
 class TabSteps:
     """What a tab's views follow: the analysis that the tab was last shown with (`fitted`: its change fits and
@@ -427,7 +432,17 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
     )
     ctx.depth_model = depth_model
 
-    ctx.status = status  # `route` wires the analysis, once the views are
+    analyze_out = [preview, status, ctx.key]
+    analyzing = server.bind(analyze_image)
+    demo.load(analyzing, ctx.where, analyze_out, api_visibility="private", **slots("forward", server))
+    gr.on(
+        [image.change, size.change, ctx.current_model.change],
+        analyzing,
+        ctx.where,
+        analyze_out,
+        api_name="analyze",
+        **slots("forward", server),
+    )
     model_name.change(
         server.bind(change_model),
         [model_name, ctx.current_model],
