@@ -23,6 +23,7 @@ from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS, large_labels
 from .internals import take
 from .pictures import picture
+from .routing import TabSteps, wire_selection
 from .session import EXAMPLES, SIZES, Server, slots, user_errors
 
 INTRO = """# vitviz: see inside a Vision Transformer
@@ -105,33 +106,7 @@ class Context:
         self.on_display(lambda shown, *counts: to_shown(shown, [c + 1 for c in counts]), [self.shown, *restyled],
                         restyled, **routing)  # fmt: skip
         for t in tabs:
-            self._select(t)
-
-    def _select(self, t: TabSteps) -> None:
-        """The tab's selection: one step, not queued, sets `shown` and, where the analysis changed since the tab
-        was shown, `fitted`, with what each of its fits gives (the views' controls fitted to the analysis, stale
-        results cleared); its views' draws follow it. Gradio's page (6.31) fires no State's change from an answer
-        that was not queued, so nothing runs twice; and it sends an event's own listeners one after another, each
-        once the one before has its answer, but those that follow a step all at once."""
-        inputs = [c for _, fit_in, _ in t.fits for c in fit_in]
-        outputs = [c for _, _, fit_out in t.fits for c in fit_out]
-
-        def choose(key, fitted_key, image, *values):
-            *values, request = values
-            if key == fitted_key or not image:  # no photo (cleared): fitted when one comes
-                return (t.tab.id, gr.skip(), *(gr.skip() for _ in outputs))
-            given = []
-            for fn, fit_in, fit_out in t.fits:
-                args, values = values[: len(fit_in)], values[len(fit_in) :]
-                made = called_as_gradio_calls(fn, args, request)
-                given += [made] if len(fit_out) == 1 else list(made or ())
-            return (t.tab.id, key, *given)
-
-        take(choose, ["key", "fitted", "image", *(f"fit_{i}" for i in range(len(inputs)))], progress=False)
-        selected = t.tab.select(choose, [self.key, t.fitted, self.image, *inputs], [self.shown, t.fitted, *outputs],
-                                api_visibility="private", show_progress="hidden", queue=False)  # fmt: skip
-        for fn, fn_in, fn_out, kwargs in t.follow:
-            selected.then(fn, fn_in, fn_out, **kwargs)
+            wire_selection(t, self.key, self.shown, self.image)
 
     def on_new_analysis(self, tab: gr.Tab, fn: Callable, inputs: Sequence, outputs: Sequence, **kwargs) -> Dependency:
         """Run fn when the tab is shown with an analysis that it was not shown with: at once where it is shown (its
@@ -274,36 +249,6 @@ class Context:
             steps.fitted.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
         steps.restyled.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
         steps.follow.append((selected, [self.key, drawn, *inputs], [*outputs, drawn], refreshing))
-
-
-def called_as_gradio_calls(fn: Callable, values: Sequence, request: gr.Request):
-    """fn's answer to `values`, called as Gradio calls a listener: the request and a progress tracker in the places
-    that its signature names them, the values in the others."""
-    values, args = list(values), []
-    for name, param in inspect.signature(fn).parameters.items():
-        if name == "request":
-            args.append(request)
-        elif name == "progress":
-            args.append(param.default)
-        elif param.kind is inspect.Parameter.VAR_POSITIONAL:
-            args, values = [*args, *values], []
-        elif values:
-            args.append(values.pop(0))
-    return fn(*args)
-
-
-@dataclass
-class TabSteps:
-    """What a tab's views follow: the analysis that the tab was last shown with (`fitted`: its change fits and
-    redraws them), a count of the display settings' changes made while it was shown (`restyled`), what its
-    selection runs where the analysis changed meanwhile (`fits`: (fn, inputs, outputs)), and what follows its
-    selection (`follow`: (fn, inputs, outputs, listener arguments), the views' draws)."""
-
-    tab: gr.Tab
-    fitted: gr.State
-    restyled: gr.State
-    fits: list = field(default_factory=list)
-    follow: list = field(default_factory=list)
 
 
 @contextmanager
