@@ -86,7 +86,7 @@ class Context:
         """Send a new analysis, and a display setting's change, to the shown tab's views alone: one queued step
         each, which sets that tab's `fitted` key or counts its `restyled` (its views follow their changes), read
         when the analysis has come, so that a tab selected while it was made gets it; a hidden tab catches up when
-        it is selected (`_select`). Call once, after every view is wired.
+        it is selected (`routing.wire_selection`). Call once, after every view is wired.
 
         Every view's own listener on the analysis key sent a request, for hidden tabs too (answered with nothing):
         two dozen requests an upload, and Gradio's page (6.31) copies the props of every progress target at each
@@ -111,7 +111,8 @@ class Context:
     def on_new_analysis(self, tab: gr.Tab, fn: Callable, inputs: Sequence, outputs: Sequence, **kwargs) -> Dependency:
         """Run fn when the tab is shown with an analysis that it was not shown with: at once where it is shown (its
         `fitted` changes; the listener is returned, for what follows), else in the step that next selects it
-        (see `_select`), before its views draw. fn must be quick: it runs in a request that is not queued."""
+        (see `routing.wire_selection`), before its views draw. fn must be quick: it runs in a request that is not
+        queued."""
         steps = self._steps(tab)
         steps.fits.append((fn, list(inputs), list(outputs)))
         return steps.fitted.change(fn, inputs, outputs, **{**kwargs, "queue": False})
