@@ -181,19 +181,32 @@ def tab_of_each_request(page) -> dict[int, set[str]]:
 
 
 def test_an_upload_sends_the_shown_tabs_requests_alone_and_a_hidden_tab_catches_up_when_selected(page, tmp_path):
-    """A new photo is drawn on the shown tab alone: no queued request of the upload draws a hidden tab's view (each
-    used to send one, answered with nothing). A hidden tab, selected, fits its controls to the new photo and draws."""
+    """A new photo, or the page's first, is drawn on the shown tab alone: no queued request draws a hidden tab's
+    view (each used to send one, answered with nothing). A hidden tab, selected, fits its controls to the new
+    photo and draws."""
     import json
 
     tabs = tab_of_each_request(page)
-    page.get_by_role("tab", name=label("tokens")).click()
-    page.wait_for_timeout(2000)
     sent = []
 
     def record(r):
         if r.url.endswith("/gradio_api/queue/join") or "/gradio_api/queue/join?" in r.url:
             sent.append(json.loads(r.post_data)["fn_index"])
 
+    fresh = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        fresh.on("request", record)
+        fresh.goto(page.url)
+        fresh.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        fresh.locator("#tokens img").first.wait_for(timeout=30_000)
+        fresh.wait_for_timeout(2000)
+    finally:
+        fresh.close()
+    elsewhere = {fn: tabs[fn] for fn in sent if tabs[fn] - {"tokens"}}
+    assert sent and not elsewhere, elsewhere  # the page's first photo
+    sent.clear()
+    page.get_by_role("tab", name=label("tokens")).click()
+    page.wait_for_timeout(2000)
     page.on("request", record)
     before, inside = src(page, "#tokens"), src(page, "#inside-weights")
     (path,) = photos(1, tmp_path, prefix="routed")

@@ -320,11 +320,15 @@ def test_no_event_sets_off_a_request_that_sets_off_the_others_again():
     settings = [labels[n] for n in ("Colormap", "Opacity", "Colour scale of every map", "Large labels")]
     (step,) = {d["id"] for s in settings for d in listeners[(s, "change")]}  # one step, no request
     followers = [d for d in config["dependencies"] if d["trigger_after"] == step]
-    assert not config["dependencies"][step]["backend_fn"] and all(d["backend_fn"] for d in followers)
-    # one of them counts the shown tab's restyles, and each view redraws on its tab's count
-    (route,) = [d for d in followers if all(kinds[o] == "state" for o in d["outputs"]) and len(d["outputs"]) >= 10]
+    assert not config["dependencies"][step]["backend_fn"]
+    # one of them, in the page too, counts the shown tab's restyles; each count's change is one step in the page,
+    # and each view of the tab redraws after it
+    (route,) = [d for d in followers if not d["backend_fn"]]
+    assert len(route["outputs"]) >= 10 and all(d["backend_fn"] for d in followers if d is not route)
     for count in route["outputs"]:
-        redraws = [d for d in config["dependencies"] if [count, "change"] in map(list, d["targets"])]
+        (counted,) = [d["id"] for d in config["dependencies"] if [count, "change"] in map(list, d["targets"])]
+        assert not config["dependencies"][counted]["backend_fn"]
+        redraws = [d for d in config["dependencies"] if d["trigger_after"] == counted]
         assert redraws and all(d["backend_fn"] and d["trigger_mode"] == "always_last" for d in redraws)
 
 
@@ -349,9 +353,16 @@ def test_no_event_of_the_page_waits_for_one_request_before_sending_the_next():
         requests = [d for d in deps if d["backend_fn"] and d["queue"] is not False]
         assert len(requests) <= 1, f"{kinds.get(target)} {target} {event}: {[d['id'] for d in requests]}"
     tab = next(c["id"] for c in config["components"] if c["type"] == "tabitem" and c["props"].get("id") == "inside")
-    (step,) = [d["id"] for d in listeners[(tab, "select")]]
-    followers = [d for d in config["dependencies"] if d["trigger_after"] == step and d["backend_fn"]]
-    assert len(followers) == 2  # the live panel's meta and the steps, sent at once
+    (step,) = listeners[(tab, "select")]
+    assert not step["backend_fn"]  # in the page: it sets the tab's analysis key, or counts its selections
+    for routed in step["outputs"][1:]:
+        (changed,) = [d["id"] for d in config["dependencies"] if [routed, "change"] in map(list, d["targets"])]
+        after, draws = [changed], []
+        while after:  # what follows the change, and what follows that (a fit of the controls, then the draws)
+            following = [d for d in config["dependencies"] if d["trigger_after"] in after]
+            draws += [d for d in following if d["queue"] is not False]
+            after = [d["id"] for d in following]
+        assert len(draws) == 2, routed  # the live panel's meta and the steps, sent at once
 
 
 def test_no_request_has_a_layout_block_as_output():
@@ -715,19 +726,28 @@ def test_the_attributions_tab_explains_a_text_target_on_a_model_with_a_text_towe
     assert "the readout vector (the CLS token, after the final norm)" in plain  # no text: the readout vector
 
 
-def test_each_request_shows_its_progress_on_its_first_shown_output_or_on_none():
-    """`narrow_progress`: no State is a progress target, a hidden progress has none, a "minimal" one its first
-    output; so the components whose props the page copies at each loading status are a third fewer."""
+def test_each_request_shows_its_progress_on_one_shown_output_or_on_none():
+    """`narrow_progress`: a request shows its progress on one component, its first output that is shown and not a
+    State, or on none where it is hidden; an analysis shows it on the status line, which every screen shows. So
+    the components whose props the page copies at each loading status are under half of the outputs."""
     from vitviz.app.layout import build
     from vitviz.app.session import Server
 
     config = build(Server(device="cpu"), "dinov2-small").get_config_file()
-    kinds = {c["id"]: c["type"] for c in config["components"]}
-    every, targets = set(), set()
+    components = {c["id"]: c for c in config["components"]}
+    status = next(i for i, c in components.items() if c["props"].get("elem_id") == "status")
+    every, targets, analyses = set(), set(), 0
     for d in (d for d in config["dependencies"] if d["backend_fn"]):
         shown_on = d["show_progress_on"]
-        assert shown_on is not None and not [o for o in shown_on if kinds[o] == "state"], d["id"]
-        assert len(shown_on) <= {"hidden": 0, "minimal": 1}.get(d["show_progress"], len(d["outputs"])), d["id"]
+        outputs = [o for o in d["outputs"] if components[o]["type"] != "state"]
+        assert shown_on is not None and len(shown_on) == (d["show_progress"] != "hidden" and bool(outputs)), d["id"]
+        visible = [o for o in outputs if components[o]["props"].get("visible") is True] or outputs
+        if status in outputs:  # an analysis
+            analyses += 1
+            assert shown_on == [status], d["id"]
+        elif shown_on:
+            assert shown_on == visible[:1], d["id"]
         every.update(d["outputs"])
         targets.update(shown_on)
-    assert len(targets) <= 2 / 3 * len(every), (len(targets), len(every))
+    assert analyses == 3  # the page's (on a new photo, and as it loads) and the API's
+    assert len(targets) <= len(every) / 2, (len(targets), len(every))

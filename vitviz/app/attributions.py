@@ -338,7 +338,8 @@ def build(ctx: Context) -> None:
     heavy = [running, checking, cascading]
     halt.click(bind(stop), None, summary, cancels=heavy, api_visibility="private", queue=False)
     # A result belongs to one image: a new or cleared image stops a run and clears the result and the box.
-    ctx.key.change(bind(new_image), None, [box, *results], cancels=heavy, api_visibility="private", queue=False)
+    ctx.key.change(bind(new_image), None, [box, *results], cancels=heavy, api_visibility="private", queue=False,
+                   show_progress="hidden")  # fmt: skip
     ctx.on_new_analysis(tab, lambda: (None, "", None, None, ""), [], [curves, verdict, cascade_plot, cascade,
                         cascade_note], api_visibility="private")  # fmt: skip
     ctx.demo.unload(bind(stop_on_unload))

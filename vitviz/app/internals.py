@@ -111,19 +111,21 @@ def name_refusals(demo: gr.Blocks, error: Callable[[str, str], Exception]) -> No
 
 
 def narrow_progress(demo: gr.Blocks) -> None:
-    """Show each request's progress on its first output that is not a State (a "minimal" one), on every such
-    output (a "full" one), or on none (a "hidden" one), unless its listener chose. Call once, after every event
-    is wired.
+    """Show each request's progress on one component, its first output that is shown and not a State (a "minimal"
+    progress as a timer, a "full" one as an overlay), or on none (a "hidden" one), unless its listener chose. Call
+    once, after every event is wired.
 
     Why: Gradio 6.31's page, at every loading status of every request, copies the props of every component that
     was ever a request's progress target (`update_loading_stati_state`), and a listener's targets are all its
-    outputs by default: States and hidden progress included. With 103 targets, an upload's two dozen requests
-    spent a second of the page's time in those copies (docs/benchmarks.md). Only `demo.fns` holds every listener."""
+    outputs by default: States, hidden components and plots' data included. With 103 targets, an upload's two
+    dozen requests spent a second of the page's time in those copies; with 55, an upload still waited 70 ms more
+    for them (docs/benchmarks.md). Only `demo.fns` holds every listener."""
     for fn in demo.fns.values():
         if fn.fn is None or fn.show_progress_on is not None:
             continue
-        shown = [o for o in fn.outputs if not isinstance(o, gr.State)]
-        fn.show_progress_on = {"hidden": [], "minimal": shown[:1]}.get(fn.show_progress, shown)
+        outputs = [o for o in fn.outputs if not isinstance(o, gr.State)]
+        shown = [o for o in outputs if o.visible is True] or outputs
+        fn.show_progress_on = [] if fn.show_progress == "hidden" else shown[:1]
 
 
 def _naming(preprocess, name: str, error: Callable[[str, str], Exception]):

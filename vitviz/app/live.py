@@ -145,5 +145,5 @@ def build(ctx: Context) -> None:
         api_visibility="private",
     )
     freeze_button.click(ctx.server.bind(freeze), last, ctx.image, api_visibility="private")
-    tab.select(lambda: "live", None, ctx.shown, api_visibility="private", queue=False)
+    tab.select(None, None, ctx.shown, js="() => 'live'", api_visibility="private", queue=False)
     tab.select(None, info, info, js=FIND_CAMERA_JS, api_visibility="private", queue=False)

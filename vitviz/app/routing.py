@@ -1,69 +1,62 @@
-"""A tab's wiring (`TabSteps`) and the step that selects it: what lets a new analysis draw the shown tab alone
-(`source.Context.route`) while a hidden tab catches up when it is selected."""
+"""A tab's wiring (`TabSteps`) and the steps that route to it, all in the page: a new analysis and a display
+setting reach the shown tab's views alone (`wire_routes`), and a hidden tab catches up when it is selected.
+
+Why in the page: a routing step on the server cost an upload a round trip (about 70 ms) between the analysis and
+its first view (docs/benchmarks.md). A State lives on the server, where the page cannot read or set it, so what
+the page routes by is kept in hidden components: the analysis key as the page saw it, the shown tab, and each
+tab's `fitted` key and `restyled` count."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import gradio as gr
+from gradio.events import Dependency
 
-from .internals import take
-
-
-def called_as_gradio_calls(fn: Callable, values: Sequence, request: gr.Request):
-    """fn's answer to `values`, called as Gradio calls a listener: the request and a progress tracker in the places
-    that its signature names them, the values in the others."""
-    values, args = list(values), []
-    for name, param in inspect.signature(fn).parameters.items():
-        if name == "request":
-            args.append(request)
-        elif name == "progress":
-            args.append(param.default)
-        elif param.kind is inspect.Parameter.VAR_POSITIONAL:
-            args, values = [*args, *values], []
-        elif values:
-            args.append(values.pop(0))
-    return fn(*args)
+NOTHING = "() => []"  # a step in the page: no request; what follows it with `.then` is sent all at once
 
 
 @dataclass
 class TabSteps:
-    """What a tab's views follow: the analysis that the tab was last shown with (`fitted`: its change fits and
-    redraws them), a count of the display settings' changes made while it was shown (`restyled`), what its
-    selection runs where the analysis changed meanwhile (`fits`: (fn, inputs, outputs)), and what follows its
-    selection (`follow`: (fn, inputs, outputs, listener arguments), the views' draws)."""
+    """What a tab's views follow: the analysis that the tab was last shown with (`fitted`, whose change fits and
+    redraws them: `on_fitted`) and a count of the display settings' changes made while it was shown, or of its
+    selections (`restyled`, whose change redraws them: `on_restyled`). Each change has one step in the page, and
+    every view follows it with `.then`: Gradio's page (6.31) sends an event's own listeners one after another,
+    each once the one before has its answer, but those that follow a step all at once."""
 
     tab: gr.Tab
-    fitted: gr.State
-    restyled: gr.State
-    fits: list = field(default_factory=list)
-    follow: list = field(default_factory=list)
+    fitted: gr.Textbox
+    restyled: gr.Number
+    on_fitted: Dependency = field(init=False)
+    on_restyled: Dependency = field(init=False)
+
+    @classmethod
+    def made_in(cls, tab: gr.Tab) -> TabSteps:
+        with tab:
+            steps = cls(tab, gr.Textbox("", visible=False), gr.Number(0, visible=False))
+        hidden = dict(api_visibility="private", queue=False, show_progress="hidden")
+        steps.on_fitted = steps.fitted.change(None, js=NOTHING, **hidden)
+        steps.on_restyled = steps.restyled.change(None, js=NOTHING, **hidden)
+        return steps
 
 
-def wire_selection(t: TabSteps, key: gr.State, shown: gr.State, image: gr.File) -> None:
-    """The tab's selection: one step, not queued, sets `shown` and, where the analysis changed since the tab
-    was shown, `fitted`, with what each of its fits gives (the views' controls fitted to the analysis, stale
-    results cleared); its views' draws follow it. Gradio's page (6.31) fires no State's change from an answer
-    that was not queued, so nothing runs twice; and it sends an event's own listeners one after another, each
-    once the one before has its answer, but those that follow a step all at once."""
-    inputs = [c for _, fit_in, _ in t.fits for c in fit_in]
-    outputs = [c for _, _, fit_out in t.fits for c in fit_out]
-
-    def choose(current, fitted_key, photo, *values):
-        *values, request = values
-        if current == fitted_key or not photo:  # no photo (cleared): fitted when one comes
-            return (t.tab.id, gr.skip(), *(gr.skip() for _ in outputs))
-        given = []
-        for fn, fit_in, fit_out in t.fits:
-            args, values = values[: len(fit_in)], values[len(fit_in) :]
-            made = called_as_gradio_calls(fn, args, request)
-            given += [made] if len(fit_out) == 1 else list(made or ())
-        return (t.tab.id, current, *given)
-
-    take(choose, ["key", "fitted", "image", *(f"fit_{i}" for i in range(len(inputs)))], progress=False)
-    selected = t.tab.select(choose, [key, t.fitted, image, *inputs], [shown, t.fitted, *outputs],
-                            api_visibility="private", show_progress="hidden", queue=False)  # fmt: skip
-    for fn, fn_in, fn_out, kwargs in t.follow:
-        selected.then(fn, fn_in, fn_out, **kwargs)
+def wire_routes(tabs: Sequence[TabSteps], seen: gr.Textbox, shown: gr.Textbox, image: gr.File, display) -> None:
+    """Route in the page: a new analysis key (`seen`) sets the shown tab's `fitted`; a display setting's change
+    (`display`: Context.on_display) counts the shown tab's `restyled`; selecting a tab sets `shown` and, where the
+    analysis changed since the tab was shown and a photo is in, its `fitted`, else counts its `restyled`. A
+    component set to the value it holds fires no change, so the other tabs' views send nothing."""
+    ids = json.dumps([t.tab.id for t in tabs])
+    page = dict(api_visibility="private", queue=False, show_progress="hidden")
+    fitted, restyled = [t.fitted for t in tabs], [t.restyled for t in tabs]
+    one = "(r) => r.length === 1 ? r[0] : r"  # Gradio takes one output's value bare
+    seen.change(None, [shown, seen, *fitted], fitted,
+                js=f"(shown, key, ...fitted) => ({one})({ids}.map((id, i) => id === shown ? key : fitted[i]))",
+                **page)  # fmt: skip
+    display(None, [shown, *restyled], restyled,
+            js=f"(shown, ...counts) => ({one})({ids}.map((id, i) => counts[i] + (id === shown)))", **page)  # fmt: skip
+    for t in tabs:
+        select = f"(key, fitted, count, photo) => [{json.dumps(t.tab.id)}, "
+        select += "...(photo && key && key !== fitted ? [key, count] : [fitted, count + 1])]"
+        t.tab.select(None, [seen, t.fitted, t.restyled, image], [shown, t.fitted, t.restyled], js=select, **page)

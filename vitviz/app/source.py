@@ -23,7 +23,7 @@ from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS, large_labels
 from .internals import take
 from .pictures import picture
-from .routing import TabSteps, wire_selection
+from .routing import TabSteps, wire_routes
 from .session import EXAMPLES, SIZES, Server, slots, user_errors
 
 INTRO = """# vitviz: see inside a Vision Transformer
@@ -56,7 +56,9 @@ class Context:
     current_model: gr.State  # the loaded model's name; views resize their controls when it changes
     preview: gr.Image  # the user's image at display size
     large: gr.Checkbox  # the pictures' labels drawn large: the projector mode, or a phone (set in the browser)
-    shown: gr.State = field(default_factory=lambda: gr.State("tokens"))  # the id of the selected tab
+    # the id of the selected tab, and the analysis key as the page saw it: what the page routes by (`routing`)
+    shown: gr.Textbox = field(default_factory=lambda: gr.Textbox("tokens", visible=False))
+    seen: gr.Textbox = field(default_factory=lambda: gr.Textbox("", visible=False))
     depth_model: str | None = None
     _display: Dependency | None = None
     _tabs: dict = field(default_factory=dict)  # each tab's `TabSteps`, by the tab's id
@@ -83,46 +85,25 @@ class Context:
         self._display.then(fn, inputs, outputs, trigger_mode="always_last", **kwargs)
 
     def route(self) -> None:
-        """Send a new analysis, and a display setting's change, to the shown tab's views alone: one queued step
-        each, which sets that tab's `fitted` key or counts its `restyled` (its views follow their changes), read
-        when the analysis has come, so that a tab selected while it was made gets it; a hidden tab catches up when
-        it is selected (`routing.wire_selection`). Call once, after every view is wired.
+        """Send a new analysis, and a display setting's change, to the shown tab's views alone, and let a hidden
+        tab catch up when it is selected: steps in the page, no request (`routing.wire_routes`). Call once, after
+        every view is wired.
 
         Every view's own listener on the analysis key sent a request, for hidden tabs too (answered with nothing):
         two dozen requests an upload, and Gradio's page (6.31) copies the props of every progress target at each
         of their loading statuses (docs/benchmarks.md)."""
-        tabs = list(self._tabs.values())
-
-        def to_shown(shown, values):  # each tab's new value, set on the shown tab's alone
-            out = [value if t.tab.id == shown else gr.skip() for t, value in zip(tabs, values, strict=True)]
-            return out[0] if len(out) == 1 else tuple(out)
-
-        # queued: Gradio's page (6.31) fires a State's change from a queued answer only
-        routing = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None)
-        self.key.change(lambda shown, key: to_shown(shown, [key] * len(tabs)), [self.shown, self.key],
-                        [t.fitted for t in tabs], **routing)  # fmt: skip
-
-        restyled = [t.restyled for t in tabs]
-        self.on_display(lambda shown, *counts: to_shown(shown, [c + 1 for c in counts]), [self.shown, *restyled],
-                        restyled, **routing)  # fmt: skip
-        for t in tabs:
-            wire_selection(t, self.key, self.shown, self.image)
+        wire_routes(list(self._tabs.values()), self.seen, self.shown, self.image, self.on_display)
 
     def on_new_analysis(self, tab: gr.Tab, fn: Callable, inputs: Sequence, outputs: Sequence, **kwargs) -> Dependency:
-        """Run fn when the tab is shown with an analysis that it was not shown with: at once where it is shown (its
-        `fitted` changes; the listener is returned, for what follows), else in the step that next selects it
-        (see `routing.wire_selection`), before its views draw. fn must be quick: it runs in a request that is not
+        """Run fn when the tab is shown with an analysis that it was not shown with (its `fitted` changes), before
+        its views redraw; the listener is returned, for what follows. fn must be quick: its request is not
         queued."""
-        steps = self._steps(tab)
-        steps.fits.append((fn, list(inputs), list(outputs)))
-        return steps.fitted.change(fn, inputs, outputs, **{**kwargs, "queue": False})
+        return self._steps(tab).on_fitted.then(fn, inputs, outputs, **{**kwargs, "queue": False})
 
     def _steps(self, tab: gr.Tab) -> TabSteps:
         """The tab's `TabSteps`, made with its first view."""
         if tab.id not in self._tabs:
-            with tab:
-                fitted, restyled = gr.State(None), gr.State(0)
-            self._tabs[tab.id] = TabSteps(tab, fitted, restyled)
+            self._tabs[tab.id] = TabSteps.made_in(tab)
         return self._tabs[tab.id]
 
     def mirror_preview(self, image: gr.Image) -> None:
@@ -198,18 +179,14 @@ class Context:
         def render(*values):  # key, *inputs, request, progress
             return drawn_now(values[0], values[1:-2], *values[-2:])
 
-        def refresh(*values):  # shown, key, last, *inputs, request, progress
-            shown, key, last, args = values[0], values[1], values[2], values[3:-2]
-            if shown != tab.id or (key, *args) == last:
+        def refresh(*values):  # key, last, *inputs, request, progress: drawn unless it was, for these inputs
+            key, last, args = values[0], values[1], values[2:-2]
+            if (key, *args) == last:
                 return (gr.skip(),) * (n + 1)
             return drawn_now(key, args, *values[-2:])
 
-        def selected(*values):  # key, last, *inputs, request, progress
-            return refresh(tab.id, *values)
-
         take(render, ["key", *names])
-        take(refresh, ["shown", "key", "last", *names])
-        take(selected, ["key", "last", *names])
+        take(refresh, ["key", "last", *names])
         if clicks:
             locate, picked = pick
             at = [next(i for i, c in enumerate(inputs) if c is p) for p in picked]
@@ -238,18 +215,16 @@ class Context:
                   api_visibility=visibility, **drawing)  # fmt: skip
         for listener in after:
             listener.then(render, [self.key, *inputs], [*outputs, drawn], api_visibility="private", **drawing)
-        refresh_in = [self.shown, self.key, drawn, *inputs]
-        refreshing = dict(api_visibility="private", show_progress=progress, **slots(concurrency_id))
+        redraw = dict(fn=refresh, inputs=[self.key, drawn, *inputs], outputs=[*outputs, drawn], **drawing)
         steps = self._steps(tab)
         if prepare is not None:  # fit the view's controls to the new analysis first (cheap: not queued)
             fn, prepare_in, prepare_out = prepare
             fitted = self.on_new_analysis(tab, fn, prepare_in, prepare_out, api_visibility="private",
                                           show_progress="hidden")  # fmt: skip
-            fitted.then(refresh, refresh_in, [*outputs, drawn], api_visibility="private", show_progress=progress)
         else:
-            steps.fitted.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
-        steps.restyled.change(refresh, refresh_in, [*outputs, drawn], trigger_mode="always_last", **refreshing)
-        steps.follow.append((selected, [self.key, drawn, *inputs], [*outputs, drawn], refreshing))
+            fitted = steps.on_fitted
+        for step in (fitted, steps.on_restyled):
+            step.then(api_visibility="private", **redraw)
 
 
 @contextmanager
@@ -285,6 +260,12 @@ def analyze_image(server: Server, image, model_name, size, request: gr.Request, 
         return None, NO_PHOTO, gr.skip()
     a = server.get_analysis(image, model_name, size, request, progress)
     return views.display(a), status_text(a), server.analysis_key(image, model_name, size)
+
+
+def analyze_in_page(server: Server, image, model_name, size, request: gr.Request, progress=gr.Progress()):
+    """The page's analysis: `analyze_image`, and its key again for the page, which routes it (`Context.seen`)."""
+    *shown, key = analyze_image(server, image, model_name, size, request, progress)
+    return *shown, key, key
 
 
 def change_model(server: Server, name: str, current: str, progress=gr.Progress(track_tqdm=True)):
@@ -379,16 +360,12 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
     ctx.depth_model = depth_model
 
     analyze_out = [preview, status, ctx.key]
-    analyzing = server.bind(analyze_image)
-    demo.load(analyzing, ctx.where, analyze_out, api_visibility="private", **slots("forward", server))
-    gr.on(
-        [image.change, size.change, ctx.current_model.change],
-        analyzing,
-        ctx.where,
-        analyze_out,
-        api_name="analyze",
-        **slots("forward", server),
-    )
+    forward = dict(show_progress_on=[status], **slots("forward", server))  # the status shows on every screen
+    in_page = dict(fn=server.bind(analyze_in_page), inputs=ctx.where, outputs=[*analyze_out, ctx.seen])
+    demo.load(api_visibility="private", **in_page, **forward)
+    gr.on([image.change, size.change, ctx.current_model.change], api_visibility="private", **in_page, **forward)
+    # the API's: the page's answer holds the key once more, which an API client has no use for
+    gr.Button(visible=False).click(server.bind(analyze_image), ctx.where, analyze_out, api_name="analyze", **forward)
     model_name.change(
         server.bind(change_model),
         [model_name, ctx.current_model],
