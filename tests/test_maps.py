@@ -386,6 +386,19 @@ def test_pca_rgb_channels_span_the_unit_range_with_fixed_signs():
     assert two.shape == (1, 2, 3) and (two[..., 2] == 0).all() and two[..., :2].max() == 1
 
 
+def test_pca_rgb_of_many_patches_is_the_svds_principal_components():
+    """More patches than features (a real ViT: 1024 x 384) go through the covariance's eigenvectors: the same
+    colours as the SVD's right vectors, the float64 reference, with the same signs."""
+    rng = np.random.default_rng(5)
+    tokens = rng.normal(size=(1 + 240, 16)) * np.linspace(3, 0.1, 16) @ np.linalg.qr(rng.normal(size=(16, 16)))[0]
+    x = tokens[1:] - tokens[1:].mean(0)
+    vt = np.linalg.svd(x, full_matrices=False)[2][:3]
+    vt *= np.sign(vt[np.arange(3), np.abs(vt).argmax(1)])[:, None]
+    comps = x @ vt.T
+    expected = (comps - comps.min(0)) / (comps.max(0) - comps.min(0))
+    np.testing.assert_allclose(maps.pca_rgb(tokens, (12, 20), 1).reshape(-1, 3), expected, atol=1e-6)
+
+
 def test_colour_scale_edge_cases():
     shown, lo, hi, clipped = maps.colour_scale(np.zeros((4, 4)), "log")  # all zeros: no log of 0
     assert np.isfinite(shown).all() and clipped.dtype == bool and not clipped.any()

