@@ -360,7 +360,7 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
     ctx.depth_model = depth_model
 
     analyze_out = [preview, status, ctx.key]
-    forward = dict(show_progress_on=[status], **slots("forward", server))  # the status shows on every screen
+    forward = dict(show_progress_on=[image], **slots("forward", server))  # where the photo went, on every screen
     in_page = dict(fn=server.bind(analyze_in_page), inputs=ctx.where, outputs=[*analyze_out, ctx.seen])
     demo.load(api_visibility="private", **in_page, **forward)
     gr.on([image.change, size.change, ctx.current_model.change], api_visibility="private", **in_page, **forward)
