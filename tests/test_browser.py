@@ -180,6 +180,28 @@ def tab_of_each_request(page) -> dict[int, set[str]]:
     return {d["id"]: {holder.get(o) for o in d["outputs"] if o not in states} - {None} for d in config["dependencies"]}
 
 
+def test_a_cleared_photo_leaves_the_pictures_and_the_same_photo_again_draws_a_tab_selected_meanwhile(page, tmp_path):
+    """While no photo is in, a tab selected shows the last photo's pictures (as the status says), not empty ones;
+    and the same photo chosen again, whose key is the one before the Clear, still reaches that tab."""
+    (path,) = photos(1, tmp_path, prefix="again")
+    page.get_by_role("tab", name=label("attention")).click()
+    open_server_pictures(page)
+    page.locator("#attention img").first.wait_for(timeout=30_000)
+    page.get_by_role("tab", name=label("tokens")).click()
+    before = src(page, "#tokens")
+    page.locator("#upload button[aria-label='Clear']").first.click()
+    page.locator("#upload input[type=file]").set_input_files(str(path))
+    wait_for_src_change(page, "#tokens", before)
+    stale = overlay_src(page)  # the Attention tab's, for the photo before: it was hidden meanwhile
+    page.locator("#upload button[aria-label='Clear']").first.click()
+    page.locator("#status").get_by_text(NO_PHOTO).wait_for(timeout=30_000)
+    page.get_by_role("tab", name=label("attention")).click()
+    page.wait_for_timeout(1500)
+    assert overlay_src(page) == stale  # not emptied
+    page.locator("#upload input[type=file]").set_input_files(str(path))
+    wait_for_new_overlay(page, stale)
+
+
 def test_an_upload_sends_the_shown_tabs_requests_alone_and_a_hidden_tab_catches_up_when_selected(page, tmp_path):
     """A new photo, or the page's first, is drawn on the shown tab alone: no queued request draws a hidden tab's
     view (each used to send one, answered with nothing). A hidden tab, selected, fits its controls to the new

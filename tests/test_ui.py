@@ -728,15 +728,16 @@ def test_the_attributions_tab_explains_a_text_target_on_a_model_with_a_text_towe
 
 def test_each_request_shows_its_progress_on_one_shown_output_or_on_none():
     """`narrow_progress`: a request shows its progress on one component, its first output that is shown and not a
-    State, or on none where it is hidden; an analysis shows it on the upload box, which every screen shows. So
+    State, or on none where it is hidden; an analysis shows it on the upload box, which every screen shows, and
+    the depth view on its map. So
     the components whose props the page copies at each loading status are under half of the outputs."""
     from vitviz.app.layout import build
     from vitviz.app.session import Server
 
     config = build(Server(device="cpu"), "dinov2-small").get_config_file()
     components = {c["id"]: c for c in config["components"]}
-    status, upload = (
-        next(i for i, c in components.items() if c["props"].get("elem_id") == e) for e in ("status", "upload")
+    status, upload, depth = (
+        next(i for i, c in components.items() if c["props"].get("elem_id") == e) for e in ("status", "upload", "depth")
     )
     every, targets, analyses = set(), set(), 0
     for d in (d for d in config["dependencies"] if d["backend_fn"]):
@@ -744,9 +745,11 @@ def test_each_request_shows_its_progress_on_one_shown_output_or_on_none():
         outputs = [o for o in d["outputs"] if components[o]["type"] != "state"]
         assert shown_on is not None and len(shown_on) == (d["show_progress"] != "hidden" and bool(outputs)), d["id"]
         visible = [o for o in outputs if components[o]["props"].get("visible") is True] or outputs
-        if status in outputs:  # an analysis
+        if status in outputs:  # an analysis: a timer on the upload box, which a full progress would cover
             analyses += 1
-            assert shown_on == [upload], d["id"]
+            assert shown_on == [upload] and d["show_progress"] == "minimal", d["id"]
+        elif depth in outputs:  # the depth view: on its depth map, not on the note above it (empty online)
+            assert shown_on == [depth], d["id"]
         elif shown_on:
             assert shown_on == visible[:1], d["id"]
         every.update(d["outputs"])

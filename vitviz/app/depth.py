@@ -187,6 +187,7 @@ def build(ctx: Context) -> None:
         api_name="depth",
         concurrency_id="heavy",
         progress="full",
+        progress_on=overlay,
     )
     gr.on(
         [layer.change, head.change],

@@ -1,8 +1,8 @@
 """The image panel (upload, examples, model, input size, display settings) and the context views draw from.
 
-`/analyze` runs the one forward pass and sets the session's analysis key. Each view is wired by
-`Context.view`: it draws when its tab is shown and its inputs changed, and is otherwise left stale
-until its tab is selected, so an upload draws one view, not all of them.
+The page's analysis (`analyze_in_page`; `/analyze` in the API) runs the one forward pass and sets the session's
+analysis key. Each view is wired by `Context.view`: it draws when its tab is shown and its inputs changed, and is
+otherwise left stale until its tab is selected, so an upload draws one view, not all of them (`routing`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..maps import DEFAULT_SCALE
 from ..render import COLORMAPS, large_labels
 from .internals import take
 from .pictures import picture
-from .routing import TabSteps, wire_routes
+from .routing import NOTHING, TabSteps, wire_routes
 from .session import EXAMPLES, SIZES, Server, slots, user_errors
 
 INTRO = """# vitviz: see inside a Vision Transformer
@@ -79,9 +79,7 @@ class Context:
         (13 requests a second and more from a phone, which sets the large labels as its first views draw)."""
         if self._display is None:
             settings = (self.cmap, self.alpha, self.scale, self.large)
-            self._display = gr.on(
-                [c.change for c in settings], None, js="() => []", queue=False, api_visibility="private"
-            )
+            self._display = gr.on([c.change for c in settings], None, js=NOTHING, queue=False, api_visibility="private")
         self._display.then(fn, inputs, outputs, trigger_mode="always_last", **kwargs)
 
     def route(self) -> None:
@@ -98,7 +96,9 @@ class Context:
         """Run fn when the tab is shown with an analysis that it was not shown with (its `fitted` changes), before
         its views redraw; the listener is returned, for what follows. fn must be quick: its request is not
         queued."""
-        return self._steps(tab).on_fitted.then(fn, inputs, outputs, **{**kwargs, "queue": False})
+        return self._steps(tab).on_fitted.then(
+            fn, inputs, outputs, **{**kwargs, "queue": False, "trigger_mode": "always_last"}
+        )
 
     def _steps(self, tab: gr.Tab) -> TabSteps:
         """The tab's `TabSteps`, made with its first view."""
@@ -120,6 +120,7 @@ class Context:
         api_name: str | None = None,
         concurrency_id: str = "draw",
         progress: str = "minimal",
+        progress_on: gr.Component | None = None,
         prepare: tuple[Callable, Sequence, Sequence] | None = None,
         clicks: Sequence[gr.Image] = (),
         pick: tuple[Callable, Sequence] | None = None,
@@ -133,7 +134,8 @@ class Context:
         (a `Dependency`) redraws it when it is done, so that no event fires two requests (see `on_display`). A new
         analysis or a display setting redraws it if its tab is shown; otherwise selecting the tab draws it. Nothing
         is drawn twice for the same inputs. prepare: (fn, inputs, outputs) run on a new analysis before the view
-        redraws, to fit its controls (layer range, heads, the query patch) to it.
+        redraws, to fit its controls (layer range, heads, the query patch) to it. progress: how its progress shows
+        ("minimal", "full", "hidden"), on progress_on, else on its first output shown.
 
         clicks: pictures (`picture(clickable=True)`) whose click sets some inputs and redraws in the same answer,
         one round trip: pick = (locate, inputs), locate(a, x, y) -> their values, or None where the click picks
@@ -181,7 +183,7 @@ class Context:
 
         def refresh(*values):  # key, last, *inputs, request, progress: drawn unless it was, for these inputs
             key, last, args = values[0], values[1], values[2:-2]
-            if (key, *args) == last:
+            if not args[0] or (key, *args) == last:  # no photo: the last one's pictures stay (`NO_PHOTO`)
                 return (gr.skip(),) * (n + 1)
             return drawn_now(key, args, *values[-2:])
 
@@ -209,6 +211,8 @@ class Context:
         after = [t for t in triggers if isinstance(t, Dependency)]  # listeners the view's draw follows
         events = [t for t in triggers if not isinstance(t, Dependency)]
         drawing = dict(trigger_mode="always_last", show_progress=progress, **slots(concurrency_id))
+        if progress_on is not None:  # else the first output shown (`internals.narrow_progress`)
+            drawing["show_progress_on"] = [progress_on]
         if events or api_name:  # a view without controls gets its endpoint through a button nobody sees
             visibility = "public" if api_name else "private"
             gr.on(events or [hidden.click], render, [self.key, *inputs], [*outputs, drawn], api_name=api_name,
@@ -253,9 +257,8 @@ NO_PHOTO = "No photo chosen: the views show the last one until you choose anothe
 
 @user_errors
 def analyze_image(server: Server, image, model_name, size, request: gr.Request, progress=gr.Progress()):
-    """Analyse an image: one forward pass, cached. Clearing the upload leaves the views, and the key, as they are:
-    a new key would have every view's listener send a request to draw nothing, and the next photo's analysis wait
-    for them."""
+    """Analyse an image: one forward pass, cached. Clearing the upload leaves the key as it is, and the views show
+    the last photo's pictures (`NO_PHOTO`)."""
     if not image:
         return None, NO_PHOTO, gr.skip()
     a = server.get_analysis(image, model_name, size, request, progress)
@@ -263,9 +266,10 @@ def analyze_image(server: Server, image, model_name, size, request: gr.Request, 
 
 
 def analyze_in_page(server: Server, image, model_name, size, request: gr.Request, progress=gr.Progress()):
-    """The page's analysis: `analyze_image`, and its key again for the page, which routes it (`Context.seen`)."""
+    """The page's analysis: `analyze_image`, and its key again for the page, which routes it (`Context.seen`):
+    "" while no photo is in, so that the same photo chosen again is routed anew."""
     *shown, key = analyze_image(server, image, model_name, size, request, progress)
-    return *shown, key, key
+    return *shown, key, key if image else ""
 
 
 def change_model(server: Server, name: str, current: str, progress=gr.Progress(track_tqdm=True)):
@@ -360,7 +364,9 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
     ctx.depth_model = depth_model
 
     analyze_out = [preview, status, ctx.key]
-    forward = dict(show_progress_on=[image], **slots("forward", server))  # where the photo went, on every screen
+    # a timer where the photo went, on every screen; "full" would cover the box, and a queued upload could not be
+    # cleared or replaced meanwhile
+    forward = dict(show_progress="minimal", show_progress_on=[image], **slots("forward", server))
     in_page = dict(fn=server.bind(analyze_in_page), inputs=ctx.where, outputs=[*analyze_out, ctx.seen])
     demo.load(api_visibility="private", **in_page, **forward)
     gr.on([image.change, size.change, ctx.current_model.change], api_visibility="private", **in_page, **forward)
