@@ -1,5 +1,5 @@
 """A class of 30 through the engine alone: `python -m benchmarks.engine_class [--device cuda] [--users 30]
-[--moves 10] [--rounds 3] [--batch-ms 2] [--think-s 0.2,0.6]`.
+[--moves 10] [--rounds 3] [--batch-ms 2] [--think-s 0.2,0.6] [--profile]`.
 
 For a machine where the app's web stack cannot go (a lent GPU machine that reaches no package registry, and
 carries 64 MiB at most). Each user is a thread: it analyses its own new 448x448 photo through the app's
@@ -11,12 +11,14 @@ times drawn from `--think-s`. At most `--draws` views are drawn at once (4, the 
 Gradio's queue; the others wait, as they do there). It prints, per round and over all rounds, p50/p95/max
 from upload to view and of a move, the errors and the batches' sizes. What it leaves out is Gradio's own
 work (the HTTP request, the queue, the picture's file): `benchmarks.classroom` measures that, where the app
-can run.
+can run. `--profile` samples the threads' stacks over the rounds (`benchmarks.stacks`) and prints where they
+spent their time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import threading
 import time
 
@@ -28,6 +30,7 @@ from vitviz.batching import Batcher
 from vitviz.capture import analyze
 
 from .bench import figures, mixed_moves, run_together
+from .stacks import Stacks
 
 
 def synchronize(device: torch.device) -> None:
@@ -71,6 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-ms", default="2", help="the batching window in ms, or 'off'")
     parser.add_argument("--draws", type=int, default=4, help="views drawn at once, at most")
     parser.add_argument("--think-s", default="0.2,0.6", help="a move's think time, drawn in this range (s)")
+    parser.add_argument("--profile", action="store_true", help="sample the threads' stacks and print them")
     args = parser.parse_args(argv)
     model = load_model(device=args.device)
     think = tuple(float(t) for t in args.think_s.split(","))
@@ -82,31 +86,35 @@ def main(argv: list[str] | None = None) -> None:
           f"rounds; batching window {args.batch_ms} ms; think times {think[0]}-{think[1]} s")  # fmt: skip
     uploads, moves, errors = [], [], []
     draws = threading.Semaphore(args.draws)
-    for r in range(args.rounds):
-        photos = [rng.integers(0, 256, (448, 448, 3), dtype=np.uint8) for _ in range(args.users)]
-        outs = [{} for _ in photos]
-        sizes_before = len(batcher.sizes) if batcher else 0
-        threads = [
-            threading.Thread(target=user, args=(model, p, batcher, args.moves, think, 100 * r + i, outs[i], draws))
-            for i, p in enumerate(photos)
-        ]
-        took = run_together(threads, 600)
-        up = [o["upload"] for o in outs if "upload" in o]
-        mv = [m for o in outs for m in o.get("moves", [])]
-        err = [e for o in outs for e in o.get("errors", [])]
-        sizes = list(batcher.sizes)[sizes_before:] if batcher else []
-        print(f"round {r + 1} ({took:.1f} s): {len(err)} errors; batches {sizes}")
-        print(f"  upload to view  {figures(up)}")
-        print(f"  a move          {figures(mv)}")
-        for kind in ("attention", "rollout"):
-            done = [o for o in outs if "moves" in o]
-            of_kind = [m for o in done for m, k in zip(o["moves"], o["kinds"], strict=True) if k == kind]
-            first = [o["moves"][o["kinds"].index(kind)] for o in done if kind in o["kinds"]]
-            print(f"    {kind:9}     {figures(of_kind)}; each user's first: {figures(first)}")
-        uploads, moves, errors = uploads + up, moves + mv, errors + err
+    stacks = Stacks() if args.profile else contextlib.nullcontext()
+    with stacks:
+        for r in range(args.rounds):
+            photos = [rng.integers(0, 256, (448, 448, 3), dtype=np.uint8) for _ in range(args.users)]
+            outs = [{} for _ in photos]
+            sizes_before = len(batcher.sizes) if batcher else 0
+            threads = [
+                threading.Thread(target=user, args=(model, p, batcher, args.moves, think, 100 * r + i, outs[i], draws))
+                for i, p in enumerate(photos)
+            ]
+            took = run_together(threads, 600)
+            up = [o["upload"] for o in outs if "upload" in o]
+            mv = [m for o in outs for m in o.get("moves", [])]
+            err = [e for o in outs for e in o.get("errors", [])]
+            sizes = list(batcher.sizes)[sizes_before:] if batcher else []
+            print(f"round {r + 1} ({took:.1f} s): {len(err)} errors; batches {sizes}")
+            print(f"  upload to view  {figures(up)}")
+            print(f"  a move          {figures(mv)}")
+            for kind in ("attention", "rollout"):
+                done = [o for o in outs if "moves" in o]
+                of_kind = [m for o in done for m, k in zip(o["moves"], o["kinds"], strict=True) if k == kind]
+                first = [o["moves"][o["kinds"].index(kind)] for o in done if kind in o["kinds"]]
+                print(f"    {kind:9}     {figures(of_kind)}; each user's first: {figures(first)}")
+            uploads, moves, errors = uploads + up, moves + mv, errors + err
     print(f"all rounds: upload to view {figures(uploads)}")
     print(f"            a move         {figures(moves)}")
     print(f"            errors         {len(errors)} {errors[:3]}")
+    if args.profile:
+        stacks.report()
 
 
 if __name__ == "__main__":
