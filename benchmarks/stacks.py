@@ -19,7 +19,7 @@ def _where(frame) -> str:
 
 
 class Stacks:
-    def __init__(self, every_s: float = 0.005) -> None:
+    def __init__(self, every_s: float = 0.02) -> None:
         self.every_s = every_s
         self.samples: Counter[str] = Counter()
         self.cumulative: Counter[tuple[str, str]] = Counter()

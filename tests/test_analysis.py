@@ -66,6 +66,9 @@ def test_nbytes_counts_what_the_analysis_holds_and_what_it_fills():
     fused = a.fused("max")
     assert a.nbytes == before + fused.numel() * fused.element_size()
     projections = a.projections(1)
+    assert projections.nbytes == sum(x.nbytes for x in (projections.u, projections.k, projections.v))
+    norms = projections.value_norms  # made when first asked (a view of the weights alone needs none), then counted
+    assert projections.nbytes == sum(x.nbytes for x in (projections.u, projections.k, projections.v, norms))
     held = a.shed_bytes
     assert held == fused.numel() * fused.element_size() + projections.nbytes and a.nbytes == before + held
     # the projections' own arrays, not the model's weights that they read (float32 on a CPU: the same memory)

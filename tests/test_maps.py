@@ -564,6 +564,7 @@ def test_a_forward_that_rolls_makes_every_slider_rollout_without_recomputing_att
 
     with monkeypatch.context() as patched:
         patched.setattr(vitviz.Analysis, "layer_attention", refused)
+        patched.setattr(vitviz.Analysis, "device_attention", refused)
         a = vitviz.analyze(model, image, longest=72, roll=True)
         got = {(f, p): a.rollout(f, p / 100) for f in ForwardFusions.FUSIONS for p in Derived.ROLLOUT_PERCENTS}
     assert (a.layers_recomputed, a.rollouts_made, a.rollouts_served) == (0, 0, len(got))  # the forward's, served

@@ -108,10 +108,10 @@ class Analysis:
     def layer_attention(self, layer: int) -> np.ndarray:
         """[H,N,N] float16 every token's attention in every head of `layer`, recomputed from the tokens that enter
         it (or kept, see the class)."""
+        if self.kept_attentions is None:
+            return self.device_attention(layer).cpu().numpy()  # rounded by torch: numpy's float16 cast takes 5x as long
         self._check_layer_head(layer, None)
-        if self.kept_attentions is not None:
-            return self.kept_attentions[layer]
-        return inside.attention_weights(self.model, self.hidden_states[layer], layer)
+        return self.kept_attentions[layer]
 
     @property
     def attentions(self) -> np.ndarray:
@@ -208,8 +208,11 @@ class Analysis:
 
     def device_attention(self, layer: int) -> torch.Tensor:
         """[H,N,N] `layer_attention` as a tensor on the model's device, where fusions, thresholds and rollouts are
-        made: on a GPU, many times faster than on the CPU beside it."""
-        return torch.from_numpy(self.layer_attention(layer)).to(self.model.device)
+        made: on a GPU, many times faster than on the CPU beside it. Recomputed there, never through the host."""
+        self._check_layer_head(layer, None)
+        if self.kept_attentions is not None:
+            return torch.from_numpy(self.kept_attentions[layer]).to(self.model.device)
+        return inside.attention_weights(self.model, self.hidden_states[layer], layer)
 
     def fused(self, head_fusion: str = "mean") -> torch.Tensor:
         """[L,N,N] head-fused attention of every layer (see `maps.fuse_heads`), made now."""

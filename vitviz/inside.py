@@ -9,6 +9,7 @@ Only the requested layer is recomputed, never the whole model.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,9 +34,13 @@ class LayerProjections:
     bq: np.ndarray
     k: np.ndarray
     v: np.ndarray
-    value_norms: np.ndarray
     wo: np.ndarray
     weights_shared: bool = False  # wq, bq and wo are the model's own parameters (float32 on a CPU), not copies
+
+    @functools.cached_property
+    def value_norms(self) -> np.ndarray:
+        """[H,N] made when first asked: a view of the weights alone never needs them."""
+        return maps.value_norms(self.v, self.wo, self.heads)
 
     @property
     def head_width(self) -> int:
@@ -45,7 +50,8 @@ class LayerProjections:
     def nbytes(self) -> int:
         """The bytes these projections hold of their own: the model's weights are not theirs to count."""
         weights = () if self.weights_shared else (self.wq, self.bq, self.wo)
-        return sum(a.nbytes for a in (self.u, self.k, self.v, self.value_norms, *weights))
+        made = [self.__dict__["value_norms"]] if "value_norms" in self.__dict__ else []
+        return sum(a.nbytes for a in (self.u, self.k, self.v, *made, *weights))
 
     def query(self, query: int) -> np.ndarray:
         """[H*dh] the query vectors of token `query`, heads side by side."""
@@ -140,12 +146,13 @@ def project(model: VitModel, x: np.ndarray, layer: int) -> LayerProjections:
     scale = head_geometry(model)[1]
     p = next(model.net.parameters())
     shared = p.device.type == "cpu" and p.dtype == torch.float32  # `_run`'s float() and cpu() then copy nothing
-    return LayerProjections(layer, heads, scale, u, wq, bq, k, v, maps.value_norms(v, wo, heads), wo, shared)
+    return LayerProjections(layer, heads, scale, u, wq, bq, k, v, wo, shared)
 
 
-def attention_weights(model: VitModel, x: np.ndarray, layer: int) -> np.ndarray:
+def attention_weights(model: VitModel, x: np.ndarray, layer: int) -> torch.Tensor:
     """[H,N,N] float16 softmax(q·k_j · scale) of every token in every head of layer `layer`, from the tokens
-    x [N,D] that enter it: the weights the forward made, rounded as a capture of them is."""
+    x [N,D] that enter it: the weights the forward made, rounded as a capture of them is. On the model's device:
+    fusions, thresholds and rollouts are made there, and a GPU's copy back to the host would wait for its queue."""
     parts = model.layer_parts(layer)
     heads, scale = model.num_heads, head_geometry(model)[1]
 
@@ -153,8 +160,7 @@ def attention_weights(model: VitModel, x: np.ndarray, layer: int) -> np.ndarray:
     with torch.inference_mode():
         u = parts.norm1(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(p.device, p.dtype))
         q, k = (proj(u).view(len(u), heads, -1).transpose(0, 1) for proj in (parts.q, parts.k))
-        weights = torch.softmax((q @ k.transpose(1, 2)).float() * scale, dim=-1)
-        return weights.half().cpu().numpy()  # rounded by torch: numpy's float16 cast takes 5x as long
+        return torch.softmax((q @ k.transpose(1, 2)).float() * scale, dim=-1).half()
 
 
 def head_geometry(model: VitModel) -> tuple[int, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -56,12 +57,18 @@ def text_width(s: str, scale: float, thickness: int = 1) -> int:
 
 def text_height(scale: float, thickness: int = 1) -> int:
     """The height of a digit written at `font(scale, thickness)`: what a label's size is measured by."""
-    return cv2.getTextSize("0", FONT, *font(scale, thickness))[0][1]
+    return _digit_height(*font(scale, thickness))
+
+
+@functools.lru_cache(maxsize=256)
+def _digit_height(scale: float, thickness: int) -> int:
+    """Measured once per size: a drawing asks for a few sizes many times, and 30 drawing threads share one lock."""
+    return cv2.getTextSize("0", FONT, scale, thickness)[0][1]
 
 
 def grown(px: int, scale: float, thickness: int = 1) -> int:
     """A length `px` laid out around labels at `scale`, grown as much as `font` grows them."""
-    return round(px * text_height(scale, thickness) / cv2.getTextSize("0", FONT, scale, thickness)[0][1])
+    return round(px * text_height(scale, thickness) / _digit_height(scale, thickness))
 
 
 def wrap(s: str, scale: float, width: int) -> list[str]:
