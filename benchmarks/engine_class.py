@@ -1,5 +1,5 @@
 """A class of 30 through the engine alone: `python -m benchmarks.engine_class [--device cuda] [--users 30]
-[--moves 10] [--rounds 3] [--batch-ms 2] [--think-s 0.2,0.6] [--profile]`.
+[--moves 10] [--rounds 3] [--batch-ms 2] [--think-s 0.2,0.6] [--profile] [--cold]`.
 
 For a machine where the app's web stack cannot go (a lent GPU machine that reaches no package registry, and
 carries 64 MiB at most). Each user is a thread: it analyses its own new 448x448 photo through the app's
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, default=4, help="views drawn at once, at most")
     parser.add_argument("--think-s", default="0.2,0.6", help="a move's think time, drawn in this range (s)")
     parser.add_argument("--profile", action="store_true", help="sample the threads' stacks and print them")
+    parser.add_argument("--cold", action="store_true", help="leave out the server's warm batch (Batcher.warm)")
     args = parser.parse_args(argv)
     model = load_model(device=args.device)
     think = tuple(float(t) for t in args.think_s.split(","))
@@ -82,6 +83,8 @@ def main(argv: list[str] | None = None) -> None:
     rng = np.random.default_rng(0)
     warm = rng.integers(0, 256, (448, 448, 3), dtype=np.uint8)  # kernels and allocator warmed, untimed
     views.rollout_view(analyze(model, warm, 448), "mean", 0.5)
+    if batcher and not args.cold:
+        batcher.warm(model, 448)  # as the server warms a model it loads where it batches
     print(f"{model.name} on {model.device}; {args.users} users x (1 upload + {args.moves} moves) x {args.rounds} "
           f"rounds; batching window {args.batch_ms} ms; think times {think[0]}-{think[1]} s")  # fmt: skip
     uploads, moves, errors = [], [], []

@@ -199,3 +199,29 @@ def test_a_batch_that_rolls_holds_no_more_fused_heads_than_fit(monkeypatch):
     assert list(batcher.sizes) == [2, 2]
     for image, batched in zip(images, results, strict=True):
         assert_same_analysis(batched, vitviz.analyze(model, image, longest=40), rolled=True)
+
+
+def test_a_server_that_batches_warms_each_model_it_loads_with_one_full_batch_that_counts_nowhere(monkeypatch):
+    """Where uploads are batched (a GPU), loading a model runs one full batch of the default size, rolled, and a
+    fusion's rollout recomputed: the first class's uploads would otherwise set up the kernels and memory. The
+    warm is no upload: no batch size is counted and nothing is cached. Without a batcher (a CPU) nothing runs."""
+    from vitviz.app import session
+
+    model = FAMILIES["vit"]()
+    batches, recomputed = [], []
+    forward, attention = model.forward, vitviz.Analysis.device_attention
+
+    def counted(pixel_values, **kwargs):
+        batches.append((len(pixel_values), kwargs.get("each_layer") is not None))
+        return forward(pixel_values, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counted)
+    monkeypatch.setattr(vitviz.Analysis, "device_attention", lambda a, i: recomputed.append(i) or attention(a, i))
+    monkeypatch.setattr(session, "load_model", lambda name, device: model)
+    server = session.Server(device="cpu", batch_ms="5")
+    assert server.get_model("tiny") is model and server.get_model("tiny") is model  # loaded and warmed once
+    assert batches == [(server.batcher.max_batch, True)]  # one full batch, its heads fused as it ran
+    assert sorted(set(recomputed)) == list(range(model.num_layers))  # then another fusion's rollout
+    assert not server.batcher.sizes and len(server.cache) == 0
+    batches.clear()
+    assert session.Server(device="cpu", batch_ms="off").get_model("other") is model and batches == []

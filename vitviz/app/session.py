@@ -226,7 +226,12 @@ class Server:
             if name not in self.models:
                 if progress is not None:
                     progress(0.05, desc=f"Loading {name} (a hub model downloads once)")
-                self.models[name] = load_model(name, device=self.device)
+                model = self.models[name] = load_model(name, device=self.device)
+                if self.batcher:  # where uploads are batched (a GPU), the first class's need not set it up
+                    try:
+                        self.batcher.warm(model)
+                    except Exception:  # an optimisation: an upload that needs what failed here says why
+                        log.exception("warming %s", name)
             return self.models[name]
 
     def get_attribution_model(self, name: str) -> VitModel:
