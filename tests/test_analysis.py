@@ -481,3 +481,20 @@ def test_a_dense_map_not_captured_is_made_from_the_records_image_at_its_input_si
     assert record.dense_map().shape == (32, 24) and asked[0][0] is record.image and asked[0][1] == (32, 24)
     captured = np.zeros((32, 24), np.float32)
     assert dataclasses.replace(record, captured_dense=(captured,)).dense_map() is captured and len(asked) == 1
+
+
+def test_a_fusion_recomputes_each_layer_on_the_models_device_never_through_host_arrays(monkeypatch):
+    """A fusion's layers are recomputed where the model runs (`device_attention`), not made as host arrays
+    (`layer_attention`) and sent back: on a GPU that round trip waited for every other user's queued work.
+    The same weights either way."""
+    a = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=35))
+    host = [torch.from_numpy(a.layer_attention(i)) for i in range(a.num_layers)]
+
+    def refused(self, layer):
+        raise AssertionError(f"layer {layer}'s attention made on the host")
+
+    monkeypatch.setattr(vitviz.Analysis, "layer_attention", refused)
+    for fusion in maps.HEAD_FUSIONS:
+        expected = torch.stack([maps.fuse_heads(w[None], fusion)[0] for w in host])
+        torch.testing.assert_close(a.fused(fusion), expected, rtol=0, atol=0)
+    assert a.device_attention(1).dtype == torch.float16  # rounded as a capture of them is

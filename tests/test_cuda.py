@@ -79,6 +79,9 @@ def test_the_gpu_recomputed_weights_are_what_transformers_returns(pair):
         out = gpu.net(pixel_values=torch.from_numpy(b.pixel_values).cuda(), output_attentions=True)
     own = torch.stack([w[0] for w in out.attentions]).float().cpu().numpy()
     np.testing.assert_allclose(b.attentions.astype(np.float32), own, atol=1e-3)
+    on_gpu = b.device_attention(3)  # where fusions and rollouts are made: recomputed there, not sent back
+    assert on_gpu.is_cuda and on_gpu.dtype == torch.float16
+    np.testing.assert_allclose(on_gpu.float().cpu().numpy(), own[3], atol=1e-3)
 
 
 def test_inside_a_head_on_the_gpu_is_the_cpus(coffee_pair):
