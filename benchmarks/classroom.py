@@ -56,6 +56,7 @@ class User:
         self.uploaded_at = 0.0  # time.perf_counter() when its view came
         self.move_s: list[float] = []
         self.move_at: list[float] = []  # when each move was made
+        self.move_kind: list[str] = []  # what each move was (see `kind`)
         self.view_s: dict[str, list[float]] = {}  # a tab's view, by its API name
         self.layer_s: list[float] = []  # an Explorer layer, from its request to its last byte
         self.errors: list[str] = []
@@ -88,6 +89,7 @@ class User:
         seed = int(self.rng.integers(1 << 30))
         moves = list(mixed_moves_of(seed))[: self.moves]
         tabs = [TABS[i] for i in self.rng.permutation(len(TABS))[:3]]
+        made = []  # the moves made so far (a tab takes some moves' turns)
         for i, move in enumerate(moves):
             time.sleep(float(self.rng.uniform(1, 4)))
             if i % 3 == 1 and tabs:  # now and then a tab: its view, with the page's settings
@@ -104,6 +106,8 @@ class User:
             try:
                 call(*api_call(move, image, MODEL, SIZE))
                 self.move_s.append(time.perf_counter() - start)
+                self.move_kind.append(kind(move, made))
+                made.append(move)
             except Exception as exc:
                 self.errors.append(f"{move[0]}: {type(exc).__name__}: {exc}")
 
@@ -123,6 +127,15 @@ class User:
                 self.layer_s.append(time.perf_counter() - start)
         except Exception as exc:
             self.errors.append(f"explorer: {type(exc).__name__}: {exc}")
+
+
+def kind(move: tuple, earlier: list[tuple]) -> str:
+    """A move as the server's cost sees it: an attention view, or a rollout of a fusion this user rolled before
+    (kept, or made from kept thresholds), or the first of its fusion (its layers recomputed, unless warmed)."""
+    if move[0] == "attention":
+        return "attention"
+    again = any(m[0] == "rollout" and m[1] == move[1] for m in earlier)
+    return f"rollout, {move[1]} {'again' if again else 'first'}"
 
 
 def mixed_moves_of(seed: int):
@@ -158,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["VITVIZ_CACHE_MB"] = str(args.cache_mb)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-class-"))
     images = photos(args.users * args.rounds, folder, prefix="student")
-    uploads, moves, errors, views, layers = [], [], [], {}, []
+    uploads, moves, errors, views, layers, by_kind = [], [], [], {}, [], {}
     log = folder / "server.log"
     with open(log, "w") as out, running_app(["--device", args.device], log=out) as (url, pid):  # the last wins
         client = "plain HTTP" if args.http else "gradio_client"
@@ -187,6 +200,9 @@ def main(argv: list[str] | None = None) -> None:
             errors += round_errors
             layers += [s for u in users for s in u.layer_s]
             for u in users:
+                for seconds, name in zip(u.move_s, u.move_kind, strict=True):
+                    by_kind.setdefault(name, []).append(seconds)
+            for u in users:
                 for name, seconds in u.view_s.items():
                     views.setdefault(name, []).extend(seconds)
             forwards = log.read_text().count("forward: a new analysis")
@@ -203,6 +219,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  a move after every upload's view came: {figures(quiet)}")
         print(f"all rounds: upload to view {figures(uploads)}")
         print(f"            a move         {figures(moves)}")
+        for name in sorted(set(by_kind)):
+            print(f"              {name:<20} {figures(by_kind[name])}")
         print(f"            an Explorer layer {figures(layers)}")
         for name, seconds in sorted(views.items()):
             print(f"            /{name:<20} {figures(seconds)}")
