@@ -10,11 +10,14 @@ import re
 import sys
 import threading
 from collections import Counter
+from pathlib import Path
+
+ROOT = f"{Path(__file__).resolve().parents[1]}/"  # the repository's folder, left out of its files' names
 
 
 def _where(frame) -> str:
     code = frame.f_code
-    path = re.sub(r".*/(site-packages|python3\.\d+)/", "", code.co_filename).split("/work/main/")[-1]
+    path = re.sub(r".*/(site-packages|python3\.\d+)/", "", code.co_filename).removeprefix(ROOT)
     return f"{path}:{code.co_name}"
 
 

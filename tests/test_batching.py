@@ -225,3 +225,14 @@ def test_a_server_that_batches_warms_each_model_it_loads_with_one_full_batch_tha
     assert not server.batcher.sizes and len(server.cache) == 0
     batches.clear()
     assert session.Server(device="cpu", batch_ms="off").get_model("other") is model and batches == []
+
+
+def test_a_warm_that_fails_is_logged_and_the_model_is_served(monkeypatch, caplog):
+    from vitviz.app import session
+
+    model = FAMILIES["vit"]()
+    monkeypatch.setattr(session, "load_model", lambda name, device: model)
+    monkeypatch.setattr(Batcher, "warm", lambda self, model: 1 / 0)
+    with caplog.at_level("ERROR", logger="vitviz"):
+        assert session.Server(device="cpu", batch_ms="5").get_model("tiny") is model
+    assert "warming tiny" in caplog.text and "ZeroDivisionError" in caplog.text

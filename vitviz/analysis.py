@@ -109,7 +109,7 @@ class Analysis:
         """[H,N,N] float16 every token's attention in every head of `layer`, recomputed from the tokens that enter
         it (or kept, see the class)."""
         if self.kept_attentions is None:
-            return self.device_attention(layer).cpu().numpy()  # rounded by torch: numpy's float16 cast takes 5x as long
+            return self.device_attention(layer).cpu().numpy()
         self._check_layer_head(layer, None)
         return self.kept_attentions[layer]
 
@@ -240,7 +240,7 @@ class Analysis:
     ) -> tuple[np.ndarray, np.ndarray]:
         """([H] mean attention distance in pixels, [H] entropy in nats) of one layer (from `attention`, its [H,N,N]
         weights on any device, where the caller has them)."""
-        one = (self.layer_attention(layer) if attention is None else attention)[None]
+        one = (self.device_attention(layer) if attention is None else attention)[None]
         distance = maps.mean_attention_distance(one, self.grid, self.model.patch_size, self.n_prefix)[0]
         return distance, maps.attention_entropy(one)[0]
 

@@ -54,7 +54,7 @@ class Batcher:
         rgb = load_image(image)
         x = model_input(model, rgb, longest)  # a bad image or size fails here, alone, before joining
         key = (id(model), x.shape, roll, dense)
-        most = min(self.max_batch, max(1, ForwardFusions.most(model, x))) if roll else self.max_batch
+        most = self.most(model, x) if roll else self.max_batch
         with self._lock:
             batch = self._open.get(key)
             leader = batch is None
@@ -72,6 +72,10 @@ class Batcher:
             raise RuntimeError(f"the batch of {len(batch.inputs)} failed: {batch.error}") from batch.error
         return batch.results[slot]
 
+    def most(self, model: VitModel, x: np.ndarray) -> int:
+        """The most images of input x's size that a batch that rolls takes: as many as can hold their fused heads."""
+        return min(self.max_batch, max(1, ForwardFusions.most(model, x)))
+
     def warm(self, model: VitModel, longest: int | None = None) -> None:
         """A full batch of one random square photo at `longest` (None: the model's default), as an upload's:
         rolled, with its dense maps; then another fusion's rollout and a layer's queries, as the first moves ask.
@@ -79,7 +83,7 @@ class Batcher:
         first class's uploads would wait for (docs/benchmarks.md)."""
         rgb = np.random.default_rng(0).integers(0, 256, (448, 448, 3), dtype=np.uint8)
         x = model_input(model, rgb, longest)
-        inputs = [(rgb, x)] * min(self.max_batch, max(1, ForwardFusions.most(model, x)))
+        inputs = [(rgb, x)] * self.most(model, x)
         with model.lock:
             out, fusions = forward_for(model, np.concatenate([x for _, x in inputs]), True)
         first = capture_all(model, inputs, out, fusions, True)[0]

@@ -222,16 +222,20 @@ class Server:
         ).then(None, js=CLICK_DONE_JS, queue=False, api_visibility="private")
 
     def get_model(self, name: str, progress: gr.Progress | None = None) -> VitModel:
+        model = self.models.get(name)  # a loaded model never waits for another one's load
+        if model is not None:
+            return model
         with self._models_lock:
             if name not in self.models:
                 if progress is not None:
                     progress(0.05, desc=f"Loading {name} (a hub model downloads once)")
-                model = self.models[name] = load_model(name, device=self.device)
+                model = load_model(name, device=self.device)
                 if self.batcher:  # where uploads are batched (a GPU), the first class's need not set it up
                     try:
                         self.batcher.warm(model)
                     except Exception:  # an optimisation: an upload that needs what failed here says why
                         log.exception("warming %s", name)
+                self.models[name] = model  # shared once warm
             return self.models[name]
 
     def get_attribution_model(self, name: str) -> VitModel:
