@@ -729,8 +729,8 @@ def test_the_attributions_tab_explains_a_text_target_on_a_model_with_a_text_towe
 def test_each_request_shows_its_progress_on_one_shown_output_or_on_none():
     """`narrow_progress`: a request shows its progress on one component, its first output that is shown and not a
     State, or on none where it is hidden; an analysis shows it on the upload box, which every screen shows, and
-    the depth view on its map. So
-    the components whose props the page copies at each loading status are under half of the outputs."""
+    the depth view on its map. So the components whose props the page copies at each loading status are under
+    half of the outputs."""
     from vitviz.app.layout import build
     from vitviz.app.session import Server
 
