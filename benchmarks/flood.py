@@ -6,6 +6,10 @@ seconds, while another session uploads new 448x448 photos one after another (the
 Tokens view). Each upload is timed alone and under the flood, alternately; it prints both medians, their ratio
 (the issue's bound: 1.3x) and what the flood's requests got. `--control`: the same process at the same priority
 spins on one core and sends nothing, so that what a client beside the server costs by itself is measured apart.
+`--client raw` (the default) sends the flood as bytes over kept-alive connections from one asyncio loop, so that the
+flooding clients, which share this machine's cores with the server, cost them as little as a client can; `--client
+httpx`, a thread a connection with httpx, as the earlier figures were measured. Each upload's line gives the
+server's own CPU seconds during it, and the summary the flooding process' own.
 """
 
 from __future__ import annotations
@@ -36,19 +40,27 @@ def upload(api: HttpApi, path: Path) -> float:
     return time.perf_counter() - start
 
 
-def flood(url: str, meta: dict, width: int, every: float, stop, answers) -> None:
-    """In a process of its own: `width` threads, each asking for one of the session's layers at the same moment,
-    every `every` s until `stop`; then the answers' status codes counted, on `answers`. The process runs at the
-    lowest CPU priority: a flooding page runs on its own machine, and here its 100 clients would otherwise take
-    the server's two cores from it, which is not what the server's defence is measured by."""
-    import httpx
-
+def flood(url: str, meta: dict, width: int, every: float, stop, answers, client: str = "raw") -> None:
+    """In a process of its own: `width` connections, each asking for one of the session's layers at the same
+    moment, every `every` s until `stop`; then the answers' status codes counted, and the process' own CPU
+    seconds, on `answers`. The process runs at the lowest CPU priority: a flooding page runs on its own machine,
+    and here its clients would otherwise take the server's two cores from it, which is not what the server's
+    defence is measured by. client "raw": one asyncio task a connection, each request written as bytes (what the
+    clients cost the cores is kept as small as it can be); "httpx": a thread a connection, with httpx."""
     os.nice(19)
     if width == 0:  # the control: a busy process beside the server, no request
         while not stop.is_set():
             sum(range(10_000))
-        answers.put({})
+        answers.put({"cpu_s": cpu_seconds()})
         return
+    if client == "raw":
+        import asyncio
+
+        got = asyncio.run(raw_flood(url, meta, width, every, stop))
+        answers.put({**got, "cpu_s": cpu_seconds()})
+        return
+    import httpx
+
     got = Counter()
     burst = threading.Barrier(width)
 
@@ -70,7 +82,43 @@ def flood(url: str, meta: dict, width: int, every: float, stop, answers) -> None
     burst.abort()
     for t in threads:
         t.join(60)
-    answers.put(dict(got))
+    answers.put({**got, "cpu_s": cpu_seconds()})
+
+
+def cpu_seconds() -> float:
+    """This process' CPU time so far, user and system."""
+    t = os.times()
+    return round(t.user + t.system, 2)
+
+
+async def raw_flood(url: str, meta: dict, width: int, every: float, stop) -> Counter:
+    """`flood`'s requests over `width` kept-alive connections: each burst, every connection writes its GET at once
+    and reads the answer (its status line, then as many bytes as Content-Length says)."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    got: Counter = Counter()
+
+    async def one(i: int) -> None:
+        reader, writer = await asyncio.open_connection(where.hostname, where.port)
+        query = f"session={meta['session']}&key={meta['key']}&layer={i % 12}".replace("|", "%7C").replace(" ", "%20")
+        request = f"GET /vitviz/explorer/layer?{query} HTTP/1.1\r\nHost: {where.netloc}\r\n\r\n".encode()
+        while not stop.is_set():
+            writer.write(request)
+            status = int((await reader.readline()).split()[1])
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            got[status] += 1
+            await asyncio.sleep(every)
+        writer.close()
+
+    await asyncio.gather(*(one(i) for i in range(width)))
+    return got
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,12 +127,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--flood", type=int, default=100)
     parser.add_argument("--every", type=float, default=2.0)
     parser.add_argument("--control", action="store_true", help="a busy process beside the server, no request")
+    parser.add_argument("--client", choices=["raw", "httpx"], default="raw", help="how the flood's requests are sent")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-flood-"))
     images = photos(2 * args.photos + 2, folder, prefix="flood")
     print(f"load average before: {os.getloadavg()[0]:.2f}; {args.photos} uploads each way; {args.flood} requests at "
           f"once every {args.every:g} s")  # fmt: skip
-    with running_app() as (url, _):
+    with running_app() as (url, pid):
         flooder, victim = HttpApi(url, session="flooder"), HttpApi(url, session="victim")
         image = flooder.upload(images[0])
         meta = flooder.call("explorer", image, MODEL, SIZE, "inferno", 0.6, "log", False)[0]
@@ -95,18 +144,32 @@ def main(argv: list[str] | None = None) -> None:
             alone.append(upload(victim, images[2 + 2 * i]))
             stop, answers = multiprocessing.Event(), multiprocessing.Queue()
             width = 0 if args.control else args.flood
-            worker = multiprocessing.Process(target=flood, args=(url, meta, width, args.every, stop, answers))
+            worker = multiprocessing.Process(
+                target=flood, args=(url, meta, width, args.every, stop, answers, args.client)
+            )
             worker.start()
             time.sleep(1)  # the flood is in full swing
+            server_cpu = server_seconds(pid)
             flooded.append(upload(victim, images[3 + 2 * i]))
+            server_cpu = server_seconds(pid) - server_cpu
             stop.set()
             got.update(answers.get(timeout=120))
             worker.join(120)
+            print(f"  upload {i + 1}: alone {alone[-1]:.2f} s, under {'the control' if args.control else 'the flood'} "
+                  f"{flooded[-1]:.2f} s; the server's CPU meanwhile {server_cpu:.2f} s", flush=True)  # fmt: skip
+    client_cpu = got.pop("cpu_s", 0.0)
     a, f = np.median(alone), np.median(flooded)
     beside = "a busy process beside" if args.control else "the flood"
     print(f"an upload to its view: alone {a:.2f} s (max {max(alone):.2f}), under {beside} {f:.2f} s (max "
-          f"{max(flooded):.2f}): {f / a:.2f}x (bound 1.3x); the flood's answers {dict(got)}; load "
+          f"{max(flooded):.2f}): {f / a:.2f}x (bound 1.3x); the flood's answers {dict(got)}, its client's CPU "
+          f"{client_cpu:.1f} s ({args.client}); load "
           f"{os.getloadavg()[0]:.2f}")  # fmt: skip
+
+
+def server_seconds(pid: int) -> float:
+    """The server process' CPU time so far (user and system, every thread), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ Runs one JupyterLab cell `--runs` times, each run's `vitviz.explore(...)` (embed
 photo each time) replacing the last one's output, and prints after each run, after a forced collection (CDP
 `HeapProfiler.collectGarbage`): the JS heap in use, the array buffers' bytes, and how many canvases the page
 holds (CDP `Runtime.queryObjects`, its result released at once: held, it would keep what it counted alive).
-`--control`: a widget that draws nothing but carries the same bytes (the widget's module text as comments, its
-meta), so that the host's own cost of a widget is measured apart. `--close`: each run closes the last run's widget
+`--control`: a widget that draws nothing but carries the same bytes (the widget's module text as comments, the
+meta in its state), so that the host's own cost of a widget is measured apart. `--close`: each run closes the last run's widget
 first. `--snapshot`: heap snapshots after run 2 and the last run, what grew between them, and the shortest
 retaining path of the canvases out of the document, so that whatever keeps an old Explorer is named.
 """
@@ -23,7 +23,7 @@ from tests.support.harness import CHROMIUM, CHROMIUM_ARGS
 from tests.support.heap import collect, count_objects
 
 SETUP = """import anywidget, traitlets, vitviz
-from vitviz import explorer, qk, widget
+from vitviz import explorer, widget
 model = vitviz.load_model()
 NOTHING = "export default {render({el}) { el.appendChild(document.createElement('canvas'));" \\
           " window.vitvizControl = (window.vitvizControl || 0) + 1; }}"
@@ -33,9 +33,9 @@ class Control(anywidget.AnyWidget):  # the host's own cost: the widget's module 
     _css = widget.CSS
     meta = traitlets.Dict().tag(sync=True)
 
-def control(a):
+def control(a):  # the Explorer's state: its meta without the parts the page asks for (ExplorerWidget.EXTRAS)
     meta = explorer.standalone_meta(a, explorer.DEFAULT_CMAP, explorer.DEFAULT_OPACITY, widget.DEFAULT_SCALE)
-    return Control(meta={**meta, "qk": qk.extras(a, umap=False)})"""
+    return Control(meta={k: v for k, v in meta.items() if k not in widget.ExplorerWidget.EXTRAS})"""
 
 # each run, the next bundled photo; `--close` closes the last run's widget first (the kernel lets it go)
 CELL = """i = globals().get("i", -1) + 1

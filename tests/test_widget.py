@@ -5,6 +5,7 @@ the widget answers; and the widget in a real JupyterLab. Rows are compared with 
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,12 @@ def test_the_widget_carries_the_meta_and_answers_a_layer_with_its_bytes():
     assert w.layer_message({"want": 7}) == ({"layer": 7, "error": "layer must be in [0, 3), got 7"}, [])
     assert w.layer_message({"other": 1}) is None
     assert w.layer_message({"want": "engine"}) == ({"engine": ENGINE_KEY}, [ENGINE])
+    # the photo and the Q·K part are not in the state (a host keeps a closed widget's), but asked for once a view
+    standalone = explorer.standalone_meta(a, "inferno", 0.25, "log", 1)
+    assert "photo" not in w.meta and "qk" not in w.meta and w.meta["tokens"] == standalone["tokens"]
+    reply, [extras] = w.layer_message({"want": "extras"})
+    extras = json.loads(extras)
+    assert reply == {"extras": True} and extras["photo"] == standalone["photo"] and extras["qk"]["sorts"]
     assert len(ESM) < 3000 and ENGINE_KEY in ESM and ENGINE.isascii() and b"vitvizExplorer" in ENGINE
     w.cmap, w.scale = "magma", "min-max"  # set again: the page gets them in the meta
     assert (w.meta["cmap"], w.meta["colourScale"]) == ("magma", "min-max")
@@ -92,6 +99,7 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
         page.evaluate(RENDER, ESM)
         rows = np.array(page.evaluate(HOVER_ALL, cases))
         page.wait_for_function("() => window.vitviz.explorer.state().loaded.length === 3")
+        photo = page.evaluate("() => window.vitviz.explorer.state().photo")
         w.opacity = 0.2
         page.evaluate("(m) => window.model.change(m)", w.meta)
         page.wait_for_timeout(100)
@@ -103,8 +111,10 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
             page.evaluate(RENDER, ESM)
         browser.close()
     assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
-    assert sorted(asked[1:]) == [0, 1, 2] and after["loaded"] and len(after["loaded"]) == 3  # each layer once
+    assert sorted(x for x in asked if isinstance(x, int)) == [0, 1, 2] and len(after["loaded"]) == 3  # once each
     assert asked[0] == "engine" and asked.count("engine") == 1  # the engine once a page, for eleven widgets
+    assert asked[1] == "extras" and asked.count("extras") == 11  # the photo once a view: drawn, at its size
+    assert photo == w.meta["photoSize"]
     assert left == [[0, False]] * 10
 
 
@@ -161,12 +171,12 @@ def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer
 
     sync_api = browser_or_skip()
     a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)
-    w = vitviz.explore(a)
+    w = [vitviz.explore(a)]  # the widget that the kernel answers for
     asked = []
 
     def kernel(content):
         asked.append(content["want"])
-        reply, buffers = w.layer_message(content)
+        reply, buffers = w[0].layer_message(content)
         return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
 
     gh, gw = a.grid
@@ -177,7 +187,7 @@ def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer
                                                                content_type="text/html"))  # fmt: skip
         page.goto("http://vitviz.test/")
         page.expose_function("kernel", kernel)
-        page.evaluate(MODEL, w.meta)
+        page.evaluate(MODEL, w[0].meta)
         page.add_style_tag(content=CSS)
         page.evaluate(RENDER, ESM)
         page.wait_for_function("() => window.vitviz.qk && window.vitviz.qk.state().points > 0")
@@ -200,14 +210,17 @@ def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer
         outlined = page.evaluate("() => window.vitviz.explorer.state().highlight")
         page.evaluate("() => { window.cleanup(); document.body.innerHTML = ''; }")
         after = page.evaluate("() => [window.model.listeners(), 'qk' in window.vitviz]")
-        page.evaluate(MODEL, vitviz.explore(a, with_qk=False).meta)
+        w[0] = vitviz.explore(a, with_qk=False)
+        page.evaluate(MODEL, w[0].meta)
         page.evaluate(RENDER, ESM)
         bare = page.locator(".qk").count()
         browser.close()
     for (layer, head), got in maps.items():
         want = reference_map([a], layer, head)
         np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max(), err_msg=f"{layer} {head}")
-    assert asked[0] == "engine" and sorted(asked[1:]) == list(range(a.model.num_layers))  # each layer once
+    assert asked[:2] == ["engine", "extras"] and sorted(x for x in asked if isinstance(x, int)) == list(
+        range(a.model.num_layers)
+    )  # each layer once, for both views
     assert (told["layer"], told["head"]) == (2, 1) and told["highlight"]["tokens"] == top_keys(a, 2, 1, query)
     assert hovered["point"] == at["point"] and outlined == [token, *top_keys(a, 2, 1, token)]
     assert after == [0, False] and bare == 0

@@ -1,12 +1,14 @@
 """The Explorer in a notebook: `vitviz.explore(image)` returns an anywidget that runs the app's own engine
 (vitviz/static), which runs in JupyterLab, Notebook 7, VS Code, Colab and marimo with no CDN. The meta is a
-trait; each layer's bytes go to the page when it asks for them, as one binary buffer of a custom message, so
-that a layer costs the comm nothing until it is shown. Needs anywidget: pip install "vitviz[notebook]".
+trait, and its large parts (the photo, the Q·K view's) and each layer's bytes go to the page when it asks for them,
+as one binary buffer of a custom message: a layer costs the comm nothing until it is shown, and a closed widget's
+state, which a host keeps, holds no photo. Needs anywidget: pip install "vitviz[notebook]".
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 try:
@@ -48,11 +50,19 @@ class ExplorerWidget(anywidget.AnyWidget):
     opacity = traitlets.Float(explorer.DEFAULT_OPACITY)
     scale = traitlets.Unicode(DEFAULT_SCALE)
 
+    # The meta's large parts, which the page asks for once a view (see layer_message) rather than keeping them in
+    # the model's state: a host keeps a closed widget's state (JupyterLab, with its comm), and the photo alone is
+    # about 70 KB
+    EXTRAS = ("photo", "qk")
+
     def __init__(self, analysis, layer: int | None = None, with_qk: bool = True, **settings) -> None:
         super().__init__(**settings)
         self.analysis = analysis
         meta = explorer.standalone_meta(analysis, self.cmap, self.opacity, self.scale, layer)
-        self.meta = {**meta, "qk": qk.extras(analysis, umap=False)} if with_qk else meta
+        if with_qk:
+            meta["qk"] = qk.extras(analysis, umap=False)
+        self.extras = {k: meta.pop(k) for k in self.EXTRAS if k in meta}
+        self.meta = meta
         self.on_msg(self._answer)
 
     @traitlets.observe("cmap", "opacity", "scale")
@@ -62,12 +72,15 @@ class ExplorerWidget(anywidget.AnyWidget):
 
     def layer_message(self, content) -> tuple[dict, list[bytes]] | None:
         """The answer to a message from the page: to {want: layer}, the layer's bytes as its one buffer, or why
-        not; to {want: "engine"}, the engine's module; None to a message that asks for neither."""
+        not; to {want: "engine"}, the engine's module; to {want: "extras"}, the meta's large parts as JSON; None to
+        a message that asks for none of them."""
         layer = content.get("want") if isinstance(content, dict) else None
         if layer is None:
             return None
         if layer == "engine":
             return {"engine": ENGINE_KEY}, [ENGINE]
+        if layer == "extras":
+            return {"extras": True}, [json.dumps(self.extras).encode()]
         try:
             return {"layer": layer}, [explorer.layer_data(self.analysis, layer).tobytes()]
         except (ValueError, TypeError, IndexError) as exc:

@@ -1,9 +1,10 @@
-// A notebook's boot (vitviz.explore): anywidget's render({model, el}). The meta is the model's "meta" trait and
-// the layers come from the kernel on demand, as binary buffers (vitvizWidgetSource). The function it returns
-// takes the Explorer down when the view goes, so that ten Explorers in a row leave no listeners behind. Under it,
-// the Q·K view of the same layers (qk.js), where the meta carries its part (meta.qk).
+// A notebook's boot (vitviz.explore): anywidget's render({model, el}). The meta is the model's "meta" trait, with
+// its large parts (the photo, meta.qk) asked of the kernel once (vitvizWidgetExtras), and the layers come from the
+// kernel on demand, as binary buffers (vitvizWidgetSource). The function it returns takes the Explorer down when
+// the view goes, so that ten Explorers in a row leave no listeners and no photo behind. Under it, the Q·K view of
+// the same layers (qk.js), where the meta carries its part.
 export default {
-  render({ model, el }) {
+  async render({ model, el }) {
     const root = document.createElement("div");
     root.className = "vx";
     root.dataset.mode = "attention";
@@ -11,14 +12,16 @@ export default {
     const engine = vitvizExplorer(root, "attention");
     const shared = (window.vitviz = window.vitviz || {});
     shared.explorer = engine.handle; // the newest Explorer of the page
-    const apply = () => engine.apply(vitvizWidgetSource(model));
+    let extras = await vitvizWidgetExtras(model);
+    const apply = () => engine.apply(vitvizWidgetSource(model, extras));
     model.on("change:meta", apply);
     apply();
-    const qk = model.get("meta").qk ? vitvizQkBelow(el, vitvizWidgetSource(model)) : null;
+    const qk = extras.qk ? vitvizQkBelow(el, vitvizWidgetSource(model, extras)) : null;
     if (qk) shared.qk = qk.view.handle;
     return () => {
       model.off("change:meta", apply);
       engine.destroy();
+      extras = null; // a host may keep this function while the model lives
       root.remove(); // the host keeps `el` while the model lives (JupyterLab: until the kernel lets it go)
       if (shared.explorer === engine.handle) delete shared.explorer;
       if (qk) { qk.close(); if (shared.qk === qk.view.handle) delete shared.qk; }

@@ -38,7 +38,8 @@ function vitvizHandle(engine) {
       return { layer: S.layer, head: S.head, query: S.query, pinned: S.pinned, T: S.T, loaded: [...layers.keys()],
                bytes: layers.size ? layers.values().next().value.bytes : 0, key: S.meta && S.meta.key,
                session: S.meta && S.meta.session, fetchMs: [...layers.values()].map((d) => d.fetchMs),
-               latencies: S.latencies.slice(), highlight: S.highlight && S.highlight.slice() };
+               latencies: S.latencies.slice(), highlight: S.highlight && S.highlight.slice(),
+               photo: S.photo && [S.photo.naturalWidth, S.photo.naturalHeight] }; // the photo drawn under the maps
     },
   };
 }

@@ -19,9 +19,9 @@ function vitvizRouteSource(meta) {
   };
 }
 
-function vitvizWidgetSource(model) {
+function vitvizWidgetSource(model, extras) {
   // an anywidget's model: the page sends {want: l}, the kernel answers {layer: l} with the bytes as its one
-  // binary buffer (or {layer: l, error}); the meta is the model's "meta" trait
+  // binary buffer (or {layer: l, error}); the meta is the model's "meta" trait with `extras` (vitvizWidgetExtras)
   const waiting = new Map();
   const answer = (msg, buffers) => {
     if (!msg || !waiting.has(msg.layer)) return;
@@ -33,7 +33,7 @@ function vitvizWidgetSource(model) {
   };
   model.on("msg:custom", answer);
   return {
-    meta: () => model.get("meta"),
+    meta: () => ({ ...model.get("meta"), ...extras }),
     layer(l) {
       if (waiting.has(l)) return waiting.get(l).promise;
       const entry = {};
@@ -44,6 +44,22 @@ function vitvizWidgetSource(model) {
     },
     close() { model.off("msg:custom", answer); },
   };
+}
+
+function vitvizWidgetExtras(model) {
+  // the meta's large parts (the photo, the Q·K view's part: about 100 KB), asked of the kernel once a view: {want:
+  // "extras"} is answered {extras: true} with their JSON as its one buffer. They are not in the model's state,
+  // which a host keeps as long as a closed widget's comm (JupyterLab), so ten Explorers in a row keep no photo.
+  return new Promise((resolve, reject) => {
+    const got = (msg, buffers) => {
+      if (!msg || !("extras" in msg)) return;
+      model.off("msg:custom", got);
+      if (msg.error) reject(new Error(msg.error));
+      else resolve(JSON.parse(new TextDecoder().decode(buffers[0])));
+    };
+    model.on("msg:custom", got);
+    model.send({ want: "extras" });
+  });
 }
 
 function vitvizEmbeddedSource(meta, layers) {
