@@ -5,8 +5,8 @@ photo each time) replacing the last one's output, and prints after each run, aft
 `HeapProfiler.collectGarbage`): the JS heap in use, the array buffers' bytes, and how many canvases the page
 holds (CDP `Runtime.queryObjects`, its result released at once: held, it would keep what it counted alive).
 `--control`: a widget that draws nothing but carries the same bytes (the widget's module text as comments, the
-meta in its state), so that the host's own cost of a widget is measured apart. `--close`: each run closes the last run's widget
-first. `--snapshot`: heap snapshots after run 2 and the last run, what grew between them, and the shortest
+meta in its state), so that the host's own cost of a widget is measured apart. `--close`: each run closes the last
+run's widget first. `--snapshot`: heap snapshots after run 2 and the last run, what grew between them, and the shortest
 retaining path of the canvases out of the document, so that whatever keeps an old Explorer is named.
 """
 
@@ -30,7 +30,6 @@ NOTHING = "export default {render({el}) { el.appendChild(document.createElement(
 
 class Control(anywidget.AnyWidget):  # the host's own cost: the widget's module text, as comments, and its meta
     _esm = NOTHING + "\\n" + "\\n".join("// " + line for line in widget.ESM.splitlines())
-    _css = widget.CSS
     meta = traitlets.Dict().tag(sync=True)
 
 def control(a):  # the Explorer's state: its meta without the parts the page asks for (ExplorerWidget.EXTRAS)

@@ -80,3 +80,30 @@ def test_the_apps_forward_answers_first_and_its_rollouts_come_from_its_fused_hea
     assert shed.shed() >= layers * n * n * 2 and not shed.held().pending_roll
     np.testing.assert_allclose(shed.rollout("mean", 0.35), now.rollout("mean", 0.35), atol=1e-6)
     assert shed.layers_recomputed == layers
+
+
+def test_a_forward_holds_its_max_and_min_fused_heads_and_their_first_rollout_recomputes_no_layer(monkeypatch):
+    """`ForwardFusions.HELD`: the forward also fuses max and min (not rolled), which each analysis keeps as the
+    warm's rows: a first rollout of either is the one made from recomputed layers, recomputes none, and makes only
+    the percent asked; the warm then makes the slider's others from the same rows and lets them go. Where they do
+    not fit beside the mean's (`holds`), the forward still rolls the mean."""
+    model = tiny_vit()
+    image = random_image(40, 32, seed=5)
+    a = vitviz.analyze(model, image, roll=True)
+    fresh = vitviz.analyze(model, image)  # every fusion made from recomputed layers
+    layers, n = model.num_layers, a.num_tokens
+    assert a.held().warm_rows == {"max": layers, "min": layers} and a.nbytes >= 2 * layers * n * n * 2
+    for fusion in ForwardFusions.HELD:
+        for ratio in (0.0, 0.3, 0.95):
+            np.testing.assert_allclose(a.rollout(fusion, ratio), fresh.rollout(fusion, ratio), rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(a.percent_thresholds(fusion), fresh.percent_thresholds(fusion))
+    assert (a.layers_recomputed, a.rollouts_made) == (0, 6)  # the three asked of each, no more
+    a.warm()
+    slider = {(f, p) for f in ForwardFusions.HELD for p in a.ROLLOUT_PERCENTS}
+    assert slider <= a.held().rollouts and not a.held().warm_rows
+    assert a.layers_recomputed == layers  # once each, for the statistics: no fusion recomputed one
+    np.testing.assert_allclose(a.rollout("max", 0.55), fresh.rollout("max", 0.55), rtol=1e-5, atol=1e-7)
+    monkeypatch.setattr(ForwardFusions, "HELD_BYTES_CPU", layers * n * n * 4)  # the mean's alone
+    assert ForwardFusions.fits(model, a.pixel_values) and not ForwardFusions.holds(model, a.pixel_values)
+    mean_only = vitviz.analyze(model, image, roll=True)
+    assert not mean_only.held().warm_rows and len(mean_only.held().rollouts) == 20

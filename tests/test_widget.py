@@ -95,7 +95,6 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
         page.goto("http://vitviz.test/")
         page.expose_function("kernel", kernel)
         page.evaluate(MODEL, w.meta)
-        page.add_style_tag(content=CSS)
         page.evaluate(RENDER, ESM)
         rows = np.array(page.evaluate(HOVER_ALL, cases))
         page.wait_for_function("() => window.vitviz.explorer.state().loaded.length === 3")
@@ -109,12 +108,14 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
             page.evaluate("() => { window.cleanup(); document.body.innerHTML = ''; }")
             left.append(page.evaluate("() => [window.model.listeners(), 'explorer' in window.vitviz]"))
             page.evaluate(RENDER, ESM)
+        styles = page.evaluate("() => [...document.querySelectorAll('style[data-vitviz]')].map((s) => s.textContent)")
         browser.close()
     assert np.abs(rows - captured_rows(a, cases)).max() <= BOUND
     assert sorted(x for x in asked if isinstance(x, int)) == [0, 1, 2] and len(after["loaded"]) == 3  # once each
     assert asked[0] == "engine" and asked.count("engine") == 1  # the engine once a page, for eleven widgets
     assert asked[1] == "extras" and asked.count("extras") == 11  # the photo once a view: drawn, at its size
     assert photo == w.meta["photoSize"]
+    assert styles == [CSS] and "_css" not in w.keys  # the style sheet once a page, from the engine, not the state
     assert left == [[0, False]] * 10
 
 
@@ -188,7 +189,6 @@ def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer
         page.goto("http://vitviz.test/")
         page.expose_function("kernel", kernel)
         page.evaluate(MODEL, w[0].meta)
-        page.add_style_tag(content=CSS)
         page.evaluate(RENDER, ESM)
         page.wait_for_function("() => window.vitviz.qk && window.vitviz.qk.state().points > 0")
         maps = {}
@@ -270,7 +270,6 @@ def test_ten_views_of_the_widget_in_a_row_leave_nothing_of_the_removed_ones():
         page.goto("http://vitviz.test/")
         page.expose_function("kernel", kernel)
         page.evaluate(MODEL, w.meta)
-        page.add_style_tag(content=CSS)
         cdp = page.context.new_cdp_session(page)
         page.evaluate(HOST_RENDER, ESM)
         page.wait_for_function(LOADED)

@@ -78,7 +78,8 @@ class Batcher:
 
     def warm(self, model: VitModel, longest: int | None = None) -> None:
         """A full batch of one random square photo at `longest` (None: the model's default), as an upload's:
-        rolled, with its dense maps; then another fusion's rollout and a layer's queries, as the first moves ask.
+        rolled, with its dense maps; then another fusion's rollout (from the forward's fused heads), every layer's
+        statistics (each layer recomputed, as the heads view asks) and a layer's queries, as the first moves ask.
         Untimed and uncounted: on a GPU the first batch of a shape sets up its kernels and memory, which the
         first class's uploads would wait for (docs/benchmarks.md)."""
         rgb = np.random.default_rng(0).integers(0, 256, (448, 448, 3), dtype=np.uint8)
@@ -87,7 +88,9 @@ class Batcher:
         with model.lock:
             out, fusions = forward_for(model, np.concatenate([x for _, x in inputs]), True)
         first = capture_all(model, inputs, out, fusions, True)[0]
-        first.rollout("max", 0.5)  # the forward's roll first, then every layer recomputed for another fusion
+        first.rollout("max", 0.5)  # the forward's roll first, then another fusion's from its held rows
+        for layer in range(first.num_layers):
+            first.layer_statistics(layer)
         first.attention_map(first.num_layers - 1)
 
     def _close(self, key: tuple, batch: _Batch) -> None:

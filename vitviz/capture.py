@@ -49,7 +49,7 @@ def analyze(
 def forward_for(model: VitModel, pixel_values: np.ndarray, roll: bool) -> tuple:
     """(out, fusions): the forward of `pixel_values` [B,3,h,w] that an analysis is captured from, with
     `ForwardFusions` where `roll` asks (None where not), which fuse the weights where the batch's fused heads fit."""
-    fusions = ForwardFusions() if roll else None
+    fusions = ForwardFusions(hold=ForwardFusions.holds(model, pixel_values)) if roll else None
     each_layer = fusions if roll and ForwardFusions.fits(model, pixel_values) else None
     return model.forward(torch.as_tensor(pixel_values), attentions="none", each_layer=each_layer), fusions
 
@@ -99,12 +99,18 @@ class ForwardFusions:
     # grows faster than its memory (docs/benchmarks.md).
     HELD_BYTES, HELD_BYTES_CPU = 2**30, 2**27
 
-    # The fusion that the rollout tab shows first: the others' fusing, counting and rolling would lengthen every
-    # upload for a choice few make, so the background warm makes them (`Derived.warm_step`).
+    # The fusion that the rollout tab shows first: the others' counting and rolling would lengthen every upload for
+    # a choice few make, so the background warm or their first request makes them (`Derived.warm_step`).
     FUSIONS = ("mean",)
+    # The fusions that are only fused here, where they fit (`holds`): a maximum of the weights is one of them, so
+    # they are the float32 weights' maximum (minimum) rounded to float16, what the rounded weights' would be, at
+    # ~3 ms a layer at 448 px on a CPU. Each analysis keeps them as the warm's sweep would (`Derived.hold`): a first
+    # rollout of max or min then recomputes no layer (on a CPU, 0.3 s of a first move's 0.7 s at 448 px).
+    HELD = ("max", "min")
 
-    def __init__(self) -> None:
+    def __init__(self, hold: bool = False) -> None:
         self.fused: dict[str, dict[int, torch.Tensor]] = {f: {} for f in self.FUSIONS}  # {layer: [B,N,N]}
+        self.held: dict[str, dict[int, torch.Tensor]] = {f: {} for f in self.HELD} if hold else {}
 
     @classmethod
     def most(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> int:
@@ -125,16 +131,28 @@ class ForwardFusions:
         """Whether a forward of `pixel_values` [B,3,h,w] can roll all its images (see `most`)."""
         return len(pixel_values) <= cls.most(model, pixel_values)
 
+    @classmethod
+    def holds(cls, model: VitModel, pixel_values: torch.Tensor | np.ndarray) -> bool:
+        """Whether a forward of `pixel_values` [B,3,h,w] can also fuse `HELD` for all its images, within
+        `held_bytes` with the rolled ones (at 448 px: 100 MB an image, of 128 MiB on a CPU)."""
+        (b, _, h, w), p = pixel_values.shape, model.patch_size
+        n = model.n_prefix + (h // p) * (w // p)
+        per_element = 4 * len(cls.FUSIONS) + 2 * len(cls.HELD)
+        return b * model.num_layers * n * n * per_element <= cls.held_bytes(model)
+
     def __call__(self, layer: int, weights: torch.Tensor) -> None:
-        rounded = weights.detach().half()
+        weights = weights.detach()
+        rounded = weights.half()
         for fusion in self.FUSIONS:
             self.fused[fusion][layer] = maps.fuse_heads(rounded, fusion)
+        for fusion in self.held:  # float32's maximum rounded: the rounded weights' maximum, without their copy
+            self.held[fusion][layer] = maps.fuse_heads(weights, fusion).half()
 
     @property
     def nbytes(self) -> int:
         """The fused heads held until `roll`."""
-        held = [t for rows in list(self.fused.values()) for t in list(rows.values())]  # a roll pops them meanwhile
-        return sum(t.numel() * t.element_size() for t in held)
+        held = [t for f in (self.fused, self.held) for rows in list(f.values()) for t in list(rows.values())]
+        return sum(t.numel() * t.element_size() for t in held)  # a roll pops them meanwhile
 
     def roll(self, analyses: list[Derived]) -> None:
         """Fill each `Derived` (image i of the batch, in order) with its thresholds and the slider's rollouts of
@@ -143,10 +161,21 @@ class ForwardFusions:
         roll that fails (out of memory) is logged: their rollouts are made when asked."""
         try:
             self._roll(analyses)
+            self._hand_over(analyses)
         except Exception:
             log.exception("the rollouts of a forward")
         finally:
-            self.fused = {f: {} for f in self.FUSIONS}
+            self.fused, self.held = {f: {} for f in self.FUSIONS}, {}
+
+    def _hand_over(self, analyses: list[Derived]) -> None:
+        """Give each analysis its fused heads of `HELD` (see `Derived.hold`): its own copy where the batch has
+        several images, so that one shed lets its share go."""
+        layers = range(analyses[0].num_layers)
+        for fusion, rows in self.held.items():
+            if any(i not in rows for i in layers):
+                continue
+            for b, a in enumerate(analyses):
+                a.hold(fusion, {i: rows[i][b] if len(analyses) == 1 else rows[i][b].clone() for i in layers})
 
     def _roll(self, analyses: list[Derived]) -> None:
         layers = range(analyses[0].num_layers)

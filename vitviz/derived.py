@@ -200,7 +200,10 @@ class Derived:
         fused: where a request or a cache took them meanwhile, it leaves the rest to the next request. The same
         rollouts made twice at once are the same."""
         start = self.start_of(None) if start is None else start
-        todo = dict.fromkeys([*percents, *self.ROLLOUT_PERCENTS])
+        # a request where every layer's fused heads are held (a forward's, see `hold`, or the warm's) rolls what it
+        # asks alone, and leaves the slider's others to the warm or to their own requests, from the same rows
+        held = len(self._warm_rows.get(head_fusion, ())) == self.num_layers
+        todo = dict.fromkeys([*percents, *(() if held and not background else self.ROLLOUT_PERCENTS)])
         todo = [p for p in todo if self._key(head_fusion, p, start) not in self._rollouts]
         if not todo:
             return
@@ -229,6 +232,13 @@ class Derived:
         self._rollouts.update(made)
         if self._rolled(head_fusion):
             self._warm_rows.pop(head_fusion, None)  # its rollouts are made: the rows are not needed again
+
+    def hold(self, head_fusion: str, rows: dict) -> None:
+        """Keep a forward's fused heads of `head_fusion` ({layer: [N,N]}, see `capture.ForwardFusions.HELD`) as the
+        warm's sweep keeps its rows, until its slider's rollouts are made: its first rollout recomputes no layer."""
+        with self._fusion_locks[head_fusion]:
+            if not self._rolled(head_fusion) and head_fusion not in self._fused:
+                self._warm_rows.setdefault(head_fusion, {}).update(rows)
 
     def _rolled(self, head_fusion: str) -> bool:
         """Whether every rollout of the slider toward the model's own output is kept for this fusion."""
@@ -289,13 +299,18 @@ class Derived:
         for fusion in maps.HEAD_FUSIONS:
             if self._rolled(fusion):
                 continue  # a request made them already
-            fused = self._fused.get(fusion)
-            row = maps.fuse_heads(attention[None], fusion) if fused is None else fused[layer : layer + 1]
+            fused, kept = self._fused.get(fusion), self._warm_rows.get(fusion, {}).get(layer)
+            if fused is not None:
+                row = fused[layer : layer + 1]
+            elif kept is not None:  # a forward's (see `hold`)
+                row = kept[None]
+            else:
+                row = maps.fuse_heads(attention[None], fusion)
             thresholds = None if fusion in self._thresholds else maps.discard_thresholds(row, self.PERCENTS)[0]
             with self._fusion_locks[fusion]:
                 if thresholds is not None and fusion not in self._thresholds:
                     self._warm_thresholds.setdefault(fusion, {})[layer] = thresholds
-                if fused is None and not self._rolled(fusion):  # a request may have made them meanwhile
+                if fused is None and kept is None and not self._rolled(fusion):  # a request may have made them
                     self._warm_rows.setdefault(fusion, {})[layer] = row[0]
 
     def layer_statistics(

@@ -31,20 +31,20 @@ def ascii_module(text: str) -> str:
     return re.sub(r"[^\x00-\x7f]", escaped, text)
 
 
-# The engine, the Q·K view and their boot, one ES module that the page gets from the kernel once
-ENGINE = ascii_module(qk.script("boot_widget.js")).encode()
+CSS = "\n".join((explorer.STATIC / name).read_text() for name in ("explorer.css", "qk.css"))
+# The engine, the Q·K view, their style sheet and their boot, one ES module that the page gets from the kernel once.
+# The style sheet goes with it, not in the widget's _css, which a host keeps for every widget it has shown
+ENGINE = ascii_module(f"const VITVIZ_CSS = {json.dumps(CSS)};\n" + qk.script("boot_widget.js")).encode()
 ENGINE_KEY = hashlib.sha1(ENGINE).hexdigest()[:16]
 # The widget's own module, which anywidget imports anew for each widget (and a page never frees): a loader that
 # asks the kernel for the engine once per page, imports it, and renders with it
 ESM = (explorer.STATIC / "load_widget.js").read_text().replace("ENGINE_KEY", ENGINE_KEY)
-CSS = "\n".join((explorer.STATIC / name).read_text() for name in ("explorer.css", "qk.css"))
 
 
 class ExplorerWidget(anywidget.AnyWidget):
     """One Explorer. cmap, opacity and scale may be set again: the page repaints with them."""
 
     _esm = ESM
-    _css = CSS
     meta = traitlets.Dict().tag(sync=True)
     cmap = traitlets.Unicode(explorer.DEFAULT_CMAP)
     opacity = traitlets.Float(explorer.DEFAULT_OPACITY)

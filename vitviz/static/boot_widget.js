@@ -3,8 +3,20 @@
 // kernel on demand, as binary buffers (vitvizWidgetSource). The function it returns takes the Explorer down when
 // the view goes, so that ten Explorers in a row leave no listeners and no photo behind. Under it, the Q·K view of
 // the same layers (qk.js), where the meta carries its part.
+function vitvizWidgetStyle(el) {
+  // the style sheet (VITVIZ_CSS, which widget.py puts at the engine's head), once in the document, or once in a
+  // shadow root where the host renders each widget in one (marimo)
+  const home = el.getRootNode() instanceof ShadowRoot ? el.getRootNode() : document.head;
+  if (home.querySelector("style[data-vitviz]")) return;
+  const style = document.createElement("style");
+  style.dataset.vitviz = "";
+  style.textContent = VITVIZ_CSS;
+  home.appendChild(style);
+}
+
 export default {
   async render({ model, el }) {
+    vitvizWidgetStyle(el);
     const root = document.createElement("div");
     root.className = "vx";
     root.dataset.mode = "attention";
