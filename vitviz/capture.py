@@ -92,7 +92,8 @@ class ForwardFusions:
     rounded to float16 first, as `Analysis.layer_attention` rounds them: the rollouts are those that the analysis
     would make, to float rounding. Held until `roll`: [L,N,N] per image, 50 MB an image at 448 px; a forward
     whose images would hold more than `held_bytes` together does not roll (`fits`), and the micro-batcher makes
-    no such batch (`most`)."""
+    no such batch (`most`). Where they fit too (`holds`), max and min are fused as well (`HELD`, float16, 50 MB
+    more an image at 448 px) and handed to each analysis at `roll`, not rolled."""
 
     # The most fused heads one forward holds (see `held_bytes`). A GPU: 1 GiB, 20 images at 448 px (50 MB each),
     # two at 672 px, not one at 1120 px. A CPU: 128 MiB, one image up to ~570 px, because there a roll's time
