@@ -56,8 +56,11 @@ def flood(url: str, meta: dict, width: int, every: float, stop, answers, client:
     if client == "raw":
         import asyncio
 
-        got = asyncio.run(raw_flood(url, meta, width, every, stop))
-        answers.put({**got, "cpu_s": cpu_seconds()})
+        got: Counter = Counter()
+        try:
+            got = asyncio.run(raw_flood(url, meta, width, every, stop))
+        finally:  # the parent waits for an answer
+            answers.put({**got, "cpu_s": cpu_seconds()})
         return
     import httpx
 
@@ -92,32 +95,55 @@ def cpu_seconds() -> float:
 
 
 async def raw_flood(url: str, meta: dict, width: int, every: float, stop) -> Counter:
-    """`flood`'s requests over `width` kept-alive connections: each burst, every connection writes its GET at once
-    and reads the answer (its status line, then as many bytes as Content-Length says)."""
+    """`flood`'s requests over `width` kept-alive connections: every connection writes its GET at the same moment
+    (one clock for all, every `every` s, as the httpx client's barrier does) and reads the answer (its status line,
+    then as many bytes as Content-Length says). A connection the server closed is opened again, and counted; any
+    other failure is counted by its name, never fatal."""
     import asyncio
-    from urllib.parse import urlsplit
+    from urllib.parse import urlencode, urlsplit
 
     where = urlsplit(url)
+    host, port = where.hostname, where.port or 80
     got: Counter = Counter()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+
+    async def answer(reader) -> int:
+        line = await reader.readline()
+        if not line:
+            raise ConnectionResetError("closed by the server")
+        status, length = int(line.split()[1]), None
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+            elif name.strip().lower() == b"transfer-encoding":
+                raise ValueError("a chunked answer: this client reads Content-Length only")
+        if length is None:
+            raise ValueError("an answer without Content-Length")
+        await reader.readexactly(length)
+        return status
 
     async def one(i: int) -> None:
-        reader, writer = await asyncio.open_connection(where.hostname, where.port)
-        query = f"session={meta['session']}&key={meta['key']}&layer={i % 12}".replace("|", "%7C").replace(" ", "%20")
-        request = f"GET /vitviz/explorer/layer?{query} HTTP/1.1\r\nHost: {where.netloc}\r\n\r\n".encode()
+        query = urlencode({"session": meta["session"], "key": meta["key"], "layer": i % 12})
+        path = where.path.rstrip("/") + "/vitviz/explorer/layer"
+        request = f"GET {path}?{query} HTTP/1.1\r\nHost: {where.netloc}\r\n\r\n".encode()
+        reader = writer = None
         while not stop.is_set():
-            writer.write(request)
-            status = int((await reader.readline()).split()[1])
-            length = 0
-            while (line := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            await reader.readexactly(length)
-            got[status] += 1
-            await asyncio.sleep(every)
-        writer.close()
+            try:
+                if writer is None:
+                    reader, writer = await asyncio.open_connection(host, port)
+                writer.write(request)
+                got[await answer(reader)] += 1
+            except (OSError, ValueError, IndexError, asyncio.IncompleteReadError) as exc:
+                got[type(exc).__name__] += 1
+                if writer is not None:
+                    writer.close()
+                reader = writer = None
+            await asyncio.sleep(every - (loop.time() - t0) % every)  # the next burst, on the shared clock
 
-    await asyncio.gather(*(one(i) for i in range(width)))
+    tasks = [asyncio.create_task(one(i)) for i in range(width)]
+    await asyncio.gather(*tasks)
     return got
 
 

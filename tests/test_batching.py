@@ -202,10 +202,10 @@ def test_a_batch_that_rolls_holds_no_more_fused_heads_than_fit(monkeypatch):
 
 
 def test_a_server_that_batches_warms_each_model_it_loads_with_one_full_batch_that_counts_nowhere(monkeypatch):
-    """Where uploads are batched (a GPU), loading a model runs one full batch of the default size, rolled, and a
-    fusion's rollout recomputed: the first class's uploads would otherwise set up the kernels and memory. The
-    warm is no upload: no batch size is counted and nothing is cached. Without a batcher (a CPU) nothing runs.
-    Then every layer's statistics, each layer recomputed, as the heads view asks."""
+    """Where uploads are batched (a GPU), loading a model runs one full batch of the default size, rolled, then
+    another fusion's rollout (from the forward's held rows) and every layer's statistics, each layer recomputed
+    once, as the heads view asks: the first class's uploads would otherwise set up the kernels and memory. The
+    warm is no upload: no batch size is counted and nothing is cached. Without a batcher (a CPU) nothing runs."""
     from vitviz.app import session
 
     model = FAMILIES["vit"]()

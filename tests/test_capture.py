@@ -107,3 +107,31 @@ def test_a_forward_holds_its_max_and_min_fused_heads_and_their_first_rollout_rec
     assert ForwardFusions.fits(model, a.pixel_values) and not ForwardFusions.holds(model, a.pixel_values)
     mean_only = vitviz.analyze(model, image, roll=True)
     assert not mean_only.held().warm_rows and len(mean_only.held().rollouts) == 20
+
+
+def test_the_warm_counts_max_and_mins_thresholds_from_the_forwards_rows_and_a_shed_lets_them_go():
+    """With no request first, the background warm counts max's and min's thresholds from the rows the forward
+    held (the same as from recomputed layers) and rolls them, recomputing each layer once, for its statistics. A
+    cache that sheds an analysis while its forward's roll is pending frees those rows, keeping the mean's, and a
+    roll already under way at that moment hands none of them over."""
+    model = tiny_vit()
+    image = random_image(36, 44, seed=6)
+    fresh = vitviz.analyze(model, image)
+    warmed = vitviz.analyze(model, image, roll=True, later=True)
+    warmed.warm()
+    layers, n = model.num_layers, warmed.num_tokens
+    assert warmed.layers_recomputed == layers and not warmed.held().warm_rows
+    for fusion in ForwardFusions.HELD:
+        torch.testing.assert_close(warmed.percent_thresholds(fusion), fresh.percent_thresholds(fusion))
+        np.testing.assert_allclose(warmed.rollout(fusion, 0.45), fresh.rollout(fusion, 0.45), rtol=1e-5, atol=1e-7)
+    kept = vitviz.analyze(model, image, roll=True, later=True)
+    before = kept.nbytes
+    assert kept.shed(keep_mean=True) == 2 * layers * n * n * 2 and kept.nbytes == before - 2 * layers * n * n * 2
+    kept.settle()  # the mean rolled from the forward's rows; max and min left to when they are asked
+    assert len(kept.held().rollouts) == 20 and not kept.held().warm_rows and kept.layers_recomputed == 0
+    racing = vitviz.analyze(model, image, roll=True, later=True)
+    pending = racing.pending
+    fusions, analyses = pending._fusions, pending._analyses  # what a roll under way holds
+    racing.shed()
+    fusions.roll(analyses)  # that roll ends after the shed
+    assert not racing.held().warm_rows and racing.nbytes == racing.analysis.nbytes + racing.held().rollout_bytes

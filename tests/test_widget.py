@@ -226,6 +226,35 @@ def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer
     assert after == [0, False] and bare == 0
 
 
+@pytest.mark.browser
+def test_a_widget_whose_kernel_cannot_send_its_photo_says_so_and_builds_nothing():
+    """The photo comes from the kernel before anything is built: an answer with an error (as a kernel that is gone
+    times out) leaves the view saying why, with no Explorer and no listener on the model."""
+    sync_api = browser_or_skip()
+    a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)
+    w = vitviz.explore(a)
+
+    def kernel(content):
+        if content["want"] == "extras":
+            return [{"extras": True, "error": "the kernel was restarted"}, None]
+        reply, buffers = w.layer_message(content)
+        return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 800})
+        page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
+                                                               content_type="text/html"))  # fmt: skip
+        page.goto("http://vitviz.test/")
+        page.expose_function("kernel", kernel)
+        page.evaluate(MODEL, w.meta)
+        page.evaluate(RENDER, ESM)
+        shown = page.evaluate("() => [document.body.innerText, document.querySelectorAll('.vx, canvas').length]")
+        left = page.evaluate("() => [window.model.listeners(), 'explorer' in (window.vitviz || {})]")
+        browser.close()
+    assert shown == ["The Explorer could not start: the kernel was restarted", 0] and left == [0, False]
+
+
 HOST_RENDER = """async (esm) => {
   // as JupyterLab does: the module imported once per widget, each view's element kept after the view is removed
   if (!window.widgetModule) {

@@ -78,8 +78,9 @@ class Batcher:
 
     def warm(self, model: VitModel, longest: int | None = None) -> None:
         """A full batch of one random square photo at `longest` (None: the model's default), as an upload's:
-        rolled, with its dense maps; then another fusion's rollout (from the forward's fused heads), every layer's
-        statistics (each layer recomputed, as the heads view asks) and a layer's queries, as the first moves ask.
+        rolled, with its dense maps; then another fusion's rollout (from the forward's held fused heads, or
+        recomputed where they did not fit), every layer's statistics (each layer recomputed, as the heads view asks)
+        and a layer's queries, as the first moves ask.
         Untimed and uncounted: on a GPU the first batch of a shape sets up its kernels and memory, which the
         first class's uploads would wait for (docs/benchmarks.md)."""
         rgb = np.random.default_rng(0).integers(0, 256, (448, 448, 3), dtype=np.uint8)

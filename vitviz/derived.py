@@ -95,6 +95,8 @@ class Derived:
         if pending is not None and not keep_mean:
             freed += pending.nbytes
             pending.drop()
+        elif pending is not None:  # its max and min, which the forward holds for it until it rolls the mean
+            freed += pending.shed_held()
         for held in (self._fused, self._warm_rows):
             for fusion in [f for f in list(held) if not (keep_mean and f == "mean")]:  # list(): a request may add one
                 held.pop(fusion, None)

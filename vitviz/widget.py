@@ -34,7 +34,10 @@ def ascii_module(text: str) -> str:
 CSS = "\n".join((explorer.STATIC / name).read_text() for name in ("explorer.css", "qk.css"))
 # The engine, the Q·K view, their style sheet and their boot, one ES module that the page gets from the kernel once.
 # The style sheet goes with it, not in the widget's _css, which a host keeps for every widget it has shown
-ENGINE = ascii_module(f"const VITVIZ_CSS = {json.dumps(CSS)};\n" + qk.script("boot_widget.js")).encode()
+CSS_KEY = hashlib.sha1(CSS.encode()).hexdigest()[:16]
+ENGINE = ascii_module(
+    f"const VITVIZ_CSS = {json.dumps(CSS)}, VITVIZ_CSS_KEY = {json.dumps(CSS_KEY)};\n" + qk.script("boot_widget.js")
+).encode()
 ENGINE_KEY = hashlib.sha1(ENGINE).hexdigest()[:16]
 # The widget's own module, which anywidget imports anew for each widget (and a page never frees): a loader that
 # asks the kernel for the engine once per page, imports it, and renders with it

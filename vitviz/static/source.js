@@ -46,6 +46,8 @@ function vitvizWidgetSource(model, extras) {
   };
 }
 
+const VITVIZ_EXTRAS_WAIT_MS = 60000; // no answer by then: the kernel is gone (a saved page, a restart)
+
 function vitvizWidgetExtras(model) {
   // the meta's large parts (the photo, the Q·K view's part: about 100 KB), asked of the kernel once a view: {want:
   // "extras"} is answered {extras: true} with their JSON as its one buffer. They are not in the model's state,
@@ -54,9 +56,14 @@ function vitvizWidgetExtras(model) {
     const got = (msg, buffers) => {
       if (!msg || !("extras" in msg)) return;
       model.off("msg:custom", got);
+      clearTimeout(late);
       if (msg.error) reject(new Error(msg.error));
       else resolve(JSON.parse(new TextDecoder().decode(buffers[0])));
     };
+    const late = setTimeout(() => {
+      model.off("msg:custom", got);
+      reject(new Error("the kernel did not answer: run the cell again"));
+    }, VITVIZ_EXTRAS_WAIT_MS);
     model.on("msg:custom", got);
     model.send({ want: "extras" });
   });
