@@ -62,9 +62,9 @@ def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis, rolle
         for fusion, percent in slider:
             want = alone.rollout(fusion, percent / 100)
             np.testing.assert_allclose(batched.rollout(fusion, percent / 100), want, atol=1e-4, err_msg=fusion)
-        for fusion in ForwardFusions.HELD:  # where the batch held them: each image's own rows, not the batch's
-            for t in batched._warm_rows.get(fusion, {}).values():
-                assert t.untyped_storage().nbytes() == t.numel() * t.element_size(), fusion
+        rows = sum(held.warm_rows.values())  # where the batch held them: each image's own rows, not the batch's
+        assert held.warm_storage_bytes == rows * batched.num_tokens**2 * 2
+        for fusion in ForwardFusions.HELD:
             np.testing.assert_allclose(batched.rollout(fusion, 0.3), alone.rollout(fusion, 0.3), atol=1e-4)
     np.testing.assert_allclose(batched.rollout("mean", 0.5), alone.rollout("mean", 0.5), atol=1e-4)
 

@@ -109,7 +109,7 @@ def test_a_forward_holds_its_max_and_min_fused_heads_and_their_first_rollout_rec
     assert not mean_only.held().warm_rows and len(mean_only.held().rollouts) == 20
 
 
-def test_the_warm_counts_max_and_mins_thresholds_from_the_forwards_rows_and_a_shed_lets_them_go():
+def test_the_warm_counts_max_and_mins_thresholds_from_the_forwards_rows_and_a_shed_lets_them_go(monkeypatch):
     """With no request first, the background warm counts max's and min's thresholds from the rows the forward
     held (the same as from recomputed layers) and rolls them, recomputing each layer once, for its statistics. A
     cache that sheds an analysis while its forward's roll is pending frees those rows, keeping the mean's, and a
@@ -130,8 +130,13 @@ def test_the_warm_counts_max_and_mins_thresholds_from_the_forwards_rows_and_a_sh
     kept.settle()  # the mean rolled from the forward's rows; max and min left to when they are asked
     assert len(kept.held().rollouts) == 20 and not kept.held().warm_rows and kept.layers_recomputed == 0
     racing = vitviz.analyze(model, image, roll=True, later=True)
-    pending = racing.pending
-    fusions, analyses = pending._fusions, pending._analyses  # what a roll under way holds
-    racing.shed()
-    fusions.roll(analyses)  # that roll ends after the shed
+    real = maps.rollouts
+
+    def shed_meanwhile(*args, **kwargs):  # a cache sheds the analysis while its forward's roll is under way
+        racing.shed()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(maps, "rollouts", shed_meanwhile)
+    racing.settle()
+    monkeypatch.setattr(maps, "rollouts", real)
     assert not racing.held().warm_rows and racing.nbytes == racing.analysis.nbytes + racing.held().rollout_bytes

@@ -342,6 +342,9 @@ class Derived:
             thresholds=frozenset(self._thresholds),
             warm_rows={f: len(rows) for f, rows in list(self._warm_rows.items())},
             warm_thresholds={f: len(t) for f, t in list(self._warm_thresholds.items())},
+            warm_storage_bytes=sum(
+                t.untyped_storage().nbytes() for rows in list(self._warm_rows.values()) for t in list(rows.values())
+            ),
             statistics=frozenset(self._layer_stats),
             projections=None if projections is None else projections.layer,
             dense_map=bool(self._dense) or bool(self.analysis.captured_dense),
@@ -367,7 +370,9 @@ class Held:
     rollouts: the keys of its kept rollouts ((fusion, percent) toward its own output, (start, fusion, percent)
     toward another); rollout_bytes: their memory. fused: the fusions whose [L,N,N] fused heads are kept.
     thresholds: the fusions whose [L,100] discard thresholds are kept. warm_rows, warm_thresholds: {fusion: layers}
-    the background warm swept and holds until it rolls. statistics: the layers whose statistics are kept.
+    the background warm swept and holds until it rolls (or the forward held, see `hold`); warm_storage_bytes: the
+    bytes of the storage behind each of those rows, more than the row's own where it is a view of a larger tensor.
+    statistics: the layers whose statistics are kept.
     projections: the layer whose projections are kept, or None. dense_map: whether the dense head's map is made.
     pending_roll: whether it holds a forward's fused heads, to roll when first needed (`capture.PendingRoll`).
     """
@@ -378,6 +383,7 @@ class Held:
     thresholds: frozenset
     warm_rows: dict
     warm_thresholds: dict
+    warm_storage_bytes: int
     statistics: frozenset
     projections: int | None
     dense_map: bool
