@@ -62,6 +62,27 @@ MODEL = """(meta) => {
   };
 }"""
 
+
+def answered(widget, content) -> list:
+    """What the kernel sends back to the page's message `content`, as `widget` answers it: [reply, its one buffer
+    in base64, or None]."""
+    reply, buffers = widget.layer_message(content)
+    return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
+
+
+def stand_in_page(pw, kernel, meta: dict):
+    """(browser, page): Chromium on an empty page that holds the stand-in model (MODEL) with `meta`, whose messages
+    `kernel(content)` answers (see `answered`)."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    page = browser.new_page(viewport={"width": 1000, "height": 800})
+    page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
+                                                           content_type="text/html"))  # fmt: skip
+    page.goto("http://vitviz.test/")
+    page.expose_function("kernel", kernel)
+    page.evaluate(MODEL, meta)
+    return browser, page
+
+
 RENDER = """async (esm) => {
   const url = URL.createObjectURL(new Blob([esm], {type: "text/javascript"}));
   const widget = (await import(url)).default, el = document.createElement("div");
@@ -82,19 +103,12 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
 
     def kernel(content):  # what the kernel sends back, as the widget answers it
         asked.append(content["want"])
-        reply, buffers = w.layer_message(content)
-        return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
+        return answered(w, content)
 
     gh, gw = a.grid
     cases = [(layer, h, p) for layer in range(3) for h in range(a.model.num_heads) for p in (-1, 0, gh * gw - 1, 9)]
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1000, "height": 800})
-        page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
-                                                               content_type="text/html"))  # fmt: skip
-        page.goto("http://vitviz.test/")
-        page.expose_function("kernel", kernel)
-        page.evaluate(MODEL, w.meta)
+        browser, page = stand_in_page(pw, kernel, w.meta)
         page.evaluate(RENDER, ESM)
         rows = np.array(page.evaluate(HOVER_ALL, cases))
         page.wait_for_function("() => window.vitviz.explorer.state().loaded.length === 3")
@@ -177,18 +191,11 @@ def test_the_widgets_qk_view_maps_the_kernels_layers_and_links_with_its_explorer
 
     def kernel(content):
         asked.append(content["want"])
-        reply, buffers = w[0].layer_message(content)
-        return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
+        return answered(w[0], content)
 
     gh, gw = a.grid
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1000, "height": 800})
-        page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
-                                                               content_type="text/html"))  # fmt: skip
-        page.goto("http://vitviz.test/")
-        page.expose_function("kernel", kernel)
-        page.evaluate(MODEL, w[0].meta)
+        browser, page = stand_in_page(pw, kernel, w[0].meta)
         page.evaluate(RENDER, ESM)
         page.wait_for_function("() => window.vitviz.qk && window.vitviz.qk.state().points > 0")
         maps = {}
@@ -237,17 +244,10 @@ def test_a_widget_whose_kernel_cannot_send_its_photo_says_so_and_builds_nothing(
     def kernel(content):
         if content["want"] == "extras":
             return [{"extras": True, "error": "the kernel was restarted"}, None]
-        reply, buffers = w.layer_message(content)
-        return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
+        return answered(w, content)
 
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1000, "height": 800})
-        page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
-                                                               content_type="text/html"))  # fmt: skip
-        page.goto("http://vitviz.test/")
-        page.expose_function("kernel", kernel)
-        page.evaluate(MODEL, w.meta)
+        browser, page = stand_in_page(pw, kernel, w.meta)
         page.evaluate(RENDER, ESM)
         shown = page.evaluate("() => [document.body.innerText, document.querySelectorAll('.vx, canvas').length]")
         left = page.evaluate("() => [window.model.listeners(), 'explorer' in (window.vitviz || {})]")
@@ -284,21 +284,14 @@ def test_ten_views_of_the_widget_in_a_row_leave_nothing_of_the_removed_ones():
     w = vitviz.explore(a)
 
     def kernel(content):
-        reply, buffers = w.layer_message(content)
-        return [reply, base64.b64encode(buffers[0]).decode() if buffers else None]
+        return answered(w, content)
 
     def detached(cdp) -> int:
         collect(cdp)
         return count_objects(cdp, "HTMLCanvasElement.prototype", "!o.isConnected")
 
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1000, "height": 800})
-        page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
-                                                               content_type="text/html"))  # fmt: skip
-        page.goto("http://vitviz.test/")
-        page.expose_function("kernel", kernel)
-        page.evaluate(MODEL, w.meta)
+        browser, page = stand_in_page(pw, kernel, w.meta)
         cdp = page.context.new_cdp_session(page)
         page.evaluate(HOST_RENDER, ESM)
         page.wait_for_function(LOADED)
