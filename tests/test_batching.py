@@ -214,14 +214,14 @@ def test_a_server_that_batches_warms_each_model_it_loads_with_one_full_batch_tha
 
     model = FAMILIES["vit"]()
     batches, recomputed = [], []
-    forward, attention = model.forward, vitviz.Analysis.device_attention
+    forward, scores = model.forward, vitviz.Analysis.device_scores
 
     def counted(pixel_values, **kwargs):
         batches.append((len(pixel_values), kwargs.get("each_layer") is not None))
         return forward(pixel_values, **kwargs)
 
     monkeypatch.setattr(model, "forward", counted)
-    monkeypatch.setattr(vitviz.Analysis, "device_attention", lambda a, i: recomputed.append(i) or attention(a, i))
+    monkeypatch.setattr(vitviz.Analysis, "device_scores", lambda a, i: recomputed.append(i) or scores(a, i))
     monkeypatch.setattr(session, "load_model", lambda name, device: model)
     server = session.Server(device="cpu", batch_ms="5")
     assert server.get_model("tiny") is model and server.get_model("tiny") is model  # loaded and warmed once

@@ -419,6 +419,31 @@ def test_entropy_sums_each_row_over_its_keys():
     np.testing.assert_allclose(maps.attention_entropy(two_heads), [[np.mean(rows), np.log(3)]], rtol=1e-6)
 
 
+def test_statistics_from_scores_are_the_float64_softmaxs_even_where_its_weights_underflow():
+    """`score_statistics`: the mean attention distance and entropy of softmax(scores), against float64, on rows
+    that float32 cannot hold whole: a peaked one (its small weights underflow to 0, where log 0 would make the
+    entropy NaN) and one whose every key but one is 200 below it (entropy 0)."""
+    rng = np.random.default_rng(12)
+    grid, patch, prefix = (3, 4), 14, 1
+    n = prefix + 12
+    scores = rng.normal(0.0, 3.0, (2, n, n))
+    scores[0, 4] *= 40
+    scores[1, 3] = 0.0
+    scores[1, 3, 5] = 200.0
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    assert (scores.astype(np.float32)[0, 4] < scores[0, 4].max() - 104).any()  # float32's exp underflows there
+    entropy = -(weights * np.log(np.where(weights > 0, weights, 1.0))).sum(-1).mean(-1)
+    c = maps.patch_centers(grid, patch)
+    dist = np.sqrt(((c[:, None] - c[None]) ** 2).sum(-1))
+    patches = weights[:, prefix:, prefix:]
+    distance = (patches / patches.sum(-1, keepdims=True) * dist).sum(-1).mean(-1)
+    got = maps.score_statistics(torch.tensor(scores, dtype=torch.float32), grid, patch, prefix)
+    np.testing.assert_allclose(got[0], distance, rtol=1e-5)
+    np.testing.assert_allclose(got[1], entropy, rtol=1e-5)
+    assert got[0].dtype == got[1].dtype == np.float32
+
+
 def test_patch_centres_are_in_input_pixels():
     c = maps.patch_centers((2, 3), 14)
     np.testing.assert_array_equal(c[0], [7, 7])  # the first patch's centre
@@ -564,7 +589,7 @@ def test_a_forward_that_rolls_makes_every_slider_rollout_without_recomputing_att
 
     with monkeypatch.context() as patched:
         patched.setattr(vitviz.Analysis, "layer_attention", refused)
-        patched.setattr(vitviz.Analysis, "device_attention", refused)
+        patched.setattr(vitviz.Analysis, "device_scores", refused)
         a = vitviz.analyze(model, image, longest=72, roll=True)
         got = {(f, p): a.rollout(f, p / 100) for f in ForwardFusions.FUSIONS for p in Derived.ROLLOUT_PERCENTS}
     assert (a.layers_recomputed, a.rollouts_made, a.rollouts_served) == (0, 0, len(got))  # the forward's, served

@@ -206,13 +206,22 @@ class Analysis:
         toward = self.output if toward is None else toward
         return "readout" if toward.reads_readout else toward
 
+    def device_scores(self, layer: int) -> torch.Tensor:
+        """[H,N,N] float32 scores of `layer` (q·k · scale, before the softmax), recomputed from the tokens that enter
+        it, on the model's device, where fusions, thresholds, rollouts and statistics are made: on a GPU, many times
+        faster than on the CPU beside it, and never through the host. A capture that kept its weights (a model
+        whose layers cannot be opened) has none."""
+        self._check_layer_head(layer, None)
+        if self.kept_attentions is not None:
+            raise ValueError("this capture kept its attention weights and has no scores: its layers cannot be opened")
+        return inside.attention_scores(self.model, self.hidden_states[layer], layer)
+
     def device_attention(self, layer: int) -> torch.Tensor:
-        """[H,N,N] `layer_attention` as a tensor on the model's device, where fusions, thresholds and rollouts are
-        made: on a GPU, many times faster than on the CPU beside it. Recomputed there, never through the host."""
+        """[H,N,N] `layer_attention` as a tensor on the model's device (see `device_scores`)."""
         self._check_layer_head(layer, None)
         if self.kept_attentions is not None:
             return torch.from_numpy(self.kept_attentions[layer]).to(self.model.device)
-        return inside.attention_weights(self.model, self.hidden_states[layer], layer)
+        return inside.attention_weights(self.device_scores(layer))
 
     def fused(self, head_fusion: str = "mean") -> torch.Tensor:
         """[L,N,N] head-fused attention of every layer (see `maps.fuse_heads`), made now."""
@@ -235,14 +244,16 @@ class Analysis:
         [L,N,N] fused heads, where the caller has them."""
         return maps.discard_thresholds(self.fused(head_fusion) if fused is None else fused, self.PERCENTS)
 
-    def layer_statistics(
-        self, layer: int, attention: np.ndarray | torch.Tensor | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """([H] mean attention distance in pixels, [H] entropy in nats) of one layer (from `attention`, its [H,N,N]
-        weights on any device, where the caller has them)."""
-        one = (self.device_attention(layer) if attention is None else attention)[None]
-        distance = maps.mean_attention_distance(one, self.grid, self.model.patch_size, self.n_prefix)[0]
-        return distance, maps.attention_entropy(one)[0]
+    def layer_statistics(self, layer: int, scores: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """([H] mean attention distance in pixels, [H] entropy in nats) of one layer's attention: of the float32
+        softmax of its scores (`scores`, [H,N,N] on any device, where the caller has them; else `device_scores`), or
+        of its kept weights where the capture kept them."""
+        if scores is None and self.kept_attentions is not None:
+            one = self.kept_attentions[layer][None]
+            distance = maps.mean_attention_distance(one, self.grid, self.model.patch_size, self.n_prefix)[0]
+            return distance, maps.attention_entropy(one)[0]
+        scores = self.device_scores(layer) if scores is None else scores
+        return maps.score_statistics(scores, self.grid, self.model.patch_size, self.n_prefix)
 
     @property
     def mean_attention_distance(self) -> np.ndarray:

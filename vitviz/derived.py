@@ -165,6 +165,11 @@ class Derived:
         self.layers_recomputed += 1
         return self.analysis.device_attention(layer)
 
+    def _scores(self, layer: int) -> torch.Tensor:
+        """[H,N,N] `Analysis.device_scores`, counted in `layers_recomputed`."""
+        self.layers_recomputed += 1
+        return self.analysis.device_scores(layer)
+
     def _key(self, head_fusion: str, percent: int, start: str | Output) -> tuple:
         own = start == self.start_of(None)
         return (head_fusion, percent) if own else (start, head_fusion, percent)
@@ -268,11 +273,12 @@ class Derived:
 
     def warm_step(self, step: int) -> bool:
         """One step of filling what other views read first: 0, the rollouts that the forward left (`settle`) and
-        the dense head, a forward at 224 (the output view, and the rollout's note); 1 to L, each layer's attention
+        the dense head, a forward at 224 (the output view, and the rollout's note); 1 to L, each layer's scores
         recomputed once for its statistics (the attention view's numbers, and all of them the heads view), its
-        heads fused by mean, max and min, with their discard thresholds; then for each fusion, the rollouts of the
-        tab's slider made from the swept layers, which are then let go. False when there is no such step. The app
-        runs them one by one in the background, between requests, so that no control's first touch computes them."""
+        heads fused by mean, max and min where no forward fused them, with their discard thresholds; then for each
+        fusion, the rollouts of the tab's slider made from the swept layers, which are then let go. False when there
+        is no such step. The app runs them one by one in the background, between requests, so that no control's
+        first touch computes them."""
         layers = self.num_layers
         if step == 0:
             self.settle()
@@ -293,11 +299,14 @@ class Derived:
         return True
 
     def _sweep(self, layer: int) -> None:
-        """The warm's step for one layer: its attention recomputed once gives its statistics, and its heads fused
-        each way with their discard thresholds; the fused layers are held until the fusion's rollouts are made.
-        It takes a fusion's lock only to store them: a request never waits for the background's work."""
-        attention = self._attention(layer)
-        self.layer_statistics(layer, attention)
+        """The warm's step for one layer: its scores recomputed once give its statistics, and where a fusion has no
+        row of it yet (the forward's, see `hold`), its heads fused that way, with their discard thresholds; the fused
+        layers are held until the fusion's rollouts are made. It takes a fusion's lock only to store them: a request
+        never waits for the background's work."""
+        scores = attention = None
+        if layer not in self._layer_stats:
+            scores = None if self.analysis.kept_attentions is not None else self._scores(layer)
+            self.layer_statistics(layer, scores)
         for fusion in maps.HEAD_FUSIONS:
             if self._rolled(fusion):
                 continue  # a request made them already
@@ -307,6 +316,8 @@ class Derived:
             elif kept is not None:  # a forward's (see `hold`)
                 row = kept[None]
             else:
+                if attention is None:
+                    attention = self._attention(layer) if scores is None else inside.attention_weights(scores)
                 row = maps.fuse_heads(attention[None], fusion)
             thresholds = None if fusion in self._thresholds else maps.discard_thresholds(row, self.PERCENTS)[0]
             with self._fusion_locks[fusion]:
@@ -315,13 +326,11 @@ class Derived:
                 if fused is None and kept is None and not self._rolled(fusion):  # a request may have made them
                     self._warm_rows.setdefault(fusion, {})[layer] = row[0]
 
-    def layer_statistics(
-        self, layer: int, attention: np.ndarray | torch.Tensor | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def layer_statistics(self, layer: int, scores: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`Analysis.layer_statistics`, computed once per layer."""
         if layer not in self._layer_stats:
-            self.layers_recomputed += attention is None
-            self._layer_stats[layer] = self.analysis.layer_statistics(layer, attention)
+            self.layers_recomputed += scores is None
+            self._layer_stats[layer] = self.analysis.layer_statistics(layer, scores)
         return self._layer_stats[layer]
 
     def dense_map(self) -> np.ndarray | None:

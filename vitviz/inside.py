@@ -149,19 +149,24 @@ def project(model: VitModel, x: np.ndarray, layer: int) -> LayerProjections:
     return LayerProjections(layer, heads, scale, u, wq, bq, k, v, wo, shared)
 
 
-def attention_weights(model: VitModel, x: np.ndarray, layer: int) -> torch.Tensor:
-    """[H,N,N] float16 softmax(q·k_j · scale) of every token in every head of layer `layer`, from the tokens
-    x [N,D] that enter it: the weights the forward made, rounded as a capture of them is. On the model's device:
-    fusions, thresholds and rollouts are made there, and a GPU's copy back to the host would wait for its queue."""
+def attention_scores(model: VitModel, x: np.ndarray, layer: int) -> torch.Tensor:
+    """[H,N,N] float32 q·k_j · scale of every token in every head of layer `layer` (before the softmax), from the
+    tokens x [N,D] that enter it. On the model's device: fusions, thresholds, rollouts and the heads' statistics are
+    made there, and a GPU's copy back to the host would wait for its queue."""
     parts = model.layer_parts(layer)
     heads, scale = model.num_heads, head_geometry(model)[1]
-
     p = next(model.net.parameters())
     with torch.inference_mode():
         u = parts.norm1(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(p.device, p.dtype))
         q, k = (proj(u).view(len(u), heads, -1).transpose(0, 1) for proj in (parts.q, parts.k))
-        # rounded by torch, on the device: numpy's float16 cast takes 5x as long
-        return torch.softmax((q @ k.transpose(1, 2)).float() * scale, dim=-1).half()
+        return (q @ k.transpose(1, 2)).float() * scale
+
+
+def attention_weights(scores: torch.Tensor) -> torch.Tensor:
+    """[H,N,N] float16 softmax of `attention_scores`: the weights the forward made, rounded as a capture of them
+    is (by torch, on the device: numpy's float16 cast takes 5x as long)."""
+    with torch.inference_mode():
+        return torch.softmax(scores, dim=-1).half()
 
 
 def head_geometry(model: VitModel) -> tuple[int, float]:

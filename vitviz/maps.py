@@ -235,13 +235,15 @@ def mean_attention_distance(
     any device (a batch's weights as a forward hook sees them, [B,H,N,N]).
     """
     attn = torch.as_tensor(attn)
+    return np.stack([_head_distances(a, grid, patch, n_prefix).cpu().numpy() for a in attn])
+
+
+def _head_distances(attn: torch.Tensor, grid: tuple[int, int], patch: int, n_prefix: int) -> torch.Tensor:
+    """[H,N,N] weights -> [H] float32 `mean_attention_distance`, on their device."""
     dist = patch_distances(tuple(grid), patch).to(attn.device)
-    out = np.empty(attn.shape[:2], np.float32)
-    for layer in range(attn.shape[0]):
-        a = attn[layer, :, n_prefix:, n_prefix:].float()
-        # einsum: the row-wise dot product without an [H,P,P] temporary, 2 to 3x faster on a CPU
-        out[layer] = (torch.einsum("hqk,qk->hq", a, dist) / a.sum(-1)).mean(-1).cpu().numpy()
-    return out
+    a = attn[:, n_prefix:, n_prefix:].float()
+    # einsum: the row-wise dot product without an [H,P,P] temporary, 2 to 3x faster on a CPU
+    return (torch.einsum("hqk,qk->hq", a, dist) / a.sum(-1)).mean(-1)
 
 
 def attention_entropy(attn: np.ndarray | torch.Tensor) -> np.ndarray:
@@ -252,6 +254,19 @@ def attention_entropy(attn: np.ndarray | torch.Tensor) -> np.ndarray:
         # entr(x) = -x log x, 0 at x = 0, in one pass (twice as fast as clamp, log and multiply)
         out[layer] = torch.special.entr(attn[layer].float()).sum(-1).mean(-1).cpu().numpy()
     return out
+
+
+def score_statistics(
+    scores: torch.Tensor, grid: tuple[int, int], patch: int, n_prefix: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """[H,N,N] one layer's attention scores (before the softmax) -> ([H] `mean_attention_distance`, [H]
+    `attention_entropy`) of their softmax's float32 weights. The entropy -Σ p log p takes log p from the
+    log-softmax: exact where a weight underflows, and with no logarithm of a weight it is faster than the softmax
+    and `attention_entropy` of its weights (docs/benchmarks.md)."""
+    log_weights = torch.log_softmax(scores.float(), dim=-1)
+    weights = log_weights.exp()
+    entropy = -(weights * log_weights).sum(-1).mean(-1)
+    return _head_distances(weights, grid, patch, n_prefix).cpu().numpy(), entropy.cpu().numpy()
 
 
 def token_norms(tokens: np.ndarray, grid: tuple[int, int], n_prefix: int) -> np.ndarray:
