@@ -455,6 +455,14 @@ def test_attentions_kept_by_the_forward_are_read_as_the_recomputed_ones():
         np.testing.assert_allclose(kept.query_rows(2, query), record.query_rows(2, query), atol=1e-3)
         assert kept.query_rows(2, query).dtype == np.float32
     np.testing.assert_array_equal(kept.query_rows(2, 5), weights[2][:, 6].astype(np.float32))
+    with pytest.raises(ValueError, match="^this capture kept its attention weights and has no scores"):
+        kept.device_scores(0)
+    warm = Derived(kept)  # its statistics and fusions from the kept weights, float16 as the recomputed are
+    warm.warm()
+    for layer in range(record.num_layers):
+        for got, want in zip(warm.layer_statistics(layer), record.layer_statistics(layer), strict=True):
+            np.testing.assert_allclose(got, want, rtol=2e-3)
+    np.testing.assert_allclose(warm.rollout("max", 0.5), record.rollout("max", 0.5), rtol=1e-6, atol=1e-9)
 
 
 def test_the_defaults_are_the_mean_fusion_no_discard_and_the_readout():
