@@ -159,7 +159,7 @@ def attention_scores(model: VitModel, x: np.ndarray, layer: int) -> torch.Tensor
     with torch.inference_mode():
         u = parts.norm1(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(p.device, p.dtype))
         q, k = (proj(u).view(len(u), heads, -1).transpose(0, 1) for proj in (parts.q, parts.k))
-        return (q @ k.transpose(1, 2)).float() * scale
+        return (q @ k.transpose(1, 2)).float().mul_(scale)  # in place on the product (or its float32 copy)
 
 
 def attention_weights(scores: torch.Tensor) -> torch.Tensor:

@@ -265,7 +265,7 @@ def score_statistics(
     and `attention_entropy` of its weights (docs/benchmarks.md)."""
     log_weights = torch.log_softmax(scores.float(), dim=-1)
     weights = log_weights.exp()
-    entropy = -(weights * log_weights).sum(-1).mean(-1)
+    entropy = -log_weights.mul_(weights).sum(-1).mean(-1)  # in place: one [H,N,N] temporary fewer
     return _head_distances(weights, grid, patch, n_prefix).cpu().numpy(), entropy.cpu().numpy()
 
 
