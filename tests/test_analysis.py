@@ -457,8 +457,9 @@ def test_attentions_kept_by_the_forward_are_read_as_the_recomputed_ones():
     np.testing.assert_array_equal(kept.query_rows(2, 5), weights[2][:, 6].astype(np.float32))
     with pytest.raises(ValueError, match="^this capture kept its attention weights and has no scores"):
         kept.device_scores(0)
-    warm = Derived(kept)  # its statistics and fusions from the kept weights, float16 as the recomputed are
+    warm = Derived(kept)  # its statistics and fusions from the kept float16 weights
     warm.warm()
+    assert warm.layers_recomputed == record.num_layers  # each layer's weights read once, for the fusions
     for layer in range(record.num_layers):
         for got, want in zip(warm.layer_statistics(layer), record.layer_statistics(layer), strict=True):
             np.testing.assert_allclose(got, want, rtol=2e-3)

@@ -279,7 +279,7 @@ def test_forget_drops_exactly_what_it_is_told():
         d.layer_statistics(0) is not None and d.layers_recomputed == 2 + 1 + 1
     )  # the sweep, the roll's last layer, now
     d.layer_statistics(0)
-    d.layer_statistics(1, torch.from_numpy(d.layer_attention(1)))
+    d.layer_statistics(1, scores=d.analysis.device_scores(1))
     assert d.layers_recomputed == 4 and d.held().statistics == {0, 1}
 
 
@@ -417,11 +417,11 @@ def test_an_attention_pools_rollouts_start_from_its_probe_fused_as_asked():
         np.testing.assert_allclose(d.rollout("max", ratio), want.reshape(4, 4), rtol=1e-5, atol=1e-7)
 
 
-def test_statistics_come_from_the_attention_given_where_the_caller_has_it():
+def test_statistics_come_from_the_scores_given_where_the_caller_has_them():
     record = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=72))
     d, n = Derived(record), record.num_tokens
-    uniform = torch.full((4, n, n), 1.0 / n)  # every row spread evenly: entropy log N
-    distance, entropy = d.layer_statistics(2, uniform)
+    level = torch.full((4, n, n), 3.0)  # every key scored alike: every row spread evenly, entropy log N
+    distance, entropy = d.layer_statistics(2, scores=level)
     np.testing.assert_allclose(entropy, np.full(4, np.log(n)), rtol=1e-5)
     assert d.layer_statistics(2)[1] is entropy and d.layers_recomputed == 0
     assert not np.allclose(record.layer_statistics(2)[1], entropy)

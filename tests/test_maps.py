@@ -422,7 +422,7 @@ def test_entropy_sums_each_row_over_its_keys():
 def test_statistics_from_scores_are_the_float64_softmaxs_even_where_its_weights_underflow():
     """`score_statistics`: the mean attention distance and entropy of softmax(scores), against float64, on rows
     that float32 cannot hold whole: a peaked one (its small weights underflow to 0, where log 0 would make the
-    entropy NaN) and one whose every key but one is 200 below it (entropy 0)."""
+    entropy NaN), one whose every key but one is 200 below it (entropy 0), and one with a masked key (-inf)."""
     rng = np.random.default_rng(12)
     grid, patch, prefix = (3, 4), 14, 1
     n = prefix + 12
@@ -430,6 +430,7 @@ def test_statistics_from_scores_are_the_float64_softmaxs_even_where_its_weights_
     scores[0, 4] *= 40
     scores[1, 3] = 0.0
     scores[1, 3, 5] = 200.0
+    scores[1, 7, 2] = -np.inf
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     assert (scores.astype(np.float32)[0, 4] < scores[0, 4].max() - 104).any()  # float32's exp underflows there
@@ -442,6 +443,20 @@ def test_statistics_from_scores_are_the_float64_softmaxs_even_where_its_weights_
     np.testing.assert_allclose(got[0], distance, rtol=1e-5)
     np.testing.assert_allclose(got[1], entropy, rtol=1e-5)
     assert got[0].dtype == got[1].dtype == np.float32
+
+
+def test_statistics_from_scores_are_of_the_float32_weights_not_of_weights_rounded_to_float16():
+    """Where most of a row's weight sits on many small keys (here 900 keys at 1.2e-5, which float16 holds as
+    subnormals), the entropy of float16-rounded weights is off by ~4e-4; `score_statistics`' is float64's."""
+    n = 901  # a readout and 30x30 patches
+    scores = torch.full((1, n, n), -11.3, dtype=torch.float64)
+    scores[0].fill_diagonal_(0.0)
+    weights = scores.softmax(-1)
+    entropy = float(-(weights * weights.log()).sum(-1).mean())
+    rounded = float(torch.special.entr(weights.half().double()).sum(-1).mean())
+    assert abs(rounded - entropy) > 1e-4 * entropy  # the bar below tells the two apart
+    got = maps.score_statistics(scores.float(), (30, 30), 14, 1)[1]
+    assert got[0] == pytest.approx(entropy, rel=1e-5)
 
 
 def test_patch_centres_are_in_input_pixels():
@@ -590,6 +605,7 @@ def test_a_forward_that_rolls_makes_every_slider_rollout_without_recomputing_att
     with monkeypatch.context() as patched:
         patched.setattr(vitviz.Analysis, "layer_attention", refused)
         patched.setattr(vitviz.Analysis, "device_scores", refused)
+        patched.setattr(vitviz.Analysis, "device_attention", refused)
         a = vitviz.analyze(model, image, longest=72, roll=True)
         got = {(f, p): a.rollout(f, p / 100) for f in ForwardFusions.FUSIONS for p in Derived.ROLLOUT_PERCENTS}
     assert (a.layers_recomputed, a.rollouts_made, a.rollouts_served) == (0, 0, len(got))  # the forward's, served

@@ -244,12 +244,12 @@ class Analysis:
         [L,N,N] fused heads, where the caller has them."""
         return maps.discard_thresholds(self.fused(head_fusion) if fused is None else fused, self.PERCENTS)
 
-    def layer_statistics(self, layer: int, scores: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def layer_statistics(self, layer: int, *, scores: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
         """([H] mean attention distance in pixels, [H] entropy in nats) of one layer's attention: of the float32
         softmax of its scores (`scores`, [H,N,N] on any device, where the caller has them; else `device_scores`), or
         of its kept weights where the capture kept them."""
         if scores is None and self.kept_attentions is not None:
-            one = self.kept_attentions[layer][None]
+            one = self.device_attention(layer)[None]
             distance = maps.mean_attention_distance(one, self.grid, self.model.patch_size, self.n_prefix)[0]
             return distance, maps.attention_entropy(one)[0]
         scores = self.device_scores(layer) if scores is None else scores

@@ -44,7 +44,7 @@ class Derived:
         self.pending = None  # the forward's roll, until made (`capture.PendingRoll`)
         self.rollouts_made = 0  # rollouts this made (not those a forward filled)
         self.rollouts_served = 0  # requests for a rollout answered from those kept
-        self.layers_recomputed = 0  # layers whose attention this recomputed from the hidden states
+        self.layers_recomputed = 0  # layers whose scores or weights this recomputed from the hidden states
 
     def __getattr__(self, name: str):
         """The analysis' fields and the methods that this does not keep the results of."""
@@ -274,11 +274,11 @@ class Derived:
     def warm_step(self, step: int) -> bool:
         """One step of filling what other views read first: 0, the rollouts that the forward left (`settle`) and
         the dense head, a forward at 224 (the output view, and the rollout's note); 1 to L, each layer's scores
-        recomputed once for its statistics (the attention view's numbers, and all of them the heads view), its
-        heads fused by mean, max and min where no forward fused them, with their discard thresholds; then for each
-        fusion, the rollouts of the tab's slider made from the swept layers, which are then let go. False when there
-        is no such step. The app runs them one by one in the background, between requests, so that no control's
-        first touch computes them."""
+        recomputed once for its statistics where no request made them (the attention view's numbers, and all of
+        them the heads view), its heads fused by mean, max and min where no forward fused them, with their discard
+        thresholds; then for each fusion, the rollouts of the tab's slider made from the swept layers, which are
+        then let go. False when there is no such step. The app runs them one by one in the background, between
+        requests, so that no control's first touch computes them."""
         layers = self.num_layers
         if step == 0:
             self.settle()
@@ -303,10 +303,13 @@ class Derived:
         row of it yet (the forward's, see `hold`), its heads fused that way, with their discard thresholds; the fused
         layers are held until the fusion's rollouts are made. It takes a fusion's lock only to store them: a request
         never waits for the background's work."""
-        scores = attention = None
+        attention = None
         if layer not in self._layer_stats:
             scores = None if self.analysis.kept_attentions is not None else self._scores(layer)
-            self.layer_statistics(layer, scores)
+            self.layer_statistics(layer, scores=scores)
+            if scores is not None and any(self._needs_row(fusion, layer) for fusion in maps.HEAD_FUSIONS):
+                attention = inside.attention_weights(scores)  # and the scores go now: 50 MB at 448 px, 12 heads
+            del scores
         for fusion in maps.HEAD_FUSIONS:
             if self._rolled(fusion):
                 continue  # a request made them already
@@ -316,8 +319,7 @@ class Derived:
             elif kept is not None:  # a forward's (see `hold`)
                 row = kept[None]
             else:
-                if attention is None:
-                    attention = self._attention(layer) if scores is None else inside.attention_weights(scores)
+                attention = self._attention(layer) if attention is None else attention
                 row = maps.fuse_heads(attention[None], fusion)
             thresholds = None if fusion in self._thresholds else maps.discard_thresholds(row, self.PERCENTS)[0]
             with self._fusion_locks[fusion]:
@@ -326,11 +328,16 @@ class Derived:
                 if fused is None and kept is None and not self._rolled(fusion):  # a request may have made them
                     self._warm_rows.setdefault(fusion, {})[layer] = row[0]
 
-    def layer_statistics(self, layer: int, scores: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _needs_row(self, head_fusion: str, layer: int) -> bool:
+        """Whether the warm's sweep must fuse `layer` for `head_fusion`: no rollouts, fused heads or row of it."""
+        rows = self._warm_rows.get(head_fusion, {})
+        return not self._rolled(head_fusion) and head_fusion not in self._fused and layer not in rows
+
+    def layer_statistics(self, layer: int, *, scores: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`Analysis.layer_statistics`, computed once per layer."""
         if layer not in self._layer_stats:
-            self.layers_recomputed += scores is None
-            self._layer_stats[layer] = self.analysis.layer_statistics(layer, scores)
+            self.layers_recomputed += scores is None and self.analysis.kept_attentions is None
+            self._layer_stats[layer] = self.analysis.layer_statistics(layer, scores=scores)
         return self._layer_stats[layer]
 
     def dense_map(self) -> np.ndarray | None:

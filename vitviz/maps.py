@@ -260,13 +260,17 @@ def score_statistics(
     scores: torch.Tensor, grid: tuple[int, int], patch: int, n_prefix: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """[H,N,N] one layer's attention scores (before the softmax) -> ([H] `mean_attention_distance`, [H]
-    `attention_entropy`) of their softmax's float32 weights. The entropy -Σ p log p takes log p from the
-    log-softmax: exact where a weight underflows, and with no logarithm of a weight it is faster than the softmax
-    and `attention_entropy` of its weights (docs/benchmarks.md)."""
-    log_weights = torch.log_softmax(scores.float(), dim=-1)
-    weights = log_weights.exp()
-    entropy = -log_weights.mul_(weights).sum(-1).mean(-1)  # in place: one [H,N,N] temporary fewer
-    return _head_distances(weights, grid, patch, n_prefix).cpu().numpy(), entropy.cpu().numpy()
+    `attention_entropy`) of their softmax's float32 weights, not of weights rounded to float16 (whose entropy is
+    off by up to ~4e-4 where many keys share a small weight). The entropy -Σ p log p takes log p from the
+    log-softmax, with no logarithm of a weight: faster than `attention_entropy` of the weights
+    (docs/benchmarks.md)."""
+    with torch.inference_mode():
+        log_weights = torch.log_softmax(scores.float(), dim=-1)
+        weights = log_weights.exp()
+        # a key scored -inf (a mask) has log p = -inf and p = 0: its term is 0, as entr's, not 0 · -inf
+        log_weights.clamp_(min=torch.finfo(log_weights.dtype).min)
+        entropy = -log_weights.mul_(weights).sum(-1).mean(-1)  # in place: one [H,N,N] temporary fewer
+        return _head_distances(weights, grid, patch, n_prefix).cpu().numpy(), entropy.cpu().numpy()
 
 
 def token_norms(tokens: np.ndarray, grid: tuple[int, int], n_prefix: int) -> np.ndarray:
