@@ -32,9 +32,8 @@ class Derived:
         self._warm_rows: dict = {}  # {fusion: {layer: [N,N]}}, the warm's sweep
         self._thresholds: dict = {}  # {fusion: [L,100]}
         self._warm_thresholds: dict = {}  # {fusion: {layer: [100]}}, the same
-        # {(fusion, percent discarded): [gh,gw]} toward the model's own output; {(start, fusion, percent): ...}
-        # toward another (see `_key`)
-        self._rollouts: dict = {}
+        # {(fusion, percent discarded): [gh,gw]} toward its own output, {(start, fusion, percent): ...} another's
+        self._rollouts: dict = {}  # (see `_key`)
         self._layer_stats: dict = {}
         self._fusion_locks = {f: threading.RLock() for f in maps.HEAD_FUSIONS}
         self._projections: inside.LayerProjections | None = None
@@ -300,14 +299,14 @@ class Derived:
 
     def _sweep(self, layer: int) -> None:
         """The warm's step for one layer: its scores recomputed once give its statistics, and where a fusion has no
-        row of it yet (the forward's, see `hold`), its heads fused that way, with their discard thresholds; the fused
-        layers are held until the fusion's rollouts are made. It takes a fusion's lock only to store them: a request
-        never waits for the background's work."""
+        row of it (the forward's, see `hold`), its heads fused that way, with their discard thresholds, held until
+        the fusion's rollouts are made. It takes a fusion's lock only to store them: a request never waits for it."""
         attention = None
         if layer not in self._layer_stats:
             scores = None if self.analysis.kept_attentions is not None else self._scores(layer)
             self.layer_statistics(layer, scores=scores)
-            if scores is not None and any(self._needs_row(fusion, layer) for fusion in maps.HEAD_FUSIONS):
+            unfused = [f for f in maps.HEAD_FUSIONS if not self._rolled(f) and f not in self._fused]
+            if scores is not None and any(layer not in self._warm_rows.get(f, {}) for f in unfused):
                 attention = inside.attention_weights(scores)  # and the scores go now: 50 MB at 448 px, 12 heads
             del scores
         for fusion in maps.HEAD_FUSIONS:
@@ -327,11 +326,6 @@ class Derived:
                     self._warm_thresholds.setdefault(fusion, {})[layer] = thresholds
                 if fused is None and kept is None and not self._rolled(fusion):  # a request may have made them
                     self._warm_rows.setdefault(fusion, {})[layer] = row[0]
-
-    def _needs_row(self, head_fusion: str, layer: int) -> bool:
-        """Whether the warm's sweep must fuse `layer` for `head_fusion`: no rollouts, fused heads or row of it."""
-        rows = self._warm_rows.get(head_fusion, {})
-        return not self._rolled(head_fusion) and head_fusion not in self._fused and layer not in rows
 
     def layer_statistics(self, layer: int, *, scores: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`Analysis.layer_statistics`, computed once per layer."""
