@@ -218,6 +218,12 @@ class VitModel:
             return False
         return True
 
+    def embed(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """[B,3,h,w] -> [B,N,D] the tokens that enter the first layer: patches, prefix tokens and positions (DINOv2
+        interpolates its position table to any grid; the fixed-size families as their forward is told to)."""
+        embeddings = self.encoder.embeddings
+        return embeddings(pixel_values, interpolate_pos_encoding=True) if self.fixed_size else embeddings(pixel_values)
+
     def final_norm(self, hidden: torch.Tensor) -> torch.Tensor:
         """The encoder's final LayerNorm, applied to the last layer's tokens (in the autograd graph if they are)."""
         return self.family.final_norm(self.encoder)(hidden)

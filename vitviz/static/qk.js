@@ -239,10 +239,11 @@ function vitvizQkView(element) {
     let h = 0;
     const next = () => {
       if (generation !== Q.generation || h >= m.heads) return;
-      const fig = el.atlas.children[h], tile = fig.querySelector("canvas"), sort = m.sorts[map.layer][h];
+      const fig = el.atlas.children[h], tile = fig.querySelector("canvas");
+      const tm = mapOf(map.layer, h, map.photos.slice(0, 1)), w = tile.clientWidth; // this photo: ~15 ms a tile
+      const sort = m.sorts ? m.sorts[map.layer][h] : sorts(tm); // Python's where it sent them; the same rule here
       fig.classList.toggle("qk-current", h === map.head);
       fig.querySelector("figcaption").textContent = `head ${h}: ${{ position: "position", colour: "colour", both: "position and colour", neither: "neither" }[sort.verdict]}`;
-      const tm = mapOf(map.layer, h, map.photos.slice(0, 1)), w = tile.clientWidth; // this photo: ~15 ms a tile
       if (w) { const dpr = fitCanvas(tile, w, w); drawPoints(tile, tm, layout(tm, w, w, 4), dpr, dpr); }
       h += 1;
       setTimeout(next, 0); // one head per task: a hover meanwhile is answered at once

@@ -1,0 +1,195 @@
+"""The static site (vitviz/site): its ONNX graph against the Python API, its folder and server, and the browser's
+numbers against Python's on every bundled photo (the forward in ONNX Runtime Web, the views in the page's JS)."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import urllib.request
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+import vitviz
+from tests.conftest import reference_fused, reference_rollout
+from tests.support.harness import CHROMIUM, browser_or_skip
+from vitviz import maps
+from vitviz.outputs import patch_weights
+from vitviz.preprocess import load_image
+from vitviz.site import build as site_build
+from vitviz.site import graph
+from vitviz.site.serve import HEADERS, server
+
+SIZES = (224, 448)  # the longest side: every bundled photo but the square astronaut gives a non-square input
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    return site_build.build(tmp_path_factory.mktemp("site") / "out")
+
+
+@pytest.fixture(scope="module")
+def served(site):
+    httpd = server(site, port=0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def own_dense(model: vitviz.VitModel, a: vitviz.Analysis) -> np.ndarray:
+    """[h,w] the dense head on this analysis' own final tokens: the site's output, from its one forward."""
+    with torch.inference_mode():
+        last = torch.from_numpy(a.hidden_states[-1][None])
+        return model.dense_map(last, a.grid, tuple(a.pixel_values.shape[2:]))[0, 0].numpy()
+
+
+def rollout_start(a: vitviz.Analysis, dense: np.ndarray, toward: str) -> np.ndarray:
+    row = np.zeros(a.num_tokens, np.float64)
+    if toward == "readout":
+        row[0] = 1.0
+        return row
+    row[a.n_prefix :] = patch_weights(dense, a.grid).ravel()
+    return row / row.sum()
+
+
+# ---- the graph, in Python's onnxruntime
+
+
+@pytest.mark.slow
+def test_the_graph_gives_the_python_apis_numbers_from_one_forward(site, embedded):
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(str(site / "model.onnx"), providers=["CPUExecutionProvider"])
+    a = vitviz.analyze(embedded, vitviz.example("coffee"), longest=336)  # 336 x 224: a non-square input
+    feeds = {"pixel_values": a.pixel_values, "distances": maps.patch_distances(a.grid, embedded.patch_size).numpy()}
+    out = dict(zip(graph.OUTPUTS, session.run(list(graph.OUTPUTS), feeds), strict=True))
+    np.testing.assert_allclose(out["tokens"], a.tokens, atol=1e-4)
+    np.testing.assert_allclose(out["last"], a.hidden_states[-1], atol=1e-4)
+    for layer in (0, 7, 11):
+        p = a.projections(layer)
+        np.testing.assert_allclose(out["q"][layer], p.u @ p.wq.T + p.bq, atol=1e-4)
+        np.testing.assert_allclose(out["k"][layer], p.k, atol=1e-4)
+        np.testing.assert_allclose(out["value_norms"][layer], p.value_norms, rtol=1e-4, atol=1e-5)
+    for fusion in maps.HEAD_FUSIONS:  # the float16-rounded weights' fusion: one rounding step off at most
+        np.testing.assert_allclose(out[fusion], a.fused(fusion).numpy(), atol=5e-4)
+        assert np.abs(out[fusion] - a.fused(fusion).numpy()).mean() < 1e-6
+    np.testing.assert_allclose(out["distance"], a.mean_attention_distance, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(out["entropy"], a.attention_entropy, atol=1e-4)
+    np.testing.assert_allclose(out["dense"][0, 0], own_dense(embedded, a), atol=1e-4)
+
+
+@pytest.mark.slow
+def test_the_folder_holds_the_whole_site_with_the_runtimes_licence(site):
+    names = {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()}
+    for name in ("index.html", "vitviz.js", "vitviz.css", "sw.js", "model.onnx", "positions.bin", "runtime/LICENSE",
+                 "runtime/ort.wasm.min.mjs", "runtime/ort-wasm-simd-threaded.mjs", "runtime/ort-wasm-simd-threaded.wasm"):  # fmt: skip
+        assert name in names, name
+    assert {f"examples/{n}.jpg" for n in vitviz.EXAMPLES} <= names
+    size = (site / "model.onnx").stat().st_size
+    assert 45e6 < size < 55e6  # float16 storage: half the float32 file (98.6 MB), one copy of each weight
+    assert "Microsoft" in (site / "runtime" / "LICENSE").read_text()
+    page = (site / "index.html").read_text()
+    assert "{" + "config}" not in page and "never leaves this device" in page
+
+
+def test_the_config_takes_every_fact_from_the_model(embedded):
+    cfg = site_build.config(embedded, 123)
+    assert cfg["model"] == {"name": embedded.name, "patch": 14, "mean": list(embedded.mean), "std": list(embedded.std)}
+    assert cfg["meta"]["layers"] == embedded.num_layers and cfg["meta"]["heads"] == embedded.num_heads
+    assert cfg["meta"]["scale"] == pytest.approx(1 / 8) and cfg["meta"]["prefix"] == ["CLS"]
+    assert cfg["positions"]["grid"] == [37, 37] and cfg["outputs"] == list(graph.OUTPUTS)
+    assert cfg["modelBytes"] == 123 and cfg["defaultSize"] in cfg["sizes"] and cfg["phoneSize"] in cfg["sizes"]
+
+
+def test_the_diverging_colormap_is_white_at_zero_and_blue_and_red_at_its_ends():
+    rgb = np.frombuffer(base64.b64decode(site_build.diverging_lut()), np.uint8).reshape(256, 3).astype(int)
+    assert rgb[0].tolist() == [33, 102, 172] and rgb[255].tolist() == [178, 24, 43]
+    assert np.abs(rgb[127] - 247).max() <= 2 and np.abs(rgb[128] - 247).max() <= 2
+    assert rgb[0, 2] > rgb[0, 0] and rgb[255, 0] > rgb[255, 2]
+
+
+def test_the_server_isolates_the_page_and_serves_only_a_site(tmp_path):
+    (tmp_path / "index.html").write_text("<!doctype html><title>x</title>")
+    (tmp_path / "m.wasm").write_bytes(b"\0asm")
+    httpd = server(tmp_path, port=0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}/"
+        with urllib.request.urlopen(base) as answer:
+            for name, value in HEADERS.items():
+                assert answer.headers[name] == value
+        with urllib.request.urlopen(base + "m.wasm") as answer:
+            assert answer.headers["Content-Type"] == "application/wasm"
+        request = urllib.request.Request(base, data=b"x", method="POST")
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(request)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    with pytest.raises(ValueError, match="holds no site"):
+        server(tmp_path / "nothing", port=0)
+
+
+# ---- the browser: the site's numbers against Python's
+
+
+@pytest.fixture(scope="module")
+def page(served):
+    sync = browser_or_skip()
+    with sync.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
+        page = context.new_page()
+        page.goto(served + "?size=448")
+        page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
+        page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+        yield page
+        browser.close()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.parametrize("name", vitviz.EXAMPLES)
+def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
+    for size in SIZES:
+        run = page.evaluate(f"() => window.vitviz.site.analyse('examples/{name}.jpg', '{name}', {size})")
+        a = vitviz.analyze(embedded, vitviz.example(name), longest=size)
+        h, w = a.pixel_values.shape[2:]
+        assert run["size"] == [h, w] and run["exact"]
+        got = page.evaluate("() => window.vitviz.site.arrays()")
+        # the input: the browser's decode and OpenCV's resize, ported, equal Python's to the pixel
+        rgb = load_image(vitviz.example(name))
+        resized = cv2.resize(rgb, (w, h), interpolation=cv2.INTER_AREA)
+        assert np.array_equal(np.array(got["pixels"], np.uint8).reshape(h, w, 3), resized)
+        n, d = a.tokens.shape
+        np.testing.assert_allclose(np.array(got["tokens"]).reshape(n, d), a.tokens, atol=1e-4)
+        np.testing.assert_allclose(np.array(got["distance"]).reshape(12, 6), a.mean_attention_distance, rtol=1e-5,
+                                   atol=1e-3)  # fmt: skip
+        np.testing.assert_allclose(np.array(got["entropy"]).reshape(12, 6), a.attention_entropy, atol=1e-3)
+        dense = own_dense(embedded, a)
+        np.testing.assert_allclose(np.array(got["dense"]).reshape(h, w), dense, atol=1e-3)
+        np.testing.assert_allclose(np.array(got["norms"]).reshape(a.grid), a.token_norms(), rtol=1e-4)
+        np.testing.assert_allclose(np.array(got["pca"]).reshape(*a.grid, 3), a.pca_rgb(), atol=1e-3)
+        for layer in (0, 6, 11):  # each layer's attention, through the same handle as the app's and the file's
+            for head, query in ((0, -1), (3, 17), (5, a.grid[1] * a.grid[0] - 1)):
+                weights = page.evaluate(f"async () => Array.from((await window.vitviz.explorer.hover({layer}, {head}, {query})).weights)")
+                row = a.query_rows(layer, "readout" if query == -1 else query)[head]
+                np.testing.assert_allclose(weights, row, atol=1e-4)
+        for fusion in maps.HEAD_FUSIONS:
+            fused = reference_fused(a.attentions, fusion)
+            for discard in (0.0, 0.9):
+                for toward in ("output", "readout"):
+                    shown = page.evaluate(f"() => window.vitviz.site.rollout({{fusion: '{fusion}', discard: {discard}, toward: '{toward}'}}).shares")
+                    keep = (0,) if toward == "readout" else ()
+                    ref = reference_rollout(fused, discard, rollout_start(a, dense, toward), keep)[a.n_prefix :]
+                    ref = 100 * ref / ref.sum()
+                    # a discard's threshold is one of the weights, and ONNX Runtime's tokens differ from torch's
+                    # by ~3e-5: a float16 weight next to it can fall on the other side (1.3e-4 at worst, min at 0.9)
+                    bound = 1e-4 if discard == 0 else 2e-4
+                    assert np.abs(np.array(shown) - ref).max() <= bound * ref.max(), (fusion, discard, toward)
+    for row, col in ((0, 0), (18, 30)):
+        sim = page.evaluate(f"() => window.vitviz.site.positions({row}, {col})")
+        np.testing.assert_allclose(np.array(sim).reshape(37, 37), embedded.pos_embed_similarity()[row, col], atol=1e-3)

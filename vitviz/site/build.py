@@ -1,0 +1,122 @@
+"""`vitviz site OUT`: the whole ViT as a static folder that any static host serves, built from the installed package
+with no network: the embedded model exported to ONNX (`graph.export`), ONNX Runtime Web's files (shipped in
+vitviz/site/runtime with their licence), the Explorer's engine (vitviz/static) and the site's own page
+(vitviz/site/page), with the model's facts and the page's settings from Python in one config.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .. import EXAMPLES, __version__, example, explorer, plots, qk, render
+from ..embedded import SOURCE
+from ..inside import head_geometry
+from ..maps import DEFAULT_SCALE
+from ..preprocess import MAX_PIXELS
+from . import graph
+
+HERE = Path(__file__).resolve().parent
+PAGE, RUNTIME = HERE / "page", HERE / "runtime"
+ORT_VERSION = "1.30.0"
+RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm", "LICENSE")
+# the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step)
+SITE = ("photo.js", "model.js", "rollout.js", "run.js", "views.js", "site.js")
+SIZES, DEFAULT_SIZE, PHONE_SIZE = (224, 336, 448), 448, 224  # the input's longest side, as --size means elsewhere
+TABS = (("tokens", "1 · Tokens"), ("attention", "2 · Attention"), ("inside", "3 · Inside a head"),
+        ("qk", "4 · Queries & keys"), ("rollout", "5 · Rollout"), ("positions", "6 · Positions"), ("heads", "7 · Heads"),
+        ("output", "8 · Output"), ("app", "More in the Python app"))  # fmt: skip
+APP_COMMAND = "pip install vitviz && vitviz serve"
+
+
+def diverging_lut() -> str:
+    """A colormap for signed values centred at 0: blue (−1), white (0), red (+1), 256 RGB triples in base64 as
+    `explorer.lut` sends them."""
+    t = np.linspace(-1.0, 1.0, 256)[:, None]
+    blue, white, red = np.array([33, 102, 172.0]), np.array([247, 247, 247.0]), np.array([178, 24, 43.0])
+    rgb = np.where(t < 0, white + (blue - white) * -t, white + (red - white) * t)
+    return base64.b64encode(np.round(rgb).astype(np.uint8).tobytes()).decode()
+
+
+def config(model, model_bytes: int) -> dict:
+    """What the page needs from Python: the model's facts, the Explorer's static meta and look, the Q·K view's rule,
+    the graph's outputs, the sizes and limits, and where the model and the runtime are."""
+    dh, scale = head_geometry(model)
+    meta = {
+        "layers": model.num_layers, "heads": model.num_heads, "headWidth": dh, "patch": model.patch_size,
+        "prefix": list(model.prefix_tokens), "scale": scale, "model": model.name, "probe": None,
+        "readout": {"tokens": list(model.readout.tokens), "pool": model.readout.pool, "name": model.readout.name},
+        "colormaps": {name: explorer.lut(name) for name in explorer.LUT_COLORMAPS}, "headColours": list(plots.HEAD_COLOURS),
+        **explorer.look(explorer.DEFAULT_CMAP, explorer.DEFAULT_OPACITY, DEFAULT_SCALE),
+    }  # fmt: skip
+    g0, g1 = model.native_grid
+    return {
+        "model": {"name": model.name, "patch": model.patch_size, "mean": list(model.mean), "std": list(model.std)},
+        "meta": meta,
+        "qk": {"colormap": explorer.lut("viridis"), "umap": False, "umapInstall": qk.UMAP_INSTALL, "rule": qk.rule()},
+        "outputs": list(graph.OUTPUTS), "modelUrl": "model.onnx", "modelBytes": model_bytes, "runtime": "runtime/",
+        "sizes": list(SIZES), "defaultSize": DEFAULT_SIZE, "phoneSize": PHONE_SIZE, "displaySide": render.DISPLAY_SIDE,
+        "maxPixels": MAX_PIXELS, "diverging": diverging_lut(),
+        "positions": {"grid": [g0, g1], "width": int(model.position_embeddings().shape[1]), "url": "positions.bin"},
+    }  # fmt: skip
+
+
+def _json(value) -> str:
+    """JSON that a <script> element holds as text: no "</" to end it early."""
+    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+
+
+def script() -> str:
+    """The page's one script: the Explorer's engine, the Q·K view and the site's modules."""
+    engine = [explorer.STATIC / name for name in (*explorer.ENGINE, *qk.VIEW)]
+    return "\n".join(p.read_text() for p in (*engine, *(PAGE / name for name in SITE)))
+
+
+def style() -> str:
+    return "\n".join((p).read_text() for p in (explorer.STATIC / "explorer.css", explorer.STATIC / "qk.css", PAGE / "site.css"))
+
+
+def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
+    """Write the site to the folder `out` (made if missing; files of a site already there are replaced). say(text)
+    is told each step. Returns the folder."""
+    from ..models import load_model
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file: the site needs a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    say("exporting the embedded model to ONNX (about 10 s)")
+    graph.export(out / "model.onnx")
+    model = load_model(device="cpu")
+    (out / "runtime").mkdir(exist_ok=True)
+    for name in RUNTIME_FILES:
+        shutil.copyfile(RUNTIME / name, out / "runtime" / name)
+    (out / "examples").mkdir(exist_ok=True)
+    buttons = []
+    for path in map(example, EXAMPLES):
+        shutil.copyfile(path, out / "examples" / path.name)
+        src = f"examples/{path.name}"
+        buttons.append(f'<button class="site-button site-example" type="button" data-src="{src}" data-name="{path.name}">'
+                       f'<img src="{src}" alt="{path.stem}"> {path.stem}</button>')  # fmt: skip
+    np.ascontiguousarray(model.position_embeddings(), "<f4").tofile(out / "positions.bin")
+    cfg = config(model, (out / "model.onnx").stat().st_size)
+    tabs = "".join(f'<button class="site-tab" role="tab" type="button" data-tab="{i}">{html.escape(t)}</button>' for i, t in TABS)
+    page = (PAGE / "index.html").read_text()
+    fill = {"model_title": "DINOv2 ViT-S/14 with a small dense head", "model_mb": f"{cfg['modelBytes'] / 1e6:.0f}",
+            "examples": "".join(buttons), "tabs": tabs, "app_command": APP_COMMAND, "version": __version__,
+            "model_source": html.escape(SOURCE), "ort_version": ORT_VERSION, "config": _json(cfg)}  # fmt: skip
+    for key, value in fill.items():
+        page = page.replace("{" + key + "}", value)
+    (out / "index.html").write_text(page, encoding="utf-8")
+    (out / "vitviz.js").write_text(script(), encoding="utf-8")
+    (out / "vitviz.css").write_text(style(), encoding="utf-8")
+    shutil.copyfile(PAGE / "sw.js", out / "sw.js")
+    (out / ".nojekyll").write_text("")  # GitHub Pages: serve the folder as it is
+    say(f"wrote {out}")
+    return out

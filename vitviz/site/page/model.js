@@ -1,0 +1,72 @@
+// The model in the browser: its ONNX file (vitviz/site/graph.py) fetched once and kept in the Cache API, then run by
+// ONNX Runtime Web's WebAssembly backend, on every core where the page is cross-origin isolated (threads need
+// SharedArrayBuffer), else on one.
+
+const VITVIZ_CACHE = "vitviz-site-v1";
+
+// The model file's bytes, from this browser's cache, else from the site with progress(done, total) in bytes
+async function vitvizModelBytes(url, expected, progress) {
+  const cache = "caches" in self ? await caches.open(VITVIZ_CACHE) : null;
+  const kept = cache && (await cache.match(url));
+  if (kept) {
+    const bytes = await kept.arrayBuffer();
+    if (bytes.byteLength === expected) return { bytes, cached: true };
+  }
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`the model could not be fetched: HTTP ${response.status} for ${url}`);
+  const total = expected || Number(response.headers.get("content-length")) || 0, reader = response.body.getReader();
+  const parts = [];
+  let done = 0;
+  for (;;) {
+    const { done: end, value } = await reader.read();
+    if (end) break;
+    parts.push(value);
+    done += value.byteLength;
+    progress(done, total);
+  }
+  const bytes = await new Blob(parts).arrayBuffer();
+  if (expected && bytes.byteLength !== expected) throw new Error(`the model arrived cut short: ${bytes.byteLength} of ${expected} bytes`);
+  if (cache) await cache.put(url, new Response(bytes.slice(0), { headers: { "content-type": "application/octet-stream" } }));
+  return { bytes, cached: false };
+}
+
+// An inference session of the model: {run(input), threads, isolated, createMs, cached}
+async function vitvizSession(ort, config, progress) {
+  const isolated = Boolean(self.crossOriginIsolated);
+  ort.env.wasm.numThreads = isolated ? Math.min(navigator.hardwareConcurrency || 1, 8) : 1;
+  ort.env.wasm.wasmPaths = config.runtime;
+  const { bytes, cached } = await vitvizModelBytes(config.modelUrl, config.modelBytes, progress);
+  const t0 = performance.now();
+  const session = await ort.InferenceSession.create(new Uint8Array(bytes), { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
+  const createMs = performance.now() - t0;
+  const model = config.model;
+  return {
+    threads: ort.env.wasm.numThreads, isolated, createMs, cached,
+    // one forward of input (vitvizModelInput): every output of the graph as {name: {data, dims}}
+    async run(input) {
+      const { height: h, width: w } = input, p = model.patch, gh = h / p, gw = w / p;
+      const feeds = {
+        pixel_values: new ort.Tensor("float32", input.pixels, [1, 3, h, w]),
+        distances: new ort.Tensor("float32", vitvizPatchDistances(gh, gw, p), [gh * gw, gh * gw]),
+      };
+      const t = performance.now();
+      const out = await session.run(feeds);
+      const result = { forwardMs: performance.now() - t };
+      for (const name of config.outputs) { result[name] = { data: out[name].data, dims: out[name].dims }; out[name].dispose?.(); }
+      return result;
+    },
+  };
+}
+
+// [P*P] float32 pixel distances between patch centres (vitviz.maps.patch_distances), computed in float64
+function vitvizPatchDistances(gh, gw, p) {
+  const n = gh * gw, out = new Float32Array(n * n);
+  for (let a = 0; a < n; a++) {
+    const ya = (Math.floor(a / gw) + 0.5) * p, xa = ((a % gw) + 0.5) * p;
+    for (let b = 0; b < n; b++) {
+      const dy = ya - (Math.floor(b / gw) + 0.5) * p, dx = xa - ((b % gw) + 0.5) * p;
+      out[a * n + b] = Math.sqrt(dy * dy + dx * dx);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,154 @@
+// The site's boot: the page's config (vitviz/site/build.py), the runtime and the model fetched once, a photo chosen
+// (a bundled example, the file input or the camera), one forward in this browser, and every view drawn from it.
+// window.vitviz.site is the test handle; window.vitviz.explorer and .inside are the engine's own (handle.js).
+
+(async () => {
+  const cfg = JSON.parse(document.getElementById("vitviz-site").textContent);
+  cfg.runtime = new URL(cfg.runtime, location.href).href; // a module specifier must be a whole URL
+  // The service worker keeps the site for a visit with the network off and isolates the page where the host cannot
+  // (threads need it): a page it does not control yet is loaded once more, through it.
+  if ("serviceWorker" in navigator && location.protocol.startsWith("http")) {
+    try {
+      await navigator.serviceWorker.register("sw.js");
+      if (!self.crossOriginIsolated && !navigator.serviceWorker.controller && !sessionStorage.getItem("vitviz-reloaded")) {
+        await navigator.serviceWorker.ready;
+        sessionStorage.setItem("vitviz-reloaded", "1");
+        location.reload();
+        return;
+      }
+    } catch (e) { console.warn(`vitviz: no service worker (${e.message}): the site needs the network on every visit`); }
+  }
+  cfg.positions.table = new Float32Array(await (await fetch(cfg.positions.url)).arrayBuffer());
+  const $ = (sel) => document.querySelector(sel);
+  const shared = (window.vitviz = window.vitviz || {});
+  const params = new URLSearchParams(location.search);
+  const phone = matchMedia("(max-width: 600px)").matches;
+  const asked = Number(params.get("size"));
+  const longest = cfg.sizes.includes(asked) ? asked : phone ? cfg.phoneSize : cfg.defaultSize;
+  const state = { session: null, run: null, busy: null, settings: { fusion: "mean", discard: 0, toward: "output" }, position: [Math.floor(cfg.positions.grid[0] / 2), Math.floor(cfg.positions.grid[1] / 2)], error: null };
+  const status = (html) => { $(".site-status").innerHTML = html; };
+
+  // ---- the page: size, tabs, projector mode
+  $(".site-size").innerHTML = cfg.sizes.map((s) => `<option value="${s}"${s === longest ? " selected" : ""}>${s} px</option>`).join("");
+  $(".site-size").addEventListener("change", (e) => { params.set("size", e.target.value); location.search = params.toString(); });
+  $(".site-size-why").textContent = phone && !asked ? `A phone gets ${cfg.phoneSize} px: a forward at ${cfg.defaultSize} px takes about 4× as long and 4× the memory.` : "";
+  const tabs = [...document.querySelectorAll(".site-tab")];
+  const show = (id) => {
+    for (const t of tabs) t.setAttribute("aria-selected", String(t.dataset.tab === id));
+    for (const p of document.querySelectorAll(".site-panel")) p.hidden = p.dataset.tab !== id;
+    state.tab = id;
+    draw();
+  };
+  tabs.forEach((t) => t.addEventListener("click", () => show(t.dataset.tab)));
+  $(".site-projector").addEventListener("change", (e) => { document.body.classList.toggle("site-big", e.target.checked); draw(); });
+
+  // ---- the engines: the Explorer, Inside a head's live part and Queries & keys, fed by the run's source
+  const explorer = vitvizExplorer($(".site-panel[data-tab=attention] .vx"), "attention");
+  const inside = vitvizExplorer($(".site-panel[data-tab=inside] .vx"), "inside");
+  const qk = vitvizQkView($(".site-panel[data-tab=qk] .qk"));
+  shared.explorer = explorer.handle; shared.inside = inside.handle; shared.qk = qk.handle;
+
+  function draw() {
+    const run = state.run;
+    if (!run) return;
+    const panel = $(`.site-panel[data-tab=${state.tab}]`);
+    if (state.tab === "tokens") vitvizTokensView(panel, run);
+    else if (state.tab === "rollout") vitvizRolloutView(panel, run, state.settings);
+    else if (state.tab === "heads") vitvizHeadsView(panel, run);
+    else if (state.tab === "output") vitvizOutputView(panel, run);
+    if (state.tab === "positions") state.similarity = vitvizPositionsView(panel, cfg, ...state.position);
+  }
+  const rollPanel = $(".site-panel[data-tab=rollout]");
+  for (const name of ["fusion", "toward"]) rollPanel.querySelector(`.site-${name}`).addEventListener("change", (e) => { state.settings[name] = e.target.value; draw(); });
+  rollPanel.querySelector(".site-discard").addEventListener("input", (e) => {
+    state.settings.discard = Number(e.target.value); rollPanel.querySelector(".site-discard-out").textContent = `${Math.round(100 * state.settings.discard)} %`; draw();
+  });
+  $(".site-panel[data-tab=positions] canvas").addEventListener("click", (e) => {
+    const r = e.target.getBoundingClientRect(), [g0, g1] = cfg.positions.grid;
+    state.position = [Math.min(g0 - 1, Math.floor(((e.clientY - r.top) / r.height) * g0)), Math.min(g1 - 1, Math.floor(((e.clientX - r.left) / r.width) * g1))];
+    draw();
+  });
+
+  // ---- a photo: decoded here, one forward here, every view from it
+  async function analyse(blob, name, size = longest) {
+    if (!state.session) { status("The model is still loading: the photo will be analysed once it is ready."); await state.ready; }
+    const mine = (state.busy = Symbol(name));
+    status(`Analysing <b>${name}</b> in this browser…`);
+    try {
+      const photo = await vitvizDecode(blob, cfg.maxPixels);
+      const t0 = performance.now(), run = await vitvizRun(cfg, state.session, photo, size, name);
+      photo.bitmap.close();
+      if (state.busy !== mine) return null;
+      state.run = run; state.error = null;
+      run.firstViewMs = performance.now() - t0;
+      explorer.apply(run.source); inside.apply(run.source); qk.apply(run.source);
+      draw();
+      const [gh, gw] = run.meta.grid;
+      status(`<b>${name}</b>: ${run.input.width} × ${run.input.height} px, ${gh} × ${gw} patches + CLS = ${run.meta.tokens} tokens. The forward took ${(run.forwardMs / 1000).toFixed(2)} s in this browser (${state.session.threads} thread${state.session.threads === 1 ? "" : "s"}).${run.input.exact ? "" : " This photo is smaller than the input, so the browser enlarged it with its own smoothing: the Python app's cubic resize gives slightly different numbers."}`);
+      return run;
+    } catch (e) {
+      if (state.busy === mine) { state.error = e.message; status(`<b>${name}</b> could not be analysed: ${e.message}. The views still show ${state.run ? `<b>${state.run.name}</b>` : "no photo"}.`); }
+      return null;
+    }
+  }
+  $(".site-file").addEventListener("change", (e) => { const f = e.target.files[0]; if (f) analyse(f, f.name); });
+  document.querySelectorAll(".site-example").forEach((b) => b.addEventListener("click", async () => {
+    const r = await fetch(b.dataset.src); analyse(await r.blob(), b.dataset.name);
+  }));
+  vitvizCamera($(".site-camera"), $(".site-video"), (blob) => analyse(blob, "the camera's frame"), (m) => status(m));
+
+  // ---- the model: fetched once with its size and progress, kept by this browser
+  const bar = $(".site-progress"), barText = $(".site-progress-text");
+  const mb = (b) => (b / 1e6).toFixed(1);
+  state.ready = (async () => {
+    const t0 = performance.now(), ort = await import(cfg.runtime + "ort.wasm.min.mjs");
+    const session = await vitvizSession(ort, cfg, (done, total) => {
+      bar.value = total ? done / total : 0;
+      barText.textContent = `Fetching the model: ${mb(done)} of ${mb(total)} MB (first visit only: this browser keeps it).`;
+    });
+    state.session = session;
+    bar.hidden = true;
+    barText.textContent = `Model ready in ${((performance.now() - t0) / 1000).toFixed(1)} s (${session.cached ? "from this browser's cache" : `${mb(cfg.modelBytes)} MB fetched`}; ${session.threads} thread${session.threads === 1 ? "" : "s"}${session.isolated ? "" : ": this host does not isolate the page, so the runtime uses one thread"}).`;
+    return session;
+  })().catch((e) => { barText.textContent = `The model could not be loaded: ${e.message}`; throw e; });
+
+  shared.site = {
+    config: cfg, ready: state.ready,
+    // analyse a photo given as a URL or a Blob, at the page's size or `size`; resolves to the run's summary once
+    // every view has it (null if it failed: state().error says why)
+    async analyse(src, name = "photo", size = longest) {
+      const blob = typeof src === "string" ? await (await fetch(src)).blob() : src;
+      const run = await analyse(blob, name, size);
+      return run && summary(run);
+    },
+    tab(id) { show(id); return state.tab; },
+    rollout(settings) { Object.assign(state.settings, settings); show("rollout"); return { shares: Array.from(state.run.rollout.shown), truth: state.run.rollout.truth }; },
+    positions(row, col) { state.position = [row, col]; show("positions"); return Array.from(state.similarity); },
+    arrays() { // the run's numbers, for the tests that hold them to Python's
+      const o = state.run.out, pick = (name) => Array.from(o[name].data);
+      return { tokens: pick("tokens"), distance: pick("distance"), entropy: pick("entropy"), dense: pick("dense"), norms: Array.from(state.run.tokenNorms()), pca: Array.from(state.run.pca()), pixels: Array.from(state.run.input.resized), size: [state.run.input.height, state.run.input.width] };
+    },
+    state() { return { ready: Boolean(state.session), threads: state.session && state.session.threads, isolated: self.crossOriginIsolated, cached: state.session && state.session.cached, createMs: state.session && state.session.createMs, error: state.error, tab: state.tab, run: state.run && summary(state.run) }; },
+  };
+  const summary = (run) => ({ name: run.name, size: [run.input.height, run.input.width], tokens: run.meta.tokens, forwardMs: run.forwardMs, firstViewMs: run.firstViewMs, exact: run.input.exact });
+  show(params.get("tab") || "tokens");
+})();
+
+// The camera: a live preview and a button that takes one frame as the photo (at the site's size, like an upload)
+function vitvizCamera(button, video, onFrame, say) {
+  let stream = null;
+  button.addEventListener("click", async () => {
+    if (!stream) {
+      try {
+        stream = await navigator.mediaDevices.getUserMedia({ video: { facingMode: "environment" }, audio: false });
+      } catch (e) { say(`The camera could not be opened: ${e.message}.`); return; }
+      video.srcObject = stream; video.hidden = false; await video.play();
+      button.textContent = "Take this frame";
+      return;
+    }
+    const canvas = document.createElement("canvas");
+    canvas.width = video.videoWidth; canvas.height = video.videoHeight;
+    canvas.getContext("2d").drawImage(video, 0, 0);
+    canvas.toBlob((blob) => onFrame(blob), "image/png");
+  });
+}

@@ -1,0 +1,34 @@
+// The site's service worker: every file of the site, once fetched, is answered from this browser's cache (so that a
+// second visit works with the network off), and every answer carries the cross-origin isolation headers (COOP and
+// COEP) that threads need, which a static host such as GitHub Pages cannot set.
+const CACHE = "vitviz-site-v1";
+
+self.addEventListener("install", () => self.skipWaiting());
+self.addEventListener("activate", (e) => e.waitUntil(self.clients.claim()));
+
+function isolated(response) {
+  if (response.status === 0) return response; // opaque: its headers cannot be changed
+  const headers = new Headers(response.headers);
+  headers.set("Cross-Origin-Opener-Policy", "same-origin");
+  headers.set("Cross-Origin-Embedder-Policy", "require-corp");
+  headers.set("Cross-Origin-Resource-Policy", "same-origin");
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+self.addEventListener("fetch", (e) => {
+  const url = new URL(e.request.url);
+  if (e.request.method !== "GET" || url.origin !== self.location.origin) return;
+  e.respondWith((async () => {
+    const cache = await caches.open(CACHE);
+    const key = url.pathname.endsWith("/") ? url.origin + url.pathname : e.request;
+    try {
+      const fresh = await fetch(e.request);
+      if (fresh.ok && !url.pathname.endsWith(".onnx")) await cache.put(key, fresh.clone()); // the model: vitvizModelBytes keeps it
+      return isolated(fresh);
+    } catch (err) {
+      const kept = (await cache.match(key, { ignoreSearch: true })) || (await cache.match(e.request.url));
+      if (kept) return isolated(kept);
+      throw err;
+    }
+  })());
+});
