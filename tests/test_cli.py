@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import cv2
@@ -22,10 +23,23 @@ from vitviz import cli, stats
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def vitviz_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`python -m vitviz ARGS`, from `cwd`: this checkout's vitviz, installed or not."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+def vitviz_cli(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    """`python -m vitviz ARGS`, from `cwd`, with `env` added: this checkout's vitviz, installed or not."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), **env)
     return subprocess.run([sys.executable, "-m", "vitviz", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def timed(command, *args, **kwargs) -> tuple[subprocess.CompletedProcess, float]:
+    """(command(*args, **kwargs), the seconds it took)."""
+    start = time.perf_counter()
+    return command(*args, **kwargs), time.perf_counter() - start
+
+
+def one_line(run: subprocess.CompletedProcess, code: int) -> str:
+    """The one line on stderr of a run that failed with exit code `code`, with no traceback."""
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == code and len(lines) == 1 and "Traceback" not in run.stderr, (run.returncode, run.stderr)
+    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -289,3 +303,10 @@ def test_batching_does_not_change_the_statistics(embedded, tmp_path):
     assert one.images == four.images == 4 and one.distance_std.max() > 1  # four different photos
     np.testing.assert_allclose(four.distance_mean, one.distance_mean, rtol=1e-4)
     np.testing.assert_allclose(four.entropy_std, one.entropy_std, rtol=1e-3, atol=1e-5)
+
+
+def test_serve_refuses_a_hub_id_it_cannot_have_offline_in_one_line(tmp_path):
+    run, seconds = timed(vitviz_cli, "serve", "--model", "vitviz-tests/no-such-model", cwd=tmp_path, HF_HUB_OFFLINE="1")
+    line = one_line(run, 2)
+    assert line.startswith("vitviz: --model vitviz-tests/no-such-model: cannot download") and "local folder" in line
+    assert seconds < 10  # before torch, gradio or the model (it took 29 s)

@@ -60,12 +60,13 @@ def within(chosen: list[int] | None, count: int, what: str) -> list[int]:
 
 
 def check_model(name: str, argument: str) -> None:
-    """A model name that cannot name a model, or a folder without weights, refused before anything heavy loads."""
-    from ..hub import ModelUnavailableError, model_folder
+    """A model name that cannot name a model, a folder without weights, or a hub id that cannot be had here (no
+    network and not in the cache), refused before anything heavy loads."""
+    from ..hub import ModelUnavailableError, pretrained_source
 
     if name != DEFAULT_MODEL:
         try:
-            model_folder(name)
+            pretrained_source(name)
         except (ValueError, ModelUnavailableError) as exc:
             raise UsageError(f"{argument} {name}: {exc}") from None
 
