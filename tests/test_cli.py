@@ -310,3 +310,39 @@ def test_serve_refuses_a_hub_id_it_cannot_have_offline_in_one_line(tmp_path):
     line = one_line(run, 2)
     assert line.startswith("vitviz: --model vitviz-tests/no-such-model: cannot download") and "local folder" in line
     assert seconds < 10  # before torch, gradio or the model (it took 29 s)
+
+
+def test_app_py_refuses_a_missing_model_folder_before_anything_loads(tmp_path):
+    missing = tmp_path / "nonexistent"
+    run, seconds = timed(
+        subprocess.run,
+        [sys.executable, str(ROOT / "app.py"), "--model", str(missing)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert one_line(run, 2).startswith(f"vitviz: --model {missing}: no such folder: {missing} (a model folder")
+    assert seconds < 10
+
+
+@pytest.mark.app
+def test_serve_share_warns_in_one_line_that_the_link_is_public(tmp_path):
+    """Before the model loads: the warning, then the loading line (without --share, the loading line is first:
+    test_serve_says_it_is_loading_before_it_loads)."""
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vitviz", "serve", "--share", "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    try:
+        warning, loading = proc.stderr.readline(), proc.stderr.readline()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    assert warning == cli.SHARE_WARNING + "\n" and "public" in warning and "no login" in warning
+    assert loading.startswith("vitviz: loading dinov2-small")
