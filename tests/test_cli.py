@@ -43,6 +43,16 @@ def one_line(run: subprocess.CompletedProcess, code: int) -> str:
 
 
 @pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory) -> Path:
+    """A tiny random ViT in save_pretrained layout: a model that loads in a second."""
+    from conftest import tiny_vit
+
+    folder = tmp_path_factory.mktemp("models") / "vit"
+    tiny_vit().net.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
 def mixed(tmp_path_factory) -> Path:
     """The four bundled photos, a text file called .jpg and a JPEG cut in half."""
     folder = tmp_path_factory.mktemp("mixed")
@@ -121,13 +131,16 @@ def usage(args: list[str], cwd: Path) -> tuple[int, str, list[str], float]:
         (["stats", ".", "--batch", "0", "--out", "unused"], "argument --batch: must be a whole number of at least 1"),
         (["stats", ".", "--workers", "2", "--out", "unused"], "--workers goes with --ray"),
         (["stats", "--merge", "missing.csv", "--out", "unused"], "--merge: no such file: missing.csv"),
-        (["analyze", "x.jpg", "--out", "o"], "analyze: no such file: x.jpg"),
+        (["analyze", "x.jpg", "--out", "o"], "x.jpg: no such file, folder or matching pattern"),
         (["analyze", CHELSEA, "--out", "o", "--model", "./no/such/folder"], "--model ./no/such/folder: no such folder"),
         (["analyze", CHELSEA, "--out", "o", "--model", "not-a-model"], "unknown model 'not-a-model'"),
         (["analyze", CHELSEA, "--out", "o", "--heads", "one"], "--heads must be 'all' or numbers"),
         (["analyze", CHELSEA, "--out", "o", "--layers", "1-3"], "--layers must be 'all' or numbers"),
         (["analyze", CHELSEA, "--out", "o", "--size", "-5"], "argument --size: must be a whole number"),
         (["analyze", CHELSEA, "--out", "o", "--bogus"], "unrecognized arguments: --bogus"),
+        (["analyze", CHELSEA, "--out", "photo.jpg"], "--out photo.jpg: a file, not a folder"),
+        (["analyze", "empty-folder", "--out", "o"], "no image files in empty-folder"),
+        (["explore", ".", "--html", "x.html"], "explore: .: a folder, not a file; name the file inside it"),
         (["check", "not-a-model"], "MODEL not-a-model: unknown model"),
         (["check", "./no/such/folder"], "MODEL ./no/such/folder: no such folder"),
         (["check", "owner/model", "--image", "missing.jpg"], "--image: no such file: missing.jpg"),
@@ -142,6 +155,7 @@ def usage(args: list[str], cwd: Path) -> tuple[int, str, list[str], float]:
 def test_every_usage_error_exits_2_at_once_with_a_message(args, message, tmp_path):
     """Before torch, transformers, gradio or OpenCV is imported, let alone a model loaded."""
     (tmp_path / "photo.jpg").write_bytes((ASSETS / "coffee.jpg").read_bytes())  # "." holds an image
+    (tmp_path / "empty-folder").mkdir()
     rc, stderr, heavy, seconds = usage(args, tmp_path)
     assert rc == 2 and message in stderr and "Traceback" not in stderr, stderr
     assert heavy == [] and seconds < 1.0
@@ -346,3 +360,32 @@ def test_serve_share_warns_in_one_line_that_the_link_is_public(tmp_path):
         proc.stderr.close()
     assert warning == cli.SHARE_WARNING + "\n" and "public" in warning and "no login" in warning
     assert loading.startswith("vitviz: loading dinov2-small")
+
+
+def test_analyze_reads_every_image_before_the_model_loads(tmp_path):
+    (tmp_path / "empty.png").write_bytes(b"")
+    run, seconds = timed(vitviz_cli, "analyze", "empty.png", "--out", "out", cwd=tmp_path)
+    assert one_line(run, 1) == "vitviz: skipped empty.png: empty.png is empty, not an image"
+    assert seconds < 10 and not (tmp_path / "out").exists()  # no model loaded (it took 42 s), no folder made
+
+
+def test_analyze_takes_a_folders_images(tiny_folder, tmp_path):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in ("chelsea", "coffee"):
+        shutil.copy(ASSETS / f"{name}.jpg", photos)
+    (photos / "notes.txt").write_text("not an image, and not taken: not an image's suffix")
+    run = vitviz_cli(
+        "analyze",
+        str(photos),
+        "--out",
+        str(tmp_path / "out"),
+        "--model",
+        str(tiny_folder),
+        "--device",
+        "cpu",
+        "--no-arrays",
+    )
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["chelsea", "coffee"]
+    assert (tmp_path / "out" / "coffee" / "summary.json").is_file()

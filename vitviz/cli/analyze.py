@@ -7,14 +7,22 @@ import json
 import sys
 from pathlib import Path
 
-from .arguments import check_model, existing, indices, model_options, within
+from .arguments import UsageError, check_model, image_files, indices, model_options, output_folder, within
 from .console import bar, load, say, skip
+
+INPUTS = """Each image is read before the model loads: a file that is not an image is named on stderr and skipped
+(exit 1). A folder stands for its image files (not its subfolders')."""
 
 
 def add(sub) -> None:
     """The subcommand and its options."""
-    p = sub.add_parser("analyze", help="write an image's maps as PNG files, its arrays and a summary")
-    p.add_argument("images", nargs="+", type=Path, help="image files")
+    p = sub.add_parser(
+        "analyze",
+        help="write an image's maps as PNG files, its arrays and a summary",
+        description="Write each image's maps as PNG files, its arrays and a summary in OUT/<name>/.",
+        epilog=INPUTS,
+    )
+    p.add_argument("images", nargs="+", help="image files, folders (their images) or glob patterns (quote them)")
     p.add_argument("--out", type=Path, required=True, help="folder; each image gets OUT/<name>/")
     model_options(p)
     p.add_argument("--layers", default="all", help="layers for the attention sheets: all, or e.g. 0,5,11")
@@ -28,24 +36,52 @@ def run(args: argparse.Namespace) -> int:
     """Per image, in OUT/<name>/: tokens.png, attention_layerNN.png (the chosen heads and their mean,
     CLS query), rollout.png, pca.png, dense.png (models with a dense head), arrays.npz (unless --no-arrays),
     summary.json."""
-    existing(args.images, "analyze")
+    files = image_files(args.images)
+    if not files:
+        raise UsageError(f"no image files in {' '.join(args.images)}")
+    output_folder(args.out)
     layers, heads = indices(args.layers, "layers"), indices(args.heads, "heads")
     check_model(args.model, args.model_argument)
+    images = _readable(files)
+    if not images:
+        return 1
     model = load(args)
     layers, heads = within(layers, model.num_layers, "layers"), within(heads, model.num_heads, "heads")
+    skipped = _write_each(args, model, images, layers, heads)
+    return 1 if skipped or len(images) < len(files) else 0
+
+
+def _readable(files: list[Path]) -> list[Path]:
+    """The files that decode as images; each other one named on stderr with the reason. Each is decoded here
+    and again for its forward, which keeps one image in memory at a time."""
+    from ..preprocess import load_image
+
+    images = []
+    for path in files:
+        try:
+            load_image(path)
+        except (OSError, ValueError) as exc:
+            skip(path, exc)
+        else:
+            images.append(path)
+    return images
+
+
+def _write_each(args: argparse.Namespace, model, images: list[Path], layers, heads) -> int:
+    """Each image's folder in OUT; how many images failed at their forward."""
     from .. import analyze
 
     skipped = 0
     used: set[str] = set()
-    with bar(len(args.images), "analyze", "image") as images:
-        for path in args.images:
-            images.set_description(f"{path.name}: forward")
+    with bar(len(images), "analyze", "image") as progress:
+        for path in images:
+            progress.set_description(f"{path.name}: forward")
             try:
                 a = analyze(model, path, longest=args.size, dense=True)  # the dense map once, in the record
             except (OSError, ValueError) as exc:
                 skip(path, exc)
                 skipped += 1
-                images.update()
+                progress.update()
                 continue
             name = path.stem
             while name in used:  # two photo.jpg from different folders
@@ -53,14 +89,14 @@ def run(args: argparse.Namespace) -> int:
             used.add(name)
             out = args.out / name
             out.mkdir(parents=True, exist_ok=True)
-            images.set_description(f"{path.name}: pictures")
-            written = _write_pictures(a, layers, heads, out)
+            progress.set_description(f"{path.name}: pictures")
+            what = _write_pictures(a, layers, heads, out)
             if not args.no_arrays:
-                images.set_description(f"{path.name}: arrays")
-                written += _write_arrays(a, layers, out)
-            say(f"{path} -> {out}/ ({written})")
-            images.update()
-    return 1 if skipped else 0
+                progress.set_description(f"{path.name}: arrays")
+                what += _write_arrays(a, layers, out)
+            say(f"{path} -> {out}/ ({what})")
+            progress.update()
+    return skipped
 
 
 def _write_pictures(a, layers: list[int], heads: list[int], out: Path) -> str:

@@ -72,7 +72,10 @@ def check_model(name: str, argument: str) -> None:
 
 
 def existing(paths: list[Path], what: str) -> None:
-    """Every file named must be there: a missing one is a usage error, found before the model loads."""
+    """Every file named must be there: a missing one, or a folder, is a usage error, found before the model loads."""
+    folders = [str(p) for p in paths if p.is_dir()]
+    if folders:
+        raise UsageError(f"{what}: {', '.join(folders)}: a folder, not a file; name the file inside it")
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise UsageError(f"{what}: no such file: {', '.join(missing)}")
@@ -93,3 +96,9 @@ def image_files(inputs: list[str]) -> list[Path]:
                 raise UsageError(f"{item}: no such file, folder or matching pattern")
             found.update(Path(f) for f in matches if Path(f).is_file())
     return sorted(found)
+
+
+def output_folder(out: Path, what: str = "--out") -> None:
+    """A folder to write in: missing is fine (it is made), a file there is a usage error."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{what} {out}: a file, not a folder; name a folder (it is made if missing)")
