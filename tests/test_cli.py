@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -389,3 +390,40 @@ def test_analyze_takes_a_folders_images(tiny_folder, tmp_path):
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["chelsea", "coffee"]
     assert (tmp_path / "out" / "coffee" / "summary.json").is_file()
+
+
+WHOLE = [  # what analyze writes for a tiny ViT: 3 layers, no dense head
+    "arrays.npz",
+    "attention_layer00.png",
+    "attention_layer01.png",
+    "attention_layer02.png",
+    "pca.png",
+    "rollout.png",
+    "summary.json",
+    "tokens.png",
+]
+
+
+def test_ctrl_c_in_analyze_leaves_no_half_written_folder(tiny_folder, tmp_path):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for i in range(20):
+        shutil.copy(ASSETS / "chelsea.jpg", photos / f"photo{i:02d}.jpg")
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = ["analyze", str(photos), "--out", str(out), "--model", str(tiny_folder), "--device", "cpu"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vitviz", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    deadline = time.monotonic() + 120
+    while not (out.is_dir() and any(out.iterdir())) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the first image's folder is being written
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    said = [line for line in stderr.splitlines() if line.startswith("vitviz: interrupted")]
+    assert len(said) == 1 and stderr.endswith(said[0] + "\n") and said[0].endswith(", none half-written")
+    left = sorted(out.iterdir()) if out.exists() else []  # a folder made for nothing is removed too
+    assert [p.name for p in left if p.name.startswith(".")] == []
+    for folder in left:
+        assert sorted(f.name for f in folder.iterdir()) == WHOLE

@@ -5,7 +5,7 @@ a usage error answers at once; long work shows a progress bar on stderr.
 
 Exit codes: 0 done; 1 a failure at run time: an input that could not be read (each named on stderr with the
 reason), or a check that found a mismatch; 2 a usage error (a bad option, a missing input file, a model that
-cannot be had).
+cannot be had); 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -47,12 +47,15 @@ def _run(argv: list[str]) -> int:
 
 
 def answered(command) -> int:
-    """command()'s exit code, or a failure's in one line on stderr: 2 for a usage error."""
+    """command()'s exit code, or a failure's in one line on stderr: 2 for a usage error, 130 for Ctrl-C."""
     try:
         return command()
     except UsageError as exc:
         print(f"vitviz: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("vitviz: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
 
 
 def serve(argv: list[str], prog: str = "vitviz serve") -> int:

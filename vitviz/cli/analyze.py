@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .arguments import UsageError, check_model, image_files, indices, model_options, output_folder, within
 from .console import bar, load, say, skip
 
 INPUTS = """Each image is read before the model loads: a file that is not an image is named on stderr and skipped
-(exit 1). A folder stands for its image files (not its subfolders')."""
+(exit 1). A folder stands for its image files (not its subfolders'). Each image's folder is written whole or not
+at all: it is made beside, as OUT/.<name>.<pid>.partial, and renamed when done, so Ctrl-C (exit 130) leaves the
+images done and no half-written folder."""
 
 
 def add(sub) -> None:
@@ -47,8 +53,23 @@ def run(args: argparse.Namespace) -> int:
         return 1
     model = load(args)
     layers, heads = within(layers, model.num_layers, "layers"), within(heads, model.num_heads, "heads")
-    skipped = _write_each(args, model, images, layers, heads)
+    made = [p for p in (args.out, *args.out.parents) if not p.exists()]  # removed again if Ctrl-C leaves them empty
+    written: list[Path] = []
+    try:
+        skipped = _write_each(args, model, images, layers, heads, written)
+    except KeyboardInterrupt:
+        return _interrupted(args.out, made, written, len(images))
     return 1 if skipped or len(images) < len(files) else 0
+
+
+def _interrupted(out: Path, made: list[Path], written: list[Path], total: int) -> int:
+    """Ctrl-C: the folders this run made and left empty removed, what was written said in one line; exit 130."""
+    for folder in made:
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    done = f"{len(written)} of {total} images written whole in {out}/" if written else "no image written"
+    print(f"vitviz: interrupted: {done}, none half-written", file=sys.stderr)
+    return 130
 
 
 def _readable(files: list[Path]) -> list[Path]:
@@ -67,8 +88,8 @@ def _readable(files: list[Path]) -> list[Path]:
     return images
 
 
-def _write_each(args: argparse.Namespace, model, images: list[Path], layers, heads) -> int:
-    """Each image's folder in OUT; how many images failed at their forward."""
+def _write_each(args: argparse.Namespace, model, images: list[Path], layers, heads, written: list[Path]) -> int:
+    """Each image's folder in OUT, appended to `written` once whole; how many images failed at their forward."""
     from .. import analyze
 
     skipped = 0
@@ -87,16 +108,35 @@ def _write_each(args: argparse.Namespace, model, images: list[Path], layers, hea
             while name in used:  # two photo.jpg from different folders
                 name += "-2"
             used.add(name)
-            out = args.out / name
-            out.mkdir(parents=True, exist_ok=True)
-            progress.set_description(f"{path.name}: pictures")
-            what = _write_pictures(a, layers, heads, out)
-            if not args.no_arrays:
-                progress.set_description(f"{path.name}: arrays")
-                what += _write_arrays(a, layers, out)
-            say(f"{path} -> {out}/ ({what})")
+            with _whole(args.out / name) as out:
+                progress.set_description(f"{path.name}: pictures")
+                what = _write_pictures(a, layers, heads, out)
+                if not args.no_arrays:
+                    progress.set_description(f"{path.name}: arrays")
+                    what += _write_arrays(a, layers, out, name)
+            written.append(args.out / name)
+            say(f"{path} -> {args.out / name}/ ({what})")
             progress.update()
     return skipped
+
+
+@contextmanager
+def _whole(folder: Path) -> Iterator[Path]:
+    """A folder beside `folder` to write in, which becomes `folder` once the block ends; on an error or Ctrl-C it
+    is removed. Files of an earlier run in `folder` stay, but for those written again."""
+    partial = folder.parent / f".{folder.name}.{os.getpid()}.partial"  # mkdir, not mkdtemp: the umask's mode
+    partial.mkdir(parents=True)
+    try:
+        yield partial
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if not folder.is_dir():
+        partial.rename(folder)
+        return
+    for file in partial.iterdir():
+        os.replace(file, folder / file.name)
+    partial.rmdir()
 
 
 def _write_pictures(a, layers: list[int], heads: list[int], out: Path) -> str:
@@ -119,9 +159,9 @@ def _write_pictures(a, layers: list[int], heads: list[int], out: Path) -> str:
     return f"{len(pictures)} pictures"
 
 
-def _write_arrays(a, layers: list[int], out: Path) -> str:
+def _write_arrays(a, layers: list[int], out: Path, name: str) -> str:
     """arrays.npz in `out`, its size said on stderr before it is written (the chosen layers' attention makes
-    tens of MB); what was written, in words."""
+    tens of MB), as in the image's folder `name`; what was written, in words."""
     import numpy as np
 
     arrays = {
@@ -132,7 +172,7 @@ def _write_arrays(a, layers: list[int], out: Path) -> str:
         "pixel_values": a.pixel_values,
     }
     size = sum(v.nbytes for v in arrays.values()) / 1e6
-    say(f"vitviz: {out.name}/arrays.npz: {size:.0f} MB before compression (the attention of {len(layers)} "
+    say(f"vitviz: {name}/arrays.npz: {size:.0f} MB before compression (the attention of {len(layers)} "
         f"layers, {a.num_tokens} tokens); --no-arrays leaves it out", sys.stderr)  # fmt: skip
     np.savez_compressed(out / "arrays.npz", **arrays)
     return f", arrays.npz {(out / 'arrays.npz').stat().st_size / 1e6:.0f} MB"
