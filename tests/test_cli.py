@@ -24,9 +24,11 @@ from vitviz import cli, stats
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def vitviz_cli(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    """`python -m vitviz ARGS`, from `cwd`, with `env` added: this checkout's vitviz, installed or not."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), **env)
+def vitviz_cli(*args: str, cwd: Path | None = None, before: Path | None = None, **env: str):
+    """`python -m vitviz ARGS`, from `cwd`, with `env` added: this checkout's vitviz, installed or not. before: a
+    folder whose modules come before the installed ones (a stand-in for Ray)."""
+    paths = [str(p) for p in (before, ROOT) if p is not None] + [os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)), **env)
     return subprocess.run([sys.executable, "-m", "vitviz", *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
@@ -142,6 +144,7 @@ def usage(args: list[str], cwd: Path) -> tuple[int, str, list[str], float]:
         (["analyze", CHELSEA, "--out", "photo.jpg"], "--out photo.jpg: a file, not a folder"),
         (["analyze", "empty-folder", "--out", "o"], "no image files in empty-folder"),
         (["explore", ".", "--html", "x.html"], "explore: .: a folder, not a file; name the file inside it"),
+        (["stats", ".", "--out", "photo.jpg"], "--out photo.jpg: a file, not a folder"),
         (["check", "not-a-model"], "MODEL not-a-model: unknown model"),
         (["check", "./no/such/folder"], "MODEL ./no/such/folder: no such folder"),
         (["check", "owner/model", "--image", "missing.jpg"], "--image: no such file: missing.jpg"),
@@ -427,3 +430,38 @@ def test_ctrl_c_in_analyze_leaves_no_half_written_folder(tiny_folder, tmp_path):
     assert [p.name for p in left if p.name.startswith(".")] == []
     for folder in left:
         assert sorted(f.name for f in folder.iterdir()) == WHOLE
+
+
+RAY_TIMES_OUT = """def is_initialized():
+    return False
+
+
+def init(**kwargs):  # what Ray 2.60's ray.init raises when its node does not start in time
+    raise Exception("The current node timed out during startup. This could happen because some of the raylet "
+                    "failed to startup or the GCS has become overloaded.")
+
+
+def shutdown():
+    pass
+"""
+
+
+def test_stats_ray_that_times_out_is_one_line(tmp_path):
+    """A stand-in for Ray whose start times out as Ray's does (after 178 s, the real one)."""
+    (tmp_path / "standin" / "ray" / "data").mkdir(parents=True)
+    (tmp_path / "standin" / "ray" / "__init__.py").write_text(RAY_TIMES_OUT)
+    (tmp_path / "standin" / "ray" / "data" / "__init__.py").write_text("")
+    run = vitviz_cli("stats", CHELSEA, "--ray", "--out", "out", cwd=tmp_path, before=tmp_path / "standin")
+    line = one_line(run, 1)
+    assert line.startswith("vitviz: --ray: a local Ray did not start (The current node timed out during startup.")
+    assert line.endswith("see Ray's logs in /tmp/ray/session_latest/logs, or run without --ray")
+
+
+def test_stats_ray_without_ray_says_so_before_the_model_loads(tmp_path):
+    (tmp_path / "standin").mkdir()
+    (tmp_path / "standin" / "ray.py").write_text("raise ImportError(\"No module named 'ray'\")\n")  # not installed
+    run, seconds = timed(
+        vitviz_cli, "stats", CHELSEA, "--ray", "--out", "out", cwd=tmp_path, before=tmp_path / "standin"
+    )
+    assert one_line(run, 2) == 'vitviz: --ray needs Ray Data: pip install "vitviz[ray]"'
+    assert seconds < 10  # the model loaded first, for 45 s

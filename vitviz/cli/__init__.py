@@ -4,8 +4,8 @@ before it imports torch but for the method names and the model's own counts (--l
 a usage error answers at once; long work shows a progress bar on stderr.
 
 Exit codes: 0 done; 1 a failure at run time: an input that could not be read (each named on stderr with the
-reason), or a check that found a mismatch; 2 a usage error (a bad option, a missing input file, a model that
-cannot be had); 130 interrupted by Ctrl-C.
+reason), a check that found a mismatch, or a Ray that would not start; 2 a usage error (a bad option, a missing
+input file, a model that cannot be had); 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import argparse
 import sys
 
 from . import analyze, check, explore, faithfulness, stats
-from .arguments import DEFAULT_MODEL, UsageError, check_model, image_files
+from .arguments import DEFAULT_MODEL, Failure, UsageError, check_model, image_files
 from .faithfulness import ASKED_BY_NAME, faithfulness_methods
 
 __all__ = [
     "ASKED_BY_NAME",
     "DEFAULT_MODEL",
+    "Failure",
     "UsageError",
     "faithfulness_methods",
     "image_files",
@@ -47,12 +48,16 @@ def _run(argv: list[str]) -> int:
 
 
 def answered(command) -> int:
-    """command()'s exit code, or a failure's in one line on stderr: 2 for a usage error, 130 for Ctrl-C."""
+    """command()'s exit code, or a failure's in one line on stderr: 2 for a usage error, 1 for a failure at run
+    time, 130 for Ctrl-C."""
     try:
         return command()
     except UsageError as exc:
         print(f"vitviz: {exc}", file=sys.stderr)
         return 2
+    except Failure as exc:
+        print(f"vitviz: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("vitviz: interrupted (Ctrl-C)", file=sys.stderr)
         return 130

@@ -15,6 +15,11 @@ class UsageError(Exception):
     """A command that cannot run as given: its message is printed, and the exit code is 2."""
 
 
+class Failure(Exception):
+    """A command that failed at run time for a reason its message names (and how to act on it): the message is
+    printed, and the exit code is 1."""
+
+
 def model_options(p: argparse.ArgumentParser) -> None:
     """--model, and the input's options."""
     p.add_argument("--model", default=DEFAULT_MODEL, help="catalogue name, hub id or local folder")
