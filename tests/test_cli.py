@@ -7,8 +7,10 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import cv2
@@ -22,10 +24,35 @@ from vitviz import cli, stats
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def vitviz_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`python -m vitviz ARGS`, from `cwd`: this checkout's vitviz, installed or not."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+def vitviz_cli(*args: str, cwd: Path | None = None, before: Path | None = None, **env: str):
+    """`python -m vitviz ARGS`, from `cwd`, with `env` added: this checkout's vitviz, installed or not. before: a
+    folder whose modules come before the installed ones (a stand-in for Ray)."""
+    paths = [str(p) for p in (before, ROOT) if p is not None] + [os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)), **env)
     return subprocess.run([sys.executable, "-m", "vitviz", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def timed(command, *args, **kwargs) -> tuple[subprocess.CompletedProcess, float]:
+    """(command(*args, **kwargs), the seconds it took)."""
+    start = time.perf_counter()
+    return command(*args, **kwargs), time.perf_counter() - start
+
+
+def one_line(run: subprocess.CompletedProcess, code: int) -> str:
+    """The one line on stderr of a run that failed with exit code `code`, with no traceback."""
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == code and len(lines) == 1 and "Traceback" not in run.stderr, (run.returncode, run.stderr)
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory) -> Path:
+    """A tiny random ViT in save_pretrained layout: a model that loads in a second."""
+    from conftest import tiny_vit
+
+    folder = tmp_path_factory.mktemp("models") / "vit"
+    tiny_vit().net.save_pretrained(folder, safe_serialization=True)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +134,17 @@ def usage(args: list[str], cwd: Path) -> tuple[int, str, list[str], float]:
         (["stats", ".", "--batch", "0", "--out", "unused"], "argument --batch: must be a whole number of at least 1"),
         (["stats", ".", "--workers", "2", "--out", "unused"], "--workers goes with --ray"),
         (["stats", "--merge", "missing.csv", "--out", "unused"], "--merge: no such file: missing.csv"),
-        (["analyze", "x.jpg", "--out", "o"], "analyze: no such file: x.jpg"),
+        (["analyze", "x.jpg", "--out", "o"], "x.jpg: no such file, folder or matching pattern"),
         (["analyze", CHELSEA, "--out", "o", "--model", "./no/such/folder"], "--model ./no/such/folder: no such folder"),
         (["analyze", CHELSEA, "--out", "o", "--model", "not-a-model"], "unknown model 'not-a-model'"),
         (["analyze", CHELSEA, "--out", "o", "--heads", "one"], "--heads must be 'all' or numbers"),
         (["analyze", CHELSEA, "--out", "o", "--layers", "1-3"], "--layers must be 'all' or numbers"),
         (["analyze", CHELSEA, "--out", "o", "--size", "-5"], "argument --size: must be a whole number"),
         (["analyze", CHELSEA, "--out", "o", "--bogus"], "unrecognized arguments: --bogus"),
+        (["analyze", CHELSEA, "--out", "photo.jpg"], "--out photo.jpg: a file, not a folder"),
+        (["analyze", "empty-folder", "--out", "o"], "no image files in empty-folder"),
+        (["explore", ".", "--html", "x.html"], "explore: .: a folder, not a file; name the file inside it"),
+        (["stats", ".", "--out", "photo.jpg"], "--out photo.jpg: a file, not a folder"),
         (["check", "not-a-model"], "MODEL not-a-model: unknown model"),
         (["check", "./no/such/folder"], "MODEL ./no/such/folder: no such folder"),
         (["check", "owner/model", "--image", "missing.jpg"], "--image: no such file: missing.jpg"),
@@ -128,6 +159,7 @@ def usage(args: list[str], cwd: Path) -> tuple[int, str, list[str], float]:
 def test_every_usage_error_exits_2_at_once_with_a_message(args, message, tmp_path):
     """Before torch, transformers, gradio or OpenCV is imported, let alone a model loaded."""
     (tmp_path / "photo.jpg").write_bytes((ASSETS / "coffee.jpg").read_bytes())  # "." holds an image
+    (tmp_path / "empty-folder").mkdir()
     rc, stderr, heavy, seconds = usage(args, tmp_path)
     assert rc == 2 and message in stderr and "Traceback" not in stderr, stderr
     assert heavy == [] and seconds < 1.0
@@ -289,3 +321,147 @@ def test_batching_does_not_change_the_statistics(embedded, tmp_path):
     assert one.images == four.images == 4 and one.distance_std.max() > 1  # four different photos
     np.testing.assert_allclose(four.distance_mean, one.distance_mean, rtol=1e-4)
     np.testing.assert_allclose(four.entropy_std, one.entropy_std, rtol=1e-3, atol=1e-5)
+
+
+def test_serve_refuses_a_hub_id_it_cannot_have_offline_in_one_line(tmp_path):
+    run, seconds = timed(vitviz_cli, "serve", "--model", "vitviz-tests/no-such-model", cwd=tmp_path, HF_HUB_OFFLINE="1")
+    line = one_line(run, 2)
+    assert line.startswith("vitviz: --model vitviz-tests/no-such-model: cannot download") and "local folder" in line
+    assert seconds < 10  # before torch, gradio or the model (it took 29 s)
+
+
+def test_app_py_refuses_a_missing_model_folder_before_anything_loads(tmp_path):
+    missing = tmp_path / "nonexistent"
+    run, seconds = timed(
+        subprocess.run,
+        [sys.executable, str(ROOT / "app.py"), "--model", str(missing)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert one_line(run, 2).startswith(f"vitviz: --model {missing}: no such folder: {missing} (a model folder")
+    assert seconds < 10
+
+
+@pytest.mark.app
+def test_serve_share_warns_in_one_line_that_the_link_is_public(tmp_path):
+    """Before the model loads: the warning, then the loading line (without --share, the loading line is first:
+    test_serve_says_it_is_loading_before_it_loads)."""
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vitviz", "serve", "--share", "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    try:
+        warning, loading = proc.stderr.readline(), proc.stderr.readline()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    assert warning == cli.SHARE_WARNING + "\n" and "public" in warning and "no login" in warning
+    assert loading.startswith("vitviz: loading dinov2-small")
+
+
+def test_analyze_reads_every_image_before_the_model_loads(tmp_path):
+    (tmp_path / "empty.png").write_bytes(b"")
+    run, seconds = timed(vitviz_cli, "analyze", "empty.png", "--out", "out", cwd=tmp_path)
+    assert one_line(run, 1) == "vitviz: skipped empty.png: empty.png is empty, not an image"
+    assert seconds < 10 and not (tmp_path / "out").exists()  # no model loaded (it took 42 s), no folder made
+
+
+def test_analyze_takes_a_folders_images(tiny_folder, tmp_path):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in ("chelsea", "coffee"):
+        shutil.copy(ASSETS / f"{name}.jpg", photos)
+    (photos / "notes.txt").write_text("not an image, and not taken: not an image's suffix")
+    run = vitviz_cli(
+        "analyze",
+        str(photos),
+        "--out",
+        str(tmp_path / "out"),
+        "--model",
+        str(tiny_folder),
+        "--device",
+        "cpu",
+        "--no-arrays",
+    )
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["chelsea", "coffee"]
+    assert (tmp_path / "out" / "coffee" / "summary.json").is_file()
+
+
+WHOLE = [  # what analyze writes for a tiny ViT: 3 layers, no dense head
+    "arrays.npz",
+    "attention_layer00.png",
+    "attention_layer01.png",
+    "attention_layer02.png",
+    "pca.png",
+    "rollout.png",
+    "summary.json",
+    "tokens.png",
+]
+
+
+def test_ctrl_c_in_analyze_leaves_no_half_written_folder(tiny_folder, tmp_path):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for i in range(20):
+        shutil.copy(ASSETS / "chelsea.jpg", photos / f"photo{i:02d}.jpg")
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = ["analyze", str(photos), "--out", str(out), "--model", str(tiny_folder), "--device", "cpu"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vitviz", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    deadline = time.monotonic() + 120
+    while not (out.is_dir() and any(out.iterdir())) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the first image's folder is being written
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    said = [line for line in stderr.splitlines() if line.startswith("vitviz: interrupted")]
+    assert len(said) == 1 and stderr.endswith(said[0] + "\n") and said[0].endswith(", none half-written")
+    left = sorted(out.iterdir()) if out.exists() else []  # a folder made for nothing is removed too
+    assert [p.name for p in left if p.name.startswith(".")] == []
+    for folder in left:
+        assert sorted(f.name for f in folder.iterdir()) == WHOLE
+
+
+RAY_TIMES_OUT = """def is_initialized():
+    return False
+
+
+def init(**kwargs):  # what Ray 2.60's ray.init raises when its node does not start in time
+    raise Exception("The current node timed out during startup. This could happen because some of the raylet "
+                    "failed to startup or the GCS has become overloaded.")
+
+
+def shutdown():
+    pass
+"""
+
+
+def test_stats_ray_that_times_out_is_one_line(tmp_path):
+    """A stand-in for Ray whose start times out as Ray's does (after 178 s, the real one)."""
+    (tmp_path / "standin" / "ray" / "data").mkdir(parents=True)
+    (tmp_path / "standin" / "ray" / "__init__.py").write_text(RAY_TIMES_OUT)
+    (tmp_path / "standin" / "ray" / "data" / "__init__.py").write_text("")
+    run = vitviz_cli("stats", CHELSEA, "--ray", "--out", "out", cwd=tmp_path, before=tmp_path / "standin")
+    line = one_line(run, 1)
+    assert line.startswith("vitviz: --ray: a local Ray did not start (The current node timed out during startup.")
+    assert line.endswith("see Ray's logs in /tmp/ray/session_latest/logs, or run without --ray")
+
+
+def test_stats_ray_without_ray_says_so_before_the_model_loads(tmp_path):
+    (tmp_path / "standin").mkdir()
+    (tmp_path / "standin" / "ray.py").write_text("raise ImportError(\"No module named 'ray'\")\n")  # not installed
+    run, seconds = timed(
+        vitviz_cli, "stats", CHELSEA, "--ray", "--out", "out", cwd=tmp_path, before=tmp_path / "standin"
+    )
+    assert one_line(run, 2) == 'vitviz: --ray needs Ray Data: pip install "vitviz[ray]"'
+    assert seconds < 10  # the model loaded first, for 45 s

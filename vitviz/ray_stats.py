@@ -17,6 +17,27 @@ import numpy as np
 from .stats import Sums, Table
 
 
+class RayUnavailableError(RuntimeError):
+    """Ray did not start here, or its cluster could not be reached."""
+
+
+def start(address: str | None, workers: int | None) -> None:
+    """Connect to the Ray cluster at `address`, or start a local Ray with `workers` CPUs (2 by default); a
+    RayUnavailableError with the first line of Ray's own message where it cannot."""
+    import ray
+
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers or 2, log_to_driver=False)
+    except Exception as exc:  # Ray 2.60 raises a bare Exception when its node times out, ConnectionError and others
+        ray.shutdown()  # the processes that did start
+        where = f"the Ray cluster at {address} could not be reached" if address else "a local Ray did not start"
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RayUnavailableError(f"{where} ({reason.rstrip('.')})") from exc
+
+
 class StatsWorker:
     """One Ray actor: the model, loaded once, and the statistics of each batch of paths it is given."""
 
@@ -72,10 +93,7 @@ def over_images(
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers or 2, log_to_driver=False)
+        start(address, workers)
     gpus = int(ray.cluster_resources().get("GPU", 0)) if device != "cpu" else 0
     workers = workers or gpus or 2
     cpus = max(1, int(ray.cluster_resources().get("CPU", workers)) // workers)

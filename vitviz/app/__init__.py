@@ -16,7 +16,11 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     parser = argparse.ArgumentParser(prog=prog, description="vitviz: see inside a Vision Transformer")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=7860)
-    parser.add_argument("--share", action="store_true", help="also open a public gradio.live link")
+    parser.add_argument(
+        "--share",
+        action="store_true",
+        help="also open a public gradio.live link: anyone who has it can use the app (no login)",
+    )
     parser.add_argument("--model", default="dinov2-small", help="catalogue name, hub id or local folder")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument(

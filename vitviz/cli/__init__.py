@@ -4,8 +4,8 @@ before it imports torch but for the method names and the model's own counts (--l
 a usage error answers at once; long work shows a progress bar on stderr.
 
 Exit codes: 0 done; 1 a failure at run time: an input that could not be read (each named on stderr with the
-reason), or a check that found a mismatch; 2 a usage error (a bad option, a missing input file, a model that
-cannot be had).
+reason), a check that found a mismatch, or a Ray that would not start; 2 a usage error (a bad option, a missing
+input file, a model that cannot be had); 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -14,36 +14,73 @@ import argparse
 import sys
 
 from . import analyze, check, explore, faithfulness, stats
-from .arguments import DEFAULT_MODEL, UsageError, check_model, image_files
+from .arguments import DEFAULT_MODEL, Failure, UsageError, check_model, image_files
 from .faithfulness import ASKED_BY_NAME, faithfulness_methods
 
-__all__ = ["ASKED_BY_NAME", "DEFAULT_MODEL", "UsageError", "faithfulness_methods", "image_files", "main", "parser"]
+__all__ = [
+    "ASKED_BY_NAME",
+    "DEFAULT_MODEL",
+    "Failure",
+    "UsageError",
+    "faithfulness_methods",
+    "image_files",
+    "main",
+    "parser",
+    "serve",
+]
 COMMANDS = (analyze, stats, check, faithfulness, explore)  # each module adds its subcommand; serve is the app's
+SHARE_WARNING = (
+    "vitviz: warning: --share makes a public gradio.live link with no login: anyone who has it can use this app "
+    "and this machine's CPU or GPU"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:  # the app keeps its own options (python app.py takes the same)
+        return serve(argv[1:])
+    return answered(lambda: _run(argv))
+
+
+def _run(argv: list[str]) -> int:
+    args = parser().parse_args(argv)  # argparse itself exits with 2 on a bad option
+    return args.run(args)
+
+
+def answered(command) -> int:
+    """command()'s exit code, or a failure's in one line on stderr: 2 for a usage error, 1 for a failure at run
+    time, 130 for Ctrl-C."""
     try:
-        if argv[:1] == ["serve"]:  # the app keeps its own options (python app.py takes the same)
-            return run_serve(argv[1:])
-        args = parser().parse_args(argv)  # argparse itself exits with 2 on a bad option
-        return args.run(args)
+        return command()
     except UsageError as exc:
         print(f"vitviz: {exc}", file=sys.stderr)
         return 2
+    except Failure as exc:
+        print(f"vitviz: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("vitviz: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
 
 
-def run_serve(argv: list[str]) -> int:
+def serve(argv: list[str], prog: str = "vitviz serve") -> int:
+    """`vitviz serve` and `python app.py`: the app's options and model names checked before anything loads."""
+    return answered(lambda: _serve(argv, prog))
+
+
+def _serve(argv: list[str], prog: str) -> int:
     """Check the app's options and model names, say at once that the model is loading, then serve."""
-    from ..app import main as serve
+    from ..app import main as serve_app
     from ..app import parse_args
 
-    args = parse_args(argv, prog="vitviz serve")
+    args = parse_args(argv, prog=prog)
     check_model(args.model, "--model")
     if args.depth_model is not None:
         check_model(args.depth_model, "--depth-model")
+    if args.share:
+        print(SHARE_WARNING, file=sys.stderr)
     print(f"vitviz: loading {args.model}, then serving on http://{args.host}:{args.port}/ …", file=sys.stderr)
-    serve(argv, prog="vitviz serve")
+    serve_app(argv, prog=prog)
     return 0
 
 

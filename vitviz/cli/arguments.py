@@ -15,6 +15,11 @@ class UsageError(Exception):
     """A command that cannot run as given: its message is printed, and the exit code is 2."""
 
 
+class Failure(Exception):
+    """A command that failed at run time for a reason its message names (and how to act on it): the message is
+    printed, and the exit code is 1."""
+
+
 def model_options(p: argparse.ArgumentParser) -> None:
     """--model, and the input's options."""
     p.add_argument("--model", default=DEFAULT_MODEL, help="catalogue name, hub id or local folder")
@@ -60,18 +65,22 @@ def within(chosen: list[int] | None, count: int, what: str) -> list[int]:
 
 
 def check_model(name: str, argument: str) -> None:
-    """A model name that cannot name a model, or a folder without weights, refused before anything heavy loads."""
-    from ..hub import ModelUnavailableError, model_folder
+    """A model name that cannot name a model, a folder without weights, or a hub id that cannot be had here (no
+    network and not in the cache), refused before anything heavy loads."""
+    from ..hub import ModelUnavailableError, pretrained_source
 
     if name != DEFAULT_MODEL:
         try:
-            model_folder(name)
+            pretrained_source(name)
         except (ValueError, ModelUnavailableError) as exc:
             raise UsageError(f"{argument} {name}: {exc}") from None
 
 
 def existing(paths: list[Path], what: str) -> None:
-    """Every file named must be there: a missing one is a usage error, found before the model loads."""
+    """Every file named must be there: a missing one, or a folder, is a usage error, found before the model loads."""
+    folders = [str(p) for p in paths if p.is_dir()]
+    if folders:
+        raise UsageError(f"{what}: {', '.join(folders)}: a folder, not a file; name the file inside it")
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise UsageError(f"{what}: no such file: {', '.join(missing)}")
@@ -92,3 +101,9 @@ def image_files(inputs: list[str]) -> list[Path]:
                 raise UsageError(f"{item}: no such file, folder or matching pattern")
             found.update(Path(f) for f in matches if Path(f).is_file())
     return sorted(found)
+
+
+def output_folder(out: Path, what: str = "--out") -> None:
+    """A folder to write in: missing is fine (it is made), a file there is a usage error."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{what} {out}: a file, not a folder; name a folder (it is made if missing)")
