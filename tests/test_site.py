@@ -193,3 +193,57 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
     for row, col in ((0, 0), (18, 30)):
         sim = page.evaluate(f"() => window.vitviz.site.positions({row}, {col})")
         np.testing.assert_allclose(np.array(sim).reshape(37, 37), embedded.pos_embed_similarity()[row, col], atol=1e-3)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_second_visit_works_offline_and_no_request_carries_the_photo(served, tmp_path):
+    sync = browser_or_skip()
+    photo = tmp_path / "mine.png"
+    cv2.imwrite(str(photo), cv2.resize(cv2.imread(str(vitviz.example("rocket"))), (300, 200)))
+    with sync.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(viewport={"width": 390, "height": 844}, bypass_csp=True)
+        page = context.new_page()
+        sent = []
+        context.on("request", lambda r: sent.append((r.method, r.url, r.post_data_buffer)))
+        page.goto(served + "?size=224")
+        page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
+        page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+        assert page.evaluate("() => window.vitviz.site.state().cached") is False
+        page.wait_for_function("() => navigator.serviceWorker.controller !== null", timeout=30_000)
+        context.set_offline(True)
+        page.reload()
+        page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
+        page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+        state = page.evaluate("() => window.vitviz.site.state()")
+        assert state["cached"] is True and state["ready"]
+        page.set_input_files(".site-file", str(photo))
+        page.wait_for_function("() => window.vitviz.site.state().run && window.vitviz.site.state().run.name === 'mine.png'", timeout=60_000)
+        assert page.evaluate("() => window.vitviz.site.state().run.size") == [154, 224]
+        weights = page.evaluate("async () => Array.from((await window.vitviz.explorer.hover(11, 2, 40)).weights)")
+        assert len(weights) == 1 + 11 * 16 and abs(sum(weights) - 1) < 1e-5
+        browser.close()
+    assert sent and all(method == "GET" and body is None for method, _, body in sent), sent
+    assert not any("mine.png" in url for _, url, _ in sent)
+
+
+@pytest.mark.app
+@pytest.mark.slow
+def test_the_app_serves_the_site_at_its_path_with_its_headers(tmp_path):
+    from starlette.testclient import TestClient
+    from starlette.applications import Starlette
+
+    from vitviz.app.site import HostedSite
+
+    site = HostedSite(tmp_path / "site")
+    client = TestClient(Starlette(routes=site.routes()))
+    assert client.get("/site/").status_code == 503  # not written yet: said so, not a 404
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("<!doctype html><title>the site</title>")
+    site.start()
+    answer = client.get("/site/")
+    assert answer.status_code == 200 and "the site" in answer.text
+    for name, value in HEADERS.items():
+        assert answer.headers[name] == value
+    assert client.get("/site/../pyproject.toml").status_code == 404

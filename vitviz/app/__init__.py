@@ -57,8 +57,10 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     from . import qk, session
     from .explorer import routes
     from .layout import CSS, build
+    from .site import HostedSite
 
     server = (server or session.Server(device=args.device)).start()
+    site = HostedSite().start()  # the static site at /site/, written in the background
     demo = build(server, args.model, args.depth_model)
     # Concurrency groups: "forward" (new images), "draw" (views from the cache) and "heavy"
     # (attributions, depth) each have their own slots, so slow work never queues before a new image.
@@ -72,6 +74,7 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
         max_file_size=int(args.max_upload_mb * 2**20),
         prevent_thread_lock=not block,
         quiet=not block,
-        app_kwargs={"routes": routes(server) + qk.routes(server)},  # the Explorer's layers, the Q·K view's UMAP
+        # the Explorer's layers, the Q·K view's UMAP, the static site
+        app_kwargs={"routes": routes(server) + qk.routes(server) + site.routes()},
     )
     return demo

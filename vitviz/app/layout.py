@@ -7,6 +7,7 @@ import importlib
 import gradio as gr
 
 from ..tabs import ORDER
+from . import site
 from .explorer import STATIC
 from .internals import check_gradio, name_refusals, narrow_progress, write_pictures_whole
 from .session import Server, user_error
@@ -27,6 +28,7 @@ def build(server: Server, default_model: str, depth_model: str | None = None) ->
         server.get_depth_model(depth_model)
     with gr.Blocks(title="vitviz: see inside a Vision Transformer", delete_cache=(1800, 3600)) as demo:
         gr.Markdown(INTRO, elem_id="intro")
+        gr.Markdown(site.LINK, elem_id="site-link")
         with gr.Row():
             with gr.Column(scale=1, min_width=300, elem_id="source-panel"):
                 ctx = build_source(demo, server, model, depth_model)

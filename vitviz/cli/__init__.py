@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import analyze, check, explore, faithfulness, stats
+from . import analyze, check, explore, faithfulness, site, stats
 from .arguments import DEFAULT_MODEL, Failure, UsageError, check_model, image_files
 from .faithfulness import ASKED_BY_NAME, faithfulness_methods
 
@@ -28,7 +28,7 @@ __all__ = [
     "parser",
     "serve",
 ]
-COMMANDS = (analyze, stats, check, faithfulness, explore)  # each module adds its subcommand; serve is the app's
+COMMANDS = (analyze, stats, check, faithfulness, explore, site)  # each module adds its subcommand; serve is the app's
 SHARE_WARNING = (
     "vitviz: warning: --share makes a public gradio.live link with no login: anyone who has it can use this app "
     "and this machine's CPU or GPU"
@@ -91,7 +91,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="vitviz", description="See inside a Vision Transformer.", epilog=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     top.add_argument("--version", action="version", version=f"vitviz {__version__}")
-    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats,check,faithfulness,explore}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats,check,faithfulness,explore,site}")
     sub.add_parser("serve", help="start the web app (vitviz serve --help lists its options)")
     for command in COMMANDS:
         command.add(sub)

@@ -116,7 +116,10 @@ def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
     (out / "index.html").write_text(page, encoding="utf-8")
     (out / "vitviz.js").write_text(script(), encoding="utf-8")
     (out / "vitviz.css").write_text(style(), encoding="utf-8")
-    shutil.copyfile(PAGE / "sw.js", out / "sw.js")
+    kept = (p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.suffix != ".onnx")
+    files = ["./", *sorted(f for f in kept if f != "sw.js" and not f.startswith("."))]
+    worker = (PAGE / "sw.js").read_text().replace("const FILES = [];", f"const FILES = {json.dumps(files)};")
+    (out / "sw.js").write_text(worker, encoding="utf-8")
     (out / ".nojekyll").write_text("")  # GitHub Pages: serve the folder as it is
     say(f"wrote {out}")
     return out

@@ -2,8 +2,9 @@
 // second visit works with the network off), and every answer carries the cross-origin isolation headers (COOP and
 // COEP) that threads need, which a static host such as GitHub Pages cannot set.
 const CACHE = "vitviz-site-v1";
+const FILES = []; // the site's files but the model (which the page keeps itself), written in by vitviz/site/build.py
 
-self.addEventListener("install", () => self.skipWaiting());
+self.addEventListener("install", (e) => e.waitUntil(caches.open(CACHE).then((c) => c.addAll(FILES)).then(() => self.skipWaiting())));
 self.addEventListener("activate", (e) => e.waitUntil(self.clients.claim()));
 
 function isolated(response) {

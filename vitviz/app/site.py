@@ -1,0 +1,78 @@
+"""The static site, served by the app at `/site/` so that a teacher's laptop can hand a class one link and compute
+nothing for them: each student's browser runs the model (vitviz/site). The folder is written once per vitviz
+version, in the background after the app starts (about 10 s), into the system's temporary folder or
+`$VITVIZ_SITE_DIR`; until it is there, `/site/` says so."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+from .. import __version__
+from ..site.serve import HEADERS
+
+PATH = "/site"
+LINK = (f"**One link for a class:** [{PATH}/]({PATH}/) runs the whole model in each student's own browser (a 50 MB "
+        "download once, kept by the browser), so this computer computes nothing for them.")  # fmt: skip
+log = logging.getLogger(__name__)
+
+
+class HostedSite:
+    """The site's folder, built by `start()` on a thread of its own; `app` is the ASGI app that serves it."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        root = Path(os.environ.get("VITVIZ_SITE_DIR") or Path(tempfile.gettempdir()) / "vitviz-site")
+        self.folder = folder or root / __version__
+        self.ready = threading.Event()
+        self.error: str | None = None
+        self._files = None
+
+    def start(self) -> HostedSite:
+        if (self.folder / "index.html").is_file():
+            self.ready.set()
+        else:
+            threading.Thread(target=self._build, name="vitviz-site", daemon=True).start()
+        return self
+
+    def _build(self) -> None:
+        from ..site.build import build
+
+        try:
+            partial = self.folder.with_name(self.folder.name + f".{os.getpid()}.partial")
+            build(partial)
+            partial.replace(self.folder)  # whole or not at all: another app's build may have finished first
+        except OSError as exc:
+            if not (self.folder / "index.html").is_file():
+                self.error = f"the site could not be written to {self.folder}: {exc}"
+                log.warning("vitviz: %s", self.error)
+                return
+        except Exception as exc:  # the app keeps serving; /site/ says what went wrong
+            self.error = f"the site could not be built: {exc}"
+            log.exception("vitviz: the site could not be built")
+            return
+        self.ready.set()
+
+    async def app(self, scope, receive, send) -> None:
+        """Static files of the folder with the site's headers (cross-origin isolation for the runtime's threads)."""
+        if not self.ready.is_set():
+            text = self.error or "The site is being written (about 10 s after the app starts): reload in a moment."
+            await PlainTextResponse(text, status_code=503 if self.error is None else 500)(scope, receive, send)
+            return
+        self._files = self._files or StaticFiles(directory=str(self.folder), html=True)
+
+        async def with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message["headers"], *((k.lower().encode(), v.encode()) for k, v in HEADERS.items())]
+            await send(message)
+
+        await self._files(scope, receive, with_headers)
+
+    def routes(self) -> list[Mount]:
+        return [Mount(PATH, app=self.app)]
