@@ -9,7 +9,8 @@ patch centres' pixel distances [P,P], and returns, for one image:
     last [N,D]                     the last layer's output before that norm (the token norms)
     q, k [L,N,H*dh]                every layer's queries and keys, heads side by side (the Explorer's layers)
     value_norms [L,H,N]            ||W_O,h v_hj|| (`maps.value_norms`)
-    mean, max, min [L,N,N]         the heads fused from the float16-rounded weights, as `Analysis.fused` fuses them
+    mean, max, min [L,N,N]         the heads fused from the float16-rounded weights, as `Analysis.fused` fuses them:
+                                   the mean in float32, max and min in float16 (each one of the weights, exactly)
     distance, entropy [L,H]        `maps.score_statistics` of each layer's float32 scores
     dense [1,1,H,W]                the dense head's map on this forward's own tokens (`models.VitModel.dense_map`)
 
@@ -79,8 +80,8 @@ class SiteGraph(nn.Module):
             distance.append(((a * distances).sum(-1) / a.sum(-1)).mean(-1))
             rounded = weights.half().float()  # the float16 weights that a capture keeps and rollout fuses
             fused["mean"].append(rounded.mean(0))
-            fused["max"].append(rounded.amax(0))
-            fused["min"].append(rounded.amin(0))
+            fused["max"].append(rounded.amax(0).half())
+            fused["min"].append(rounded.amin(0).half())
             norms.append(torch.sqrt(torch.clamp(((vh @ self.grams[i]) * vh).sum(-1), min=0)))
             context = (weights @ vh).transpose(0, 1).reshape(n, -1)
             y = x + p.scale1(p.o(context))

@@ -46,7 +46,7 @@ def server(folder: str | Path, host: str = "127.0.0.1", port: int = 8000) -> Thr
 def serve(folder: str | Path, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Serve `folder` until interrupted."""
     with server(folder, host, port) as httpd:
-        print(f"vitviz: serving the site {folder} on http://{host}:{httpd.server_address[1]}/ (Ctrl-C stops it)")
+        print(f"vitviz: serving the site {folder} on http://{host}:{httpd.server_address[1]}/ (Ctrl-C stops it)", flush=True)
         try:
             httpd.serve_forever()
         except KeyboardInterrupt:

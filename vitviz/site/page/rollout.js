@@ -4,22 +4,48 @@
 // the identity is added for the skip connection and rows are renormalised: Â_l. The rollout is start · Â_L ... Â_1,
 // a vector times each layer from the last down. Sums run in float64.
 
-// The discard threshold of one layer [N*N]: its k-th smallest weight, k = max(1, floor(N²·ratio)) (maps.discard_thresholds)
-function vitvizThreshold(layer, ratio, sorted) {
-  const k = Math.max(1, Math.floor(layer.length * ratio));
-  return sorted(layer)[k - 1];
+// A fused layer as float32, whatever the graph gave: the mean's Float32Array as it is, max's and min's float16 (exact:
+// each is one of the float16 weights; ONNX Runtime gives their bits as a Uint16Array, or a Float16Array where the
+// browser has one) decoded into `into`
+const VITVIZ_HALF = (() => {
+  const lut = new Float32Array(65536);
+  for (let b = 0; b < 65536; b++) {
+    const e = (b >> 10) & 31, f = b & 1023, sign = b & 32768 ? -1 : 1;
+    lut[b] = sign * (e === 0 ? f * 2 ** -24 : e === 31 ? (f ? NaN : Infinity) : (1 + f / 1024) * 2 ** (e - 15));
+  }
+  return lut;
+})();
+function vitvizFusedLayer(data, l, nn, into) {
+  if (data instanceof Float32Array) return data.subarray(l * nn, (l + 1) * nn);
+  if (data instanceof Uint16Array) for (let i = 0; i < nn; i++) into[i] = VITVIZ_HALF[data[l * nn + i]];
+  else into.set(data.subarray(l * nn, (l + 1) * nn)); // a Float16Array, where the browser has one
+  return into;
 }
 
-// The rollout [N] that starts from `start` [N] (summing to 1), through `fused` (one Float32Array [L*N*N]) at `ratio`
-// in [0, 1), the columns in `keep` never dropped; sortedOf(l) gives layer l's weights sorted (kept by the caller)
-function vitvizRollout(fused, layers, n, start, ratio, keep, sortedOf) {
+// Each layer's discard thresholds at the slider's ratios (5 % steps): the k-th smallest weight, k = max(1,
+// floor(N²·ratio)), as maps.discard_thresholds; one sort of a scratch copy per layer, then only [L] numbers kept
+const VITVIZ_RATIOS = Array.from({ length: 19 }, (_, i) => Number(((i + 1) * 0.05).toFixed(2)));
+function vitvizThresholds(data, layers, nn, ratios = VITVIZ_RATIOS) {
+  const scratch = new Float32Array(nn), out = [];
+  for (let l = 0; l < layers; l++) {
+    scratch.set(vitvizFusedLayer(data, l, nn, scratch));
+    scratch.sort();
+    out.push(new Map(ratios.map((r) => [r, scratch[Math.max(1, Math.floor(nn * r)) - 1]])));
+  }
+  return out;
+}
+
+// The rollout [N] that starts from `start` [N] (summing to 1), through the fused layers `data` ([L*N*N], see
+// vitvizFusedLayer) at `ratio` in [0, 1), the columns in `keep` never dropped; thresholdOf(l) gives layer l's
+// threshold at that ratio
+function vitvizRollout(data, layers, n, start, ratio, keep, thresholdOf) {
   if (!(ratio >= 0 && ratio < 1)) throw new Error(`the discard ratio must be in [0, 1), got ${ratio}`);
   let rows = Float64Array.from(start);
-  const next = new Float64Array(n), kept = new Uint8Array(n);
+  const next = new Float64Array(n), kept = new Uint8Array(n), scratch = new Float32Array(n * n);
   for (const t of keep) kept[t] = 1;
   for (let l = layers - 1; l >= 0; l--) {
-    const a = fused.subarray(l * n * n, (l + 1) * n * n);
-    const th = ratio > 0 ? vitvizThreshold(a, ratio, () => sortedOf(l)) : -Infinity;
+    const a = vitvizFusedLayer(data, l, n * n, scratch);
+    const th = ratio > 0 ? thresholdOf(l) : -Infinity;
     next.fill(0);
     for (let i = 0; i < n; i++) {
       const row = a.subarray(i * n, (i + 1) * n);

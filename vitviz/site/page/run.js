@@ -16,14 +16,14 @@ async function vitvizRun(cfg, session, photo, longest, name) {
   };
   const patches = grid[0] * grid[1];
   meta.qk = { ...cfg.qk, rgb: vitvizPatchColours(input, model, grid) };
-  const sortedCache = new Map();
+  const thresholds = new Map();
   const run = {
     name, meta, input, out, width, forwardMs: out.forwardMs,
     source: vitvizRunSource(meta, out),
-    sorted(fusion, l) { // layer l's fused weights in ascending order, kept for the discard slider's next move
-      const key = `${fusion}|${l}`;
-      if (!sortedCache.has(key)) sortedCache.set(key, out[fusion].data.slice(l * n * n, (l + 1) * n * n).sort());
-      return sortedCache.get(key);
+    threshold(fusion, l, ratio) { // layer l's discard threshold: the slider's ratios counted once a fusion
+      if (!thresholds.has(fusion)) thresholds.set(fusion, vitvizThresholds(out[fusion].data, meta.layers, n * n));
+      const kept = thresholds.get(fusion)[l];
+      return kept.has(ratio) ? kept.get(ratio) : vitvizThresholds(out[fusion].data, meta.layers, n * n, [ratio])[l].get(ratio);
     },
     tokenNorms() { // [P] the length of each patch's output token before the final norm (maps.token_norms)
       const last = out.last.data, norms = new Float32Array(patches), prefix = meta.prefix.length;

@@ -41,7 +41,7 @@ function vitvizRolloutView(el, run, settings) {
   const shares = (toward, fusion) => {
     const start = vitvizRolloutStart(toward, n, prefix, m.readout.tokens, run.out.dense.data, run.input.height, run.input.width, m.grid);
     const keep = toward === "readout" ? m.readout.tokens : [];
-    const rows = vitvizRollout(run.out[fusion].data, m.layers, n, start, settings.discard, keep, (l) => run.sorted(fusion, l));
+    const rows = vitvizRollout(run.out[fusion].data, m.layers, n, start, settings.discard, keep, (l) => run.threshold(fusion, l, settings.discard));
     let total = 0;
     for (let i = prefix; i < n; i++) total += rows[i];
     return Float64Array.from(rows.subarray(prefix), (v) => (100 * v) / total);
