@@ -5,11 +5,39 @@ the analysis."""
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 import numpy as np
 
+from . import trend
 from .analysis import Analysis
 from .maps import high_norm_tokens
 from .outputs import Output
+
+
+def fixed(x: float, digits: int = 2) -> str:
+    """x with `digits` decimals as the browser's vitvizFixed (static/text.js) prints it: rounded on x's exact
+    value, halves away from zero, as JavaScript's toFixed does; a value that rounds to zero prints as 0, never
+    "-0.00"."""
+    rounded = Decimal(float(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return str(abs(rounded) if rounded == 0 else rounded)
+
+
+def p_words(p: float) -> str:
+    """A p-value as the sentences say it: "p = 0.080", "p < 0.001"."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+TREND_VERBS = {"grows": "grows with depth", "falls": "falls with depth", "none": "shows no clear trend with depth"}
+TREND_RULE = (
+    f"A trend needs a rank correlation with depth of at least {trend.RHO}, or at most −{trend.RHO}, and p ≤ "
+    f"{trend.P} in a permutation test."
+)
+
+
+def trend_words(t: trend.Trend) -> str:
+    """The test behind a trend's verb: "rank correlation 0.53 with the layer's depth, weak; p = 0.080"."""
+    return f"rank correlation {fixed(t.rho)} with the layer's depth, {t.strength}; {p_words(t.p)}"
 
 
 def upscale_note(a: Analysis, limit: float = 4.0) -> str:
