@@ -123,9 +123,10 @@ def test_the_lessons_head_steps_draw_the_head_they_name_and_say_what_depth_shows
         expected = (int(chosen[0]) + (0 if step is lesson.local_head else d.shape[0] * 2 // 3), int(chosen[1]))
         assert (layer, head) == expected, step.__name__
     deep = d[d.shape[0] * 2 // 3 :].mean()
-    farther = "the last third of the layers looks farther than layer 0" in text
-    assert farther == (deep > d[0].mean()) and (farther or "On this image they do not" in text)
-    assert title == ("A global head" if farther else "The farthest-looking late head")
+    assert f"the last third of the layers looks {deep:.0f} px away on average, layer 0 {d[0].mean():.0f} px" in text
+    grows = lesson.distance_trend(a).direction == "grows"  # its test is tests/test_lesson.py's
+    assert grows == ("As the ViT paper found, later layers look farther" in text)
+    assert title == ("A global head" if grows else "The farthest-looking late head")
 
 
 @pytest.mark.parametrize("which, where", [("vit", "on itself"), ("wide", "on the prefix tokens (CLS and 4 registers)")])
@@ -746,6 +747,39 @@ def test_the_rollout_note_on_a_map_with_one_bright_patch_gives_its_tail_and_whet
     )
 
 
+def no_minus_zero(x: float) -> str:
+    """x to 2 decimals, with "-0.00" read as "0.00": the sentences' rule, written again here."""
+    said = f"{x:.2f}"
+    return "0.00" if said == "-0.00" else said
+
+
+FIXED = [  # (x, digits, what the browser's toFixed-based vitvizFixed prints)
+    (-0.001, 2, "0.00"),
+    (-0.004999, 2, "0.00"),
+    (-0.005, 2, "-0.01"),  # -0.005000000000000000104
+    (0.125, 2, "0.13"),  # exact: a half, away from zero
+    (-0.125, 2, "-0.13"),
+    (2.675, 2, "2.67"),  # 2.67499999999999982236431605997495353221893310546875
+    (-0.0, 2, "0.00"),
+    (-0.4, 0, "0"),
+    (1234.5, 0, "1235"),
+    (0.5, 1, "0.5"),
+    (-12.3456, 3, "-12.346"),
+    (-1e-4, 2, "0.00"),
+    (7, 2, "7.00"),
+]
+
+
+def test_numbers_print_as_the_browser_prints_them_and_never_minus_zero():
+    """sentences.fixed against the strings JavaScript's toFixed gives (halves away from zero on the exact binary
+    value: 0.125 is exact, 2.675 is 2.67499...), with a value that rounds to zero printed as 0."""
+    for x, digits, want in FIXED:
+        assert sentences.fixed(x, digits) == want, (x, digits)
+    rng = np.random.default_rng(3)
+    for x in rng.normal(0, 0.01, 200):
+        assert sentences.fixed(x) == no_minus_zero(x)
+
+
 @pytest.mark.parametrize("name", ["dinov2_registers", "vit"])
 def test_inside_notes_five_steps_read_as_written_with_this_heads_numbers(name):
     """Over every layer, head and every other query, each step's words and numbers are this head's, in both forms of
@@ -760,8 +794,10 @@ def test_inside_notes_five_steps_read_as_written_with_this_heads_numbers(name):
         row, col = divmod(query, 9)
         assert steps[1].endswith(f"(4 heads × 8 = 32). The query is **patch {query} (row {row}, col {col})**.")
         prefix = " · ".join(
-            f"{t}: score {d.scores[i]:.2f}, weight {d.weights[i]:.2g}" for i, t in enumerate(a.model.prefix_tokens)
+            f"{t}: score {no_minus_zero(d.scores[i])}, weight {d.weights[i]:.2g}"
+            for i, t in enumerate(a.model.prefix_tokens)
         )
+        assert "-0.00" not in steps[2]  # a score just under 0 reads 0.00, as the browser prints it
         assert (
             steps[2].endswith(f"Prefix tokens, not pictured: {prefix}.")
             and f"for each of the {a.n_prefix + 45} keys" in steps[2]

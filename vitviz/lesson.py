@@ -57,9 +57,9 @@ def positions(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResu
         "A set of tokens has no order: attention would give the same answer if the patches were shuffled. "
         f"So each patch token gets a learned **position embedding** added to it. The picture shows how similar "
         f"the embedding of the centre position (row {r}, column {c} of the {sentences.grid_words(*g)} grid the "
-        f"model was trained on) is to every other one: cosine {near:.2f} with its right-hand neighbour, {far:.2f} with "
-        "the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches "
-        "belong together."
+        f"model was trained on) is to every other one: cosine {sentences.fixed(near)} with its right-hand "
+        f"neighbour, {sentences.fixed(far)} with the top-left corner. Nobody told the model about rows and columns; "
+        "it learned that nearby patches belong together."
     )
     return "Position embeddings", views.pos_embed_map(m, sim, r, c, "viridis"), text
 
@@ -166,8 +166,8 @@ def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult
         f"its map. Its brightest patch, {_where(a, best)}, gets **{values.flat[best] / values.sum():.1%}** of what "
         f"the patches pass to the output. A classifier would be different: its head reads only the {readout} "
         f"token's final vector, so its rollout starts from that one token. Here rollout toward the {readout} token "
-        f"gives {same} (rank correlation {rho:.2f} with the one shown): with the skip connection in every layer, "
-        "rollout mostly shows which patches all tokens attend to, wherever it starts."
+        f"gives {same} (rank correlation {sentences.fixed(rho)} with the one shown): with the skip connection in "
+        "every layer, rollout mostly shows which patches all tokens attend to, wherever it starts."
     )
     return "The output and rollout", picture, text
 

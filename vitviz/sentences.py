@@ -202,7 +202,7 @@ def inside_note(a: Analysis, d, u) -> str:
     big, most, best = int(np.argmax(d.weights)), int(np.argmax(d.contributions)), int(np.argmax(d.head_shares))
     patches = d.scores[a.n_prefix :]
     prefix = " · ".join(
-        f"{t}: score {d.scores[i]:.2f}, weight {d.weights[i]:.2g}" for i, t in enumerate(m.prefix_tokens)
+        f"{t}: score {fixed(d.scores[i])}, weight {d.weights[i]:.2g}" for i, t in enumerate(m.prefix_tokens)
     )
     same = (
         "the key with the largest weight"
@@ -222,8 +222,8 @@ def inside_note(a: Analysis, d, u) -> str:
         f"({m.num_heads} heads × {width} = {m.num_heads * width}). The query is **{token_name(a, q)}**.",
         f"**2 · Scores.** $s_j = q \\cdot k_j / \\sqrt{{d}}$ for each of the {n} keys; $\\sqrt{{d}} = "
         f"{np.sqrt(width):.3g}$ keeps the scores' spread from growing with $d$. Over the patches they run from "
-        f"{patches.min():.2f} to {patches.max():.2f}. Softmax ignores a shift shared by every key, so picture 2 shows "
-        f"$s_j - \\max_k s_k$: 0 for the top key, and a key 1 lower gets $e^{{-1}}$ = 37 % of its weight. "
+        f"{fixed(patches.min())} to {fixed(patches.max())}. Softmax ignores a shift shared by every key, so picture "
+        f"2 shows $s_j - \\max_k s_k$: 0 for the top key, and a key 1 lower gets $e^{{-1}}$ = 37 % of its weight. "
         f"Prefix tokens, not pictured: {prefix}.",
         f"**3 · Softmax.** $\\alpha_j = e^{{s_j}} / \\sum_k e^{{s_k}}$ (picture 3: the Attention view's map). "
         f"The largest weight is **{d.weights[big]:.3f}**, on {token_name(a, big)}; the top 1 % of keys hold "

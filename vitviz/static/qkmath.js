@@ -208,7 +208,7 @@ function vitvizSortsBy(r, rule, layer, head) {
   const best = (names) => names.reduce((x, y) => (r[y] > r[x] ? y : x));
   const pf = best(rule.position), cf = best(rule.colour), p = r[pf], c = r[cf];
   const verdict = Math.max(p, c) < rule.weak ? "neither" : p >= c + rule.margin ? "position" : c >= p + rule.margin ? "colour" : "both";
-  const fill = { who: `Head ${head} of layer ${layer}`, pos: `${rule.words[pf]} (R = ${p.toFixed(2)})`, col: `${rule.words[cf]} (R = ${c.toFixed(2)})` };
+  const fill = { who: `Head ${head} of layer ${layer}`, pos: `${rule.words[pf]} (R = ${vitvizFixed(p, 2)})`, col: `${rule.words[cf]} (R = ${vitvizFixed(c, 2)})` };
   return { verdict, sentence: rule.templates[verdict].replace(/\{(\w+)\}/g, (_, name) => fill[name]) };
 }
 
