@@ -28,10 +28,12 @@ def ranks(x: np.ndarray) -> np.ndarray:
 
 def standardised(x: np.ndarray) -> np.ndarray:
     """[n] x [n] centred and scaled to unit length, so that the dot product of two is their correlation; all 0 for
-    a constant x (whose correlation with anything is then 0)."""
-    centred = np.asarray(x, np.float64) - np.mean(x)
-    length = np.linalg.norm(centred)
-    return centred / length if length > 0 else centred
+    a constant x (whose correlation with anything is then 0, however its mean rounds)."""
+    x = np.asarray(x, np.float64)
+    if np.ptp(x) == 0:
+        return np.zeros_like(x)
+    centred = x - x.mean()
+    return centred / np.linalg.norm(centred)
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:

@@ -40,7 +40,7 @@ function vitvizQkText(Q, el, KIND, TOP) {
     }
     const r = Object.fromEntries(Object.entries(f).map(([name, v]) => [name, vitvizMultipleR(xy, v)]));
     const which = `${map.method === "umap" ? "UMAP" : "PCA"} of ${map.photos.length === 1 ? "this photo" : `your last ${map.photos.length} photos`}`;
-    return { r, ...vitvizSortsBy(r, rule, map.layer, map.head), which };
+    return { r, ...vitvizSortsBy(r, f, rule, map.layer, map.head), which };
   }
 
   // ---- how well this map keeps attention order, on every photo in it: of each query's TOP_RECALL most-attended keys
