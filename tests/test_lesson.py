@@ -222,7 +222,7 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
     (r, c), g = want["r, c"], m.native_grid
     assert f"(row {r}, column {c} of the {g[0]} rows × {g[1]} columns grid" in text
     assert f"cosine {want['near']:.2f} with its right-hand neighbour, {want['far']:.2f} with the top-left" in text
-    np.testing.assert_array_equal(steps[1][1], vitviz.views.pos_embed_map(m, m.pos_embed_similarity(), r, c, "viridis"))
+    np.testing.assert_array_equal(steps[1][1], vitviz.views.pos_embed_map(m, m.pos_embed_similarity(), r, c))
     centre, row, col = want["centre"]
     layer, head = np.unravel_index(int(np.argmin(d)), d.shape)
     text = steps[2][2]

@@ -344,20 +344,38 @@ def test_the_rollout_view_draws_the_fusion_and_discard_chosen_with_its_sentence(
     assert note == sentences.rollout_note(wide, values, wide.output)
 
 
-def test_the_position_map_colours_each_positions_similarity_from_minus_one_to_one_and_marks_the_chosen():
+def test_the_position_map_colours_a_signed_similarity_diverging_from_zero_and_marks_the_chosen():
+    """A cosine of -1 is the scale's blue end, 0 its near-white centre, 1 its red end, and 0.5 halfway from white
+    to red, whatever the app's colormap, and 0 stays white on a map with no negative cosine (the scale is fixed
+    and centred, not stretched to the map); the colour scale beside it runs from -1 to 1, white in the middle."""
     model = FAMILIES["vit"]()
     g0, g1 = model.native_grid
     sim = np.random.default_rng(1).uniform(-1, 1, (g0, g1, g0, g1)).astype(np.float32)
+    sim[2, 1, 0, 0], sim[2, 1, 3, 3], sim[2, 1, 1, 2], sim[2, 1, 0, 3] = -1.0, 0.0, 1.0, 0.5
     picture = views.pos_embed_map(model, sim, 2, 1)
     assert views.position_at(model, *marker_centre(picture)) == (2, 1)
-    colours = render.colorize(sim[2, 1], "viridis", -1.0, 1.0)
+    blue, white, red = (33, 102, 172), (247, 247, 247), (178, 24, 43)  # ColorBrewer RdBu's, by hand
+    halfway = tuple(round(w + (r - w) * 0.5) for w, r in zip(white, red, strict=True))
     cell = views.POS_MAP_SIDE / g0
-    for r, c in [(0, 0), (3, 3), (1, 2)]:
-        assert np.array_equal(picture[int((r + 0.5) * cell), int((c + 0.5) * cell)], colours[r, c])
+
+    def at(r: int, c: int) -> tuple[int, ...]:
+        return tuple(int(v) for v in picture[int((r + 0.5) * cell), int((c + 0.5) * cell)])
+
+    assert (at(0, 0), at(3, 3), at(1, 2), at(0, 3)) == (blue, white, red, halfway)
+    sim[0, 3] = np.abs(sim[0, 3])  # a position alike or unrelated to every other: 0 is still white, not blue
+    sim[0, 3, 2, 2] = 0.0
+    assert tuple(views.pos_embed_map(model, sim, 0, 3)[int(2.5 * cell), int(2.5 * cell)]) == white
+    colours = render.colorize(sim[2, 1], "diverging", -1.0, 1.0)
+    assert all(at(r, c) == tuple(colours[r, c]) for r in range(g0) for c in range(g1) if (r, c) != (2, 1))
     side = views.POS_MAP_SIDE
-    assert np.array_equal(
-        picture[:, side:], render.with_colorbar(np.zeros((side, side, 3), np.uint8), "viridis", -1.0, 1.0)[:, side:]
+    bar = render.with_colorbar(
+        np.zeros((side, side, 3), np.uint8), "diverging", -1.0, 1.0, quantity="cosine similarity"
     )
+    assert np.array_equal(picture[:, side:], bar[:, side:])
+    column = picture[:, side + 10]  # through the ramp: red at its top, blue at its foot, above the scale's words
+    ramp = column[: int(np.argmax((column == 255).all(1)))]
+    assert tuple(ramp[0]) == red and tuple(ramp[-1]) == blue
+    assert np.abs(ramp[len(ramp) // 2].astype(int) - white).max() <= 3
 
 
 def test_a_click_on_the_position_map_picks_the_position_under_it_clamped_to_the_table():

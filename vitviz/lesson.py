@@ -57,11 +57,12 @@ def positions(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResu
         "A set of tokens has no order: attention would give the same answer if the patches were shuffled. "
         f"So each patch token gets a learned **position embedding** added to it. The picture shows how similar "
         f"the embedding of the centre position (row {r}, column {c} of the {sentences.grid_words(*g)} grid the "
-        f"model was trained on) is to every other one: cosine {sentences.fixed(near)} with its right-hand "
-        f"neighbour, {sentences.fixed(far)} with the top-left corner. Nobody told the model about rows and columns; "
-        "it learned that nearby patches belong together."
+        f"model was trained on) is to every other one, in red where alike, white where unrelated (cosine 0) and blue "
+        f"where opposite: cosine {sentences.fixed(near)} with its right-hand neighbour, {sentences.fixed(far)} with "
+        "the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches belong "
+        "together."
     )
-    return "Position embeddings", views.pos_embed_map(m, sim, r, c, "viridis"), text
+    return "Position embeddings", views.pos_embed_map(m, sim, r, c), text
 
 
 def _head_picture(a: Analysis, layer: int, head: int, cmap: str, alpha: float, scale: str) -> np.ndarray:
