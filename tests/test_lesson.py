@@ -181,7 +181,7 @@ def independent_numbers(a: vitviz.Analysis) -> dict:
 
 
 @pytest.mark.parametrize(
-    "name, seed",  # siglip_vision with seed 1: its last third looks farther than layer 0, the others' does not
+    "name, seed",  # 3 layers (6 orderings, p >= 1/3): no trend on the tiny models; the made-up ones are tested above
     [("vit", 9), ("deit", 9), ("dinov2_registers", 9), ("siglip", 9), ("siglip_vision", 1), ("embedded", 0)],
 )
 def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded):
