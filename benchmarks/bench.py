@@ -121,7 +121,7 @@ def bench_app(model: VitModel, repeats: int, bare_forward: Callable[[], object])
                 forward_ms = median_ms(bare_forward, 3, model.device)
             if i % 4 in (0, 3):  # the browser's way: the analysis, then the shown view, then the other tabs
                 with timed("trivial"):
-                    client.predict(model_name, 3, 3, "inferno", api_name="/position_map")
+                    client.predict(model_name, 3, 3, api_name="/position_map")
                 with timed("two"):
                     client.predict(image, **where, api_name="/analyze")
                     client.predict(image, **where, api_name="/tokens")
@@ -140,7 +140,7 @@ def bench_app(model: VitModel, repeats: int, bare_forward: Callable[[], object])
                     client.predict(image, **where, api_name="/tokens")
             else:
                 with timed("http trivial"):
-                    http.call("position_map", model_name, 3, 3, "inferno", False)
+                    http.call("position_map", model_name, 3, 3, False)
                 with timed("http one"):
                     http.call("tokens", http.upload(path), model_name, "448", False)
 
@@ -170,7 +170,7 @@ def bench_app_moves(model: VitModel, folder, look_s: float) -> None:
         http, trivial = HttpApi(url), []
         for _ in range(40):
             start = time.perf_counter()
-            http.call("position_map", model.name, 3, 3, "inferno", False)
+            http.call("position_map", model.name, 3, 3, False)
             trivial.append((time.perf_counter() - start) * 1000)
         api_interactions(http, photos(1, folder, prefix="warm-up")[0], model, 1.0, count=20)  # the server's first uses
         new = photos(2, folder, prefix="moves")
@@ -308,7 +308,7 @@ def bench_live_app(model_name: str, rounds: int = 15) -> None:
         times = []
         for _ in range(rounds):
             start = time.perf_counter()
-            client.predict(model_name, 3, 3, "inferno", api_name="/position_map")
+            client.predict(model_name, 3, 3, api_name="/position_map")
             times.append((time.perf_counter() - start) * 1000)
         return float(np.median(times))
 

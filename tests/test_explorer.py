@@ -346,6 +346,53 @@ def test_a_key_tied_with_the_top_key_reads_as_a_tie_never_as_minus_zero():
     assert "−0.00" not in text and "-0.00" not in text and "100.0 %" not in text, text
 
 
+def test_every_script_prints_fixed_decimals_through_the_one_formatter_of_text_js():
+    """No script calls toFixed but vitvizFixed in text.js: every number a view prints with fixed decimals has its
+    rule (a value that rounds to zero prints as 0, never "-0.00")."""
+    for path in sorted(STATIC.glob("*.js")):
+        source = path.read_text()
+        if path.name == "text.js":
+            start = source.index("function vitvizFixed(")
+            source = source[:start] + source[source.index("\n}\n", start) :]
+        assert ".toFixed(" not in source, f"{path.name} formats a number without vitvizFixed"
+
+
+def engine_page(pw):
+    """A blank page with the words' modules loaded (attention.js for its token constants, text.js, inside.js)."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    page = browser.new_page()
+    page.set_content("<script>" + "\n".join((STATIC / n).read_text() for n in ENGINE_WORDS) + "</script>")
+    return browser, page
+
+
+ENGINE_WORDS = ("attention.js", "text.js", "inside.js")
+
+
+@pytest.mark.browser
+def test_the_browsers_numbers_are_pythons_and_never_minus_zero():
+    """vitvizFixed equals sentences.fixed on values that round to zero from below, exact halves, binary near-halves
+    and random ones; inside a head's range, a top patch 1e-4 below a prefix token's score reads "0.00 (bright)"."""
+    sync_api = browser_or_skip()
+    rng = np.random.default_rng(4)
+    values = [-0.001, -0.004999, -0.005, 0.125, -0.125, 2.675, -0.0, -0.4, 1234.5, 0.5, -12.3456, -1e-4, 7.0]
+    values += [float(x) for x in rng.normal(0, 0.02, 300)] + [float(x) for x in rng.normal(0, 50, 100)]
+    cases = [(x, digits) for x in values for digits in (0, 1, 2, 3)]
+    with sync_api.sync_playwright() as pw:
+        browser, page = engine_page(pw)
+        said = page.evaluate("(cases) => cases.map(([x, d]) => vitvizFixed(x, d))", cases)
+        ranges = page.evaluate("""() => {
+            const ranges = [{}, {}], scores = new Float32Array([1.0, 1.0 - 1e-4, 0.5, 0.3, 0.2]);
+            const v = {meta: {prefix: ["CLS"], grid: [2, 2], scaleName: "log scale"}, scores,
+                       row: new Float32Array([0.4, 0.3, 0.1, 0.1, 0.1]), norms: new Float32Array(5).fill(1)};
+            vitvizPaintSteps([null, null], ranges, v, () => {}, () => ({log: false, lo: 0, hi: 1}));
+            return ranges.map((r) => r.textContent);
+        }""")
+        browser.close()
+    assert said == [vitviz.sentences.fixed(x, digits) for x, digits in cases]
+    assert "-0.00" not in said
+    assert ranges[0] == "colour: -0.80 (dark) to 0.00 (bright); 0 is the top key, CLS, not on the photo"
+
+
 SMOOTH = np.dstack([*np.meshgrid(np.linspace(40, 210, 72), np.linspace(60, 190, 40)), np.full((40, 72), 128.0)])
 
 

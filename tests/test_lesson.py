@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 from conftest import ASSETS, FAMILIES, random_image
+from support.trend_reference import exact_p_by_formula, rho_by_formula, scipy_trend
 
 import vitviz
 from vitviz import lesson
@@ -45,6 +46,39 @@ def test_the_steps_numbers_are_this_analysis_own(chelsea):
     text = lesson.lesson_step(chelsea, 7)[2]
     cls = chelsea.inside_head(chelsea.model.num_layers - 1, 0, "cls")
     assert f"largest weight is {cls.weights.max():.3f}" in text
+
+
+DIPPING = [201, 154, 160, 124, 141, 124, 182, 161, 186, 181, 206, 204]  # up from layer 0 to 11, dipping between
+
+
+@pytest.mark.parametrize(
+    "means, verb, title",
+    [
+        (DIPPING, "shows no clear trend with depth", "The farthest-looking late head"),
+        (list(120 + 8 * np.arange(12)), "grows with depth", "A global head"),
+        ([2, 1, 4, 7, 5, 0, 3, 8, 11, 9, 6, 10], "grows with depth", "A global head"),  # rho 0.70: moderate
+        ([4, 0, 6, 1, 2, 10, 9, 7, 3, 5, 8, 11], "shows no clear trend with depth", "The farthest-looking late head"),
+        (list(220 - 8 * np.arange(12)), "falls with depth", "The farthest-looking late head"),
+        ([150] * 12, "shows no clear trend with depth", "The farthest-looking late head"),
+    ],
+)
+def test_a_trend_with_depth_is_said_only_where_its_test_finds_one(chelsea, monkeypatch, means, verb, title):
+    """Steps 4 and 5 on distances made to grow, fall, dip in the middle layers (the first and last layers alone
+    say "grows"), stay flat, or correlate with depth just under the threshold (rho 0.58, p 0.0498): the verb is the
+    test's, with its rho, strength and p, and the paper is agreed with only where the distance grows."""
+    d = np.asarray(means, np.float32)[:, None] + np.linspace(-3, 3, 6, dtype=np.float32)  # [12,6]: heads spread
+    monkeypatch.setattr(vitviz.Analysis, "mean_attention_distance", property(lambda self: d))
+    (said_title, _, step4), (_, _, step5) = lesson.lesson_step(chelsea, 4), lesson.lesson_step(chelsea, 5)
+    assert said_title == title
+    assert f"Averaged over heads, it {verb}" in step5 and f"the mean attention distance {verb} (" in step4
+    rho, p = said_trend(step5, d.mean(1).astype(np.float64))
+    assert said_trend(step4, d.mean(1).astype(np.float64)) == (rho, p)
+    assert ("as in the paper" in step5) == (verb == "grows with depth")
+    assert "A trend needs a rank correlation with depth of at least 0.6, or at most −0.6, and p ≤ 0.05" in step5
+    low, high = int(np.argmin(d.mean(1))), int(np.argmax(d.mean(1)))
+    assert f"lowest in layer {low} ({d.mean(1)[low]:.0f} px) and highest in layer {high}" in step5
+    for text in (step4, step5):
+        assert_well_formed(text)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -102,6 +136,23 @@ def assert_well_formed(text: str) -> None:
         assert capitals <= 1 or word in ACRONYMS, (word, text)
 
 
+TREND = r"\(rank correlation (-?[0-9.]+) with the layer's depth, (weak|moderate|strong); p (=|<) ([0-9.]+)\)"
+
+
+def said_trend(text: str, means: np.ndarray) -> tuple[float, float]:
+    """The (rho, p) that a step says of the distance's trend with depth, held against SciPy's (or the formula's
+    exact p, up to 7 layers) for these per-layer means [L]."""
+    found = re.search(TREND, text)
+    assert found, text
+    rho, strength, below, p = float(found[1]), found[2], found[3] == "<", float(found[4])
+    want_rho, want_p = scipy_trend(means) if len(means) > 7 else (rho_by_formula(list(means)), None)
+    want_p = exact_p_by_formula(list(means)) if want_p is None else want_p
+    assert rho == pytest.approx(want_rho, abs=0.005), text
+    assert want_p < p + 0.0005 if below else p == pytest.approx(want_p, abs=0.015), text
+    assert strength == ("strong" if abs(want_rho) >= 0.8 else "moderate" if abs(want_rho) >= 0.6 else "weak")
+    return rho, p
+
+
 def independent_numbers(a: vitviz.Analysis) -> dict:
     """What each step should quote, from transformers' own forward and the model's weights, in float64."""
     from conftest import reference_outputs
@@ -130,7 +181,7 @@ def independent_numbers(a: vitviz.Analysis) -> dict:
 
 
 @pytest.mark.parametrize(
-    "name, seed",  # siglip_vision with seed 1: its last third looks farther than layer 0, the others' does not
+    "name, seed",  # 3 layers (6 orderings, p >= 1/3): no trend on the tiny models; the made-up ones are tested above
     [("vit", 9), ("deit", 9), ("dinov2_registers", 9), ("siglip", 9), ("siglip_vision", 1), ("embedded", 0)],
 )
 def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded):
@@ -148,8 +199,10 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
     steps = [lesson.lesson_step(a, s, **colours) for s in range(1, len(lesson.STEPS) + 1)]
     deep = d.shape[0] * 2 // 3
     late, early = d[deep:].mean(), d[0].mean()
+    rho, p = said_trend(steps[4][2], d.mean(1))
+    grows = rho >= 0.6 and p <= 0.05
     titles = list(TITLES)  # the titles that a step's own numbers allow
-    titles[3] = "A global head" if late > early else "The farthest-looking late head"
+    titles[3] = "A global head" if grows else "The farthest-looking late head"
     titles[5] = "The readout and rollout" if m.dense_head is None else "The output and rollout"
     assert [title for title, *_ in steps] == titles
     for _, _, text in steps:
@@ -169,7 +222,7 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
     (r, c), g = want["r, c"], m.native_grid
     assert f"(row {r}, column {c} of the {g[0]} rows × {g[1]} columns grid" in text
     assert f"cosine {want['near']:.2f} with its right-hand neighbour, {want['far']:.2f} with the top-left" in text
-    np.testing.assert_array_equal(steps[1][1], vitviz.views.pos_embed_map(m, m.pos_embed_similarity(), r, c, "viridis"))
+    np.testing.assert_array_equal(steps[1][1], vitviz.views.pos_embed_map(m, m.pos_embed_similarity(), r, c))
     centre, row, col = want["centre"]
     layer, head = np.unravel_index(int(np.argmin(d)), d.shape)
     text = steps[2][2]
@@ -181,19 +234,18 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
     far_layer, far_head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
     far_layer += deep
     text = steps[3][2]
-    if late > early:
-        assert f"the last third of the layers looks farther than layer 0: {late:.0f} px on average" in text
-    else:  # the paper's finding, and that this image contradicts it, plainly
-        assert "later layers look farther. On this image they do not:" in text
-        assert f"looks {late:.0f} px away on average, layer 0 {early:.0f} px" in text
+    assert f"the mean attention distance {'grows' if grows else 'shows no clear trend'} with depth" in text
+    assert said_trend(text, d.mean(1)) == (rho, p)  # the test of step 5
+    assert ("As the ViT paper found, later layers look farther on this image" in text) == grows
+    assert f"the last third of the layers looks {late:.0f} px away on average, layer 0 {early:.0f} px" in text
     assert f"**layer {far_layer}, head {far_head}**: {d[far_layer, far_head]:.0f} px on average, against " in text
     assert f"against {d.min():.0f} px for the most local head" in text
     drawn = vitviz.views.attention_view(a, int(far_layer), int(far_head), centre, "magma", 0.5, True, "robust")[0]
     np.testing.assert_array_equal(steps[3][1], drawn)
     text, means = steps[4][2], d.mean(1)
     assert f"from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer {len(means) - 1}" in text
-    grows = "as in the paper" in text
-    assert grows == (means[-1] > means[0]) and grows != ("On this image it does not" in text)
+    assert ("it grows with depth, as in the paper" in text) == grows
+    assert ("it shows no clear trend with depth, where the paper found that it grows" in text) == (not grows)
     assert f"widest spread of heads is in layer {int(np.argmax(d.max(1) - d.min(1)))}:" in text
     np.testing.assert_array_equal(steps[4][1], vitviz.render.layer_head_grid(a.mean_attention_distance, "viridis"))
     text = steps[5][2]

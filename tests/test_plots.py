@@ -17,3 +17,17 @@ def test_each_small_map_keeps_its_own_aspect():
         x, y = ("xaxis", "yaxis") if i == 0 else (f"xaxis{i + 1}", f"yaxis{i + 1}")
         assert layout[y]["scaleanchor"] == x.replace("axis", "") and layout[y]["autorange"] == "reversed"
     assert [np.asarray(t.z).shape for t in fig.data] == [(32, 64)] * 5
+
+
+def test_the_grid_of_grids_is_diverging_and_centred_at_zero():
+    """The signed cosines' colour scale: -1 at blue, 0 at near-white and 1 at red (render's "diverging"), by
+    Plotly's own sampling of the figure's scale, with the scale fixed to [-1, 1] around 0."""
+    from plotly.colors import sample_colorscale
+
+    sim = np.random.default_rng(0).uniform(-1, 1, (4, 4, 4, 4)).astype(np.float32)
+    heatmap = plots.pos_embed_grid(sim).data[0]
+    assert (heatmap.zmin, heatmap.zmid, heatmap.zmax) == (-1, 0, 1)
+    scale = [list(stop) for stop in heatmap.colorscale]
+    sampled = [[float(v) for v in c[4:-1].split(",")] for c in sample_colorscale(scale, [0.0, 0.5, 1.0, 0.75])]
+    want = [(33, 102, 172), (247, 247, 247), (178, 24, 43), (212.5, 135.5, 145)]  # 0.5: halfway from white to red
+    np.testing.assert_allclose(sampled, want, atol=0.5)

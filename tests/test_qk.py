@@ -113,10 +113,155 @@ def test_what_a_head_sorts_by_is_the_maps_correlation_with_position_and_colour()
                     "green": rgb[:, 1], "blue": rgb[:, 2]}  # fmt: skip
         for name, f in features.items():
             assert s.r[name] == pytest.approx(r_lstsq(both, np.tile(f, 2).astype(float)), abs=1e-9), name
-        check_sentence(s)
+        check_sentence(s, features)
         assert f"sorts by {verdict}" in s.sentence(), (verdict, s.sentence())
     with pytest.raises(ValueError, match="6 rows × 8 columns"):
         qk.sorts_by(np.zeros((10, 2)), np.zeros((10, 2)), (gh, gw), rgb, prefix, 0, 0)
+
+
+def record(r: dict[str, float], entangled: dict[tuple[str, str], float] | None = None) -> qk.SortsBy:
+    """A head's record of R [feature] with every pair of features uncorrelated but those given."""
+    between = {(a, b): 0.0 for i, a in enumerate(qk.FEATURES) for b in qk.FEATURES[i + 1 :]}
+    return qk.SortsBy(6, 0, r, {**between, **(entangled or {})})
+
+
+RED = dict(row=0.59, column=0.31, brightness=0.90, red=0.92, green=0.87, blue=0.91)  # issue #59's head
+
+
+@pytest.mark.parametrize(
+    "r, entangled, said",
+    [
+        (
+            RED,
+            {("brightness", "red"): 0.88, ("brightness", "blue"): 0.85, ("brightness", "green"): 0.95},
+            "sorts by colour: its map follows how red it is, how blue it is, its brightness and how green it is (R "
+            "0.87–0.92, each within 0.1 of the best) more than the patch's row (R = 0.59). Over the patches, how red "
+            "it is, how blue it is, its brightness and how green it is are entangled (|r| 0.85–0.95 for 3 pairs, at "
+            "least 0.8): the map cannot tell them apart.",
+        ),
+        (
+            RED,
+            {("brightness", "red"): 0.79},  # under 0.8: not entangled
+            "sorts by colour: its map follows how red it is, how blue it is, its brightness and how green it is (R "
+            "0.87–0.92, each within 0.1 of the best) more than the patch's row (R = 0.59).",
+        ),
+        (
+            {**RED, "green": 0.2, "blue": 0.2},
+            {("brightness", "red"): -0.88, ("row", "red"): 0.99},  # |r|; row unnamed
+            "sorts by colour: its map follows how red it is and its brightness (R 0.90–0.92, each within 0.1 of the "
+            "best) more than the patch's row (R = 0.59). Over the patches, how red it is and its brightness are "
+            "entangled (|r| = 0.88, at least 0.8): the map cannot tell them apart.",
+        ),
+        (
+            {**RED, "brightness": 0.92, "green": 0.2, "blue": 0.2},
+            {},  # a tie: both named, FEATURES' order
+            "sorts by colour: its map follows its brightness and how red it is (R = 0.92, each within 0.1 of the best) "
+            "more than the patch's row (R = 0.59).",
+        ),
+        (
+            {**RED, "brightness": 0.8199, "green": 0.2, "blue": 0.2},
+            {},  # 0.1001 below the best: not named
+            "sorts by colour: its map follows how red it is (R = 0.92) more than the patch's row (R = 0.59).",
+        ),
+        (
+            {**RED, "row": 0.85, "brightness": 0.3, "green": 0.2, "blue": 0.2},
+            {},  # across kinds, within 0.1
+            "sorts by position and colour alike: its map follows how red it is and the patch's row (R 0.85–0.92, each "
+            "within 0.1 of the best).",
+        ),
+        (
+            dict(row=0.9, column=0.86, brightness=0.5, red=0.3, green=0.91, blue=0.88),
+            {("row", "column"): 0.0, ("green", "blue"): 0.9, ("column", "green"): 0.1},  # two kinds, one pair linked
+            "sorts by position and colour alike: its map follows how green it is, the patch's row, how blue it is and "
+            "the patch's column (R 0.86–0.91, each within 0.1 of the best). Over the patches, how green it is and how "
+            "blue it is are entangled (|r| = 0.90, at least 0.8): the map cannot tell them apart.",
+        ),
+        (
+            dict(row=0.9, column=0.86, brightness=0.3, red=0.3, green=0.89, blue=0.88),
+            {("row", "green"): 0.85, ("column", "blue"): 0.81},  # two groups, each its own sentence
+            "sorts by position and colour alike: its map follows the patch's row, how green it is, how blue it is and "
+            "the patch's column (R 0.86–0.90, each within 0.1 of the best). Over the patches, the patch's row and how "
+            "green it is are entangled (|r| = 0.85, at least 0.8): the map cannot tell them apart. Over the patches, "
+            "how blue it is and the patch's column are entangled (|r| = 0.81, at least 0.8): the map cannot tell them "
+            "apart.",
+        ),
+        (
+            dict(row=0.29, column=0.1, brightness=0.28, red=0.27, green=0.1, blue=0.1),
+            {("brightness", "red"): 0.99},
+            "sorts by neither position nor colour: its map hardly follows the patch's row (R = 0.29) or its brightness "
+            "(R = 0.28).",
+        ),
+    ],
+)
+def test_a_head_names_every_feature_near_the_best_and_says_which_are_entangled(r, entangled, said):
+    """Every feature within 0.1 of the best R is named, best first, with their range; the best of the other kind
+    comes after "more than"; named features at |r| >= 0.8 over the patches (either sign) are said to be entangled,
+    in the groups their links chain together, and an unnamed feature's links are not said."""
+    s = record(r, entangled)
+    assert s.sentence() == f"Head 0 of layer 6 {said}"
+
+
+def laid_out_by_brightness(rgb: np.ndarray, seed: int) -> qk.SortsBy:
+    """What a 6 × 8 map of one prefix token and patches laid out by brightness (and noise) sorts by."""
+    rng = np.random.default_rng(seed)
+    xy = np.column_stack([rgb.mean(1), rng.normal(scale=0.05, size=len(rgb))])
+    tokens = np.vstack([[[9.0, 9.0]], xy])
+    return qk.sorts_by(tokens, tokens + 0.01, (6, 8), rgb, 1, 3, 2)
+
+
+def test_a_grey_photo_sorted_by_brightness_names_every_colour_entangled_and_a_colourful_one_brightness_alone():
+    """On a grey photo red, green, blue and brightness go together (|r| > 0.99): a map laid out by brightness follows
+    all four within 0.1, and the sentence says that it cannot tell them apart. On a photo of independent channels,
+    brightness stands alone and nothing is entangled."""
+    rng = np.random.default_rng(5)
+    grey = rng.random(48)
+    rgb = np.clip(grey[:, None] + rng.normal(scale=0.01, size=(48, 3)), 0, 1)
+    s = laid_out_by_brightness(rgb, 0)
+    assert s.verdict == "colour" and set(s.named) == {"brightness", "red", "green", "blue"}
+    assert len(s.entangled()) == 1 and "are entangled (|r| = 1.00 for 6 pairs, at least 0.8)" in s.sentence()
+    check_sentence(s, qk.patch_features((6, 8), rgb))
+    rgb = rng.random((48, 3))
+    s = laid_out_by_brightness(rgb, 1)
+    assert s.named == ["brightness"] and "entangled" not in s.sentence(), s.sentence()
+    check_sentence(s, qk.patch_features((6, 8), rgb))
+
+
+@pytest.mark.browser
+def test_the_browsers_sentence_is_pythons_on_ties_near_ties_and_entangled_features():
+    """vitvizSortsBy, given R and the features themselves, says what SortsBy.sentence says from R and the features'
+    correlations: on R rounded to 0.05 (ties and near ties in plenty) over features mixed to correlate, either way
+    round, or not."""
+    sync_api = browser_or_skip()
+    rng = np.random.default_rng(6)
+    p, cases = np.arange(48), []
+    for i in range(120):
+        base, mix, sign = rng.normal(size=(3, 48)), rng.choice([0.0, 0.1, 0.5, 2.0], size=4), rng.choice([-1, 1], 3)
+        features = {
+            "row": p // 8 + mix[0] * base[0],
+            "column": p % 8 + 0.0,
+            "brightness": base[0] + mix[1] * base[1],
+            "red": sign[0] * (base[0] + mix[2] * base[2]),  # a sign: entangled the other way round
+            "green": sign[1] * base[1],
+            "blue": sign[2] * (base[1] + mix[3] * base[2]),
+        }
+        r = {f: float(np.round(rng.uniform(0.2 if i % 5 else 0.0, 1.0) * 20) / 20) for f in qk.FEATURES}
+        cases.append((r, {f: v.tolist() for f, v in features.items()}))
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.set_content("<script>" + "\n".join((explorer.STATIC / n).read_text() for n in WORDS_JS) + "</script>")
+        said = page.evaluate(
+            "([cases, rule]) => cases.map(([r, f]) => vitvizSortsBy(r, f, rule, 6, 0))", [cases, qk.rule()]
+        )
+        browser.close()
+    for (r, features), got in zip(cases, said, strict=True):
+        s = qk.SortsBy(6, 0, r, qk.feature_correlations({f: np.array(v) for f, v in features.items()}))
+        assert (got["verdict"], got["sentence"]) == (s.verdict, s.sentence())
+    sentences = [got["sentence"] for got in said]
+    assert sum("entangled" in x for x in sentences) > 5 and sum(" each within 0.1 " in x for x in sentences) > 10
+
+
+WORDS_JS = ("text.js", "qkmath.js")  # the formatter and the sentence's rule
 
 
 def test_the_meta_says_for_every_head_what_it_sorts_by_from_its_numbers(embedded):
@@ -128,7 +273,7 @@ def test_the_meta_says_for_every_head_what_it_sorts_by_from_its_numbers(embedded
     for h, (q2, k2) in enumerate(maps):
         s = qk.sorts_by(q2, k2, a.grid, rgb, a.n_prefix, 7, h)
         assert m["sorts"][7][h]["sentence"] == s.sentence()
-        check_sentence(s)
+        check_sentence(s, qk.patch_features(a.grid, rgb))
     verdicts = {re.search(r"sorts by (\w+)", cell["sentence"])[1] for row in m["sorts"] for cell in row}
     assert len(verdicts) >= 2  # the heads do not all read the same
 

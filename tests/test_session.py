@@ -446,10 +446,10 @@ def test_a_click_on_the_position_map_picks_the_row_and_column_under_it(server):
     g0, g1 = server.models["tiny"].native_grid
     cell = views.POS_MAP_SIDE / g0, views.POS_MAP_SIDE / g1
     click = SimpleNamespace(index=(cell[1] * 2.5, cell[0] * 1.5))  # x in column 2, y in row 1
-    row, col, picture = pick_position(server, "tiny", "viridis", False, click)
+    row, col, picture = pick_position(server, "tiny", False, click)
     assert (row, col) == (1, 2)
     model = server.get_model("tiny")
-    assert np.array_equal(picture, views.pos_embed_map(model, model.pos_embed_similarity(), 1, 2, "viridis"))
+    assert np.array_equal(picture, views.pos_embed_map(model, model.pos_embed_similarity(), 1, 2))
 
 
 def test_clicks_on_the_attributions_picture_set_a_boxs_corners_in_the_photos_pixels(server, tmp_path, embedded):

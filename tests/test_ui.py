@@ -85,9 +85,9 @@ def test_analyze_then_change_layer_and_head(client):
     roll, note = client.predict(image, "dinov2-small", "model default", "max", 0.5, "readout", "inferno", 0.6,
                                 api_name="/rollout")  # fmt: skip
     assert "which this model's output (its dense head) does not read" in note
-    grid_fig, pos_map = client.predict("dinov2-small", 3, 30, "viridis", api_name="/position_embeddings")
+    grid_fig, pos_map = client.predict("dinov2-small", 3, 30, api_name="/position_embeddings")
     assert read(pos_map).shape[0] == 480
-    other = client.predict("dinov2-small", 30, 3, "viridis", api_name="/position_map")
+    other = client.predict("dinov2-small", 30, 3, api_name="/position_map")
     assert np.abs(read(other).astype(int) - read(pos_map).astype(int)).mean() > 3
 
 

@@ -123,9 +123,10 @@ def test_the_lessons_head_steps_draw_the_head_they_name_and_say_what_depth_shows
         expected = (int(chosen[0]) + (0 if step is lesson.local_head else d.shape[0] * 2 // 3), int(chosen[1]))
         assert (layer, head) == expected, step.__name__
     deep = d[d.shape[0] * 2 // 3 :].mean()
-    farther = "the last third of the layers looks farther than layer 0" in text
-    assert farther == (deep > d[0].mean()) and (farther or "On this image they do not" in text)
-    assert title == ("A global head" if farther else "The farthest-looking late head")
+    assert f"the last third of the layers looks {deep:.0f} px away on average, layer 0 {d[0].mean():.0f} px" in text
+    grows = lesson.distance_trend(a).direction == "grows"  # its test is tests/test_lesson.py's
+    assert grows == ("As the ViT paper found, later layers look farther" in text)
+    assert title == ("A global head" if grows else "The farthest-looking late head")
 
 
 @pytest.mark.parametrize("which, where", [("vit", "on itself"), ("wide", "on the prefix tokens (CLS and 4 registers)")])
@@ -343,20 +344,38 @@ def test_the_rollout_view_draws_the_fusion_and_discard_chosen_with_its_sentence(
     assert note == sentences.rollout_note(wide, values, wide.output)
 
 
-def test_the_position_map_colours_each_positions_similarity_from_minus_one_to_one_and_marks_the_chosen():
+def test_the_position_map_colours_a_signed_similarity_diverging_from_zero_and_marks_the_chosen():
+    """A cosine of -1 is the scale's blue end, 0 its near-white centre, 1 its red end, and 0.5 halfway from white
+    to red, whatever the app's colormap, and 0 stays white on a map with no negative cosine (the scale is fixed
+    and centred, not stretched to the map); the colour scale beside it runs from -1 to 1, white in the middle."""
     model = FAMILIES["vit"]()
     g0, g1 = model.native_grid
     sim = np.random.default_rng(1).uniform(-1, 1, (g0, g1, g0, g1)).astype(np.float32)
+    sim[2, 1, 0, 0], sim[2, 1, 3, 3], sim[2, 1, 1, 2], sim[2, 1, 0, 3] = -1.0, 0.0, 1.0, 0.5
     picture = views.pos_embed_map(model, sim, 2, 1)
     assert views.position_at(model, *marker_centre(picture)) == (2, 1)
-    colours = render.colorize(sim[2, 1], "viridis", -1.0, 1.0)
+    blue, white, red = (33, 102, 172), (247, 247, 247), (178, 24, 43)  # ColorBrewer RdBu's, by hand
+    halfway = tuple(round(w + (r - w) * 0.5) for w, r in zip(white, red, strict=True))
     cell = views.POS_MAP_SIDE / g0
-    for r, c in [(0, 0), (3, 3), (1, 2)]:
-        assert np.array_equal(picture[int((r + 0.5) * cell), int((c + 0.5) * cell)], colours[r, c])
+
+    def at(r: int, c: int) -> tuple[int, ...]:
+        return tuple(int(v) for v in picture[int((r + 0.5) * cell), int((c + 0.5) * cell)])
+
+    assert (at(0, 0), at(3, 3), at(1, 2), at(0, 3)) == (blue, white, red, halfway)
+    sim[0, 3] = np.abs(sim[0, 3])  # a position alike or unrelated to every other: 0 is still white, not blue
+    sim[0, 3, 2, 2] = 0.0
+    assert tuple(views.pos_embed_map(model, sim, 0, 3)[int(2.5 * cell), int(2.5 * cell)]) == white
+    colours = render.colorize(sim[2, 1], "diverging", -1.0, 1.0)
+    assert all(at(r, c) == tuple(colours[r, c]) for r in range(g0) for c in range(g1) if (r, c) != (2, 1))
     side = views.POS_MAP_SIDE
-    assert np.array_equal(
-        picture[:, side:], render.with_colorbar(np.zeros((side, side, 3), np.uint8), "viridis", -1.0, 1.0)[:, side:]
+    bar = render.with_colorbar(
+        np.zeros((side, side, 3), np.uint8), "diverging", -1.0, 1.0, quantity="cosine similarity"
     )
+    assert np.array_equal(picture[:, side:], bar[:, side:])
+    column = picture[:, side + 10]  # through the ramp: red at its top, blue at its foot, above the scale's words
+    ramp = column[: int(np.argmax((column == 255).all(1)))]
+    assert tuple(ramp[0]) == red and tuple(ramp[-1]) == blue
+    assert np.abs(ramp[len(ramp) // 2].astype(int) - white).max() <= 3
 
 
 def test_a_click_on_the_position_map_picks_the_position_under_it_clamped_to_the_table():
@@ -746,6 +765,39 @@ def test_the_rollout_note_on_a_map_with_one_bright_patch_gives_its_tail_and_whet
     )
 
 
+def no_minus_zero(x: float) -> str:
+    """x to 2 decimals, with "-0.00" read as "0.00": the sentences' rule, written again here."""
+    said = f"{x:.2f}"
+    return "0.00" if said == "-0.00" else said
+
+
+FIXED = [  # (x, digits, what the browser's toFixed-based vitvizFixed prints)
+    (-0.001, 2, "0.00"),
+    (-0.004999, 2, "0.00"),
+    (-0.005, 2, "-0.01"),  # -0.005000000000000000104
+    (0.125, 2, "0.13"),  # exact: a half, away from zero
+    (-0.125, 2, "-0.13"),
+    (2.675, 2, "2.67"),  # 2.67499999999999982236431605997495353221893310546875
+    (-0.0, 2, "0.00"),
+    (-0.4, 0, "0"),
+    (1234.5, 0, "1235"),
+    (0.5, 1, "0.5"),
+    (-12.3456, 3, "-12.346"),
+    (-1e-4, 2, "0.00"),
+    (7, 2, "7.00"),
+]
+
+
+def test_numbers_print_as_the_browser_prints_them_and_never_minus_zero():
+    """sentences.fixed against the strings JavaScript's toFixed gives (halves away from zero on the exact binary
+    value: 0.125 is exact, 2.675 is 2.67499...), with a value that rounds to zero printed as 0."""
+    for x, digits, want in FIXED:
+        assert sentences.fixed(x, digits) == want, (x, digits)
+    rng = np.random.default_rng(3)
+    for x in rng.normal(0, 0.01, 200):
+        assert sentences.fixed(x) == no_minus_zero(x)
+
+
 @pytest.mark.parametrize("name", ["dinov2_registers", "vit"])
 def test_inside_notes_five_steps_read_as_written_with_this_heads_numbers(name):
     """Over every layer, head and every other query, each step's words and numbers are this head's, in both forms of
@@ -760,8 +812,10 @@ def test_inside_notes_five_steps_read_as_written_with_this_heads_numbers(name):
         row, col = divmod(query, 9)
         assert steps[1].endswith(f"(4 heads × 8 = 32). The query is **patch {query} (row {row}, col {col})**.")
         prefix = " · ".join(
-            f"{t}: score {d.scores[i]:.2f}, weight {d.weights[i]:.2g}" for i, t in enumerate(a.model.prefix_tokens)
+            f"{t}: score {no_minus_zero(d.scores[i])}, weight {d.weights[i]:.2g}"
+            for i, t in enumerate(a.model.prefix_tokens)
         )
+        assert "-0.00" not in steps[2]  # a score just under 0 reads 0.00, as the browser prints it
         assert (
             steps[2].endswith(f"Prefix tokens, not pictured: {prefix}.")
             and f"for each of the {a.n_prefix + 45} keys" in steps[2]

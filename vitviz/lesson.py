@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import render, sentences, tabs, views
+from . import render, sentences, tabs, trend, views
 from .analysis import Analysis
 from .depth import DepthResult
 from .maps import DEFAULT_SCALE
@@ -57,11 +57,12 @@ def positions(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResu
         "A set of tokens has no order: attention would give the same answer if the patches were shuffled. "
         f"So each patch token gets a learned **position embedding** added to it. The picture shows how similar "
         f"the embedding of the centre position (row {r}, column {c} of the {sentences.grid_words(*g)} grid the "
-        f"model was trained on) is to every other one: cosine {near:.2f} with its right-hand neighbour, {far:.2f} with "
-        "the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches "
-        "belong together."
+        f"model was trained on) is to every other one, in red where alike, white where unrelated (cosine 0) and blue "
+        f"where opposite: cosine {sentences.fixed(near)} with its right-hand neighbour, {sentences.fixed(far)} with "
+        "the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches belong "
+        "together."
     )
-    return "Position embeddings", views.pos_embed_map(m, sim, r, c, "viridis"), text
+    return "Position embeddings", views.pos_embed_map(m, sim, r, c), text
 
 
 def _head_picture(a: Analysis, layer: int, head: int, cmap: str, alpha: float, scale: str) -> np.ndarray:
@@ -83,23 +84,34 @@ def local_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthRes
     return "A local head", _head_picture(a, int(layer), int(head), cmap, alpha, scale), text
 
 
+def distance_trend(a: Analysis) -> trend.Trend:
+    """The trend with depth of the mean attention distance averaged over each layer's heads [L]."""
+    return trend.depth_trend(a.mean_attention_distance.mean(axis=1))
+
+
 def global_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     d = a.mean_attention_distance
     deep = d.shape[0] * 2 // 3
     layer, head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
     layer, head = deep + int(layer), int(head)
     late, early = float(d[deep:].mean()), float(d[0].mean())
-    if late > early:
+    t = distance_trend(a)
+    tested = f"the mean attention distance {sentences.TREND_VERBS[t.direction]} ({sentences.trend_words(t)})"
+    if t.direction == "grows":
         title = "A global head"
-        trend = (f"On this image the last third of the layers looks farther than layer 0: {late:.0f} px on average "
-                 f"against {early:.0f} px.")  # fmt: skip
+        said = (
+            f"As the ViT paper found, later layers look farther on this image: {tested}. The last third of the "
+            f"layers looks {late:.0f} px away on average, layer 0 {early:.0f} px."
+        )
     else:
         title = "The farthest-looking late head"
-        trend = (f"The ViT paper found that later layers look farther. On this image they do not: the last third "
-                 f"of the layers looks {late:.0f} px away on average, layer 0 {early:.0f} px. Still, single heads "
-                 f"late in the network look far.")  # fmt: skip
+        said = (
+            f"The ViT paper found that later layers look farther. On this image {tested}: the last third of the "
+            f"layers looks {late:.0f} px away on average, layer 0 {early:.0f} px. Still, single heads late in the "
+            "network look far."
+        )
     text = (
-        f"{trend} In the last third of the network the farthest-looking head is **layer {layer}, head {head}**: "
+        f"{said} In the last third of the network the farthest-looking head is **layer {layer}, head {head}**: "
         f"{d[layer, head]:.0f} px on average, against {d.min():.0f} px for the most local head. Same query as "
         "before, the centre patch: bright squares can be anywhere the image has related content. A CNN needs "
         "many layers before one unit sees that far."
@@ -110,16 +122,15 @@ def global_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthRe
 def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     d = a.mean_attention_distance
     means = d.mean(axis=1)
-    last = len(means) - 1
-    if means[-1] > means[0]:
-        trend = (f"Averaged over heads it grows from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer "
-                 f"{last}, as in the paper.")  # fmt: skip
-    else:
-        trend = (f"In the paper the distance grows with depth. On this image it does not: averaged over heads it "
-                 f"goes from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer {last}.")  # fmt: skip
+    t = distance_trend(a)
+    paper = ", as in the paper" if t.direction == "grows" else ", where the paper found that it grows"
+    low, high = int(np.argmin(means)), int(np.argmax(means))
     text = (
         f"The table is the ViT paper's Figure 7 (right) on your image: the **mean attention distance** of every "
-        f"head in every layer, in pixels. {trend} The widest spread of heads is in layer "
+        f"head in every layer, in pixels. Averaged over heads, it {sentences.TREND_VERBS[t.direction]}{paper} "
+        f"({sentences.trend_words(t)}). {sentences.TREND_RULE} It goes from {means[0]:.0f} px in layer 0 to "
+        f"{means[-1]:.0f} px in layer {len(means) - 1}, lowest in layer {low} ({means[low]:.0f} px) and highest in "
+        f"layer {high} ({means[high]:.0f} px). The widest spread of heads is in layer "
         f"{int(np.argmax(d.max(1) - d.min(1)))}: some heads stay local while others look far, in the same layer. "
         "Each layer is a *pre-norm* layer: LayerNorm, attention, add; LayerNorm, MLP, add."
     )
@@ -156,8 +167,8 @@ def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult
         f"its map. Its brightest patch, {_where(a, best)}, gets **{values.flat[best] / values.sum():.1%}** of what "
         f"the patches pass to the output. A classifier would be different: its head reads only the {readout} "
         f"token's final vector, so its rollout starts from that one token. Here rollout toward the {readout} token "
-        f"gives {same} (rank correlation {rho:.2f} with the one shown): with the skip connection in every layer, "
-        "rollout mostly shows which patches all tokens attend to, wherever it starts."
+        f"gives {same} (rank correlation {sentences.fixed(rho)} with the one shown): with the skip connection in "
+        "every layer, rollout mostly shows which patches all tokens attend to, wherever it starts."
     )
     return "The output and rollout", picture, text
 

@@ -7,6 +7,8 @@ import textwrap
 import numpy as np
 import plotly.graph_objects as go
 
+from .render import DIVERGING
+
 # Every figure's text: 15 px, which the projector mode's 1.25 zoom makes 18.75 px, readable from the back row
 FONT = dict(size=15)
 
@@ -16,8 +18,13 @@ def wrapped(text: str, width: int = 36) -> str:
     return "<br>".join(textwrap.wrap(text, width))
 
 
+# render's "diverging" as a Plotly colour scale over [0, 1]: blue at 0, near-white at 0.5, red at 1
+DIVERGING_SCALE = [[0.0, f"rgb{DIVERGING[0]}"], [0.5, f"rgb{DIVERGING[1]}"], [1.0, f"rgb{DIVERGING[2]}"]]
+
+
 def pos_embed_grid(sim: np.ndarray, max_tiles: int = 12) -> go.Figure:
-    """Grid of grids (ViT paper, Fig. 7 left): tile (i, j) is position (i, j)'s similarity map.
+    """Grid of grids (ViT paper, Fig. 7 left): tile (i, j) is position (i, j)'s similarity map, a signed cosine
+    on the diverging scale centred at 0 (blue -1, white 0, red 1).
 
     sim: [g,g,g,g]. Large grids show every k-th position so at most `max_tiles` per side
     are drawn; each tile keeps its full g x g resolution.
@@ -39,8 +46,9 @@ def pos_embed_grid(sim: np.ndarray, max_tiles: int = 12) -> go.Figure:
         go.Heatmap(
             z=sheet,
             customdata=custom,
-            colorscale="Viridis",
+            colorscale=DIVERGING_SCALE,
             zmin=-1,
+            zmid=0,
             zmax=1,
             colorbar=dict(title="cosine"),
             hovertemplate="position (row %{customdata[0]}, col %{customdata[1]})<br>"

@@ -19,6 +19,8 @@ import numpy as np
 
 from . import explorer
 from .analysis import Analysis
+from .sentences import fixed
+from .trend import standardised
 
 # The view's modules, after the Explorer's engine (vitvizLayer, the sources) and before a boot file
 VIEW = ("qkmath.js", "qkdraw.js", "qktext.js", "qkhandle.js", "qk.js")  # arithmetic, drawing, words, test handle, view
@@ -27,13 +29,20 @@ BISECTIONS = 40  # of log(c²): the bracket below is 2·ln(1e4) wide, so c is ex
 POSITION, COLOUR = ("row", "column"), ("brightness", "red", "green", "blue")
 WORDS = {"row": "the patch's row", "column": "the patch's column", "brightness": "its brightness",
          "red": "how red it is", "green": "how green it is", "blue": "how blue it is"}  # fmt: skip
-WEAK, MARGIN = 0.3, 0.1  # below WEAK a map follows neither; within MARGIN of each other it follows both
-# The sentence for each verdict: Python's and the browser's (which fills them for the map it shows) are these
+FEATURES = POSITION + COLOUR
+# Below WEAK a map follows neither; it follows every feature within MARGIN of its best R (of both kinds: both alike);
+# two features it follows that correlate over the patches at |r| >= ENTANGLED are entangled: it cannot tell them apart
+WEAK, MARGIN, ENTANGLED = 0.3, 0.1, 0.8
+# The sentence's parts: Python's and the browser's (which fills them for the map it shows) are these
 TEMPLATES = {
     "neither": "{who} sorts by neither position nor colour: its map hardly follows {pos} or {col}.",
-    "position": "{who} sorts by position: its map follows {pos} more than {col}.",
-    "colour": "{who} sorts by colour: its map follows {col} more than {pos}.",
-    "both": "{who} sorts by position and colour alike: its map follows {pos} and {col}.",
+    "position": "{who} sorts by position: its map follows {named} more than {other}.",
+    "colour": "{who} sorts by colour: its map follows {named} more than {other}.",
+    "both": "{who} sorts by position and colour alike: its map follows {named}.",
+    "near": "{names} ({span}, each within {margin} of the best)",
+    "entangled": " Over the patches, {names} are entangled ({span}{pairs}, at least {level}): the map cannot tell "
+    "them apart.",
+    "pairs": " for {count} pairs",
 }
 UMAP_INSTALL = 'pip install "vitviz[umap]"'  # the extra that brings umap-learn (pyproject.toml)
 
@@ -162,14 +171,27 @@ def multiple_r(xy: np.ndarray, feature: np.ndarray) -> float:
     return float(np.sqrt(max(f @ fit, 0.0) / (f @ f)))
 
 
+def and_list(words: list[str]) -> str:
+    """Words as a sentence lists them: "a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def span(symbol: str, values: list[float]) -> str:
+    """The values' range at two decimals: "R 0.87–0.92", or "R = 0.92" where both ends read alike."""
+    lo, hi = fixed(min(values)), fixed(max(values))
+    return f"{symbol} = {hi}" if lo == hi else f"{symbol} {lo}–{hi}"
+
+
 @dataclass(frozen=True)
 class SortsBy:
-    """How far one head's map follows each patch feature: multiple correlations R in [0, 1], over the patches'
-    queries and keys together."""
+    """How far one head's map follows each patch feature (multiple correlations R in [0, 1], over the patches'
+    queries and keys together), and how the features correlate with each other over the patches (`between`: r
+    of each pair, keyed in FEATURES order)."""
 
     layer: int
     head: int
     r: dict[str, float]
+    between: dict[tuple[str, str], float]
 
     @property
     def position(self) -> tuple[str, float]:
@@ -180,18 +202,67 @@ class SortsBy:
         return max(((f, self.r[f]) for f in COLOUR), key=lambda x: x[1])
 
     @property
+    def named(self) -> list[str]:
+        """The features within MARGIN of the best R, best first (FEATURES' order among equals)."""
+        best = max(self.r.values())
+        return sorted((f for f in FEATURES if self.r[f] > best - MARGIN), key=lambda f: -self.r[f])
+
+    @property
     def verdict(self) -> str:
-        """ "position", "colour", "both" or "neither", by the larger R (within MARGIN: both; under WEAK: neither)."""
-        p, c = self.position[1], self.colour[1]
-        if max(p, c) < WEAK:
+        """ "position", "colour", "both" or "neither": the kinds of the features named (every R under WEAK:
+        neither)."""
+        if max(self.r.values()) < WEAK:
             return "neither"
-        return "position" if p >= c + MARGIN else "colour" if c >= p + MARGIN else "both"
+        kinds = {"position" if f in POSITION else "colour" for f in self.named}
+        return kinds.pop() if len(kinds) == 1 else "both"
+
+    def correlation(self, a: str, b: str) -> float:
+        """r of features a and b over the patches."""
+        return self.between[(a, b) if FEATURES.index(a) < FEATURES.index(b) else (b, a)]
+
+    def entangled(self) -> list[tuple[list[str], list[float]]]:
+        """The named features linked by |r| >= ENTANGLED, in groups (each feature's group is every feature a chain
+        of such links reaches), with the |r| of the links in each: [(features in named order, [|r|])]."""
+        named = self.named
+        links = [(a, b, abs(self.correlation(a, b))) for i, a in enumerate(named) for b in named[i + 1 :]]
+        links = [link for link in links if link[2] >= ENTANGLED]
+        group = {f: i for i, f in enumerate(named)}
+        for a, b, _ in links:
+            merged, into = group[b], group[a]
+            group = {f: into if g == merged else g for f, g in group.items()}
+        groups = [[f for f in named if group[f] == g] for g in dict.fromkeys(group[f] for f in named)]
+        return [
+            (members, [r for a, _, r in links if group[a] == group[members[0]]])
+            for members in groups
+            if len(members) > 1
+        ]
+
+    def said(self, feature: str) -> str:
+        """One feature and its R: "how red it is (R = 0.92)"."""
+        return f"{WORDS[feature]} (R = {fixed(self.r[feature])})"
 
     def sentence(self) -> str:
-        """What the head sorts by, in words, from the numbers alone."""
-        (pf, p), (cf, c) = self.position, self.colour
-        pos, col = f"{WORDS[pf]} (R = {p:.2f})", f"{WORDS[cf]} (R = {c:.2f})"
-        return TEMPLATES[self.verdict].format(who=f"Head {self.head} of layer {self.layer}", pos=pos, col=col)
+        """What the head sorts by, in words, from the numbers alone: every feature within MARGIN of the best, and
+        which of them are entangled."""
+        (pf, _), (cf, _) = self.position, self.colour
+        who, verdict, named = f"Head {self.head} of layer {self.layer}", self.verdict, self.named
+        if verdict == "neither":
+            return TEMPLATES["neither"].format(who=who, pos=self.said(pf), col=self.said(cf))
+        words = and_list([WORDS[f] for f in named])
+        near = TEMPLATES["near"].format(names=words, span=span("R", [self.r[f] for f in named]), margin=MARGIN)
+        other = self.said(cf if verdict == "position" else pf)
+        said = TEMPLATES[verdict].format(who=who, named=self.said(named[0]) if len(named) == 1 else near, other=other)
+        for members, links in self.entangled():
+            pairs = TEMPLATES["pairs"].format(count=len(links)) if len(links) > 1 else ""
+            names = and_list([WORDS[f] for f in members])
+            said += TEMPLATES["entangled"].format(names=names, span=span("|r|", links), pairs=pairs, level=ENTANGLED)
+        return said
+
+
+def feature_correlations(features: dict[str, np.ndarray]) -> dict[tuple[str, str], float]:
+    """r over the patches of every pair of features [P] (keyed in FEATURES order); 0 where one is constant."""
+    unit = {f: standardised(v) for f, v in features.items()}
+    return {(a, b): float(unit[a] @ unit[b]) for i, a in enumerate(FEATURES) for b in FEATURES[i + 1 :]}
 
 
 def patch_features(grid: tuple[int, int], rgb: np.ndarray) -> dict[str, np.ndarray]:
@@ -211,7 +282,8 @@ def sorts_by(q2: np.ndarray, k2: np.ndarray, grid: tuple[int, int], rgb: np.ndar
         raise ValueError(f"a grid of {gh} rows × {gw} columns needs {gh * gw} colours and {prefix + gh * gw} tokens")
     xy = np.vstack([q2[prefix:], k2[prefix:]])
     features = patch_features(grid, rgb)
-    return SortsBy(layer, head, {f: multiple_r(xy, np.tile(v.astype(np.float64), 2)) for f, v in features.items()})
+    r = {f: multiple_r(xy, np.tile(v.astype(np.float64), 2)) for f, v in features.items()}
+    return SortsBy(layer, head, r, feature_correlations(features))
 
 
 def layer_maps(a: Analysis, layer: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -224,7 +296,7 @@ def rule() -> dict:
     """The sentence's rule for the browser, which says what the map it shows sorts by: features, words, thresholds
     and templates, all Python's."""
     return {"position": list(POSITION), "colour": list(COLOUR), "words": WORDS, "weak": WEAK, "margin": MARGIN,
-            "templates": TEMPLATES}  # fmt: skip
+            "entangled": ENTANGLED, "templates": TEMPLATES}  # fmt: skip
 
 
 def extras(a: Analysis, umap: bool) -> dict:

@@ -35,6 +35,8 @@ COLORMAPS = {
     "gray": None,
     "diverging": None,  # blue (negative), white (0), red (positive): for signed maps, centred at 0
 }
+# "diverging"'s ends and centre, RGB: ColorBrewer RdBu's blue and red around its near-white (Plotly's figures too)
+DIVERGING = ((33, 102, 172), (247, 247, 247), (178, 24, 43))
 DISPLAY_SIDE = 640  # the longest side images are drawn at: enough for a projector, cheap to send
 
 
@@ -56,7 +58,7 @@ def colorize(values: np.ndarray, cmap: str = "inferno", vmin: float | None = Non
     gray = (scaled * 255).round().astype(np.uint8)
     if cmap == "diverging":
         t = scaled[..., None] * 2 - 1  # -1 .. 1
-        blue, white, red = np.array([33, 102, 172.0]), np.array([247, 247, 247.0]), np.array([178, 24, 43.0])
+        blue, white, red = (np.array(c, np.float64) for c in DIVERGING)
         rgb = np.where(t < 0, white + (blue - white) * -t, white + (red - white) * t)
         return rgb.round().astype(np.uint8)
     if COLORMAPS[cmap] is None:

@@ -5,11 +5,39 @@ the analysis."""
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 import numpy as np
 
+from . import trend
 from .analysis import Analysis
 from .maps import high_norm_tokens
 from .outputs import Output
+
+
+def fixed(x: float, digits: int = 2) -> str:
+    """x with `digits` decimals as the browser's vitvizFixed (static/text.js) prints it: rounded on x's exact
+    value, halves away from zero, as JavaScript's toFixed does; a value that rounds to zero prints as 0, never
+    "-0.00"."""
+    rounded = Decimal(float(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return str(abs(rounded) if rounded == 0 else rounded)
+
+
+def p_words(p: float) -> str:
+    """A p-value as the sentences say it: "p = 0.080", "p < 0.001"."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+TREND_VERBS = {"grows": "grows with depth", "falls": "falls with depth", "none": "shows no clear trend with depth"}
+TREND_RULE = (
+    f"A trend needs a rank correlation with depth of at least {trend.RHO}, or at most −{trend.RHO}, and p ≤ "
+    f"{trend.P} in a permutation test."
+)
+
+
+def trend_words(t: trend.Trend) -> str:
+    """The test behind a trend's verb: "rank correlation 0.53 with the layer's depth, weak; p = 0.080"."""
+    return f"rank correlation {fixed(t.rho)} with the layer's depth, {t.strength}; {p_words(t.p)}"
 
 
 def upscale_note(a: Analysis, limit: float = 4.0) -> str:
@@ -174,7 +202,7 @@ def inside_note(a: Analysis, d, u) -> str:
     big, most, best = int(np.argmax(d.weights)), int(np.argmax(d.contributions)), int(np.argmax(d.head_shares))
     patches = d.scores[a.n_prefix :]
     prefix = " · ".join(
-        f"{t}: score {d.scores[i]:.2f}, weight {d.weights[i]:.2g}" for i, t in enumerate(m.prefix_tokens)
+        f"{t}: score {fixed(d.scores[i])}, weight {d.weights[i]:.2g}" for i, t in enumerate(m.prefix_tokens)
     )
     same = (
         "the key with the largest weight"
@@ -194,8 +222,8 @@ def inside_note(a: Analysis, d, u) -> str:
         f"({m.num_heads} heads × {width} = {m.num_heads * width}). The query is **{token_name(a, q)}**.",
         f"**2 · Scores.** $s_j = q \\cdot k_j / \\sqrt{{d}}$ for each of the {n} keys; $\\sqrt{{d}} = "
         f"{np.sqrt(width):.3g}$ keeps the scores' spread from growing with $d$. Over the patches they run from "
-        f"{patches.min():.2f} to {patches.max():.2f}. Softmax ignores a shift shared by every key, so picture 2 shows "
-        f"$s_j - \\max_k s_k$: 0 for the top key, and a key 1 lower gets $e^{{-1}}$ = 37 % of its weight. "
+        f"{fixed(patches.min())} to {fixed(patches.max())}. Softmax ignores a shift shared by every key, so picture "
+        f"2 shows $s_j - \\max_k s_k$: 0 for the top key, and a key 1 lower gets $e^{{-1}}$ = 37 % of its weight. "
         f"Prefix tokens, not pictured: {prefix}.",
         f"**3 · Softmax.** $\\alpha_j = e^{{s_j}} / \\sum_k e^{{s_k}}$ (picture 3: the Attention view's map). "
         f"The largest weight is **{d.weights[big]:.3f}**, on {token_name(a, big)}; the top 1 % of keys hold "

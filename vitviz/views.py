@@ -202,13 +202,13 @@ def position_at(model: VitModel, x: float, y: float) -> tuple[int, int]:
     return min(int(y * g[0] / POS_MAP_SIDE), g[0] - 1), min(int(x * g[1] / POS_MAP_SIDE), g[1] - 1)
 
 
-def pos_embed_map(model: VitModel, sim: np.ndarray, row: int, col: int, cmap: str = "viridis") -> np.ndarray:
-    """Position (row, col)'s similarity with every position, large, that position marked."""
-    g = model.native_grid
-    size = (POS_MAP_SIDE, POS_MAP_SIDE)
-    img = render.colorize(sim[row, col], cmap, -1.0, 1.0)
+def pos_embed_map(model: VitModel, sim: np.ndarray, row: int, col: int) -> np.ndarray:
+    """Position (row, col)'s similarity with every position, large, that position marked: a signed cosine, so
+    diverging from -1 (blue) through 0 (white) to 1 (red), whatever the app's colormap."""
+    g, size = model.native_grid, (POS_MAP_SIDE, POS_MAP_SIDE)
+    img = render.colorize(sim[row, col], "diverging", -1.0, 1.0)
     img = render.mark_patch(np.ascontiguousarray(render.upsample_rgb(img / 255.0, size)), g, row * g[1] + col)
-    return render.with_colorbar(img, cmap, -1.0, 1.0)
+    return render.with_colorbar(img, "diverging", -1.0, 1.0, quantity="cosine similarity")
 
 
 def heads_views(a: Analysis, cmap: str = "inferno", scale: str = DEFAULT_SCALE):

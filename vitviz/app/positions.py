@@ -20,27 +20,28 @@ def similarity(server: Server, model: VitModel) -> np.ndarray:
 
 
 @user_errors
-def position_map(server: Server, model_name, row, col, cmap):
-    """One position's similarity map, large; the grid of grids stays as it is."""
+def position_map(server: Server, model_name, row, col):
+    """One position's similarity map, large, on the diverging scale of a signed cosine (not the app's colormap); the
+    grid of grids stays as it is."""
     model = server.get_model(model_name)
     g = model.native_grid[0]
     if not (0 <= int(row) < g and 0 <= int(col) < g):
         raise ValueError(f"row and col must be in [0, {g}) for {model.name}'s {g}×{g} grid, got ({row}, {col})")
-    return views.pos_embed_map(model, similarity(server, model), int(row), int(col), cmap)
+    return views.pos_embed_map(model, similarity(server, model), int(row), int(col))
 
 
 @user_errors
-def redraw_map(server: Server, model_name, row, col, cmap, large_text):
+def redraw_map(server: Server, model_name, row, col, large_text):
     """A slider's move: the map of the position it sets."""
     with large_labels(large_text):
-        return position_map(server, model_name, row, col, cmap)
+        return position_map(server, model_name, row, col)
 
 
 @user_errors
-def draw(model_name, row, col, cmap, server: Server, request: gr.Request):
+def draw(model_name, row, col, server: Server, request: gr.Request):
     """The grid of grids and one position's map, large."""
     grid = plots.pos_embed_grid(similarity(server, server.get_model(model_name)))
-    return grid, position_map(server, model_name, row, col, cmap)
+    return grid, position_map(server, model_name, row, col)
 
 
 @user_errors
@@ -60,12 +61,12 @@ def fit_controls(server: Server, model_name, row, col):
 
 
 @user_errors
-def pick_position(server: Server, model_name, cmap, large_text, evt: gr.SelectData):
+def pick_position(server: Server, model_name, large_text, evt: gr.SelectData):
     """A click on the large similarity map picks the position to show: its row, its column and its map, in one
     answer (the sliders' change would draw the map once for each)."""
     row, col = views.position_at(server.get_model(model_name), *evt.index)
     with large_labels(large_text):
-        return row, col, position_map(server, model_name, row, col, cmap)
+        return row, col, position_map(server, model_name, row, col)
 
 
 def build(ctx: Context) -> None:
@@ -75,7 +76,8 @@ def build(ctx: Context) -> None:
         (
             "The model learned one vector per patch position. "
             "Each small square shows how similar one position's vector is to all others "
-            "(cosine, 1 = same). Nearby positions, same rows and same columns come out similar: "
+            "(cosine: red 1 = same, white 0 = unrelated, blue −1 = opposite). "
+            "Nearby positions, same rows and same columns come out similar: "
             "the model learned the 2-D layout by itself. This belongs to the model, not your image."
         ),
     ) as tab:
@@ -91,7 +93,7 @@ def build(ctx: Context) -> None:
                 )
         gr.Markdown(sentences.legend("position"), elem_classes=["legend"])
     ctx.view(tab, note, ctx.where, [interpolated])
-    inputs = [ctx.model_name, row, col, ctx.cmap]
+    inputs = [ctx.model_name, row, col]
     ctx.view(
         tab,
         draw,
@@ -110,4 +112,4 @@ def build(ctx: Context) -> None:
         show_progress="minimal",
         **slots("draw"),
     )
-    ctx.server.on_click(large, pick_position, [ctx.model_name, ctx.cmap, ctx.large], [row, col, large])
+    ctx.server.on_click(large, pick_position, [ctx.model_name, ctx.large], [row, col, large])

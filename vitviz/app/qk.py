@@ -31,8 +31,9 @@ MAX_PHOTOS = 5  # the page's last photos (qk.js)
 
 
 def script() -> str:
-    """The component's js_on_load: the view, its layers' parser and the route's source, and its boot."""
-    return qk.script("boot_qk_gradio.js", engine=("attention.js", "source.js"))
+    """The component's js_on_load: the view, its layers' parser and the route's source, the words' number
+    formatter (text.js), and its boot."""
+    return qk.script("boot_qk_gradio.js", engine=("attention.js", "source.js", "text.js"))
 
 
 @user_errors

@@ -126,7 +126,7 @@ function vitvizExplorer(root, mode) {
     if (!(t > 0) || !Number.isFinite(t)) throw new Error(`temperature must be a positive number, got ${t}`);
     S.T = t;
     ui.temp.value = String(Math.log2(t));
-    ui.tempOut.textContent = `T = ${t.toFixed(2)}${t === 1 ? " (the model)" : ""}`;
+    ui.tempOut.textContent = `T = ${vitvizFixed(t, 2)}${t === 1 ? " (the model)" : ""}`;
     schedule();
   }
 

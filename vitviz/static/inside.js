@@ -20,7 +20,7 @@ function vitvizPaintSteps(canvases, ranges, v, draw, scaleOf) {
   for (let j = n; j < tokens; j++) wv[j - n] = row[j] * norms[j];
   const wvScale = scaleOf([wv]), wvEnd = (x) => (wvScale.log ? 10 ** x : x).toPrecision(3);
   draw(canvases[1], wv, wvScale);
-  ranges[0].textContent = `colour: ${lo.toFixed(2)} (dark) to ${patchTop.toFixed(2)} (bright); 0 is the top key, ` +
+  ranges[0].textContent = `colour: ${vitvizFixed(lo, 2)} (dark) to ${vitvizFixed(patchTop, 2)} (bright); 0 is the top key, ` +
     `${best < n ? `${meta.prefix[best]}, not on the photo` : vitvizShortName(meta, best)}`;
   ranges[1].textContent = `colour: ${meta.scaleName}, ${wvEnd(wvScale.lo)} to ${wvEnd(wvScale.hi)}`;
 }

@@ -63,6 +63,6 @@ function vitvizDrawOutlines(ctx, canvas, grid, patches) {
 
 function vitvizRamp(el, meta) {
   const lut = vitvizLut(meta);
-  const stops = [0, 64, 128, 192, 255].map((i) => `rgb(${lut[3 * i]},${lut[3 * i + 1]},${lut[3 * i + 2]}) ${(i / 2.55).toFixed(0)}%`);
+  const stops = [0, 64, 128, 192, 255].map((i) => `rgb(${lut[3 * i]},${lut[3 * i + 1]},${lut[3 * i + 2]}) ${vitvizFixed(i / 2.55, 0)}%`);
   el.style.background = `linear-gradient(to right, ${stops.join(",")})`;
 }

@@ -180,7 +180,7 @@ function vitvizQkView(element) {
     el.sorts.textContent = `${sort.sentence} (This map: ${sort.which}. R = 1 would mean the map is laid out exactly by that feature.)`;
     Q.sorts = sort;
     el.norm.textContent = `Distance here stands for attention, as in AttentionViz (Yeh et al. 2023): the keys are moved so that their centre is the queries' centre, ` +
-      `then the queries are scaled by ${map.c.toFixed(3)} and the keys by 1/${map.c.toFixed(3)}, so that both have the same mean length. Neither changes any attention weight.`;
+      `then the queries are scaled by ${vitvizFixed(map.c, 3)} and the keys by 1/${vitvizFixed(map.c, 3)}, so that both have the same mean length. Neither changes any attention weight.`;
     legend(map);
     strip();
     paintOver();

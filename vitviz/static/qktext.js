@@ -6,7 +6,7 @@ function vitvizQkText(Q, el, KIND, TOP) {
   function pct(v, spectrum) { const total = spectrum.reduce((s, x) => s + x, 0) / Q.map.M; return `${Math.round((100 * v) / total)}%`; }
 
   function legend(map) {
-    const m = map.photos[0].meta, lut = vitvizLutBytes(m.colormap), ramp = [0, 64, 128, 192, 255].map((i) => `rgb(${lut[3 * i]},${lut[3 * i + 1]},${lut[3 * i + 2]}) ${(i / 2.55).toFixed(0)}%`).join(",");
+    const m = map.photos[0].meta, lut = vitvizLutBytes(m.colormap), ramp = [0, 64, 128, 192, 255].map((i) => `rgb(${lut[3 * i]},${lut[3 * i + 1]},${lut[3 * i + 2]}) ${vitvizFixed(i / 2.55, 0)}%`).join(",");
     const bar = (lo, hi) => `<div class="qk-ramp-row"><span>${lo}</span><span class="qk-ramp" style="background:linear-gradient(to right,${ramp})"></span><span>${hi}</span></div>`;
     const [gh, gw] = m.grid;
     const by = {
@@ -40,7 +40,7 @@ function vitvizQkText(Q, el, KIND, TOP) {
     }
     const r = Object.fromEntries(Object.entries(f).map(([name, v]) => [name, vitvizMultipleR(xy, v)]));
     const which = `${map.method === "umap" ? "UMAP" : "PCA"} of ${map.photos.length === 1 ? "this photo" : `your last ${map.photos.length} photos`}`;
-    return { r, ...vitvizSortsBy(r, rule, map.layer, map.head), which };
+    return { r, ...vitvizSortsBy(r, f, rule, map.layer, map.head), which };
   }
 
   // ---- how well this map keeps attention order, on every photo in it: of each query's TOP_RECALL most-attended keys
