@@ -36,6 +36,8 @@ from vitviz.site.serve import server
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
+DRAWN = """async () => { const t = performance.now(); window.vitviz.site.tab('TAB');
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); return performance.now() - t; }"""
 
 
 def p95(values: list[float]) -> float:
@@ -110,9 +112,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores; torch {torch.__version__}")
     site = build(Path(tempfile.mkdtemp()) / "site")
     first_raw, first_gz, all_raw, all_gz = folder_bytes(site)
-    line({"what": "first visit", "raw_mb": first_raw / 1e6, "gzip_mb": first_gz / 1e6,
-          "text": f"{first_raw / 1e6:.1f} MB, {first_gz / 1e6:.1f} MB gzip (the whole folder {all_raw / 1e6:.1f} MB, "
-                  f"{all_gz / 1e6:.1f} MB gzip; target under 60 MB gzip)"}, out)  # fmt: skip
+    line(
+        {
+            "what": "first visit",
+            "raw_mb": first_raw / 1e6,
+            "gzip_mb": first_gz / 1e6,
+            "text": f"{first_raw / 1e6:.1f} MB, {first_gz / 1e6:.1f} MB gzip (the whole folder {all_raw / 1e6:.1f} MB, "
+            f"{all_gz / 1e6:.1f} MB gzip; target under 60 MB gzip)",
+        },
+        out,
+    )
     httpd = server(site, port=0)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}/"
@@ -139,38 +148,74 @@ def open_page(browser, url: str):
 def page_figures(browser, url: str, model, repeats: int, out) -> None:
     context, page, first_ms = open_page(browser, url)
     state = page.evaluate("() => window.vitviz.site.state()")
-    line({"what": "first visit to a ready model", "ms": first_ms, "create_ms": state["createMs"],
-          "text": f"{first_ms:.0f} ms (the model fetched from this machine, its session created in "
-                  f"{state['createMs']:.0f} ms; {state['threads']} threads, isolated: {state['isolated']})"}, out)  # fmt: skip
+    line(
+        {
+            "what": "first visit to a ready model",
+            "ms": first_ms,
+            "create_ms": state["createMs"],
+            "text": f"{first_ms:.0f} ms (the model fetched from this machine, its session created in "
+            f"{state['createMs']:.0f} ms; {state['threads']} threads, isolated: {state['isolated']})",
+        },
+        out,
+    )
     page.reload()
     page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
     t = time.perf_counter()
     page.evaluate("() => window.vitviz.site.ready.then(() => true)")
     again = page.evaluate("() => window.vitviz.site.state()")
-    line({"what": "second visit", "ms": 1000 * (time.perf_counter() - t), "cached": again["cached"],
-          "text": f"the model from the browser's cache ({again['cached']}), session {again['createMs']:.0f} ms"}, out)
+    line(
+        {
+            "what": "second visit",
+            "ms": 1000 * (time.perf_counter() - t),
+            "cached": again["cached"],
+            "text": f"the model from the browser's cache ({again['cached']}), session {again['createMs']:.0f} ms",
+        },
+        out,
+    )
     for size in (224, 448):
-        runs = [page.evaluate(f"() => window.vitviz.site.analyse('examples/chelsea.jpg', 'chelsea', {size})")
-                for _ in range(repeats + 1)][1:]  # fmt: skip
+        runs = [
+            page.evaluate(f"() => window.vitviz.site.analyse('examples/chelsea.jpg', 'chelsea', {size})")
+            for _ in range(repeats + 1)
+        ][1:]
         browser_ms = [r["forwardMs"] for r in runs]
         first_view = [r["firstViewMs"] for r in runs]
         torch_ms = torch_forward_ms(model, size, repeats)
         ratio = statistics.median(browser_ms) / statistics.median(torch_ms)
-        line({"what": f"forward at {size} px", "browser_ms": browser_ms, "torch_ms": torch_ms, "ratio": ratio,
-              "text": f"browser {statistics.median(browser_ms):.0f} ms (p95 {p95(browser_ms):.0f}), torch "
-                      f"{statistics.median(torch_ms):.0f} ms (p95 {p95(torch_ms):.0f}): {ratio:.2f}× (target 2.5×); "
-                      f"load {os.getloadavg()[0]:.1f}"}, out)  # fmt: skip
+        line(
+            {
+                "what": f"forward at {size} px",
+                "browser_ms": browser_ms,
+                "torch_ms": torch_ms,
+                "ratio": ratio,
+                "text": f"browser {statistics.median(browser_ms):.0f} ms (p95 {p95(browser_ms):.0f}), torch "
+                f"{statistics.median(torch_ms):.0f} ms (p95 {p95(torch_ms):.0f}): {ratio:.2f}× (target 2.5×); "
+                f"load {os.getloadavg()[0]:.1f}",
+            },
+            out,
+        )
         bound = 3 * statistics.median(torch_ms) + 500
-        line({"what": f"photo to first view at {size} px", "ms": first_view, "bound_ms": bound,
-              "text": f"{statistics.median(first_view):.0f} ms (p95 {p95(first_view):.0f}); target 3 × torch's "
-                      f"forward + 0.5 s = {bound:.0f} ms"}, out)  # fmt: skip
+        line(
+            {
+                "what": f"photo to first view at {size} px",
+                "ms": first_view,
+                "bound_ms": bound,
+                "text": f"{statistics.median(first_view):.0f} ms (p95 {p95(first_view):.0f}); target 3 × torch's "
+                f"forward + 0.5 s = {bound:.0f} ms",
+            },
+            out,
+        )
     views = {}
     for tab in ("tokens", "attention", "inside", "qk", "rollout", "positions", "heads", "output"):
-        ms = page.evaluate(f"""async () => {{ const t = performance.now(); window.vitviz.site.tab('{tab}');
-            await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); return performance.now() - t; }}""")
+        ms = page.evaluate(DRAWN.replace("TAB", tab))
         views[tab] = ms
-    line({"what": "each view after the forward (448 px)", "ms": views,
-          "text": ", ".join(f"{k} {v:.0f} ms" for k, v in views.items())}, out)
+    line(
+        {
+            "what": "each view after the forward (448 px)",
+            "ms": views,
+            "text": ", ".join(f"{k} {v:.0f} ms" for k, v in views.items()),
+        },
+        out,
+    )
     hover_latency(page, out)
     heap_and_rss(page, context, out)
     context.close()
@@ -181,12 +226,21 @@ def hover_latency(page, out) -> None:
     page.wait_for_timeout(500)
     box = page.locator(".site-panel[data-tab=attention] .vx-big-canvas").bounding_box()
     for i in range(120):
-        page.mouse.move(box["x"] + (0.1 + 0.8 * ((i * 37) % 100) / 100) * box["width"],
-                        box["y"] + (0.1 + 0.8 * ((i * 53) % 100) / 100) * box["height"])  # fmt: skip
+        page.mouse.move(
+            box["x"] + (0.1 + 0.8 * ((i * 37) % 100) / 100) * box["width"],
+            box["y"] + (0.1 + 0.8 * ((i * 53) % 100) / 100) * box["height"],
+        )
         page.wait_for_timeout(25)
     lat = page.evaluate("() => window.vitviz.explorer.state().latencies")
-    line({"what": "hover, pointer event to painted maps", "ms": lat,
-          "text": f"median {statistics.median(lat):.1f} ms, p95 {p95(lat):.1f} ms over {len(lat)} moves (target p95 ≤ 20 ms)"}, out)
+    line(
+        {
+            "what": "hover, pointer event to painted maps",
+            "ms": lat,
+            "text": f"median {statistics.median(lat):.1f} ms, p95 {p95(lat):.1f} ms over {len(lat)} moves "
+            "(target p95 ≤ 20 ms)",
+        },
+        out,
+    )
 
 
 def heap_and_rss(page, context, out) -> None:
@@ -198,8 +252,15 @@ def heap_and_rss(page, context, out) -> None:
         cdp.send("HeapProfiler.collectGarbage")
         heap.append(cdp.send("Runtime.getHeapUsage")["usedSize"] / 1e6)
     rss = renderer_rss_mb()
-    line({"what": "ten photos in a row at 448 px", "heap_mb": heap, "renderer_rss_mb": rss,
-          "text": f"JS heap {' '.join(f'{h:.0f}' for h in heap)} MB; the renderer's RSS {rss:.0f} MB (target 700)"}, out)
+    line(
+        {
+            "what": "ten photos in a row at 448 px",
+            "heap_mb": heap,
+            "renderer_rss_mb": rss,
+            "text": f"JS heap {' '.join(f'{h:.0f}' for h in heap)} MB; the renderer's RSS {rss:.0f} MB (target 700)",
+        },
+        out,
+    )
 
 
 def class_through_site(site: Path, students: int, out) -> None:
@@ -207,8 +268,12 @@ def class_through_site(site: Path, students: int, out) -> None:
     each loading the site with nothing cached and analysing a photo; the server's CPU-seconds and bytes sent."""
     from playwright.sync_api import sync_playwright
 
-    proc = subprocess.Popen([sys.executable, "-m", "vitviz", "site", str(site), "--serve", "--no-build", "--port", "0"],
-                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vitviz", "site", str(site), "--serve", "--no-build", "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         first = proc.stdout.readline()
         url = first.split(" on ")[1].split(" ")[0]
@@ -232,9 +297,16 @@ def class_through_site(site: Path, students: int, out) -> None:
             browser.close()
         spent = cpu_s(proc.pid) - before
         took = time.perf_counter() - t0
-        line({"what": f"a class of {students} through the site", "server_cpu_s": spent, "bytes": sent,
-              "text": f"the server spent {spent:.1f} CPU-s ({spent / students:.2f} a student) and sent "
-                      f"{sent / 1e6:.0f} MB ({sent / students / 1e6:.1f} MB a student, nothing cached) in {took:.0f} s"}, out)  # fmt: skip
+        line(
+            {
+                "what": f"a class of {students} through the site",
+                "server_cpu_s": spent,
+                "bytes": sent,
+                "text": f"the server spent {spent:.1f} CPU-s ({spent / students:.2f} a student) and sent "
+                f"{sent / 1e6:.0f} MB ({sent / students / 1e6:.1f} MB a student, nothing cached) in {took:.0f} s",
+            },
+            out,
+        )
     finally:
         proc.terminate()
         proc.wait(10)

@@ -349,7 +349,9 @@ def test_a_key_tied_with_the_top_key_reads_as_a_tie_never_as_minus_zero():
 def test_every_script_prints_fixed_decimals_through_the_one_formatter_of_text_js():
     """No script calls toFixed but vitvizFixed in text.js: every number a view prints with fixed decimals has its
     rule (a value that rounds to zero prints as 0, never "-0.00")."""
-    for path in sorted(STATIC.glob("*.js")):
+    from vitviz.site.build import PAGE
+
+    for path in sorted([*STATIC.glob("*.js"), *PAGE.glob("*.js")]):  # the app's engine and the static site's page
         source = path.read_text()
         if path.name == "text.js":
             start = source.index("function vitvizFixed(")

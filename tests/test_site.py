@@ -16,7 +16,7 @@ import torch
 import vitviz
 from tests.conftest import reference_fused, reference_rollout
 from tests.support.harness import CHROMIUM, browser_or_skip
-from vitviz import maps
+from vitviz import maps, render
 from vitviz.outputs import patch_weights
 from vitviz.preprocess import load_image
 from vitviz.site import build as site_build
@@ -84,8 +84,18 @@ def test_the_graph_gives_the_python_apis_numbers_from_one_forward(site, embedded
 @pytest.mark.slow
 def test_the_folder_holds_the_whole_site_with_the_runtimes_licence(site):
     names = {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()}
-    for name in ("index.html", "vitviz.js", "vitviz.css", "sw.js", "model.onnx", "positions.bin", "runtime/LICENSE",
-                 "runtime/ort.wasm.min.mjs", "runtime/ort-wasm-simd-threaded.mjs", "runtime/ort-wasm-simd-threaded.wasm"):  # fmt: skip
+    for name in (
+        "index.html",
+        "vitviz.js",
+        "vitviz.css",
+        "sw.js",
+        "model.onnx",
+        "positions.bin",
+        "runtime/LICENSE",
+        "runtime/ort.wasm.min.mjs",
+        "runtime/ort-wasm-simd-threaded.mjs",
+        "runtime/ort-wasm-simd-threaded.wasm",
+    ):
         assert name in names, name
     assert {f"examples/{n}.jpg" for n in vitviz.EXAMPLES} <= names
     size = (site / "model.onnx").stat().st_size
@@ -104,11 +114,11 @@ def test_the_config_takes_every_fact_from_the_model(embedded):
     assert cfg["modelBytes"] == 123 and cfg["defaultSize"] in cfg["sizes"] and cfg["phoneSize"] in cfg["sizes"]
 
 
-def test_the_diverging_colormap_is_white_at_zero_and_blue_and_red_at_its_ends():
-    rgb = np.frombuffer(base64.b64decode(site_build.diverging_lut()), np.uint8).reshape(256, 3).astype(int)
-    assert rgb[0].tolist() == [33, 102, 172] and rgb[255].tolist() == [178, 24, 43]
-    assert np.abs(rgb[127] - 247).max() <= 2 and np.abs(rgb[128] - 247).max() <= 2
-    assert rgb[0, 2] > rgb[0, 0] and rgb[255, 0] > rgb[255, 2]
+def test_positions_are_drawn_on_the_diverging_scale_the_app_draws_them_on(embedded):
+    cfg = site_build.config(embedded, 0)
+    rgb = np.frombuffer(base64.b64decode(cfg["diverging"]), np.uint8).reshape(256, 3)
+    assert cfg["diverging"] == vitviz.explorer.lut("diverging")
+    assert rgb[0].tolist() == list(render.DIVERGING[0]) and rgb[255].tolist() == list(render.DIVERGING[2])
 
 
 def test_the_server_isolates_the_page_and_serves_only_a_site(tmp_path):
@@ -166,8 +176,9 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
         assert np.array_equal(np.array(got["pixels"], np.uint8).reshape(h, w, 3), resized)
         n, d = a.tokens.shape
         np.testing.assert_allclose(np.array(got["tokens"]).reshape(n, d), a.tokens, atol=1e-4)
-        np.testing.assert_allclose(np.array(got["distance"]).reshape(12, 6), a.mean_attention_distance, rtol=1e-5,
-                                   atol=1e-3)  # fmt: skip
+        np.testing.assert_allclose(
+            np.array(got["distance"]).reshape(12, 6), a.mean_attention_distance, rtol=1e-5, atol=1e-3
+        )
         np.testing.assert_allclose(np.array(got["entropy"]).reshape(12, 6), a.attention_entropy, atol=1e-3)
         dense = own_dense(embedded, a)
         np.testing.assert_allclose(np.array(got["dense"]).reshape(h, w), dense, atol=1e-3)
@@ -175,14 +186,17 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
         np.testing.assert_allclose(np.array(got["pca"]).reshape(*a.grid, 3), a.pca_rgb(), atol=1e-3)
         for layer in (0, 6, 11):  # each layer's attention, through the same handle as the app's and the file's
             for head, query in ((0, -1), (3, 17), (5, a.grid[1] * a.grid[0] - 1)):
-                weights = page.evaluate(f"async () => Array.from((await window.vitviz.explorer.hover({layer}, {head}, {query})).weights)")
+                weights = page.evaluate(
+                    f"async () => Array.from((await window.vitviz.explorer.hover({layer}, {head}, {query})).weights)"
+                )
                 row = a.query_rows(layer, "readout" if query == -1 else query)[head]
                 np.testing.assert_allclose(weights, row, atol=1e-4)
         for fusion in maps.HEAD_FUSIONS:
             fused = reference_fused(a.attentions, fusion)
             for discard in (0.0, 0.9):
                 for toward in ("output", "readout"):
-                    shown = page.evaluate(f"() => window.vitviz.site.rollout({{fusion: '{fusion}', discard: {discard}, toward: '{toward}'}}).shares")
+                    settings = {"fusion": fusion, "discard": discard, "toward": toward}
+                    shown = page.evaluate("(s) => window.vitviz.site.rollout(s).shares", settings)
                     keep = (0,) if toward == "readout" else ()
                     ref = reference_rollout(fused, discard, rollout_start(a, dense, toward), keep)[a.n_prefix :]
                     ref = 100 * ref / ref.sum()
@@ -219,7 +233,9 @@ def test_a_second_visit_works_offline_and_no_request_carries_the_photo(served, t
         state = page.evaluate("() => window.vitviz.site.state()")
         assert state["cached"] is True and state["ready"]
         page.set_input_files(".site-file", str(photo))
-        page.wait_for_function("() => window.vitviz.site.state().run && window.vitviz.site.state().run.name === 'mine.png'", timeout=60_000)
+        page.wait_for_function(
+            "() => window.vitviz.site.state().run && window.vitviz.site.state().run.name === 'mine.png'", timeout=60_000
+        )
         assert page.evaluate("() => window.vitviz.site.state().run.size") == [154, 224]
         weights = page.evaluate("async () => Array.from((await window.vitviz.explorer.hover(11, 2, 40)).weights)")
         assert len(weights) == 1 + 11 * 16 and abs(sum(weights) - 1) < 1e-5
@@ -231,8 +247,8 @@ def test_a_second_visit_works_offline_and_no_request_carries_the_photo(served, t
 @pytest.mark.app
 @pytest.mark.slow
 def test_the_app_serves_the_site_at_its_path_with_its_headers(tmp_path):
-    from starlette.testclient import TestClient
     from starlette.applications import Starlette
+    from starlette.testclient import TestClient
 
     from vitviz.app.site import HostedSite
 

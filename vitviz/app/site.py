@@ -19,8 +19,10 @@ from .. import __version__
 from ..site.serve import HEADERS
 
 PATH = "/site"
-LINK = (f"**One link for a class:** [{PATH}/]({PATH}/) runs the whole model in each student's own browser (a 50 MB "
-        "download once, kept by the browser), so this computer computes nothing for them.")  # fmt: skip
+LINK = (
+    f"**One link for a class:** [{PATH}/]({PATH}/) runs the whole model in each student's own browser (a 50 MB "
+    "download once, kept by the browser), so this computer computes nothing for them."
+)
 log = logging.getLogger(__name__)
 
 
@@ -69,7 +71,10 @@ class HostedSite:
 
         async def with_headers(message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message["headers"], *((k.lower().encode(), v.encode()) for k, v in HEADERS.items())]
+                message["headers"] = [
+                    *message["headers"],
+                    *((k.lower().encode(), v.encode()) for k, v in HEADERS.items()),
+                ]
             await send(message)
 
         await self._files(scope, receive, with_headers)

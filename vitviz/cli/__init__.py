@@ -91,7 +91,8 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="vitviz", description="See inside a Vision Transformer.", epilog=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     top.add_argument("--version", action="version", version=f"vitviz {__version__}")
-    sub = top.add_subparsers(dest="command", required=True, metavar="{serve,analyze,stats,check,faithfulness,explore,site}")
+    names = ",".join(["serve", *(c.__name__.rsplit(".", 1)[1] for c in COMMANDS)])
+    sub = top.add_subparsers(dest="command", required=True, metavar=f"{{{names}}}")
     sub.add_parser("serve", help="start the web app (vitviz serve --help lists its options)")
     for command in COMMANDS:
         command.add(sub)

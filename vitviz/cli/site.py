@@ -12,7 +12,9 @@ from .console import say
 
 def add(sub) -> None:
     """The subcommand and its options."""
-    p = sub.add_parser("site", help="write the static site (the model runs in each visitor's browser); --serve serves it")
+    p = sub.add_parser(
+        "site", help="write the static site (the model runs in each visitor's browser); --serve serves it"
+    )
     p.add_argument("out", type=Path, help="the folder to write (made if missing)")
     p.add_argument("--serve", action="store_true", help="then serve it on this machine, with the headers it needs")
     p.add_argument("--host", default="127.0.0.1", help="with --serve: the address to bind (default 127.0.0.1)")
@@ -34,8 +36,11 @@ def run(args: argparse.Namespace) -> int:
 
         build(args.out, lambda text: say(f"vitviz site: {text}", sys.stderr))
         total = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
-        say(f"vitviz site: {total / 1e6:.1f} MB in {args.out}; publish the folder on any static host, or serve it here "
-            f"with `vitviz site {args.out} --serve`", sys.stderr)  # fmt: skip
+        say(
+            f"vitviz site: {total / 1e6:.1f} MB in {args.out}; publish the folder on any static host, or serve it here "
+            f"with `vitviz site {args.out} --serve`",
+            sys.stderr,
+        )
     if args.serve:
         from ..site.serve import serve
 

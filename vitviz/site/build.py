@@ -6,7 +6,6 @@ vitviz/site/runtime with their licence), the Explorer's engine (vitviz/static) a
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import shutil
@@ -29,19 +28,18 @@ RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-sim
 # the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step)
 SITE = ("photo.js", "model.js", "rollout.js", "run.js", "views.js", "site.js")
 SIZES, DEFAULT_SIZE, PHONE_SIZE = (224, 336, 448), 448, 224  # the input's longest side, as --size means elsewhere
-TABS = (("tokens", "1 · Tokens"), ("attention", "2 · Attention"), ("inside", "3 · Inside a head"),
-        ("qk", "4 · Queries & keys"), ("rollout", "5 · Rollout"), ("positions", "6 · Positions"), ("heads", "7 · Heads"),
-        ("output", "8 · Output"), ("app", "More in the Python app"))  # fmt: skip
+TABS = (
+    ("tokens", "1 · Tokens"),
+    ("attention", "2 · Attention"),
+    ("inside", "3 · Inside a head"),
+    ("qk", "4 · Queries & keys"),
+    ("rollout", "5 · Rollout"),
+    ("positions", "6 · Positions"),
+    ("heads", "7 · Heads"),
+    ("output", "8 · Output"),
+    ("app", "More in the Python app"),
+)
 APP_COMMAND = "pip install vitviz && vitviz serve"
-
-
-def diverging_lut() -> str:
-    """A colormap for signed values centred at 0: blue (−1), white (0), red (+1), 256 RGB triples in base64 as
-    `explorer.lut` sends them."""
-    t = np.linspace(-1.0, 1.0, 256)[:, None]
-    blue, white, red = np.array([33, 102, 172.0]), np.array([247, 247, 247.0]), np.array([178, 24, 43.0])
-    rgb = np.where(t < 0, white + (blue - white) * -t, white + (red - white) * t)
-    return base64.b64encode(np.round(rgb).astype(np.uint8).tobytes()).decode()
 
 
 def config(model, model_bytes: int) -> dict:
@@ -49,22 +47,36 @@ def config(model, model_bytes: int) -> dict:
     the graph's outputs, the sizes and limits, and where the model and the runtime are."""
     dh, scale = head_geometry(model)
     meta = {
-        "layers": model.num_layers, "heads": model.num_heads, "headWidth": dh, "patch": model.patch_size,
-        "prefix": list(model.prefix_tokens), "scale": scale, "model": model.name, "probe": None,
+        "layers": model.num_layers,
+        "heads": model.num_heads,
+        "headWidth": dh,
+        "patch": model.patch_size,
+        "prefix": list(model.prefix_tokens),
+        "scale": scale,
+        "model": model.name,
+        "probe": None,
         "readout": {"tokens": list(model.readout.tokens), "pool": model.readout.pool, "name": model.readout.name},
-        "colormaps": {name: explorer.lut(name) for name in explorer.LUT_COLORMAPS}, "headColours": list(plots.HEAD_COLOURS),
+        "colormaps": {name: explorer.lut(name) for name in explorer.LUT_COLORMAPS},
+        "headColours": list(plots.HEAD_COLOURS),
         **explorer.look(explorer.DEFAULT_CMAP, explorer.DEFAULT_OPACITY, DEFAULT_SCALE),
-    }  # fmt: skip
+    }
     g0, g1 = model.native_grid
     return {
         "model": {"name": model.name, "patch": model.patch_size, "mean": list(model.mean), "std": list(model.std)},
         "meta": meta,
         "qk": {"colormap": explorer.lut("viridis"), "umap": False, "umapInstall": qk.UMAP_INSTALL, "rule": qk.rule()},
-        "outputs": list(graph.OUTPUTS), "modelUrl": "model.onnx", "modelBytes": model_bytes, "runtime": "runtime/",
-        "sizes": list(SIZES), "defaultSize": DEFAULT_SIZE, "phoneSize": PHONE_SIZE, "displaySide": render.DISPLAY_SIDE,
-        "maxPixels": MAX_PIXELS, "diverging": diverging_lut(),
+        "outputs": list(graph.OUTPUTS),
+        "modelUrl": "model.onnx",
+        "modelBytes": model_bytes,
+        "runtime": "runtime/",
+        "sizes": list(SIZES),
+        "defaultSize": DEFAULT_SIZE,
+        "phoneSize": PHONE_SIZE,
+        "displaySide": render.DISPLAY_SIDE,
+        "maxPixels": MAX_PIXELS,
+        "diverging": explorer.lut("diverging"),
         "positions": {"grid": [g0, g1], "width": int(model.position_embeddings().shape[1]), "url": "positions.bin"},
-    }  # fmt: skip
+    }
 
 
 def _json(value) -> str:
@@ -79,7 +91,9 @@ def script() -> str:
 
 
 def style() -> str:
-    return "\n".join((p).read_text() for p in (explorer.STATIC / "explorer.css", explorer.STATIC / "qk.css", PAGE / "site.css"))
+    return "\n".join(
+        (p).read_text() for p in (explorer.STATIC / "explorer.css", explorer.STATIC / "qk.css", PAGE / "site.css")
+    )
 
 
 def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
@@ -102,15 +116,27 @@ def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
     for path in map(example, EXAMPLES):
         shutil.copyfile(path, out / "examples" / path.name)
         src = f"examples/{path.name}"
-        buttons.append(f'<button class="site-button site-example" type="button" data-src="{src}" data-name="{path.name}">'
-                       f'<img src="{src}" alt="{path.stem}"> {path.stem}</button>')  # fmt: skip
+        buttons.append(
+            f'<button class="site-button site-example" type="button" data-src="{src}" data-name="{path.name}">'
+            f'<img src="{src}" alt="{path.stem}"> {path.stem}</button>'
+        )
     np.ascontiguousarray(model.position_embeddings(), "<f4").tofile(out / "positions.bin")
     cfg = config(model, (out / "model.onnx").stat().st_size)
-    tabs = "".join(f'<button class="site-tab" role="tab" type="button" data-tab="{i}">{html.escape(t)}</button>' for i, t in TABS)
+    tabs = "".join(
+        f'<button class="site-tab" role="tab" type="button" data-tab="{i}">{html.escape(t)}</button>' for i, t in TABS
+    )
     page = (PAGE / "index.html").read_text()
-    fill = {"model_title": "DINOv2 ViT-S/14 with a small dense head", "model_mb": f"{cfg['modelBytes'] / 1e6:.0f}",
-            "examples": "".join(buttons), "tabs": tabs, "app_command": APP_COMMAND, "version": __version__,
-            "model_source": html.escape(SOURCE), "ort_version": ORT_VERSION, "config": _json(cfg)}  # fmt: skip
+    fill = {
+        "model_title": "DINOv2 ViT-S/14 with a small dense head",
+        "model_mb": f"{cfg['modelBytes'] / 1e6:.0f}",
+        "examples": "".join(buttons),
+        "tabs": tabs,
+        "app_command": APP_COMMAND,
+        "version": __version__,
+        "model_source": html.escape(SOURCE),
+        "ort_version": ORT_VERSION,
+        "config": _json(cfg),
+    }
     for key, value in fill.items():
         page = page.replace("{" + key + "}", value)
     (out / "index.html").write_text(page, encoding="utf-8")

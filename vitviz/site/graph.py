@@ -92,9 +92,19 @@ class SiteGraph(nn.Module):
         tokens = m.final_norm(last)
         patches = tokens[self.prefix :].reshape(1, grid[0], grid[1], -1).permute(0, 3, 1, 2)
         dense = self.dense_head(patches, (h, w))
-        return (tokens, last, torch.stack(qs), torch.stack(ks), torch.stack(norms), torch.stack(fused["mean"]),
-                torch.stack(fused["max"]), torch.stack(fused["min"]), torch.stack(distance), torch.stack(entropy),
-                dense)  # fmt: skip
+        return (
+            tokens,
+            last,
+            torch.stack(qs),
+            torch.stack(ks),
+            torch.stack(norms),
+            torch.stack(fused["mean"]),
+            torch.stack(fused["max"]),
+            torch.stack(fused["min"]),
+            torch.stack(distance),
+            torch.stack(entropy),
+            dense,
+        )
 
 
 class _AsFloat32(nn.Module):
@@ -130,8 +140,14 @@ def export(path: str | Path) -> Path:
     distances = torch.zeros(6, 6)
     with torch.no_grad():
         torch.onnx.export(
-            graph, (example, distances), str(path), input_names=["pixel_values", "distances"], output_names=list(OUTPUTS),
+            graph,
+            (example, distances),
+            str(path),
+            input_names=["pixel_values", "distances"],
+            output_names=list(OUTPUTS),
             dynamic_axes={"pixel_values": {2: "height", 3: "width"}, "distances": {0: "patches", 1: "patches_"}},
-            opset_version=OPSET, do_constant_folding=False, dynamo=False,
-        )  # fmt: skip
+            opset_version=OPSET,
+            do_constant_folding=False,
+            dynamo=False,
+        )
     return path

@@ -14,10 +14,16 @@ HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     # the page runs WebAssembly ('wasm-unsafe-eval'), its own scripts and workers, and sends nothing anywhere else
-    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data: blob:; media-src 'self' blob:; worker-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'",
+    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; "
+    "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; media-src 'self' blob:; worker-src 'self' blob:; "
+    "connect-src 'self'; frame-ancestors 'none'",
 }
-TYPES = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm", ".onnx": "application/octet-stream"}
+TYPES = {
+    ".mjs": "text/javascript",
+    ".js": "text/javascript",
+    ".wasm": "application/wasm",
+    ".onnx": "application/octet-stream",
+}
 
 
 class SiteHandler(SimpleHTTPRequestHandler):
@@ -46,7 +52,10 @@ def server(folder: str | Path, host: str = "127.0.0.1", port: int = 8000) -> Thr
 def serve(folder: str | Path, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Serve `folder` until interrupted."""
     with server(folder, host, port) as httpd:
-        print(f"vitviz: serving the site {folder} on http://{host}:{httpd.server_address[1]}/ (Ctrl-C stops it)", flush=True)
+        print(
+            f"vitviz: serving the site {folder} on http://{host}:{httpd.server_address[1]}/ (Ctrl-C stops it)",
+            flush=True,
+        )
         try:
             httpd.serve_forever()
         except KeyboardInterrupt:

@@ -24,7 +24,7 @@ function vitvizFusedLayer(data, l, nn, into) {
 
 // Each layer's discard thresholds at the slider's ratios (5 % steps): the k-th smallest weight, k = max(1,
 // floor(N²·ratio)), as maps.discard_thresholds; one sort of a scratch copy per layer, then only [L] numbers kept
-const VITVIZ_RATIOS = Array.from({ length: 19 }, (_, i) => Number(((i + 1) * 0.05).toFixed(2)));
+const VITVIZ_RATIOS = Array.from({ length: 19 }, (_, i) => Math.round((i + 1) * 5) / 100);
 function vitvizThresholds(data, layers, nn, ratios = VITVIZ_RATIOS) {
   const scratch = new Float32Array(nn), out = [];
   for (let l = 0; l < layers; l++) {

@@ -37,10 +37,21 @@
     for (const t of tabs) t.setAttribute("aria-selected", String(t.dataset.tab === id));
     for (const p of document.querySelectorAll(".site-panel")) p.hidden = p.dataset.tab !== id;
     state.tab = id;
+    fit();
     draw();
   };
+  // The first screen holds the whole picture: each panel's pictures are as wide as the height left under their top
+  // allows, in the photo's proportions (the CSS reads --site-room and --photo-aspect)
+  function fit() {
+    const panel = $(`.site-panel[data-tab=${state.tab}]`), first = panel && panel.querySelector("canvas");
+    if (!first) return;
+    const top = first.getBoundingClientRect().top + window.scrollY;
+    panel.style.setProperty("--site-room", `${Math.max(200, window.innerHeight - top - 48)}px`);
+    if (state.run) document.body.style.setProperty("--photo-aspect", String(state.run.input.width / state.run.input.height));
+  }
+  window.addEventListener("resize", () => { fit(); draw(); });
   tabs.forEach((t) => t.addEventListener("click", () => show(t.dataset.tab)));
-  $(".site-projector").addEventListener("change", (e) => { document.body.classList.toggle("site-big", e.target.checked); draw(); });
+  $(".site-projector").addEventListener("change", (e) => { document.body.classList.toggle("site-big", e.target.checked); fit(); draw(); });
 
   // ---- the engines: the Explorer, Inside a head's live part and Queries & keys, fed by the run's source
   const explorer = vitvizExplorer($(".site-panel[data-tab=attention] .vx"), "attention");
@@ -80,11 +91,13 @@
       photo.bitmap.close();
       if (state.busy !== mine) return null;
       state.run = run; state.error = null;
-      run.firstViewMs = performance.now() - t0;
+      document.body.classList.add("site-has-photo");
+      fit();
       explorer.apply(run.source); inside.apply(run.source); qk.apply(run.source);
       draw();
+      run.firstViewMs = performance.now() - t0;
       const [gh, gw] = run.meta.grid;
-      status(`<b>${name}</b>: ${run.input.width} × ${run.input.height} px, ${gh} × ${gw} patches + CLS = ${run.meta.tokens} tokens. The forward took ${(run.forwardMs / 1000).toFixed(2)} s in this browser (${state.session.threads} thread${state.session.threads === 1 ? "" : "s"}).${run.input.exact ? "" : " This photo is smaller than the input, so the browser enlarged it with its own smoothing: the Python app's cubic resize gives slightly different numbers."}`);
+      status(`<b>${name}</b>: ${run.input.width} × ${run.input.height} px, ${gh} × ${gw} patches + CLS = ${run.meta.tokens} tokens. The forward took ${vitvizFixed(run.forwardMs / 1000)} s in this browser (${state.session.threads} thread${state.session.threads === 1 ? "" : "s"}).${run.input.exact ? "" : " This photo is smaller than the input, so the browser enlarged it with its own smoothing: the Python app's cubic resize gives slightly different numbers."}`);
       return run;
     } catch (e) {
       if (state.busy === mine) { state.error = e.message; status(`<b>${name}</b> could not be analysed: ${e.message}. The views still show ${state.run ? `<b>${state.run.name}</b>` : "no photo"}.`); }
@@ -99,7 +112,7 @@
 
   // ---- the model: fetched once with its size and progress, kept by this browser
   const bar = $(".site-progress"), barText = $(".site-progress-text");
-  const mb = (b) => (b / 1e6).toFixed(1);
+  const mb = (b) => vitvizFixed(b / 1e6, 1);
   state.ready = (async () => {
     const t0 = performance.now(), ort = await import(cfg.runtime + "ort.wasm.min.mjs");
     const session = await vitvizSession(ort, cfg, (done, total) => {
@@ -108,7 +121,7 @@
     });
     state.session = session;
     bar.hidden = true;
-    barText.textContent = `Model ready in ${((performance.now() - t0) / 1000).toFixed(1)} s (${session.cached ? "from this browser's cache" : `${mb(cfg.modelBytes)} MB fetched`}; ${session.threads} thread${session.threads === 1 ? "" : "s"}${session.isolated ? "" : ": this host does not isolate the page, so the runtime uses one thread"}).`;
+    barText.textContent = `Model ready in ${vitvizFixed((performance.now() - t0) / 1000, 1)} s (${session.cached ? "from this browser's cache" : `${mb(cfg.modelBytes)} MB fetched`}; ${session.threads} thread${session.threads === 1 ? "" : "s"}${session.isolated ? "" : ": this host does not isolate the page, so the runtime uses one thread"}).`;
     return session;
   })().catch((e) => { barText.textContent = `The model could not be loaded: ${e.message}`; throw e; });
 

@@ -2,8 +2,6 @@
 // forward's arrays (a "run": the graph's outputs, the input and the Explorer's meta) with no model and no server.
 // Text is HTML and SVG, so that it grows with the projector mode.
 
-const VITVIZ_FMT = (x, digits = 2) => { const s = x.toFixed(digits); return /^-0\.?0*$/.test(s) ? s.slice(1) : s; };
-
 function vitvizPhotoCanvas(canvas, run) { // the model's input as the photo under every map, at the canvas' width
   const { width: w, height: h, resized } = run.input;
   const img = new ImageData(w, h), px = img.data;
@@ -56,8 +54,8 @@ function vitvizRolloutView(el, run, settings) {
   const rhoCls = vitvizSpearman(settings.toward === "output" ? other : shown, dense);
   run.rollout.truth = { rhoBoth, rhoOut, rhoCls };
   const where = `row ${Math.floor(top / gw)}, col ${top % gw}`;
-  el.querySelector(".site-rollout-text").innerHTML = `<b>Brightest patch:</b> ${where}, with ${VITVIZ_FMT(shown[top], 1)} % of the flow (an even share would be ${VITVIZ_FMT(100 / (gh * gw), 2)} %).`;
-  el.querySelector(".site-rollout-truth").innerHTML = `<b>What this map can tell you, on this photo.</b> Rollout toward the output and toward the CLS token rank the patches alike: rank correlation <b>${VITVIZ_FMT(rhoBoth)}</b>. Their rank correlations with the output's own map (the dense head's saliency, each patch's mean) are <b>${VITVIZ_FMT(rhoOut)}</b> (toward the output) and <b>${VITVIZ_FMT(rhoCls)}</b> (toward CLS). After ${m.layers} layers the product of attention tends to one map whatever it starts from: it shows where information pools, not what one output uses.`;
+  el.querySelector(".site-rollout-text").innerHTML = `<b>Brightest patch:</b> ${where}, with ${vitvizFixed(shown[top], 1)} % of the flow (an even share would be ${vitvizFixed(100 / (gh * gw), 2)} %).`;
+  el.querySelector(".site-rollout-truth").innerHTML = `<b>What this map can tell you, on this photo.</b> Rollout toward the output and toward the CLS token rank the patches alike: rank correlation <b>${vitvizFixed(rhoBoth)}</b>. Their rank correlations with the output's own map (the dense head's saliency, each patch's mean) are <b>${vitvizFixed(rhoOut)}</b> (toward the output) and <b>${vitvizFixed(rhoCls)}</b> (toward CLS). After ${m.layers} layers the product of attention tends to one map whatever it starts from: it shows where information pools, not what one output uses.`;
 }
 
 // ---- Positions: the cosine similarity of one learned position embedding with every other (ViT paper, Fig. 7)
@@ -84,7 +82,7 @@ function vitvizPositionsView(el, cfg, row, col) {
   vitvizDrawMarker(ctx, canvas, [g0, g1], p);
   let far = 0;
   for (let i = 0; i < sim.length; i++) if (sim[i] < sim[far]) far = i;
-  el.querySelector(".site-positions-text").innerHTML = `Position (row ${row}, col ${col}) of the ${g0} × ${g1} grid the model learned: blue is unlike it (−1), white unrelated (0), red alike (+1). Its least similar position is row ${Math.floor(far / g1)}, col ${far % g1} (${VITVIZ_FMT(sim[far])}). Click the map to choose another.`;
+  el.querySelector(".site-positions-text").innerHTML = `Position (row ${row}, col ${col}) of the ${g0} × ${g1} grid the model learned: blue is unlike it (−1), white unrelated (0), red alike (+1). Its least similar position is row ${Math.floor(far / g1)}, col ${far % g1} (${vitvizFixed(sim[far])}). Click the map to choose another.`;
   return sim;
 }
 
@@ -96,12 +94,12 @@ function vitvizChart(svg, values, layers, heads, colours, label, unit) {
   const pad = (hi - lo) * 0.08 || 1; lo -= pad; hi += pad;
   const x = (l) => L + ((W - L - R) * (l + 0.5)) / layers, y = (v) => T + ((H - T - B) * (hi - v)) / (hi - lo);
   let s = `<rect x="${L}" y="${T}" width="${W - L - R}" height="${H - T - B}" fill="none" stroke="#888"/>`;
-  for (let t = 0; t <= 4; t++) { const v = lo + ((hi - lo) * t) / 4; s += `<text x="${L - 6}" y="${y(v) + 5}" text-anchor="end">${VITVIZ_FMT(v, hi - lo < 5 ? 2 : 0)}</text>`; }
+  for (let t = 0; t <= 4; t++) { const v = lo + ((hi - lo) * t) / 4; s += `<text x="${L - 6}" y="${y(v) + 5}" text-anchor="end">${vitvizFixed(v, hi - lo < 5 ? 2 : 0)}</text>`; }
   for (let l = 0; l < layers; l += Math.ceil(layers / 12)) s += `<text x="${x(l)}" y="${H - B + 18}" text-anchor="middle">${l}</text>`;
   s += `<text x="${(L + W) / 2}" y="${H - 4}" text-anchor="middle">layer</text>`;
   for (let l = 0; l < layers; l++) for (let h = 0; h < heads; h++) {
     const v = values[l * heads + h];
-    s += `<circle cx="${x(l) + (h - (heads - 1) / 2) * 3}" cy="${y(v)}" r="5" fill="${colours[h % colours.length]}"><title>layer ${l}, head ${h}: ${VITVIZ_FMT(v)} ${unit}</title></circle>`;
+    s += `<circle cx="${x(l) + (h - (heads - 1) / 2) * 3}" cy="${y(v)}" r="5" fill="${colours[h % colours.length]}"><title>layer ${l}, head ${h}: ${vitvizFixed(v)} ${unit}</title></circle>`;
   }
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   svg.innerHTML = `<title>${label}</title>${s}`;
@@ -123,7 +121,7 @@ function vitvizHeadsView(el, run) {
   ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
   const at = (a, l, f) => { let best = 0; for (let h = 1; h < m.heads; h++) if (f(a[l * m.heads + h], a[l * m.heads + best])) best = h; return a[l * m.heads + best]; };
   const last = m.layers - 1;
-  el.querySelector(".site-heads-text").innerHTML = `Each dot is one head (colour: its number). Layer 0's heads look from ${VITVIZ_FMT(at(distance.data, 0, (a, b) => a < b), 0)} to ${VITVIZ_FMT(at(distance.data, 0, (a, b) => a > b), 0)} px away on average; layer ${last}'s from ${VITVIZ_FMT(at(distance.data, last, (a, b) => a < b), 0)} to ${VITVIZ_FMT(at(distance.data, last, (a, b) => a > b), 0)} px. Below: the length of each output token (before the final norm), and the first three principal components of the final tokens as red, green and blue.`;
+  el.querySelector(".site-heads-text").innerHTML = `Each dot is one head (colour: its number). Layer 0's heads look from ${vitvizFixed(at(distance.data, 0, (a, b) => a < b), 0)} to ${vitvizFixed(at(distance.data, 0, (a, b) => a > b), 0)} px away on average; layer ${last}'s from ${vitvizFixed(at(distance.data, last, (a, b) => a < b), 0)} to ${vitvizFixed(at(distance.data, last, (a, b) => a > b), 0)} px. Below: the length of each output token (before the final norm), and the first three principal components of the final tokens as red, green and blue.`;
 }
 
 // ---- Output: the dense head's map (saliency) over the photo, from this forward's own tokens
@@ -142,5 +140,5 @@ function vitvizOutputView(el, run) {
   ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
   let above = 0;
   for (let i = 0; i < w * h; i++) if (dense[i] >= 0.5) above++;
-  el.querySelector(".site-output-text").innerHTML = `The embedded model's dense head reads every final patch token and paints a saliency map from 0 (dark) to 1 (bright). On this photo ${VITVIZ_FMT((100 * above) / (w * h), 1)} % of the pixels are at 0.5 or more; its mean is ${VITVIZ_FMT(sum / (w * h))}, its peak ${VITVIZ_FMT(dense[best])}. It reads the tokens of the very forward that every other view shows (${w} × ${h} px); the head was trained at 224 × 224 px.`;
+  el.querySelector(".site-output-text").innerHTML = `The embedded model's dense head reads every final patch token and paints a saliency map from 0 (dark) to 1 (bright). On this photo ${vitvizFixed((100 * above) / (w * h), 1)} % of the pixels are at 0.5 or more; its mean is ${vitvizFixed(sum / (w * h))}, its peak ${vitvizFixed(dense[best])}. It reads the tokens of the very forward that every other view shows (${w} × ${h} px); the head was trained at 224 × 224 px.`;
 }
