@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import vitviz
+import vitviz.cli
 from tests.conftest import reference_fused, reference_rollout
 from tests.support.harness import CHROMIUM, browser_or_skip
 from vitviz import maps, render
@@ -26,9 +27,24 @@ from vitviz.site.serve import HEADERS, server
 SIZES = (224, 448)  # the longest side: every bundled photo but the square astronaut gives a non-square input
 
 
+WORKFLOW = Path(__file__).resolve().parents[1] / ".github" / "workflows" / "site.yml"
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    return site_build.build(tmp_path_factory.mktemp("site") / "out")
+    """The folder as the publishing workflow builds it: its own command, `vitviz site _site`."""
+    out = tmp_path_factory.mktemp("site") / "_site"
+    lines = WORKFLOW.read_text().splitlines()
+    command = next(line.split("run:", 1)[1].split() for line in lines if "run: vitviz site" in line)
+    assert command[:2] == ["vitviz", "site"]
+    assert vitviz.cli.main([*command[1:-1], str(out)]) == 0
+    return out
+
+
+def test_the_publishing_workflow_installs_the_pinned_package_and_builds_with_the_cli():
+    text = WORKFLOW.read_text()
+    assert "pip install -c requirements.txt ." in text and "torch==2.13.0" in text
+    assert "run: vitviz site _site" in text and "path: _site" in text and "actions/deploy-pages" in text
 
 
 @pytest.fixture(scope="module")
@@ -147,17 +163,29 @@ def test_the_server_isolates_the_page_and_serves_only_a_site(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def page(served):
+def browser():
     sync = browser_or_skip()
     with sync.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
-        page = context.new_page()
-        page.goto(served + "?size=448")
-        page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
-        page.evaluate("() => window.vitviz.site.ready.then(() => true)")
-        yield page
-        browser.close()
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        yield chromium
+        chromium.close()
+
+
+def open_site(browser, url: str, width: int = 1400, height: int = 1000):
+    """A fresh visitor (nothing cached) on the site, once its model is ready: (context, page)."""
+    context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True)
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
+    page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+    return context, page
+
+
+@pytest.fixture(scope="module")
+def page(browser, served):
+    context, page = open_site(browser, served + "?size=448")
+    yield page
+    context.close()
 
 
 @pytest.mark.browser
@@ -211,35 +239,30 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_a_second_visit_works_offline_and_no_request_carries_the_photo(served, tmp_path):
-    sync = browser_or_skip()
+def test_a_second_visit_works_offline_and_no_request_carries_the_photo(browser, served, tmp_path):
     photo = tmp_path / "mine.png"
     cv2.imwrite(str(photo), cv2.resize(cv2.imread(str(vitviz.example("rocket"))), (300, 200)))
-    with sync.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        context = browser.new_context(viewport={"width": 390, "height": 844}, bypass_csp=True)
-        page = context.new_page()
-        sent = []
-        context.on("request", lambda r: sent.append((r.method, r.url, r.post_data_buffer)))
-        page.goto(served + "?size=224")
-        page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
-        page.evaluate("() => window.vitviz.site.ready.then(() => true)")
-        assert page.evaluate("() => window.vitviz.site.state().cached") is False
-        page.wait_for_function("() => navigator.serviceWorker.controller !== null", timeout=30_000)
-        context.set_offline(True)
-        page.reload()
-        page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
-        page.evaluate("() => window.vitviz.site.ready.then(() => true)")
-        state = page.evaluate("() => window.vitviz.site.state()")
-        assert state["cached"] is True and state["ready"]
-        page.set_input_files(".site-file", str(photo))
-        page.wait_for_function(
-            "() => window.vitviz.site.state().run && window.vitviz.site.state().run.name === 'mine.png'", timeout=60_000
-        )
-        assert page.evaluate("() => window.vitviz.site.state().run.size") == [154, 224]
-        weights = page.evaluate("async () => Array.from((await window.vitviz.explorer.hover(11, 2, 40)).weights)")
-        assert len(weights) == 1 + 11 * 16 and abs(sum(weights) - 1) < 1e-5
-        browser.close()
+    sent = []
+    context = browser.new_context(viewport={"width": 390, "height": 844}, bypass_csp=True)
+    context.on("request", lambda r: sent.append((r.method, r.url, r.post_data_buffer)))
+    page = context.new_page()
+    page.goto(served + "?size=224")
+    page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
+    page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+    assert page.evaluate("() => window.vitviz.site.state().cached") is False
+    page.wait_for_function("() => navigator.serviceWorker.controller !== null", timeout=30_000)
+    context.set_offline(True)
+    page.reload()
+    page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
+    page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+    state = page.evaluate("() => window.vitviz.site.state()")
+    assert state["cached"] is True and state["ready"]
+    page.set_input_files(".site-file", str(photo))
+    page.wait_for_function("() => (window.vitviz.site.state().run || {}).name === 'mine.png'", timeout=60_000)
+    assert page.evaluate("() => window.vitviz.site.state().run.size") == [154, 224]
+    weights = page.evaluate("async () => Array.from((await window.vitviz.explorer.hover(11, 2, 40)).weights)")
+    assert len(weights) == 1 + 11 * 16 and abs(sum(weights) - 1) < 1e-5
+    context.close()
     assert sent and all(method == "GET" and body is None for method, _, body in sent), sent
     assert not any("mine.png" in url for _, url, _ in sent)
 
