@@ -80,8 +80,11 @@ def test_the_graph_gives_the_python_apis_numbers_from_one_forward(site, embedded
     ort = pytest.importorskip("onnxruntime")
     session = ort.InferenceSession(str(site / "model.onnx"), providers=["CPUExecutionProvider"])
     a = vitviz.analyze(embedded, vitviz.example("coffee"), longest=336)  # 336 x 224: a non-square input
-    feeds = {"pixel_values": a.pixel_values, "distances": maps.patch_distances(a.grid, embedded.patch_size).numpy()}
-    out = dict(zip(graph.OUTPUTS, session.run(list(graph.OUTPUTS), feeds), strict=True))
+    out = dict(zip(graph.OUTPUTS, session.run(list(graph.OUTPUTS), {"pixel_values": a.pixel_values}), strict=True))
+    layers = ort.InferenceSession(str(site / "layer.onnx"), providers=["CPUExecutionProvider"])
+    distances = maps.patch_distances(a.grid, embedded.patch_size).numpy()
+    each = [layers.run(None, {"q": q, "k": k, "distances": distances}) for q, k in zip(out["q"], out["k"], strict=True)]
+    out.update({name: np.stack([e[i] for e in each]) for i, name in enumerate(graph.LAYER_OUTPUTS)})
     np.testing.assert_allclose(out["tokens"], a.tokens, atol=1e-4)
     np.testing.assert_allclose(out["last"], a.hidden_states[-1], atol=1e-4)
     for layer in (0, 7, 11):
@@ -101,6 +104,7 @@ def test_the_graph_gives_the_python_apis_numbers_from_one_forward(site, embedded
 def test_the_folder_holds_the_whole_site_with_the_runtimes_licence(site):
     names = {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()}
     for name in (
+        "layer.onnx",
         "index.html",
         "vitviz.js",
         "vitviz.css",
@@ -197,7 +201,7 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
         a = vitviz.analyze(embedded, vitviz.example(name), longest=size)
         h, w = a.pixel_values.shape[2:]
         assert run["size"] == [h, w] and run["exact"]
-        got = page.evaluate("() => window.vitviz.site.arrays()")
+        got = page.evaluate("() => window.vitviz.site.arrays()")  # every layer summarised first
         # the input: the browser's decode and OpenCV's resize, ported, equal Python's to the pixel
         rgb = load_image(vitviz.example(name))
         resized = cv2.resize(rgb, (w, h), interpolation=cv2.INTER_AREA)
@@ -224,13 +228,14 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
             for discard in (0.0, 0.9):
                 for toward in ("output", "readout"):
                     settings = {"fusion": fusion, "discard": discard, "toward": toward}
-                    shown = page.evaluate("(s) => window.vitviz.site.rollout(s).shares", settings)
+                    shown = page.evaluate("(s) => window.vitviz.site.rollout(s).then((r) => r.shares)", settings)
                     keep = (0,) if toward == "readout" else ()
                     ref = reference_rollout(fused, discard, rollout_start(a, dense, toward), keep)[a.n_prefix :]
                     ref = 100 * ref / ref.sum()
-                    # a discard's threshold is one of the weights, and ONNX Runtime's tokens differ from torch's
-                    # by ~3e-5: a float16 weight next to it can fall on the other side (1.3e-4 at worst, min at 0.9)
-                    bound = 1e-4 if discard == 0 else 2e-4
+                    # ONNX Runtime's tokens differ from torch's by ~3e-5, so a float16-rounded weight can round the
+                    # other way (the min fusion's tiny weights most), and at a discard fall on the other side of the
+                    # threshold: 1.3e-4 of the largest share at worst over these photos, against the 1e-4
+                    bound = 2e-4
                     assert np.abs(np.array(shown) - ref).max() <= bound * ref.max(), (fusion, discard, toward)
     for row, col in ((0, 0), (18, 30)):
         sim = page.evaluate(f"() => window.vitviz.site.positions({row}, {col})")

@@ -66,6 +66,8 @@ def config(model, model_bytes: int) -> dict:
         "meta": meta,
         "qk": {"colormap": explorer.lut("viridis"), "umap": False, "umapInstall": qk.UMAP_INSTALL, "rule": qk.rule()},
         "outputs": list(graph.OUTPUTS),
+        "layerOutputs": list(graph.LAYER_OUTPUTS),
+        "layerUrl": "layer.onnx",
         "modelUrl": "model.onnx",
         "modelBytes": model_bytes,
         "runtime": "runtime/",
@@ -106,7 +108,7 @@ def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
         raise ValueError(f"{out} is a file: the site needs a folder")
     out.mkdir(parents=True, exist_ok=True)
     say("exporting the embedded model to ONNX (about 10 s)")
-    graph.export(out / "model.onnx")
+    graph.export(out)
     model = load_model(device="cpu")
     (out / "runtime").mkdir(exist_ok=True)
     for name in RUNTIME_FILES:

@@ -1,22 +1,28 @@
-"""The embedded model as one ONNX graph for the browser: the forward and every per-layer array the views need.
+"""The embedded model as ONNX graphs for the browser: the forward, and each layer's weights summarised.
 
-The site runs this graph with ONNX Runtime Web and computes nothing else heavy in JavaScript: a [N,N] product per
+The site runs these graphs with ONNX Runtime Web and computes nothing else heavy in JavaScript: a [N,N] product per
 head and layer is cheap in the runtime's threaded SIMD kernels and slow in plain JavaScript (4.8 G multiply-adds
-at 448 px). The graph takes the normalised input [1,3,H,W] (any H and W that are multiples of the patch) and the
-patch centres' pixel distances [P,P], and returns, for one image:
+at 448 px). `SiteGraph` (model.onnx) takes the normalised input [1,3,H,W] (any H and W that are multiples of the
+patch) and returns, for one image:
 
     tokens [N,D]                   the final tokens, after the last LayerNorm (`Analysis.tokens`)
     last [N,D]                     the last layer's output before that norm (the token norms)
     q, k [L,N,H*dh]                every layer's queries and keys, heads side by side (the Explorer's layers)
     value_norms [L,H,N]            ||W_O,h v_hj|| (`maps.value_norms`)
-    mean, max, min [L,N,N]         the heads fused from the float16-rounded weights, as `Analysis.fused` fuses them:
-                                   the mean in float32, max and min in float16 (each one of the weights, exactly)
-    distance, entropy [L,H]        `maps.score_statistics` of each layer's float32 scores
     dense [1,1,H,W]                the dense head's map on this forward's own tokens (`models.VitModel.dense_map`)
 
-Weights are stored as float16 and computed in float32 (`export`): the shipped weights are float16 already, so
-nothing is lost, and the file is half the size. The value norms' Gram matrices stay float32: rounded to float16
-they missed Python's norms by 2.4e-4, against 6e-6.
+`LayerGraph` (layer.onnx) takes one layer's q and k and the patch centres' pixel distances [P,P], and returns what
+the views need of its [H,N,N] weights:
+
+    mean, max, min [N,N]           the heads fused from the float16-rounded weights, as `Analysis.fused` fuses them:
+                                   the mean in float32, max and min in float16 (each one of the weights, exactly)
+    distance, entropy [H]          `maps.score_statistics` of the layer's float32 scores
+
+Two graphs, not one: kept to the end of one forward, every layer's [N,N] outputs fragmented the runtime's memory
+(1.7 GB for a 448 px square against 0.47 GB without them), and the page asks for a layer's summary only when a view
+needs it. Weights are stored as float16 and computed in float32 (`export`): the shipped weights are float16
+already, so nothing is lost, and the file is half the size. The value norms' Gram matrices stay float32: rounded to
+float16 they missed Python's norms by 2.4e-4, against 6e-6.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from torch import nn
 
 from ..models import VitModel
 
-OUTPUTS = ("tokens", "last", "q", "k", "value_norms", "mean", "max", "min", "distance", "entropy", "dense")
+OUTPUTS = ("tokens", "last", "q", "k", "value_norms", "dense")
+LAYER_OUTPUTS = ("mean", "max", "min", "distance", "entropy")
 OPSET = 17
 
 
@@ -61,50 +68,47 @@ class SiteGraph(nn.Module):
         dh = p.q.weight.shape[0] // self.heads
         return 1.0 / math.sqrt(dh)
 
-    def forward(self, pixel_values: torch.Tensor, distances: torch.Tensor):
+    def forward(self, pixel_values: torch.Tensor):
         m = self.model
         x = m.embed(pixel_values)[0]  # [N,D]
         n = x.shape[0]
         h, w = pixel_values.shape[2], pixel_values.shape[3]
         grid = (h // m.patch_size, w // m.patch_size)
-        qs, ks, norms, fused, distance, entropy = [], [], [], {"mean": [], "max": [], "min": []}, [], []
+        qs, ks, norms = [], [], []
         for i, p in enumerate(self.parts):
             u = p.norm1(x)
             q, k, v = p.q(u), p.k(u), p.v(u)  # [N,H*dh]
             qh, kh, vh = (t.reshape(n, self.heads, -1).transpose(0, 1) for t in (q, k, v))  # [H,N,dh]
-            scores = (qh @ kh.transpose(1, 2)) * self.scale  # [H,N,N]
-            log_weights = torch.log_softmax(scores, dim=-1)
-            weights = log_weights.exp()
-            entropy.append(-(log_weights * weights).sum(-1).mean(-1))
-            a = weights[:, self.prefix :, self.prefix :]
-            distance.append(((a * distances).sum(-1) / a.sum(-1)).mean(-1))
-            rounded = weights.half().float()  # the float16 weights that a capture keeps and rollout fuses
-            fused["mean"].append(rounded.mean(0))
-            fused["max"].append(rounded.amax(0).half())
-            fused["min"].append(rounded.amin(0).half())
+            weights = torch.softmax((qh @ kh.transpose(1, 2)) * self.scale, dim=-1)  # [H,N,N]
             norms.append(torch.sqrt(torch.clamp(((vh @ self.grams[i]) * vh).sum(-1), min=0)))
             context = (weights @ vh).transpose(0, 1).reshape(n, -1)
             y = x + p.scale1(p.o(context))
             x = y + p.scale2(p.mlp(p.norm2(y)))
             qs.append(q)
             ks.append(k)
-        last = x
-        tokens = m.final_norm(last)
+        tokens = m.final_norm(x)
         patches = tokens[self.prefix :].reshape(1, grid[0], grid[1], -1).permute(0, 3, 1, 2)
         dense = self.dense_head(patches, (h, w))
-        return (
-            tokens,
-            last,
-            torch.stack(qs),
-            torch.stack(ks),
-            torch.stack(norms),
-            torch.stack(fused["mean"]),
-            torch.stack(fused["max"]),
-            torch.stack(fused["min"]),
-            torch.stack(distance),
-            torch.stack(entropy),
-            dense,
-        )
+        return tokens, x, torch.stack(qs), torch.stack(ks), torch.stack(norms), dense
+
+
+class LayerGraph(nn.Module):
+    """One layer's weights from its q and k [N,H*dh], summarised for the views: fused heads and statistics."""
+
+    def __init__(self, heads: int, scale: float, prefix: int) -> None:
+        super().__init__()
+        self.heads, self.scale, self.prefix = heads, scale, prefix
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, distances: torch.Tensor):
+        n = q.shape[0]
+        qh, kh = (t.reshape(n, self.heads, -1).transpose(0, 1) for t in (q, k))  # [H,N,dh]
+        log_weights = torch.log_softmax((qh @ kh.transpose(1, 2)) * self.scale, dim=-1)
+        weights = log_weights.exp()
+        entropy = -(log_weights * weights).sum(-1).mean(-1)
+        a = weights[:, self.prefix :, self.prefix :]
+        distance = ((a * distances).sum(-1) / a.sum(-1)).mean(-1)
+        rounded = weights.half().float()  # the float16 weights that a capture keeps and rollout fuses
+        return rounded.mean(0), rounded.amax(0).half(), rounded.amin(0).half(), distance, entropy
 
 
 class _AsFloat32(nn.Module):
@@ -126,28 +130,27 @@ def _store_as_float16(module: nn.Module) -> None:
                 getattr(sub.parametrizations, name).original.data = param.data.half()
 
 
-def export(path: str | Path) -> Path:
-    """Write the embedded model's `SiteGraph` to `path` as ONNX (opset 17, dynamic height and width), its weights
-    float16. A model of its own is loaded, on the CPU: its parameters are rewritten for the export."""
+def export(folder: str | Path) -> tuple[Path, Path]:
+    """Write the embedded model's `SiteGraph` and its `LayerGraph` to `folder` as model.onnx and layer.onnx (opset 17,
+    dynamic height and width), the weights float16. A model of its own is loaded, on the CPU: its parameters are
+    rewritten for the export."""
     from ..models import load_model
 
-    path = Path(path)
+    folder = Path(folder)
     model = load_model(device="cpu")
     graph = SiteGraph(model).eval()
     _store_as_float16(graph)
     patch = model.patch_size
-    example = torch.zeros(1, 3, 2 * patch, 3 * patch)
-    distances = torch.zeros(6, 6)
+    dynamic = {"pixel_values": {2: "height", 3: "width"}}
+    options = dict(opset_version=OPSET, do_constant_folding=False, dynamo=False)
     with torch.no_grad():
-        torch.onnx.export(
-            graph,
-            (example, distances),
-            str(path),
-            input_names=["pixel_values", "distances"],
-            output_names=list(OUTPUTS),
-            dynamic_axes={"pixel_values": {2: "height", 3: "width"}, "distances": {0: "patches", 1: "patches_"}},
-            opset_version=OPSET,
-            do_constant_folding=False,
-            dynamo=False,
-        )
-    return path
+        example = torch.zeros(1, 3, 2 * patch, 3 * patch)
+        names = dict(input_names=["pixel_values"], output_names=list(OUTPUTS), dynamic_axes=dynamic)
+        torch.onnx.export(graph, (example,), str(folder / "model.onnx"), **names, **options)
+        layer = LayerGraph(graph.heads, graph.scale, graph.prefix).eval()
+        width = graph.parts[0].q.weight.shape[0]  # H*dh
+        tokens = torch.zeros(7, width), torch.zeros(7, width), torch.zeros(6, 6)
+        axes = {"q": {0: "tokens"}, "k": {0: "tokens"}, "distances": {0: "patches", 1: "patches_"}}
+        names = dict(input_names=["q", "k", "distances"], output_names=list(LAYER_OUTPUTS), dynamic_axes=axes)
+        torch.onnx.export(layer, tokens, str(folder / "layer.onnx"), **names, **options)
+    return folder / "model.onnx", folder / "layer.onnx"

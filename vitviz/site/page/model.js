@@ -30,30 +30,46 @@ async function vitvizModelBytes(url, expected, progress) {
   return { bytes, cached: false };
 }
 
-// An inference session of the model: {run(input), threads, isolated, createMs, cached}
+// The sessions of the model's two graphs (vitviz/site/graph.py): {run(input), layer(q, k, grid, distances), threads,
+// isolated, createMs, cached}
 async function vitvizSession(ort, config, progress) {
   const isolated = Boolean(self.crossOriginIsolated);
   ort.env.wasm.numThreads = isolated ? Math.min(navigator.hardwareConcurrency || 1, 8) : 1;
   ort.env.wasm.wasmPaths = config.runtime;
   const { bytes, cached } = await vitvizModelBytes(config.modelUrl, config.modelBytes, progress);
-  const t0 = performance.now();
-  const session = await ort.InferenceSession.create(new Uint8Array(bytes), { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
+  const layerBytes = (await vitvizModelBytes(config.layerUrl, 0, () => {})).bytes;
+  const t0 = performance.now(), options = { executionProviders: ["wasm"], graphOptimizationLevel: "all" };
+  const session = await ort.InferenceSession.create(new Uint8Array(bytes), options);
+  const layerSession = await ort.InferenceSession.create(new Uint8Array(layerBytes), options);
   const createMs = performance.now() - t0;
-  const model = config.model;
+  let queue = Promise.resolve(); // one run at a time on the runtime, whichever graph asks
+  const outputs = (start, names) => (queue = queue.catch(() => {}).then(async () => {
+    const out = await start(), result = {};
+    for (const name of names) {
+      result[name] = { data: out[name].data, dims: out[name].dims };
+      out[name].dispose?.();
+    }
+    return result;
+  }));
   return {
     threads: ort.env.wasm.numThreads, isolated, createMs, cached,
-    // one forward of input (vitvizModelInput): every output of the graph as {name: {data, dims}}
+    // one forward of input (vitvizModelInput): the forward's outputs as {name: {data, dims}}, and its time
     async run(input) {
-      const { height: h, width: w } = input, p = model.patch, gh = h / p, gw = w / p;
-      const feeds = {
-        pixel_values: new ort.Tensor("float32", input.pixels, [1, 3, h, w]),
-        distances: new ort.Tensor("float32", vitvizPatchDistances(gh, gw, p), [gh * gw, gh * gw]),
-      };
-      const t = performance.now();
-      const out = await session.run(feeds);
-      const result = { forwardMs: performance.now() - t };
-      for (const name of config.outputs) { result[name] = { data: out[name].data, dims: out[name].dims }; out[name].dispose?.(); }
+      const { height: h, width: w } = input, t = performance.now(); // from the ask: a layer's summary may run first
+      const feeds = { pixel_values: new ort.Tensor("float32", input.pixels, [1, 3, h, w]) };
+      const result = await outputs(() => session.run(feeds), config.outputs);
+      result.forwardMs = performance.now() - t;
       return result;
+    },
+    // one layer's fused heads and statistics from its q and k [N*H*dh] (Float32Array) and the patches' distances
+    layer(q, k, distances) {
+      const wide = config.meta.heads * config.meta.headWidth, n = q.length / wide, patches = Math.sqrt(distances.length);
+      const feeds = {
+        q: new ort.Tensor("float32", q, [n, wide]),
+        k: new ort.Tensor("float32", k, [n, wide]),
+        distances: new ort.Tensor("float32", distances, [patches, patches]),
+      };
+      return outputs(() => layerSession.run(feeds), config.layerOutputs);
     },
   };
 }

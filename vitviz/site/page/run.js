@@ -20,6 +20,12 @@ async function vitvizRun(cfg, session, photo, longest, name) {
   const run = {
     name, meta, input, out, width, forwardMs: out.forwardMs,
     source: vitvizRunSource(meta, out),
+    // every layer's fused heads and statistics, from the layer graph, once (out.mean, .max, .min [L*N*N], .distance,
+    // .entropy [L*H]); the views that need them wait for it
+    summaries() {
+      run.summarising ||= vitvizSummaries(session, out, meta, grid).then((ms) => { run.summaryMs = ms; return out; });
+      return run.summarising;
+    },
     threshold(fusion, l, ratio) { // layer l's discard threshold: the slider's ratios counted once a fusion
       if (!thresholds.has(fusion)) thresholds.set(fusion, vitvizThresholds(out[fusion].data, meta.layers, n * n));
       const kept = thresholds.get(fusion)[l];
@@ -39,6 +45,21 @@ async function vitvizRun(cfg, session, photo, longest, name) {
   };
   await new Promise((resolve) => { const img = new Image(); img.onload = () => { run.photo = img; resolve(); }; img.onerror = resolve; img.src = display.url; });
   return run;
+}
+
+// Every layer through the layer graph, one after another, into one array per output. Returns the milliseconds taken.
+async function vitvizSummaries(session, out, meta, grid) {
+  const t = performance.now(), n = meta.tokens, wide = meta.heads * meta.headWidth, L = meta.layers;
+  const distances = vitvizPatchDistances(grid[0], grid[1], meta.patch);
+  for (let l = 0; l < L; l++) {
+    const rows = (name) => out[name].data.subarray(l * n * wide, (l + 1) * n * wide);
+    const part = await session.layer(rows("q"), rows("k"), distances);
+    for (const [name, { data, dims }] of Object.entries(part)) {
+      out[name] ||= { data: new data.constructor(L * data.length), dims: [L, ...dims] };
+      out[name].data.set(data, l * data.length);
+    }
+  }
+  return performance.now() - t;
 }
 
 // The engine's source (static/source.js) for one run: layer l's bytes, q | k | valueNorms, float32

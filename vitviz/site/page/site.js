@@ -62,7 +62,12 @@
   function draw() {
     const run = state.run;
     if (!run) return;
-    const panel = $(`.site-panel[data-tab=${state.tab}]`);
+    const panel = $(`.site-panel[data-tab=${state.tab}]`), tab = state.tab;
+    if ((tab === "rollout" || tab === "heads") && !run.out.mean) { // every layer's weights summarised first, once
+      panel.querySelector(".site-wait").hidden = false;
+      run.summaries().then(() => { panel.querySelector(".site-wait").hidden = true; if (state.run === run && state.tab === tab) draw(); });
+      return;
+    }
     if (state.tab === "tokens") vitvizTokensView(panel, run);
     else if (state.tab === "rollout") vitvizRolloutView(panel, run, state.settings);
     else if (state.tab === "heads") vitvizHeadsView(panel, run);
@@ -135,15 +140,20 @@
       return run && summary(run);
     },
     tab(id) { show(id); return state.tab; },
-    rollout(settings) { Object.assign(state.settings, settings); show("rollout"); return { shares: Array.from(state.run.rollout.shown), truth: state.run.rollout.truth }; },
+    async rollout(settings) {
+      await state.run.summaries();
+      Object.assign(state.settings, settings);
+      show("rollout");
+      return { shares: Array.from(state.run.rollout.shown), truth: state.run.rollout.truth };
+    },
     positions(row, col) { state.position = [row, col]; show("positions"); return Array.from(state.similarity); },
-    arrays() { // the run's numbers, for the tests that hold them to Python's
-      const o = state.run.out, pick = (name) => Array.from(o[name].data);
+    async arrays() { // the run's numbers, for the tests that hold them to Python's
+      const o = await state.run.summaries(), pick = (name) => Array.from(o[name].data);
       return { tokens: pick("tokens"), distance: pick("distance"), entropy: pick("entropy"), dense: pick("dense"), norms: Array.from(state.run.tokenNorms()), pca: Array.from(state.run.pca()), pixels: Array.from(state.run.input.resized), size: [state.run.input.height, state.run.input.width] };
     },
     state() { return { ready: Boolean(state.session), threads: state.session && state.session.threads, isolated: self.crossOriginIsolated, cached: state.session && state.session.cached, createMs: state.session && state.session.createMs, error: state.error, tab: state.tab, run: state.run && summary(state.run) }; },
   };
-  const summary = (run) => ({ name: run.name, size: [run.input.height, run.input.width], tokens: run.meta.tokens, forwardMs: run.forwardMs, firstViewMs: run.firstViewMs, exact: run.input.exact });
+  const summary = (run) => ({ name: run.name, size: [run.input.height, run.input.width], tokens: run.meta.tokens, forwardMs: run.forwardMs, firstViewMs: run.firstViewMs, summaryMs: run.summaryMs, exact: run.input.exact });
   show(params.get("tab") || "tokens");
 })();
 
