@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .arguments import UsageError, positive
+from .arguments import UsageError
 from .console import say
 
 
@@ -18,9 +18,16 @@ def add(sub) -> None:
     p.add_argument("out", type=Path, help="the folder to write (made if missing)")
     p.add_argument("--serve", action="store_true", help="then serve it on this machine, with the headers it needs")
     p.add_argument("--host", default="127.0.0.1", help="with --serve: the address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=positive, default=8000, help="with --serve: the port (default 8000)")
+    p.add_argument("--port", type=port, default=8000, help="with --serve: the port (default 8000; 0: any free one)")
     p.add_argument("--no-build", action="store_true", help="with --serve: serve OUT as it is, without writing it")
     p.set_defaults(run=run)
+
+
+def port(text: str) -> int:
+    """argparse's type for a TCP port: 0 (any free one) to 65535."""
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {text!r}")
+    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,6 +5,13 @@
 function vitvizLayer(buffer, tokens, heads, dh) {
   const n = tokens * heads * dh;
   const expected = 4 * (2 * n + heads * tokens);
+  if (!(buffer instanceof ArrayBuffer)) { // a source that holds the arrays already (the site's forward): no copy
+    const { q, k, valueNorms } = buffer;
+    if (q.length !== n || k.length !== n || valueNorms.length !== heads * tokens) {
+      throw new Error(`a layer should hold ${n} queries' and keys' numbers and ${heads * tokens} value norms`);
+    }
+    return { q, k, valueNorms, bytes: expected };
+  }
   if (buffer.byteLength !== expected) {
     throw new Error(`a layer should be ${expected} bytes, got ${buffer.byteLength}`);
   }

@@ -1,7 +1,8 @@
 // Where the Explorer's data comes from. A source is one small interface:
 //   meta()     the analysis' meta (vitviz/explorer.py: sizes, token names, the photo, the page's settings);
 //              meta.session + meta.key name the analysis, so that two Explorers of one page share its layers;
-//   layer(l)   a Promise of layer l's bytes, an ArrayBuffer of float32 q | k | valueNorms (see attention.js);
+//   layer(l)   a Promise of layer l's bytes, an ArrayBuffer of float32 q | k | valueNorms (see attention.js), or of
+//              the three Float32Arrays {q, k, valueNorms} where the source holds them (the static site's forward);
 //              a failure is an Error whose .status 503 means "busy: ask again soon".
 // Three sources: the app's route, a notebook widget's kernel, and layers embedded in one HTML file.
 

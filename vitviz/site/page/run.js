@@ -62,17 +62,15 @@ async function vitvizSummaries(session, out, meta, grid) {
   return performance.now() - t;
 }
 
-// The engine's source (static/source.js) for one run: layer l's bytes, q | k | valueNorms, float32
+// The engine's source (static/source.js) for one run: layer l's q, k and value norms, views of the forward's outputs
+// (the Explorer, Inside a head and Queries & keys share them: no copy)
 function vitvizRunSource(meta, out) {
   const n = meta.tokens, wide = meta.heads * meta.headWidth, h = meta.heads, q = out.q.data, k = out.k.data, v = out.value_norms.data;
   return {
     meta: () => meta,
     async layer(l) {
-      const f = new Float32Array(2 * n * wide + h * n);
-      f.set(q.subarray(l * n * wide, (l + 1) * n * wide), 0);
-      f.set(k.subarray(l * n * wide, (l + 1) * n * wide), n * wide);
-      f.set(v.subarray(l * h * n, (l + 1) * h * n), 2 * n * wide);
-      return f.buffer;
+      const rows = (a, width) => a.subarray(l * n * width, (l + 1) * n * width);
+      return { q: rows(q, wide), k: rows(k, wide), valueNorms: rows(v, h) };
     },
   };
 }
