@@ -293,15 +293,15 @@ def class_through_site(site: Path, students: int, out) -> None:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             for i in range(students):
                 context = browser.new_context(viewport={"width": 390, "height": 844}, bypass_csp=True)
-                sizes = []
-                context.on("response", lambda r, sizes=sizes: sizes.append(int(r.headers.get("content-length", 0))))
+                finished = []
+                context.on("requestfinished", finished.append)
                 page = context.new_page()
                 page.goto(url + "?size=224")
                 page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
                 page.evaluate("() => window.vitviz.site.ready.then(() => true)")
                 name = vitviz.EXAMPLES[i % len(vitviz.EXAMPLES)]
                 page.evaluate(f"() => window.vitviz.site.analyse('examples/{name}.jpg', '{name}')")
-                sent += sum(sizes)
+                sent += sum(r.sizes()["responseBodySize"] for r in finished)
                 context.close()
             browser.close()
         spent = cpu_s(proc.pid) - before

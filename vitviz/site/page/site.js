@@ -6,17 +6,20 @@
   const cfg = JSON.parse(document.getElementById("vitviz-site").textContent);
   cfg.runtime = new URL(cfg.runtime, location.href).href; // a module specifier must be a whole URL
   // The service worker keeps the site for a visit with the network off and isolates the page where the host cannot
-  // (threads need it): a page it does not control yet is loaded once more, through it.
-  if ("serviceWorker" in navigator && location.protocol.startsWith("http")) {
-    try {
-      await navigator.serviceWorker.register("sw.js");
-      if (!self.crossOriginIsolated && !navigator.serviceWorker.controller && !sessionStorage.getItem("vitviz-reloaded")) {
-        await navigator.serviceWorker.ready;
-        sessionStorage.setItem("vitviz-reloaded", "1");
-        location.reload();
-        return;
-      }
-    } catch (e) { console.warn(`vitviz: no service worker (${e.message}): the site needs the network on every visit`); }
+  // (threads need it): a page it does not control yet is loaded once more, through it. Where the host isolates the
+  // page itself, it is registered once the model is in, so that it stores the files the page has already fetched
+  // (from the browser's HTTP cache) rather than fetching them beside the page.
+  const worker = () => navigator.serviceWorker.register("sw.js").catch((e) => {
+    console.warn(`vitviz: no service worker (${e.message}): the site needs the network on every visit`);
+  });
+  if ("serviceWorker" in navigator && location.protocol.startsWith("http") && !self.crossOriginIsolated) {
+    await worker();
+    if (!navigator.serviceWorker.controller && !sessionStorage.getItem("vitviz-reloaded")) {
+      await navigator.serviceWorker.ready;
+      sessionStorage.setItem("vitviz-reloaded", "1");
+      location.reload();
+      return;
+    }
   }
   cfg.positions.table = new Float32Array(await (await fetch(cfg.positions.url)).arrayBuffer());
   const $ = (sel) => document.querySelector(sel);
@@ -125,6 +128,7 @@
       barText.textContent = `Fetching the model: ${mb(done)} of ${mb(total)} MB (first visit only: this browser keeps it).`;
     });
     state.session = session;
+    if ("serviceWorker" in navigator && location.protocol.startsWith("http") && self.crossOriginIsolated) worker();
     bar.hidden = true;
     barText.textContent = `Model ready in ${vitvizFixed((performance.now() - t0) / 1000, 1)} s (${session.cached ? "from this browser's cache" : `${mb(cfg.modelBytes)} MB fetched`}; ${session.threads} thread${session.threads === 1 ? "" : "s"}${session.isolated ? "" : ": this host does not isolate the page, so the runtime uses one thread"}).`;
     return session;
