@@ -85,6 +85,9 @@ def test_the_graph_gives_the_python_apis_numbers_from_one_forward(site, embedded
     distances = maps.patch_distances(a.grid, embedded.patch_size).numpy()
     each = [layers.run(None, {"q": q, "k": k, "distances": distances}) for q, k in zip(out["q"], out["k"], strict=True)]
     out.update({name: np.stack([e[i] for e in each]) for i, name in enumerate(graph.LAYER_OUTPUTS)})
+    dense = ort.InferenceSession(str(site / "dense.onnx"), providers=["CPUExecutionProvider"])
+    patches = out["tokens"][a.n_prefix :].T.reshape(1, -1, *a.grid)
+    out["dense"] = dense.run(None, {"patches": np.ascontiguousarray(patches)})[0]
     np.testing.assert_allclose(out["tokens"], a.tokens, atol=1e-4)
     np.testing.assert_allclose(out["last"], a.hidden_states[-1], atol=1e-4)
     for layer in (0, 7, 11):
@@ -105,6 +108,7 @@ def test_the_folder_holds_the_whole_site_with_the_runtimes_licence(site):
     names = {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()}
     for name in (
         "layer.onnx",
+        "dense.onnx",
         "index.html",
         "vitviz.js",
         "vitviz.css",

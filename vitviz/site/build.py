@@ -68,6 +68,7 @@ def config(model, model_bytes: int) -> dict:
         "outputs": list(graph.OUTPUTS),
         "layerOutputs": list(graph.LAYER_OUTPUTS),
         "layerUrl": "layer.onnx",
+        "denseUrl": "dense.onnx",
         "modelUrl": "model.onnx",
         "modelBytes": model_bytes,
         "runtime": "runtime/",

@@ -9,7 +9,9 @@ patch) and returns, for one image:
     last [N,D]                     the last layer's output before that norm (the token norms)
     q, k [L,N,H*dh]                every layer's queries and keys, heads side by side (the Explorer's layers)
     value_norms [L,H,N]            ||W_O,h v_hj|| (`maps.value_norms`)
-    dense [1,1,H,W]                the dense head's map on this forward's own tokens (`models.VitModel.dense_map`)
+
+`DenseGraph` (dense.onnx) takes the final patch tokens as a map [1,D,gh,gw] and returns the dense head's map on them,
+dense [1,1,H,W] (`models.VitModel.dense_map`): the output of this very forward, made when a view needs it.
 
 `LayerGraph` (layer.onnx) takes one layer's q and k and the patch centres' pixel distances [P,P], and returns what
 the views need of its [H,N,N] weights:
@@ -18,11 +20,11 @@ the views need of its [H,N,N] weights:
                                    the mean in float32, max and min in float16 (each one of the weights, exactly)
     distance, entropy [H]          `maps.score_statistics` of the layer's float32 scores
 
-Two graphs, not one: kept to the end of one forward, every layer's [N,N] outputs fragmented the runtime's memory
-(1.7 GB for a 448 px square against 0.47 GB without them), and the page asks for a layer's summary only when a view
-needs it. Weights are stored as float16 and computed in float32 (`export`): the shipped weights are float16
-already, so nothing is lost, and the file is half the size. The value norms' Gram matrices stay float32: rounded to
-float16 they missed Python's norms by 2.4e-4, against 6e-6.
+Three graphs, not one: the first view waits for the forward alone; and kept to the end of one forward, every
+layer's [N,N] outputs fragmented the runtime's memory (1.7 GB for a 448 px square against 0.47 GB without them),
+while the page asks for a layer's summary only when a view needs it. Weights are stored as float16 and computed in
+float32 (`export`): the shipped weights are float16 already, so nothing is lost, and the file is half the size. The
+value norms' Gram matrices stay float32: rounded to float16 they missed Python's norms by 2.4e-4, against 6e-6.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from torch import nn
 
 from ..models import VitModel
 
-OUTPUTS = ("tokens", "last", "q", "k", "value_norms", "dense")
+OUTPUTS = ("tokens", "last", "q", "k", "value_norms")
 LAYER_OUTPUTS = ("mean", "max", "min", "distance", "entropy")
 OPSET = 17
 
@@ -51,7 +53,6 @@ class SiteGraph(nn.Module):
         self.model = model
         self.heads = model.num_heads
         self.prefix = model.n_prefix
-        self.dense_head = model.dense_head
         parts = [model.layer_parts(i) for i in range(model.num_layers)]
         self.parts = parts
         self.scale = self._scale(parts[0])
@@ -72,8 +73,6 @@ class SiteGraph(nn.Module):
         m = self.model
         x = m.embed(pixel_values)[0]  # [N,D]
         n = x.shape[0]
-        h, w = pixel_values.shape[2], pixel_values.shape[3]
-        grid = (h // m.patch_size, w // m.patch_size)
         qs, ks, norms = [], [], []
         for i, p in enumerate(self.parts):
             u = p.norm1(x)
@@ -86,10 +85,18 @@ class SiteGraph(nn.Module):
             x = y + p.scale2(p.mlp(p.norm2(y)))
             qs.append(q)
             ks.append(k)
-        tokens = m.final_norm(x)
-        patches = tokens[self.prefix :].reshape(1, grid[0], grid[1], -1).permute(0, 3, 1, 2)
-        dense = self.dense_head(patches, (h, w))
-        return tokens, x, torch.stack(qs), torch.stack(ks), torch.stack(norms), dense
+        return m.final_norm(x), x, torch.stack(qs), torch.stack(ks), torch.stack(norms)
+
+
+class DenseGraph(nn.Module):
+    """The dense head on the final patch tokens [1,D,gh,gw]: its map [1,1,gh·p,gw·p] at the input's size."""
+
+    def __init__(self, model: VitModel) -> None:
+        super().__init__()
+        self.dense_head, self.patch = model.dense_head, model.patch_size
+
+    def forward(self, patches: torch.Tensor) -> torch.Tensor:
+        return self.dense_head(patches, (patches.shape[2] * self.patch, patches.shape[3] * self.patch))
 
 
 class LayerGraph(nn.Module):
@@ -130,10 +137,10 @@ def _store_as_float16(module: nn.Module) -> None:
                 getattr(sub.parametrizations, name).original.data = param.data.half()
 
 
-def export(folder: str | Path) -> tuple[Path, Path]:
-    """Write the embedded model's `SiteGraph` and its `LayerGraph` to `folder` as model.onnx and layer.onnx (opset 17,
-    dynamic height and width), the weights float16. A model of its own is loaded, on the CPU: its parameters are
-    rewritten for the export."""
+def export(folder: str | Path) -> tuple[Path, Path, Path]:
+    """Write the embedded model's `SiteGraph`, `LayerGraph` and `DenseGraph` to `folder` as model.onnx, layer.onnx
+    and dense.onnx (opset 17, dynamic height and width), the weights float16. A model of its own is loaded, on the
+    CPU: its parameters are rewritten for the export."""
     from ..models import load_model
 
     folder = Path(folder)
@@ -153,4 +160,10 @@ def export(folder: str | Path) -> tuple[Path, Path]:
         axes = {"q": {0: "tokens"}, "k": {0: "tokens"}, "distances": {0: "patches", 1: "patches_"}}
         names = dict(input_names=["q", "k", "distances"], output_names=list(LAYER_OUTPUTS), dynamic_axes=axes)
         torch.onnx.export(layer, tokens, str(folder / "layer.onnx"), **names, **options)
-    return folder / "model.onnx", folder / "layer.onnx"
+        dense = DenseGraph(model).eval()
+        _store_as_float16(dense)
+        axes = {"patches": {2: "rows", 3: "columns"}}
+        names = dict(input_names=["patches"], output_names=["dense"], dynamic_axes=axes)
+        patches = torch.zeros(1, graph.parts[0].q.weight.shape[1], 2, 3)
+        torch.onnx.export(dense, (patches,), str(folder / "dense.onnx"), **names, **options)
+    return folder / "model.onnx", folder / "layer.onnx", folder / "dense.onnx"

@@ -38,9 +38,11 @@ async function vitvizSession(ort, config, progress) {
   ort.env.wasm.wasmPaths = config.runtime;
   const { bytes, cached } = await vitvizModelBytes(config.modelUrl, config.modelBytes, progress);
   const layerBytes = (await vitvizModelBytes(config.layerUrl, 0, () => {})).bytes;
+  const denseBytes = (await vitvizModelBytes(config.denseUrl, 0, () => {})).bytes;
   const t0 = performance.now(), options = { executionProviders: ["wasm"], graphOptimizationLevel: "all" };
   const session = await ort.InferenceSession.create(new Uint8Array(bytes), options);
   const layerSession = await ort.InferenceSession.create(new Uint8Array(layerBytes), options);
+  const denseSession = await ort.InferenceSession.create(new Uint8Array(denseBytes), options);
   const createMs = performance.now() - t0;
   let queue = Promise.resolve(); // one run at a time on the runtime, whichever graph asks
   const outputs = (start, names) => (queue = queue.catch(() => {}).then(async () => {
@@ -70,6 +72,13 @@ async function vitvizSession(ort, config, progress) {
         distances: new ort.Tensor("float32", distances, [patches, patches]),
       };
       return outputs(() => layerSession.run(feeds), config.layerOutputs);
+    },
+    // the dense head's map [h*w] on the final tokens [N*D] (Float32Array) of a grid [gh, gw] after `prefix` tokens
+    async dense(tokens, grid, prefix) {
+      const [gh, gw] = grid, d = tokens.length / (prefix + gh * gw), map = new Float32Array(d * gh * gw);
+      for (let p = 0; p < gh * gw; p++) for (let c = 0; c < d; c++) map[c * gh * gw + p] = tokens[(prefix + p) * d + c];
+      const feeds = { patches: new ort.Tensor("float32", map, [1, d, gh, gw]) };
+      return (await outputs(() => denseSession.run(feeds), ["dense"])).dense;
     },
   };
 }

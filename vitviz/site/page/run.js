@@ -20,10 +20,19 @@ async function vitvizRun(cfg, session, photo, longest, name) {
   const run = {
     name, meta, input, out, width, forwardMs: out.forwardMs,
     source: vitvizRunSource(meta, out),
-    // every layer's fused heads and statistics, from the layer graph, once (out.mean, .max, .min [L*N*N], .distance,
-    // .entropy [L*H]); the views that need them wait for it
+    // the dense head's map (out.dense [h*w]) and every layer's fused heads and statistics, from the layer graph, once
+    // (out.mean, .max, .min [L*N*N], .distance, .entropy [L*H]); the views that need them wait for it
+    denseMap() { // the dense head's map alone (out.dense), once: all the Output tab needs
+      const t = performance.now();
+      run.densing ||= session.dense(out.tokens.data, grid, meta.prefix.length).then((dense) => {
+        out.dense = dense;
+        run.denseMs = performance.now() - t;
+        return out;
+      });
+      return run.densing;
+    },
     summaries() {
-      run.summarising ||= vitvizSummaries(session, out, meta, grid).then((ms) => { run.summaryMs = ms; return out; });
+      run.summarising ||= run.denseMap().then(async () => { run.summaryMs = await vitvizSummaries(session, out, meta, grid); return out; });
       return run.summarising;
     },
     threshold(fusion, l, ratio) { // layer l's discard threshold: the slider's ratios counted once a fusion

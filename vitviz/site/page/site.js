@@ -66,9 +66,10 @@
     const run = state.run;
     if (!run) return;
     const panel = $(`.site-panel[data-tab=${state.tab}]`), tab = state.tab;
-    if ((tab === "rollout" || tab === "heads") && !run.out.mean) { // every layer's weights summarised first, once
+    const needs = tab === "output" ? [run.out.dense, run.denseMap] : tab === "rollout" || tab === "heads" ? [run.out.mean, run.summaries] : [true];
+    if (!needs[0]) { // the dense head, or every layer's summaries, made once the tab needs them
       panel.querySelector(".site-wait").hidden = false;
-      run.summaries().then(() => { panel.querySelector(".site-wait").hidden = true; if (state.run === run && state.tab === tab) draw(); });
+      needs[1]().then(() => { panel.querySelector(".site-wait").hidden = true; if (state.run === run && state.tab === tab) draw(); });
       return;
     }
     if (state.tab === "tokens") vitvizTokensView(panel, run);
@@ -157,7 +158,7 @@
     },
     state() { return { ready: Boolean(state.session), threads: state.session && state.session.threads, isolated: self.crossOriginIsolated, cached: state.session && state.session.cached, createMs: state.session && state.session.createMs, error: state.error, tab: state.tab, run: state.run && summary(state.run) }; },
   };
-  const summary = (run) => ({ name: run.name, size: [run.input.height, run.input.width], tokens: run.meta.tokens, forwardMs: run.forwardMs, firstViewMs: run.firstViewMs, summaryMs: run.summaryMs, exact: run.input.exact });
+  const summary = (run) => ({ name: run.name, size: [run.input.height, run.input.width], tokens: run.meta.tokens, forwardMs: run.forwardMs, firstViewMs: run.firstViewMs, denseMs: run.denseMs, summaryMs: run.summaryMs, exact: run.input.exact });
   show(params.get("tab") || "tokens");
 })();
 
