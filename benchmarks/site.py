@@ -294,7 +294,7 @@ def class_through_site(site: Path, students: int, out) -> None:
             for i in range(students):
                 context = browser.new_context(viewport={"width": 390, "height": 844}, bypass_csp=True)
                 finished = []
-                context.on("requestfinished", finished.append)
+                context.on("requestfinished", lambda r, finished=finished: finished.append(r))
                 page = context.new_page()
                 page.goto(url + "?size=224")
                 page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
