@@ -2,17 +2,23 @@
 // forward's arrays (a "run": the graph's outputs, the input and the Explorer's meta) with no model and no server.
 // Text is HTML and SVG, so that it grows with the projector mode.
 
+// `img` (ImageData) over the whole canvas, sized to the canvas' width in img's proportions unless `over` (drawn on
+// what the canvas holds); smoothed, or one square per pixel (a grid of patches). Returns the canvas' context.
+function vitvizPutImage(canvas, img, smooth, over = false) {
+  const off = new OffscreenCanvas(img.width, img.height);
+  off.getContext("2d").putImageData(img, 0, 0);
+  if (!over) vitvizSizeCanvas(canvas, [img.width, img.height]);
+  const ctx = canvas.getContext("2d");
+  ctx.imageSmoothingEnabled = smooth;
+  ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
+  return ctx;
+}
+
 function vitvizPhotoCanvas(canvas, run) { // the model's input as the photo under every map, at the canvas' width
   const { width: w, height: h, resized } = run.input;
   const img = new ImageData(w, h), px = img.data;
   for (let i = 0; i < w * h; i++) { px[4 * i] = resized[3 * i]; px[4 * i + 1] = resized[3 * i + 1]; px[4 * i + 2] = resized[3 * i + 2]; px[4 * i + 3] = 255; }
-  const off = new OffscreenCanvas(w, h);
-  off.getContext("2d").putImageData(img, 0, 0);
-  vitvizSizeCanvas(canvas, [w, h]);
-  const ctx = canvas.getContext("2d");
-  ctx.imageSmoothingEnabled = true;
-  ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
-  return ctx;
+  return vitvizPutImage(canvas, img, true);
 }
 
 // ---- Tokens: the photo cut into p×p patches, numbered in scan order, with the prefix tokens in front
@@ -73,13 +79,7 @@ function vitvizPositionsView(el, cfg, row, col) {
     const c = 3 * Math.round(Math.min(1, Math.max(0, (sim[i] + 1) / 2)) * 255);
     img.data.set([lut[c], lut[c + 1], lut[c + 2], 255], 4 * i);
   }
-  const off = new OffscreenCanvas(g1, g0);
-  off.getContext("2d").putImageData(img, 0, 0);
-  vitvizSizeCanvas(canvas, [g1, g0]);
-  const ctx = canvas.getContext("2d");
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
-  vitvizDrawMarker(ctx, canvas, [g0, g1], p);
+  vitvizDrawMarker(vitvizPutImage(canvas, img, false), canvas, [g0, g1], p);
   let far = 0;
   for (let i = 0; i < sim.length; i++) if (sim[i] < sim[far]) far = i;
   el.querySelector(".site-positions-text").innerHTML = `Position (row ${row}, col ${col}) of the ${g0} × ${g1} grid the model learned: blue is unlike it (−1), white unrelated (0), red alike (+1). Its least similar position is row ${Math.floor(far / g1)}, col ${far % g1} (${vitvizFixed(sim[far])}). Click the map to choose another.`;
@@ -113,12 +113,7 @@ function vitvizHeadsView(el, run) {
   vitvizDrawMap(el.querySelector(".site-norms"), norms, sc, { ...m, alpha: 0.85, cmap: "viridis" }, run.photo, null, null);
   const rgb = run.pca(), [gh, gw] = m.grid, canvas = el.querySelector(".site-pca"), img = new ImageData(gw, gh);
   for (let i = 0; i < gh * gw; i++) img.data.set([255 * rgb[3 * i], 255 * rgb[3 * i + 1], 255 * rgb[3 * i + 2], 255], 4 * i);
-  const off = new OffscreenCanvas(gw, gh);
-  off.getContext("2d").putImageData(img, 0, 0);
-  vitvizSizeCanvas(canvas, m.photoSize);
-  const ctx = canvas.getContext("2d");
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
+  vitvizPutImage(canvas, img, false);
   const at = (a, l, f) => { let best = 0; for (let h = 1; h < m.heads; h++) if (f(a[l * m.heads + h], a[l * m.heads + best])) best = h; return a[l * m.heads + best]; };
   const last = m.layers - 1;
   el.querySelector(".site-heads-text").innerHTML = `Each dot is one head (colour: its number). Layer 0's heads look from ${vitvizFixed(at(distance.data, 0, (a, b) => a < b), 0)} to ${vitvizFixed(at(distance.data, 0, (a, b) => a > b), 0)} px away on average; layer ${last}'s from ${vitvizFixed(at(distance.data, last, (a, b) => a < b), 0)} to ${vitvizFixed(at(distance.data, last, (a, b) => a > b), 0)} px. Below: the length of each output token (before the final norm), and the first three principal components of the final tokens as red, green and blue.`;
@@ -135,9 +130,7 @@ function vitvizOutputView(el, run) {
     img.data.set([lut[c], lut[c + 1], lut[c + 2], alpha], 4 * i);
     sum += dense[i]; if (dense[i] > dense[best]) best = i;
   }
-  const off = new OffscreenCanvas(w, h);
-  off.getContext("2d").putImageData(img, 0, 0);
-  ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
+  vitvizPutImage(canvas, img, true, true);
   let above = 0;
   for (let i = 0; i < w * h; i++) if (dense[i] >= 0.5) above++;
   el.querySelector(".site-output-text").innerHTML = `The embedded model's dense head reads every final patch token and paints a saliency map from 0 (dark) to 1 (bright). On this photo ${vitvizFixed((100 * above) / (w * h), 1)} % of the pixels are at 0.5 or more; its mean is ${vitvizFixed(sum / (w * h))}, its peak ${vitvizFixed(dense[best])}. It reads the tokens of the very forward that every other view shows (${w} × ${h} px); the head was trained at 224 × 224 px.`;
