@@ -19,7 +19,7 @@ from support.harness import CHROMIUM_ARGS as ARGS
 from vitviz.app.layout import VIEWS
 from vitviz.app.source import NO_PHOTO
 from vitviz.render import LARGE_LABEL_PX
-from vitviz.tabs import label
+from vitviz.tabs import ORDER, label
 from vitviz.views import SHEET_TILE
 
 pytestmark = pytest.mark.app  # every test here drives the served app
@@ -851,6 +851,34 @@ def test_stop_or_a_new_image_ends_a_running_attribution_and_says_so(page, tmp_pa
         assert "Stopped." in page.locator("#attr-summary").inner_text()  # it stays said
         assert src(page, "#attribution") in (before, ""), stop  # nothing landed
         before = src(page, "#attribution")
+
+
+VIOLATIONS = """window.violations = [];
+document.addEventListener("securitypolicyviolation",
+  (e) => window.violations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`));"""
+
+
+def test_the_page_runs_whole_under_its_content_security_policy(page):
+    """The policy is as strict as Gradio's page allows: every tab, the Explorer's and the Q·K view's layers (fetched
+    with the page's token), the plots and the lesson run, and Chromium reports no violation of it."""
+    from vitviz.app.access import CONTENT_SECURITY_POLICY
+
+    strict = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        strict.add_init_script(VIOLATIONS)
+        failed = []
+        strict.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        answer = strict.goto(page.url)
+        assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        strict.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        for tab in ORDER:
+            strict.get_by_role("tab", name=label(tab)).click()
+            strict.wait_for_timeout(2500)
+        strict.get_by_role("tab", name=label("attention")).click()
+        strict.wait_for_function("() => window.vitviz.explorer.state().loaded.length === 12", timeout=60_000)
+        assert strict.evaluate("window.violations") == [] and failed == []
+    finally:
+        strict.close()
 
 
 def start_a_long_attribution(view) -> None:
