@@ -8,10 +8,12 @@ import http.client
 import json
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import pytest
@@ -170,6 +172,30 @@ def test_one_upload_request_may_send_no_more_than_the_limit_in_all(app):
         assert answer.status == 411 and b"must say its size" in answer.read()
     finally:
         connection.close()
+
+
+def test_the_file_route_serves_the_apps_own_files_and_never_the_weights_nor_another_apps_files(app):
+    """Gradio's /gradio_api/file= serves launch's allowed_paths (it was the whole assets folder, weights included)
+    and every file in its cache folder (it was tempdir/gradio, which every Gradio app of the machine shares)."""
+    url, _ = app
+    for path in (*vitviz.ASSETS.glob("*.safetensors"), vitviz.ASSETS / "README.md"):
+        status, _, said = ask(f"{url}gradio_api/file={path}")
+        assert status == 403 and b"File not allowed" in said, path
+    shared = Path(tempfile.gettempdir()) / "gradio" / f"vitviz-test-{uuid.uuid4().hex}"
+    shared.mkdir(parents=True)
+    try:  # another Gradio app's upload, in the folder that Gradio uses by default
+        (shared / "photo.jpg").write_bytes((ASSETS / "coffee.jpg").read_bytes())
+        assert ask(f"{url}gradio_api/file={shared / 'photo.jpg'}")[0] == 403
+    finally:
+        shutil.rmtree(shared)
+    status, said = upload(url, (ASSETS / "coffee.jpg").read_bytes())
+    (uploaded,) = json.loads(said)
+    assert status == 200 and not uploaded.startswith(str(shared.parent))
+    status, headers, _ = ask(f"{url}gradio_api/file={uploaded}")
+    assert status == 200 and headers["Content-Type"] == "image/jpeg"
+    (gallery,) = [c for c in config(url)["components"] if c["props"].get("elem_id") == "examples"]
+    shown = [item["image"]["url"] for item in gallery["props"]["value"]]
+    assert len(shown) == len(vitviz.EXAMPLES) and all(ask(u)[0] == 200 for u in shown)
 
 
 def test_vitviz_routes_answer_a_page_with_its_sessions_token_alone(app):

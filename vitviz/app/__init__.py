@@ -84,6 +84,11 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     from .layout import CSS, build
 
     server = (server or session.Server(device=args.device)).start()
+    # Gradio serves every file in its cache folder to whoever names it; its default, tempdir/gradio, is shared by
+    # every Gradio app of the machine. This server's is its own (readable by this user alone), set before any
+    # component is made: each reads it when it is.
+    files = server.scratch() / "gradio"
+    os.environ["GRADIO_TEMP_DIR"], os.environ["GRADIO_EXAMPLES_CACHE"] = str(files), str(files / "examples")
     demo = build(server, args.model, args.depth_model)
     max_upload = int(args.max_upload_mb * 2**20)
     guard = Middleware(Guard, access=Access(login=args.auth is not None, upload_bytes=max_upload))
@@ -97,7 +102,9 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
         auth=args.auth,
         theme=gr.themes.Soft(font=SYSTEM_FONTS, font_mono=("ui-monospace", "monospace")),
         css=CSS,
-        allowed_paths=[str(ASSETS)],
+        # the example photos alone: never the weights beside them (`blocked_paths` wins over the others)
+        allowed_paths=list(session.EXAMPLES),
+        blocked_paths=[str(p) for p in sorted(ASSETS.iterdir()) if str(p) not in session.EXAMPLES],
         max_file_size=max_upload,
         # Python answers every request, so that the guard sees each: no Node server in front, no file workers beside
         ssr_mode=False,
