@@ -4,20 +4,32 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from support.harness import running_app as app_process
 
 ROOT = Path(__file__).resolve().parent.parent
+SERVING: dict[str, int] = {}  # the URL of each app that runs now -> its process id
 
 
 @contextmanager
 def running_app(args: list[str] = (), timeout: float = 120.0):
-    """Yields the app's URL."""
+    """Yields the app's URL (`pid_of` gives its process)."""
     cache = ROOT / ".pytest_cache"
     log = open(cache / "app.log", "a") if cache.is_dir() else None  # noqa: SIM115 (closed below)
     try:
-        with app_process(list(args), timeout, log) as (url, _):
-            yield url
+        with app_process(list(args), timeout, log) as (url, pid):
+            SERVING[url] = pid
+            try:
+                yield url
+            finally:
+                del SERVING[url]
     finally:
         if log:
             log.close()
+
+
+def pid_of(url: str) -> int:
+    """The process id of the app that serves `url` (started by `running_app`)."""
+    parts = urlsplit(url)
+    return SERVING[f"{parts.scheme}://{parts.netloc}/"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-from app_server import running_app
+from app_server import pid_of, running_app
 from conftest import ASSETS
 from support.harness import CHROMIUM, fake_camera, fetch_picture, photos, start_live_stream, tallest_label
 from support.harness import CHROMIUM_ARGS as ARGS
@@ -18,7 +19,7 @@ from support.harness import CHROMIUM_ARGS as ARGS
 from vitviz.app.layout import VIEWS
 from vitviz.app.source import NO_PHOTO
 from vitviz.render import LARGE_LABEL_PX
-from vitviz.tabs import label
+from vitviz.tabs import ORDER, label
 from vitviz.views import SHEET_TILE
 
 pytestmark = pytest.mark.app  # every test here drives the served app
@@ -146,8 +147,8 @@ def test_a_view_is_drawn_when_looked_at_and_follows_the_display_settings(page, t
 
 
 def test_clearing_the_upload_is_not_an_error_and_sends_no_view(page, tmp_path):
-    """Clear empties the upload box and says that the views are the last photo's; it sends one request (the
-    analysis of no photo), not one per view."""
+    """Clear empties the upload box and says that the views are the last photo's; it sends two requests, the
+    analysis of no photo and the stop of any heavy run (not queued), not one per view."""
     page.get_by_role("tab", name=label("tokens")).click()
     page.wait_for_timeout(2000)  # the tab's own requests are sent
     shown = src(page, "#tokens")
@@ -157,7 +158,7 @@ def test_clearing_the_upload_is_not_an_error_and_sends_no_view(page, tmp_path):
     page.locator("#status").get_by_text(NO_PHOTO).wait_for(timeout=30_000)
     page.wait_for_timeout(1500)
     assert page.get_by_text("Error").count() == 0
-    assert len(sent) == 1, sent
+    assert sorted(url.split("/gradio_api/")[1] for url in sent) == ["queue/join?", "run/predict"], sent
     assert src(page, "#tokens") == shown
     page.locator("#examples img").nth(0).click()
     page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
@@ -850,6 +851,94 @@ def test_stop_or_a_new_image_ends_a_running_attribution_and_says_so(page, tmp_pa
         assert "Stopped." in page.locator("#attr-summary").inner_text()  # it stays said
         assert src(page, "#attribution") in (before, ""), stop  # nothing landed
         before = src(page, "#attribution")
+
+
+VIOLATIONS = """window.violations = [];
+document.addEventListener("securitypolicyviolation",
+  (e) => window.violations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`));"""
+
+
+def test_the_page_runs_whole_under_its_content_security_policy(page):
+    """The policy is as strict as Gradio's page allows: every tab, the Explorer's and the Q·K view's layers (fetched
+    with the page's token), the plots and the lesson run, and Chromium reports no violation of it."""
+    from vitviz.app.access import CONTENT_SECURITY_POLICY
+
+    strict = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        strict.add_init_script(VIOLATIONS)
+        failed = []
+        strict.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        answer = strict.goto(page.url)
+        assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        strict.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        for tab in ORDER:
+            strict.get_by_role("tab", name=label(tab)).click()
+            strict.wait_for_timeout(2500)
+        strict.get_by_role("tab", name=label("attention")).click()
+        strict.wait_for_function("() => window.vitviz.explorer.state().loaded.length === 12", timeout=60_000)
+        assert strict.evaluate("window.violations") == [] and failed == []
+    finally:
+        strict.close()
+
+
+def start_a_long_attribution(view) -> None:
+    """Integrated Gradients at 128 steps and 3 NoiseTunnel samples, a minute or more here in the one heavy slot,
+    under way: its batches have begun."""
+    view.get_by_role("tab", name=label("attributions")).click()
+    choose(view, "#method", "Integrated Gradients")
+    for option, value in (("n_steps", "128"), ("noise_samples", "3")):
+        box = view.locator(f"#option-{option} input[type=number]")
+        box.fill(value)
+        box.press("Enter")
+    view.get_by_role("button", name="Compute attribution").click()
+    view.locator("#attr-summary").get_by_text("Running Integrated Gradients").wait_for(timeout=10_000)
+    view.wait_for_timeout(3000)
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time, user and system, that every thread of process `pid` has used (Linux's /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_clearing_the_photo_or_closing_the_page_ends_a_running_attribution_and_frees_its_slot(page, tmp_path):
+    """While one student's long attribution holds the one heavy slot, another's (through the API) waits. Clear
+    ends the run within 2 s and says so; closing the page ends it too. Each time the other's attribution then
+    runs at once, and the server goes quiet: the run stopped on the server, not only in the page."""
+    gradio_client = pytest.importorskip("gradio_client")
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("reads the server's CPU time from Linux's /proc")
+    from gradio_client.utils import Status
+
+    pid = pid_of(page.url)
+    other = gradio_client.Client(page.url, verbose=False, ssl_verify=False)
+    image = gradio_client.handle_file(str(ASSETS / "coffee.jpg"))
+    where = [image, "dinov2-small", "model default"]
+    saliency = [*where, "Saliency (|gradient|)", "default", "blurred", 8, 0, 11, [], "inferno", 0.6]
+    page.locator("#examples img").nth(1).click()  # coffee.jpg: the other student's photo, analysed once
+    page.locator("#status").get_by_text("grid 21 rows × 32 columns").wait_for(timeout=60_000)
+    closing = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    closing.goto(page.url)
+    closing.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+    for view, end in ((page, "clear"), (closing, "close")):
+        start_a_long_attribution(view)
+        waiting = other.submit(*saliency, api_name="/attribute")
+        time.sleep(3)
+        assert waiting.status().code == Status.IN_QUEUE, end  # behind the run, in the one heavy slot
+        ended = time.perf_counter()
+        if end == "clear":
+            view.locator("#upload button[aria-label='Clear']").first.click()
+            view.locator("#attr-summary").get_by_text("Stopped.").wait_for(timeout=2_000)
+        else:
+            view.close()
+        assert "Saliency" in waiting.result(timeout=60)[3], end
+        assert time.perf_counter() - ended < 20, end  # the run took a minute or more
+        time.sleep(1)
+        before = cpu_seconds(pid)
+        time.sleep(3)
+        assert cpu_seconds(pid) - before < 1.0, end  # the run used two cores' worth
+    page.locator("#examples img").nth(1).click()  # a photo again, for the tests that follow
+    page.locator("#status").get_by_text("grid 21 rows × 32 columns").wait_for(timeout=60_000)
 
 
 LOADED = "s => { const i = document.querySelector(s + ' img'); return i && i.complete && i.naturalWidth > 0; }"

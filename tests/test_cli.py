@@ -154,6 +154,9 @@ def usage(args: list[str], cwd: Path) -> tuple[int, str, list[str], float]:
         (["serve", "--port", "x"], "argument --port: invalid int value"),
         (["serve", "--model", "./no/such/folder"], "--model ./no/such/folder: no such folder"),
         (["serve", "--depth-model", "./no/such/folder"], "--depth-model ./no/such/folder: no such folder"),
+        (["serve", "--auth", "teacher"], "argument --auth: takes USER:PASS, a user name and a password joined by"),
+        (["serve", "--auth", ":s3cret"], "argument --auth: takes USER:PASS"),
+        (["serve", "--auth", "teacher:"], "argument --auth: takes USER:PASS"),
     ],
 )
 def test_every_usage_error_exits_2_at_once_with_a_message(args, message, tmp_path):
@@ -344,12 +347,14 @@ def test_app_py_refuses_a_missing_model_folder_before_anything_loads(tmp_path):
 
 
 @pytest.mark.app
-def test_serve_share_warns_in_one_line_that_the_link_is_public(tmp_path):
-    """Before the model loads: the warning, then the loading line (without --share, the loading line is first:
-    test_serve_says_it_is_loading_before_it_loads)."""
+@pytest.mark.parametrize("login", [[], ["--auth", "teacher:s3cret"]], ids=["no login", "login"])
+def test_serve_share_warns_in_one_line_that_the_link_is_public_or_says_that_a_login_guards_it(tmp_path, login):
+    """Before the model loads: the warning (or, with --auth, the line that says the link is guarded), then the
+    loading line (without --share, the loading line is first: test_serve_says_it_is_loading_before_it_loads)."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    env.pop("VITVIZ_AUTH", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vitviz", "serve", "--share", "--port", "0"],
+        [sys.executable, "-m", "vitviz", "serve", "--share", "--port", "0", *login],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -362,7 +367,10 @@ def test_serve_share_warns_in_one_line_that_the_link_is_public(tmp_path):
         proc.kill()
         proc.wait()
         proc.stderr.close()
-    assert warning == cli.SHARE_WARNING + "\n" and "public" in warning and "no login" in warning
+    if login:
+        assert warning == cli.SHARE_GUARDED + "\n" and "guarded by --auth's login" in warning
+    else:
+        assert warning == cli.SHARE_WARNING + "\n" and "public" in warning and "no login" in warning
     assert loading.startswith("vitviz: loading dinov2-small")
 
 

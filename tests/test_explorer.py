@@ -20,7 +20,7 @@ from support.harness import CHROMIUM_ARGS as ARGS
 
 import vitviz
 from vitviz import explorer
-from vitviz.app.explorer import STATIC, script
+from vitviz.app.explorer import STATIC, TOKEN_HEADER, script
 from vitviz.tabs import label
 
 BOUND = 1e-3  # the issue's bound on a row; the float16 capture alone rounds by up to 2.4e-4
@@ -513,8 +513,14 @@ def app_page():
     with running_app() as url, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.layer_requests = []
-        page.on("request", lambda r: page.layer_requests.append(r.url) if "/vitviz/explorer/layer" in r.url else None)
+        page.layer_requests, page.route_tokens = [], set()
+
+        def asked(r) -> None:
+            if "/vitviz/explorer/layer" in r.url:
+                page.layer_requests.append(r.url)
+                page.route_tokens.add(r.headers.get(TOKEN_HEADER.lower()))
+
+        page.on("request", asked)
         page.goto(url)
         page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
         page.get_by_role("tab", name=label("attention")).click()
@@ -553,25 +559,32 @@ def test_the_app_computes_the_captured_weights_of_the_embedded_model(app_page, e
 
 @pytest.mark.browser
 def test_the_layer_route_refuses_what_it_cannot_serve(app_page):
-    """A bad layer or an unknown analysis: a 4xx that says why, and the app goes on."""
+    """A bad layer, an unknown analysis, or no page token (the page sends its own in a header, never in the URL): a
+    4xx that says why, and the app goes on."""
     page = app_page
-    page.wait_for_function("() => window.vitviz?.explorer?.state().key", timeout=60_000)
+    page.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length", timeout=60_000)
     key = page.evaluate("() => window.vitviz.explorer.state().key")
+    (token,) = page.route_tokens
+    assert token and all(token not in url for url in page.layer_requests)
     got = page.evaluate(
-        """async (key) => {
-          const one = async (q) => { const r = await fetch('/vitviz/explorer/layer?' + new URLSearchParams(q));
-                                       return [r.status, await r.text()]; };
+        """async ([key, header, token]) => {
+          const one = async (q, t = token) => {
+            const r = await fetch('/vitviz/explorer/layer?' + new URLSearchParams(q), {headers: {[header]: t}});
+            return [r.status, await r.text()]; };
           const s = window.vitviz.explorer.state();
-          return [await one({session: 'nobody', key, layer: '0'}), await one({session: s.session, key, layer: '99'}),
-                  await one({key}), await one({session: s.session, key, layer: '-1'}),
-                  await one({session: s.session, key, layer: '²'})];
+          return [await one({session: s.session, key: 'gone', layer: '0'}),
+                  await one({session: s.session, key, layer: '99'}), await one({key}),
+                  await one({session: s.session, key, layer: '-1'}), await one({session: s.session, key, layer: '²'}),
+                  await one({session: s.session, key: 'any', layer: '0'}, 'guessed'),
+                  await one({session: 'another', key, layer: '0'})];
         }""",
-        key,
+        [key, TOKEN_HEADER, token],
     )
     assert got[0][0] == 404 and "no longer kept" in got[0][1]
     assert got[1][0] == 400 and "layer must be an integer in [0, 12), got '99'" in got[1][1]
     assert got[2][0] == 400 and "session and key" in got[2][1]
     assert got[3][0] == 400 and got[4][0] == 400  # '²' is a digit to str.isdigit, not to int
+    assert got[5] == got[6] == [403, "this page's token is missing or wrong: reload the page"]
     page.evaluate("() => window.vitviz.explorer.hover(3, 1, 5)")
 
 
@@ -615,7 +628,8 @@ def test_one_page_has_one_layer_computing_at_a_time_and_another_page_is_not_held
     from vitviz.app import explorer as route
 
     a = vitviz.analyze(tiny_vit(), random_image(32, 32, seed=5))
-    server = SimpleNamespace(cache=SimpleNamespace(get=lambda key: a), redraws=SimpleNamespace(interactive=nullcontext))
+    cache, redraws = SimpleNamespace(get=lambda key: a), SimpleNamespace(interactive=nullcontext)
+    server = SimpleNamespace(cache=cache, redraws=redraws, holds_page_token=lambda session, token: True)
     started, release, real = threading.Event(), threading.Event(), route.explorer.layer_data
 
     def slow(analysis, layer):

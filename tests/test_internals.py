@@ -61,12 +61,16 @@ def test_a_gradio_without_an_internal_that_a_workaround_replaces_stops_the_start
 
     monkeypatch.delattr(processing_utils, "save_pil_to_cache")
     monkeypatch.delattr(processing_utils, "hash_bytes")
+    from gradio.route_utils import CustomCORSMiddleware
+
     monkeypatch.setattr(BlockFunction, "__init__", lambda self, fn, inputs: None)  # no parameter names kept
+    monkeypatch.delattr(CustomCORSMiddleware, "is_valid_origin")
     with pytest.raises(RuntimeError) as raised:
         internals.check_gradio("6.31.0")
     assert str(raised.value) == (
-        "gradio 6.31.0 lacks save_pil_to_cache, hash_bytes, BlockFunction.input_parameter_names, which "
-        'vitviz.app.internals needs: install the tested gradio with: pip install "gradio>=6.31,<6.32"'
+        "gradio 6.31.0 lacks save_pil_to_cache, hash_bytes, BlockFunction.input_parameter_names, "
+        "route_utils.CustomCORSMiddleware.is_valid_origin, which vitviz.app.internals needs: install the tested "
+        'gradio with: pip install "gradio>=6.31,<6.32"'
     )
 
 
@@ -278,3 +282,67 @@ def test_gradio_still_shows_a_requests_progress_on_every_output_states_included(
         gr.Button().click(lambda: (1, "a"), None, [state, shown], show_progress="hidden")
     (dependency,) = demo.get_config_file()["dependencies"]
     assert dependency["show_progress_on"] is None  # the page then shows it on every output
+
+
+# ---- the login, read from Gradio's own table, and the origins its CORS middleware allows
+
+
+def login_app():
+    """A test client of the Gradio app of a tiny Blocks with a login, and one added route that says whether its
+    request is signed in (`internals.signed_in`)."""
+    from fastapi.testclient import TestClient
+    from gradio.routes import App
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    def says(request):
+        return PlainTextResponse(str(internals.signed_in(request.scope)))
+
+    with gr.Blocks() as demo:
+        gr.Markdown("login")
+    demo.auth, demo.auth_message = [("teacher", "s3cret")], None  # what launch(auth=...) sets
+    return TestClient(App.create_app(demo, app_kwargs={"routes": [Route("/says", says)]}))
+
+
+def test_a_request_is_signed_in_with_the_cookie_of_gradios_login_alone():
+    client = login_app()
+    assert client.get("/says").text == "False"
+    assert client.post("/login", data={"username": "teacher", "password": "guessed"}).status_code == 400
+    assert client.get("/says").text == "False"
+    client.cookies.set(f"access-token-unsecure-{client.app.cookie_id}", "forged")
+    assert client.get("/says").text == "False"
+    client.cookies.clear()
+    assert client.post("/login", data={"username": "teacher", "password": "s3cret"}).status_code == 200
+    assert client.get("/says").text == "True" and client.get("/config").status_code == 200
+
+
+def test_gradio_still_leaves_open_without_the_login_the_routes_an_app_adds_and_some_of_its_own():
+    """Why vitviz's guard checks the login of every request itself."""
+    client = login_app()
+    assert client.get("/config").status_code == 401  # Gradio's dependency on its own routes
+    assert client.get("/says").status_code == 200
+    assert client.post("/gradio_api/cancel", json={"session_hash": "x", "fn_index": 0, "event_id": "y"}).is_success
+
+
+def test_the_cors_middleware_allows_the_origins_that_vitviz_allows_alone(monkeypatch):
+    from gradio.route_utils import CustomCORSMiddleware
+    from starlette.datastructures import Headers
+
+    monkeypatch.setattr(CustomCORSMiddleware, "is_valid_origin", CustomCORSMiddleware.is_valid_origin)
+    internals.allow_origins(lambda headers: headers["origin"] == "http://127.0.0.1:7860")
+    middleware = CustomCORSMiddleware(None)
+    assert CustomCORSMiddleware.is_valid_origin.vitviz is True
+    assert middleware.is_valid_origin(Headers({"origin": "http://127.0.0.1:7860", "host": "127.0.0.1:7860"}))
+    assert not middleware.is_valid_origin(Headers({"origin": "http://localhost:9999", "host": "127.0.0.1:7860"}))
+
+
+def test_gradios_cors_middleware_still_allows_another_local_page_and_any_page_of_a_server_elsewhere():
+    """Why `allow_origins` is needed: Gradio's own check lets another site's page call the API with the user's
+    cookies."""
+    from gradio.route_utils import CustomCORSMiddleware
+    from starlette.datastructures import Headers
+
+    gradios = getattr(CustomCORSMiddleware.is_valid_origin, "gradios", CustomCORSMiddleware.is_valid_origin)
+    middleware = CustomCORSMiddleware(None)
+    assert gradios(middleware, Headers({"origin": "http://localhost:9999", "host": "127.0.0.1:7860"}))
+    assert gradios(middleware, Headers({"origin": "https://e.example", "host": "192.168.1.20:7860"}))

@@ -27,6 +27,7 @@ from support.qk_reference import (
 
 import vitviz
 from vitviz import explorer, qk
+from vitviz.app.explorer import TOKEN_HEADER
 from vitviz.tabs import label
 
 
@@ -477,6 +478,13 @@ def app_page():
     with running_app() as url, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.route_tokens = set()  # the page token that its requests to vitviz's routes carry
+
+        def asked(r) -> None:
+            if "/vitviz/" in r.url:
+                page.route_tokens.add(r.headers.get(TOKEN_HEADER.lower()))
+
+        page.on("request", asked)
         page.goto(url)
         page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
         yield page
@@ -524,8 +532,10 @@ def test_the_app_maps_the_embedded_models_heads_and_links_them_with_the_explorer
     assert len(c["photos"]) == 1 and got.shape == (2 * a.num_tokens, 2)
     meta = page.evaluate("() => window.vitviz.qk.state()")  # the photo's session and key, for the Explorer's route
     session, key = page.evaluate("() => window.vitviz.explorer.state().session"), meta["photos"][0]
-    raw = page.request.get(page.url.rstrip("/") + "/vitviz/explorer/layer", params={"session": session, "key": key,
-                                                                                    "layer": 6}).body()  # fmt: skip
+    (token,) = page.route_tokens
+    asked = {"session": session, "key": key, "layer": 6}
+    raw = page.request.get(page.url.rstrip("/") + "/vitviz/explorer/layer", params=asked, headers={TOKEN_HEADER: token})
+    raw = raw.body()
     n, width = a.num_tokens, embedded.num_heads * 64
     values = np.frombuffer(raw, "<f4")
     q, k = (values[i * n * width : (i + 1) * n * width].reshape(n, width)[:, :64].astype(np.float64) for i in (0, 1))

@@ -22,7 +22,7 @@ def test_the_umap_route_names_what_is_wrong_before_any_work():
     """A photo the server no longer keeps, too many photos, photos of two models: each a 4xx that says so."""
     one = vitviz.analyze(FAMILIES["vit"](), random_image(40, 56, seed=1), longest=56)
     other = vitviz.analyze(FAMILIES["deit"](), random_image(40, 56, seed=1), longest=56)
-    server = SimpleNamespace(cache={("s", "one"): one, ("s", "other"): other})
+    server = SimpleNamespace(cache={("s", "one"): one, ("s", "other"): other}, holds_page_token=lambda s, t: True)
 
     def ask(query: str):
         r = umap_response(server, Request({"type": "http", "query_string": query.encode(), "headers": []}))

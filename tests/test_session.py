@@ -135,6 +135,19 @@ def test_each_tab_stops_only_its_own_heavy_run():
     assert not server.stopped
 
 
+def test_each_session_has_its_own_page_token_which_the_server_holds_until_it_has_too_many():
+    from vitviz.app.session import Server
+
+    server = Server(device="cpu")
+    server.TOKENS_KEPT = 2
+    mine, other = server.page_token("mine"), server.page_token("other")
+    assert mine == server.page_token("mine") != other and len(mine) >= 32
+    assert server.holds_page_token("mine", mine) and not server.holds_page_token("mine", other)
+    assert not server.holds_page_token("mine", None) and not server.holds_page_token("nobody", mine)
+    server.page_token("third")  # "other" was used least recently: forgotten
+    assert not server.holds_page_token("other", other) and server.holds_page_token("mine", mine)
+
+
 # ---- the server's analyses: one per (session, photo, model, size), one forward each
 
 

@@ -50,7 +50,8 @@ def open_page(pw, layers: dict[tuple[str, int], bytes], size=(1200, 1000), touch
             q = parse_qs(url.query)
             route.fulfill(body=layers[(q["key"][0], int(q["layer"][0]))], content_type="application/octet-stream")
         elif url.path == "/vitviz/qk/umap" and analyses is not None:
-            server = SimpleNamespace(cache={("s", key): a for key, a in analyses.items()})
+            cache = {("s", key): a for key, a in analyses.items()}
+            server = SimpleNamespace(cache=cache, holds_page_token=lambda session, token: True)
             r = umap_response(server, Request({"type": "http", "query_string": url.query.encode(), "headers": []}))
             route.fulfill(status=r.status_code, body=r.body, content_type=r.media_type)
         else:

@@ -202,19 +202,15 @@ STOPPED_NOTE = "**Stopped.** The attribution ended at its next batch and kept no
 
 
 def stop(server: Server, request: gr.Request) -> str:
-    """Stop this session's attribution at its next batch (the Stop button, a new or cleared image, the page
-    closed), and say so."""
+    """Stop this session's attribution at its next batch (the Stop button; a new, cleared or resized photo, another
+    model, the page closed: `Context.stop_with_the_photo`), and say so."""
     return STOPPED_NOTE if stop_run(server, request) else gr.skip()
 
 
-def stop_on_unload(server: Server, request: gr.Request) -> None:
-    stop(server, request)
-
-
-def new_image(server: Server, request: gr.Request):
-    """A new or cleared image: a running attribution stops (and says so); the result and the box go."""
-    said = stop(server, request)
-    return [], None, None, None, said if isinstance(said, str) else "", None
+def new_image(summary: str | None):
+    """A new image: the result and the box go, and the summary too, unless it says that a run was stopped (the
+    stop answers before the new photo's analysis does)."""
+    return [], None, None, None, summary if summary == STOPPED_NOTE else "", None
 
 
 def drop_stale(kept, key):
@@ -337,11 +333,10 @@ def build(ctx: Context) -> None:
     )
     heavy = [running, checking, cascading]
     halt.click(bind(stop), None, summary, cancels=heavy, api_visibility="private", queue=False)
-    # A result belongs to one image: a new or cleared image stops a run and clears the result and the box.
-    ctx.key.change(bind(new_image), None, [box, *results], cancels=heavy, api_visibility="private", queue=False,
-                   show_progress="hidden")  # fmt: skip
+    ctx.stop_with_the_photo(stop, summary, heavy)
+    # A result belongs to one image: a new image clears the result and the box.
+    ctx.key.change(new_image, summary, [box, *results], api_visibility="private", queue=False, show_progress="hidden")
     ctx.on_new_analysis(tab, lambda: (None, "", None, None, ""), [], [curves, verdict, cascade_plot, cascade,
                         cascade_note], api_visibility="private")  # fmt: skip
-    ctx.demo.unload(bind(stop_on_unload))
     box_img.select(bind(pick_corner), [*ctx.where, box], [box, box_img], api_visibility="private")
     clear.click(bind(clear_box), ctx.where, [box, box_img], api_visibility="private")

@@ -25,6 +25,9 @@ from .session import Server, session_of, user_errors
 
 STATIC = explorer.STATIC
 LAYER_PATH = "/vitviz/explorer/layer"
+# The request header that carries the session's page token (`Server.page_token`) to vitviz's routes: a header, not
+# the query, so that it is in no URL (a log, a history, a shared screen). The meta names it for the page.
+TOKEN_HEADER = "X-Vitviz-Token"
 # Layers computed at once, over every user: a few ms each on the cached tokens, but a page that loops on the route
 # must not take the cores from the others. A request that waits longer than BUSY_S gets 503, which the page retries.
 LAYER_SLOTS, BUSY_S = threading.BoundedSemaphore(2), 5.0
@@ -83,19 +86,35 @@ def draw(image, model_name, size, cmap, alpha=0.6, colour_scale=DEFAULT_SCALE, s
     return {
         **explorer.meta(a),
         **explorer.look(cmap, alpha, colour_scale),
-        "session": session_of(request),
+        **route_meta(server, request),
         "key": server.analysis_key(image, model_name, size),
     }
 
 
+def route_meta(server: Server, request: gr.Request | None) -> dict:
+    """What a page needs in its meta to ask vitviz's routes: its session, its page token and the header for it."""
+    session = session_of(request)
+    return {"session": session, "token": server.page_token(session), "tokenHeader": TOKEN_HEADER}
+
+
+def refused_page(server: Server, request: Request, session: str) -> Response | None:
+    """403 for a request to vitviz's routes without its session's page token (`TOKEN_HEADER`), else None."""
+    if server.holds_page_token(session, request.headers.get(TOKEN_HEADER)):
+        return None
+    return PlainTextResponse("this page's token is missing or wrong: reload the page", status_code=403)
+
+
 async def layer_response(server: Server, request: Request) -> Response:
-    """GET ?session=&key=&layer=: one layer's bytes (see `vitviz.explorer`), or a 4xx that says why. A refusal is
-    answered on the event loop; only a layer's computing takes a worker thread, so a flood of refused requests
-    costs the others little."""
+    """GET ?session=&key=&layer=, with the session's page token in `TOKEN_HEADER`: one layer's bytes (see
+    `vitviz.explorer`), or a 4xx that says why. A refusal is answered on the event loop; only a layer's computing
+    takes a worker thread, so a flood of refused requests costs the others little."""
     params = request.query_params
     session, key, layer = params.get("session"), params.get("key"), params.get("layer", "")
     if not session or not key:
         return PlainTextResponse("session and key are required", status_code=400)
+    refused = refused_page(server, request, session)
+    if refused is not None:
+        return refused
     a = server.cache.get((session, key))
     if a is None:
         return PlainTextResponse("this photo's analysis is no longer kept: pick the photo again", status_code=404)

@@ -47,13 +47,15 @@ def untested(version: str) -> str | None:
 def check_gradio(version: str | None = None) -> str | None:
     """At start-up: log a warning when the installed Gradio is untested (and return it); raise a RuntimeError
     naming what is missing when an internal that a workaround replaces or reads is gone."""
-    from gradio import processing_utils
+    from gradio import processing_utils, route_utils
     from gradio.block_function import BlockFunction
 
     missing = [name for name in ("save_pil_to_cache", "async_move_files_to_cache", "encode_pil_to_bytes",
                                  "hash_bytes") if not callable(getattr(processing_utils, name, None))]  # fmt: skip
     if "input_parameter_names" not in inspect.signature(BlockFunction.__init__).parameters:
         missing.append("BlockFunction.input_parameter_names")
+    if not callable(getattr(route_utils.CustomCORSMiddleware, "is_valid_origin", None)):
+        missing.append("route_utils.CustomCORSMiddleware.is_valid_origin")
     version = gr.__version__ if version is None else version
     if missing:
         raise RuntimeError(
@@ -213,3 +215,44 @@ def take_as(fn: Callable, like: Callable, drop: int = 0, first: Sequence[str] = 
     fn.__signature__ = signature.replace(parameters=[*added, *kept])
     fn.__annotations__ = {p.name: p.annotation for p in kept if p.annotation is not inspect.Parameter.empty}
     return fn
+
+
+def signed_in(scope) -> bool:
+    """Whether a request (its ASGI scope) carries a login of the Gradio app that serves it. An app whose login
+    table is not where Gradio 6.31 keeps it signs no one in: the guard then refuses, and the log says why.
+
+    Why: Gradio 6.31 checks the login in a dependency of each of its own routes (`routes.py` 425-449:
+    `get_current_user` reads the cookie `access-token-{app.cookie_id}`, or `access-token-unsecure-...`, and looks it
+    up in `app.tokens`), leaves some routes out (`/gradio_api/heartbeat`, `/gradio_api/cancel`, `/gradio_api/token`,
+    `/gradio_api/stream/...`) and never guards the routes an app adds through `app_kwargs`. It offers no check that a
+    middleware could call."""
+    from starlette.requests import HTTPConnection
+
+    app = scope.get("app")
+    cookie_id, tokens = getattr(app, "cookie_id", None), getattr(app, "tokens", None)
+    if not isinstance(cookie_id, str) or not isinstance(tokens, dict):
+        log.error("gradio %s keeps no login table where vitviz reads it (App.tokens): none signs in", gr.__version__)
+        return False
+    cookies = HTTPConnection(scope).cookies
+    token = cookies.get(f"access-token-{cookie_id}") or cookies.get(f"access-token-unsecure-{cookie_id}")
+    return token is not None and token in tokens
+
+
+def allow_origins(allowed: Callable) -> None:
+    """Let Gradio's CORS middleware allow, with credentials, only the origins of requests that allowed(headers)
+    passes (a starlette Headers of the request).
+
+    Why: Gradio 6.31's `route_utils.CustomCORSMiddleware.is_valid_origin` (route_utils.py 1140-1149) allows every
+    origin whose host is localhost when the server's is (another local app's page, on any port, could drive the
+    API with the user's cookies), and every origin at all when it is not (a server on a school's network). launch()
+    has no setting for it (`strict_cors` only adds "null"), and Gradio's advisories name this class as the place to
+    change it."""
+    from gradio.route_utils import CustomCORSMiddleware
+
+    gradios = getattr(CustomCORSMiddleware.is_valid_origin, "gradios", CustomCORSMiddleware.is_valid_origin)
+
+    def is_valid_origin(self, request_headers) -> bool:
+        return allowed(request_headers)
+
+    is_valid_origin.vitviz, is_valid_origin.gradios = True, gradios  # Gradio's own, for the test that it is needed
+    CustomCORSMiddleware.is_valid_origin = is_valid_origin

@@ -19,8 +19,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from .. import explorer, qk
-from .explorer import STATIC
-from .session import Server, session_of, user_errors
+from .explorer import STATIC, refused_page, route_meta
+from .session import Server, user_errors
 from .source import Context, view_tab
 
 UMAP_PATH = "/vitviz/qk/umap"
@@ -40,17 +40,21 @@ def script() -> str:
 def draw(image, model_name, size, server: Server = None, request: gr.Request = None) -> dict:
     """The session's analysis' meta for the Q·K view, with where its layers are."""
     a = server.get_analysis(image, model_name, size, request)
-    return {**qk.meta(a), "session": session_of(request), "key": server.analysis_key(image, model_name, size)}
+    return {**qk.meta(a), **route_meta(server, request), "key": server.analysis_key(image, model_name, size)}
 
 
 def umap_response(server: Server, request: Request) -> Response:
-    """GET ?session=&key=…&layer=&head=: the UMAP map of one head over the session's photos named by `key` (one or
-    several, of one model), normalised together as the page's PCA is, little-endian float32 [2N, 2] (every photo's
-    queries, then every photo's keys, in the keys' order), or a 4xx that says why."""
+    """GET ?session=&key=…&layer=&head=, with the session's page token in `explorer.TOKEN_HEADER`: the UMAP map of
+    one head over the session's photos named by `key` (one or several, of one model), normalised together as the
+    page's PCA is, little-endian float32 [2N, 2] (every photo's queries, then every photo's keys, in the keys'
+    order), or a 4xx that says why."""
     p = request.query_params
     session, keys, layer, head = p.get("session"), p.getlist("key"), p.get("layer", ""), p.get("head", "")
     if not session or not keys:
         return PlainTextResponse("session and key are required", status_code=400)
+    refused = refused_page(server, request, session)
+    if refused is not None:
+        return refused
     if len(keys) > MAX_PHOTOS:
         return PlainTextResponse(f"at most {MAX_PHOTOS} photos in one map, got {len(keys)}", status_code=400)
     analyses = [server.cache.get((session, key)) for key in keys]

@@ -100,13 +100,9 @@ def label_check(server: Server, image, model_name, size, request: gr.Request):
 
 
 def stop(server: Server, request: gr.Request) -> str:
-    """Stop this session's faithfulness check at its next batch, and say so."""
+    """Stop this session's faithfulness check at its next batch (the Stop button; a new, cleared or resized photo,
+    another model, the page closed: `Context.stop_with_the_photo`), and say so."""
     return STOPPED_NOTE if stop_run(server, request, "rollout") else gr.skip()
-
-
-def end_check(server: Server, request: gr.Request) -> None:
-    """Stop this session's check without a word (a new image, the page closed)."""
-    stop_run(server, request, "rollout")
 
 
 def build(ctx: Context) -> None:
@@ -168,8 +164,7 @@ def build(ctx: Context) -> None:
     checking = check.click(bind(check_faithfulness), [*ctx.where, fusion, discard, toward], [curves, verdict],
                            api_name="rollout_faithfulness", **slots("heavy"))  # fmt: skip
     halt.click(bind(stop), None, verdict, cancels=[checking], api_visibility="private", queue=False)
-    # The curves belong to one image: a new or cleared image stops the check and clears them. They name their
-    # own settings, so a new fusion or discard ratio leaves them.
-    ctx.key.change(bind(end_check), None, None, cancels=[checking], api_visibility="private", queue=False)
+    ctx.stop_with_the_photo(stop, verdict, [checking])
+    # The curves belong to one image: a new image clears them. They name their own settings, so a new fusion or
+    # discard ratio leaves them.
     ctx.on_new_analysis(tab, lambda: (None, ""), [], [curves, verdict], api_visibility="private")
-    ctx.demo.unload(bind(end_check))

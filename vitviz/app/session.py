@@ -9,9 +9,11 @@ from __future__ import annotations
 import atexit
 import copy
 import hashlib
+import hmac
 import logging
 import os
 import queue
+import secrets
 import tempfile
 import threading
 import time
@@ -91,15 +93,17 @@ def session_of(request: gr.Request | None) -> str:
 
 class Server:
     """Everything the app holds while it serves, as FastAPI apps keep `app.state`: the models (and the attribution
-    copies), the analysis and depth caches, the priorities, each session's stop event for its heavy work, and the
-    background threads. Built in `main()` and carried on every view's `Context`; tests build their own.
-    Nothing starts before `start()`: importing vitviz starts no thread, makes no folder and changes no global.
+    copies), the analysis and depth caches, the priorities, each session's stop event for its heavy work and its
+    page token for vitviz's routes, and the background threads. Built in `main()` and carried on every view's
+    `Context`; tests build their own. Nothing starts before `start()`: importing vitviz starts no thread, makes no
+    folder and changes no global.
 
     Views never run a model themselves: they ask `get_analysis` for the cached capture of the session's
     image, which runs one forward pass only when the cache has none.
     """
 
     DIGESTS_KEPT = 4096  # uploads' SHA-1s remembered, the oldest forgotten first
+    TOKENS_KEPT = 10_000  # sessions' page tokens remembered, the least recently used forgotten first
 
     def __init__(
         self,
@@ -129,6 +133,8 @@ class Server:
         self._models_lock = threading.Lock()
         self._digests: OrderedDict[tuple, str] = OrderedDict()
         self._digests_lock = threading.Lock()
+        self._page_tokens: OrderedDict[str, str] = OrderedDict()  # session -> the secret its page sends (`page_token`)
+        self._page_tokens_lock = threading.Lock()
         self._forwards: dict[str, Pending] = {}  # analysis key -> the forward under way for it
         self._forwards_lock = threading.Lock()
         self._forward_threads = ThreadPoolExecutor(
@@ -271,6 +277,25 @@ class Server:
             while len(self._digests) > self.DIGESTS_KEPT:
                 self._digests.popitem(last=False)
         return value
+
+    def page_token(self, session: str) -> str:
+        """The secret of `session`'s page for the routes that vitviz adds (the Explorer's layers, the Q·K view's
+        UMAP), made here on first use: sent in a view's meta and back in a request header, never in a URL. The session
+        hash alone is in the URLs, and an analysis key is the SHA-1 of a photo that others may have too."""
+        with self._page_tokens_lock:
+            token = self._page_tokens.get(session)
+            if token is None:
+                token = self._page_tokens[session] = secrets.token_urlsafe(24)
+                while len(self._page_tokens) > self.TOKENS_KEPT:
+                    self._page_tokens.popitem(last=False)
+            self._page_tokens.move_to_end(session)
+            return token
+
+    def holds_page_token(self, session: str, token: str | None) -> bool:
+        """Whether `token` is `session`'s page token (compared in constant time); never for a session without one."""
+        with self._page_tokens_lock:
+            kept = self._page_tokens.get(session)
+        return kept is not None and token is not None and hmac.compare_digest(kept.encode(), token.encode())
 
     def analysis_key(self, image: str | None, model_name: str, size: str) -> str | None:
         """What identifies an analysis within a session (None without an image): views redraw when it changes."""

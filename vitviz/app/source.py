@@ -60,8 +60,11 @@ class Context:
     shown: gr.Textbox = field(default_factory=lambda: gr.Textbox("tokens", visible=False))
     seen: gr.Textbox = field(default_factory=lambda: gr.Textbox("", visible=False))
     depth_model: str | None = None
+    # a new photo (or none: a cleared upload), model or size: one step in the page that what must follow it follows
+    changed: Dependency | None = None
     _display: Dependency | None = None
     _tabs: dict = field(default_factory=dict)  # each tab's `TabSteps`, by the tab's id
+    _stops: list = field(default_factory=list)  # each heavy tab's (stop, note, runs): `stop_with_the_photo`
 
     @property
     def where(self) -> list:
@@ -91,6 +94,36 @@ class Context:
         two dozen requests an upload, and Gradio's page (6.31) copies the props of every progress target at each
         of their loading statuses (docs/benchmarks.md)."""
         wire_routes(list(self._tabs.values()), self.seen, self.shown, self.image, self.on_display)
+        self._wire_stops()
+
+    def stop_with_the_photo(self, stop: Callable, note: gr.components.Component, runs: Sequence[Dependency]) -> None:
+        """End a tab's heavy runs (`runs`) when the photo changes or is cleared, when the model or the size changes,
+        and when the page closes: the page cancels them at once, which frees their slots in Gradio's queue, and
+        stop(server, request) ends the one under way on the server at its next batch, its answer (a note, or
+        gr.skip()) going to `note`. One request, not queued, stops every tab's runs (`route` wires it).
+
+        Why not on the analysis key's change: a cleared upload leaves the key as it is (`NO_PHOTO`), and a new
+        photo changes it only once its forward pass is done, seconds later on a busy server."""
+        self._stops.append((stop, note, list(runs)))
+
+    def _wire_stops(self) -> None:
+        if not self._stops:
+            return
+        stops, notes = [stop for stop, _, _ in self._stops], [note for _, note, _ in self._stops]
+        runs = [run for _, _, tab_runs in self._stops for run in tab_runs]
+        server = self.server
+
+        def stop_runs(request: gr.Request):
+            said = tuple(stop(server, request) for stop in stops)
+            return said if len(said) > 1 else said[0]
+
+        def stop_quietly(request: gr.Request) -> None:  # the page closed: no one reads a note
+            for stop in stops:
+                stop(server, request)
+
+        hidden = dict(queue=False, api_visibility="private", show_progress="hidden")
+        self.changed.then(stop_runs, None, notes, cancels=runs, **hidden)
+        self.demo.unload(stop_quietly)
 
     def on_new_analysis(self, tab: gr.Tab, fn: Callable, inputs: Sequence, outputs: Sequence, **kwargs) -> Dependency:
         """Run fn when the tab is shown with an analysis that it was not shown with (its `fitted` changes), before
@@ -369,7 +402,11 @@ def build_source(demo: gr.Blocks, server: Server, model: VitModel, depth_model: 
     forward = dict(show_progress="minimal", show_progress_on=[image], **slots("forward", server))
     in_page = dict(fn=server.bind(analyze_in_page), inputs=ctx.where, outputs=[*analyze_out, ctx.seen])
     demo.load(api_visibility="private", **in_page, **forward)
-    gr.on([image.change, size.change, ctx.current_model.change], api_visibility="private", **in_page, **forward)
+    changes = [image.change, size.change, ctx.current_model.change]
+    # First, a step in the page: Gradio's page (6.31) sends an event's listeners one after another, each when the
+    # one before has its answer, so a stop listening beside the analysis would wait for its forward pass.
+    ctx.changed = gr.on(changes, None, js=NOTHING, queue=False, api_visibility="private")
+    gr.on(changes, api_visibility="private", **in_page, **forward)
     # the API's: the page's answer holds the key once more, which an API client has no use for
     gr.Button(visible=False).click(server.bind(analyze_image), ctx.where, analyze_out, api_name="analyze", **forward)
     model_name.change(

@@ -31,8 +31,9 @@ __all__ = [
 COMMANDS = (analyze, stats, check, faithfulness, explore, site)  # each module adds its subcommand; serve is the app's
 SHARE_WARNING = (
     "vitviz: warning: --share makes a public gradio.live link with no login: anyone who has it can use this app "
-    "and this machine's CPU or GPU"
+    "and this machine's CPU or GPU (--auth USER:PASS asks a login)"
 )
+SHARE_GUARDED = "vitviz: --share makes a public gradio.live link, guarded by --auth's login: only who signs in uses it"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +79,7 @@ def _serve(argv: list[str], prog: str) -> int:
     if args.depth_model is not None:
         check_model(args.depth_model, "--depth-model")
     if args.share:
-        print(SHARE_WARNING, file=sys.stderr)
+        print(SHARE_WARNING if args.auth is None else SHARE_GUARDED, file=sys.stderr)
     print(f"vitviz: loading {args.model}, then serving on http://{args.host}:{args.port}/ …", file=sys.stderr)
     serve_app(argv, prog=prog)
     return 0

@@ -10,7 +10,7 @@
     async umap(keys, layer, head) { // little-endian float32 [2N, 2]: every photo's queries, then every photo's keys
       const q = new URLSearchParams({ session: meta.session, layer: String(layer), head: String(head) });
       for (const key of keys) q.append("key", key);
-      const r = await fetch(`${base}/vitviz/qk/umap?${q}`, { credentials: "same-origin" });
+      const r = await fetch(`${base}/vitviz/qk/umap?${q}`, vitvizRouteAsk(meta));
       if (!r.ok) throw Object.assign(new Error((await r.text()) || `HTTP ${r.status}`), { status: r.status });
       return r.arrayBuffer();
     },

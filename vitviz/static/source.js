@@ -6,6 +6,12 @@
 //              a failure is an Error whose .status 503 means "busy: ask again soon".
 // Three sources: the app's route, a notebook widget's kernel, and layers embedded in one HTML file.
 
+function vitvizRouteAsk(meta) {
+  // how a page asks the app's routes: on its own origin, with its session's token in a header (meta.tokenHeader),
+  // never in the URL
+  return { credentials: "same-origin", headers: { [meta.tokenHeader]: meta.token } };
+}
+
 function vitvizRouteSource(meta) {
   // GET /vitviz/explorer/layer of the app that served the page
   const base = ((window.gradio_config && window.gradio_config.root) || location.origin).replace(/\/$/, "");
@@ -13,7 +19,7 @@ function vitvizRouteSource(meta) {
     meta: () => meta,
     async layer(l) {
       const q = new URLSearchParams({ session: meta.session, key: meta.key, layer: String(l) });
-      const r = await fetch(`${base}/vitviz/explorer/layer?${q}`, { credentials: "same-origin" });
+      const r = await fetch(`${base}/vitviz/explorer/layer?${q}`, vitvizRouteAsk(meta));
       if (!r.ok) throw Object.assign(new Error((await r.text()) || `HTTP ${r.status}`), { status: r.status });
       return r.arrayBuffer();
     },
