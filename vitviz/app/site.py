@@ -5,6 +5,7 @@ version, in the background after the app starts (about 10 s), into the system's 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import tempfile
@@ -26,12 +27,25 @@ LINK = (
 log = logging.getLogger(__name__)
 
 
+def fingerprint() -> str:
+    """What the site is made of, in 12 hex digits: the page, the engine, the graphs' code and the weights' size, so
+    that a folder written by another vitviz (or a changed checkout) is never served for this one."""
+    from ..embedded import WEIGHTS
+    from ..explorer import STATIC
+    from ..site import build, graph
+
+    digest = hashlib.sha1(str(WEIGHTS.stat().st_size).encode())
+    for path in sorted([*build.PAGE.iterdir(), *STATIC.glob("*.js"), Path(graph.__file__), Path(build.__file__)]):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 class HostedSite:
     """The site's folder, built by `start()` on a thread of its own; `app` is the ASGI app that serves it."""
 
     def __init__(self, folder: Path | None = None) -> None:
         root = Path(os.environ.get("VITVIZ_SITE_DIR") or Path(tempfile.gettempdir()) / "vitviz-site")
-        self.folder = folder or root / __version__
+        self.folder = folder or root / f"{__version__}-{fingerprint()}"
         self.ready = threading.Event()
         self.error: str | None = None
         self._files = None
