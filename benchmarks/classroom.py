@@ -119,7 +119,8 @@ class User:
                 start = time.perf_counter()
                 while True:
                     query = {"session": meta["session"], "key": meta["key"], "layer": layer}
-                    response = self.api.http.get(f"{self.url}vitviz/explorer/layer", params=query)
+                    token = {meta["tokenHeader"]: meta["token"]}  # the session's page token, as the page sends it
+                    response = self.api.http.get(f"{self.url}vitviz/explorer/layer", params=query, headers=token)
                     if response.status_code != 503:
                         break
                     time.sleep(0.3)

@@ -75,7 +75,8 @@ def flood(url: str, meta: dict, width: int, every: float, stop, answers, client:
                 except threading.BrokenBarrierError:  # stopped
                     return
                 query = {"session": meta["session"], "key": meta["key"], "layer": i % 12}
-                got[http.get(f"{url}vitviz/explorer/layer", params=query).status_code] += 1
+                token = {meta["tokenHeader"]: meta["token"]}  # the session's page token, as the page sends it
+                got[http.get(f"{url}vitviz/explorer/layer", params=query, headers=token).status_code] += 1
                 stop.wait(every)
 
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(width)]
