@@ -96,7 +96,7 @@ class User:
                 name, args = tabs.pop()
                 start = time.perf_counter()
                 try:
-                    call(name, *((MODEL, 7, 7, "viridis") if args is None else (image, MODEL, SIZE, *args)), False)
+                    call(name, *((MODEL, 7, 7) if args is None else (image, MODEL, SIZE, *args)), False)
                     self.view_s.setdefault(name, []).append(time.perf_counter() - start)
                 except Exception as exc:
                     self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
