@@ -103,6 +103,10 @@ def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path
                          cwd=away, env=env, capture_output=True, text=True)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert (away / "maps" / "chelsea" / "attention_layer11.png").exists()
+    run = subprocess.run([venv / "bin" / "vitviz", "site", "site"], cwd=away, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr  # the page, the runtime and the graphs, from the wheel's own files
+    for name in ("index.html", "vitviz.js", "model.onnx", "runtime/ort-wasm-simd-threaded.wasm", "runtime/LICENSE"):
+        assert (away / "site" / name).is_file(), name
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

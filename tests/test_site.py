@@ -41,6 +41,14 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+def test_the_package_depends_on_what_the_sites_export_needs():
+X
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert any(d.split(">")[0].split("=")[0].strip() == "onnx" for d in project["dependencies"])
+
+
 def test_the_publishing_workflow_installs_the_pinned_package_and_builds_with_the_cli():
     text = WORKFLOW.read_text()
     assert "pip install -c requirements.txt ." in text and "torch==2.13.0" in text

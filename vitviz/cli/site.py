@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .arguments import UsageError
+from .arguments import Failure, UsageError
 from .console import say
 
 
@@ -41,7 +41,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_build:
         from ..site.build import build
 
-        build(args.out, lambda text: say(f"vitviz site: {text}", sys.stderr))
+        try:
+            build(args.out, lambda text: say(f"vitviz site: {text}", sys.stderr))
+        except (OSError, RuntimeError, ValueError) as exc:  # a folder that cannot be written, an export that fails
+            raise Failure(f"the site could not be written to {args.out}: {exc}") from None
         total = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
         say(
             f"vitviz site: {total / 1e6:.1f} MB in {args.out}; publish the folder on any static host, or serve it here "
