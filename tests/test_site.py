@@ -16,7 +16,7 @@ import torch
 import vitviz
 import vitviz.cli
 from tests.conftest import reference_fused, reference_rollout
-from tests.support.harness import CHROMIUM, browser_or_skip
+from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
 from vitviz import maps, render
 from vitviz.outputs import patch_weights
 from vitviz.preprocess import load_image
@@ -182,7 +182,8 @@ def test_the_server_isolates_the_page_and_serves_only_a_site(tmp_path):
 def browser():
     sync = browser_or_skip()
     with sync.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        fake_camera = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, *fake_camera])
         yield chromium
         chromium.close()
 
@@ -303,3 +304,16 @@ def test_the_app_serves_the_site_at_its_path_with_its_headers(tmp_path):
     for name, value in HEADERS.items():
         assert answer.headers[name] == value
     assert client.get("/site/../pyproject.toml").status_code == 404
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_camera_gives_a_frame_at_the_phones_size(browser, served):
+    context, page = open_site(browser, served + "?size=448")
+    page.click(".site-camera")  # opens the preview (Chromium's fake camera)
+    page.wait_for_function("() => document.querySelector('.site-video').readyState >= 2", timeout=30_000)
+    page.click(".site-camera")  # takes this frame
+    framed = '() => (window.vitviz.site.state().run || {}).name === "the camera\'s frame"'
+    page.wait_for_function(framed, timeout=60_000)
+    assert max(page.evaluate("() => window.vitviz.site.state().run.size")) == 224
+    context.close()

@@ -117,7 +117,7 @@
   document.querySelectorAll(".site-example").forEach((b) => b.addEventListener("click", async () => {
     const r = await fetch(b.dataset.src); analyse(await r.blob(), b.dataset.name);
   }));
-  vitvizCamera($(".site-camera"), $(".site-video"), (blob) => analyse(blob, "the camera's frame"), (m) => status(m));
+  vitvizCamera($(".site-camera"), $(".site-video"), (blob) => analyse(blob, "the camera's frame", cfg.phoneSize), (m) => status(m)); // a frame at 224 px, as a phone
 
   // ---- the model: fetched once with its size and progress, kept by this browser
   const bar = $(".site-progress"), barText = $(".site-progress-text");
