@@ -20,10 +20,8 @@ from .. import __version__
 from ..site.serve import HEADERS
 
 PATH = "/site"
-LINK = (
-    f"**One link for a class:** [{PATH}/]({PATH}/) runs the whole model in each student's own browser (a 50 MB "
-    "download once, kept by the browser), so this computer computes nothing for them."
-)
+# a sentence of the page's intro, so that it costs the first screen no line of its own
+LINK = f"**One link for a class:** [{PATH}/]({PATH}/) runs the model in each student's own browser."
 log = logging.getLogger(__name__)
 
 
