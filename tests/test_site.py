@@ -138,16 +138,17 @@ def test_the_folder_holds_the_whole_site_with_the_runtimes_licence(site):
 
 
 def test_the_config_takes_every_fact_from_the_model(embedded):
-    cfg = site_build.config(embedded, 123)
+    cfg = site_build.config(embedded, {"model": (123, "abc"), "layer": (4, "def"), "dense": (5, "0a1")})
     assert cfg["model"] == {"name": embedded.name, "patch": 14, "mean": list(embedded.mean), "std": list(embedded.std)}
     assert cfg["meta"]["layers"] == embedded.num_layers and cfg["meta"]["heads"] == embedded.num_heads
     assert cfg["meta"]["scale"] == pytest.approx(1 / 8) and cfg["meta"]["prefix"] == ["CLS"]
     assert cfg["positions"]["grid"] == [37, 37] and cfg["outputs"] == list(graph.OUTPUTS)
-    assert cfg["modelBytes"] == 123 and cfg["defaultSize"] in cfg["sizes"] and cfg["phoneSize"] in cfg["sizes"]
+    assert cfg["modelBytes"] == 123 and cfg["layerUrl"] == "layer.onnx?v=def" and cfg["denseBytes"] == 5
+    assert cfg["defaultSize"] in cfg["sizes"] and cfg["phoneSize"] in cfg["sizes"]
 
 
 def test_positions_are_drawn_on_the_diverging_scale_the_app_draws_them_on(embedded):
-    cfg = site_build.config(embedded, 0)
+    cfg = site_build.config(embedded, {})
     rgb = np.frombuffer(base64.b64decode(cfg["diverging"]), np.uint8).reshape(256, 3)
     assert cfg["diverging"] == vitviz.explorer.lut("diverging")
     assert rgb[0].tolist() == list(render.DIVERGING[0]) and rgb[255].tolist() == list(render.DIVERGING[2])

@@ -27,7 +27,8 @@ def build(server: Server, default_model: str, depth_model: str | None = None) ->
     if depth_model is not None:
         server.get_depth_model(depth_model)
     with gr.Blocks(title="vitviz: see inside a Vision Transformer", delete_cache=(1800, 3600)) as demo:
-        gr.Markdown(f"{INTRO} {site.LINK}", elem_id="intro")
+        gr.Markdown(INTRO, elem_id="intro")
+        gr.Markdown(site.LINK, elem_id="site-link")
         with gr.Row():
             with gr.Column(scale=1, min_width=300, elem_id="source-panel"):
                 ctx = build_source(demo, server, model, depth_model)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -20,7 +21,8 @@ from .. import __version__
 from ..site.serve import HEADERS
 
 PATH = "/site"
-# a sentence of the page's intro, so that it costs the first screen no line of its own
+# a line under the intro on a laptop's screen (app.css hides it on a projector, a phone and a 1024 px screen, whose
+# first screens hold the tabs and pictures with no line to spare)
 LINK = f"**One link for a class:** [{PATH}/]({PATH}/) runs the model in each student's own browser."
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,8 @@ def fingerprint() -> str:
     from ..site import build, graph
 
     digest = hashlib.sha1(str(WEIGHTS.stat().st_size).encode())
-    for path in sorted([*build.PAGE.iterdir(), *STATIC.glob("*.js"), Path(graph.__file__), Path(build.__file__)]):
+    files = [*build.PAGE.iterdir(), *STATIC.iterdir(), Path(graph.__file__), Path(build.__file__)]
+    for path in sorted(p for p in files if p.is_file()):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -58,8 +61,8 @@ class HostedSite:
     def _build(self) -> None:
         from ..site.build import build
 
+        partial = self.folder.with_name(self.folder.name + f".{os.getpid()}.partial")
         try:
-            partial = self.folder.with_name(self.folder.name + f".{os.getpid()}.partial")
             build(partial)
             partial.replace(self.folder)  # whole or not at all: another app's build may have finished first
         except OSError as exc:
@@ -71,6 +74,8 @@ class HostedSite:
             self.error = f"the site could not be built: {exc}"
             log.exception("vitviz: the site could not be built")
             return
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)  # a failed build's, or one that another app's finished first
         self.ready.set()
 
     async def app(self, scope, receive, send) -> None:

@@ -6,6 +6,7 @@ vitviz/site/runtime with their licence), the Explorer's engine (vitviz/static) a
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import shutil
@@ -42,9 +43,11 @@ TABS = (
 APP_COMMAND = "pip install vitviz && vitviz serve"
 
 
-def config(model, model_bytes: int) -> dict:
+def config(model, graphs: dict[str, tuple[int, str]]) -> dict:
     """What the page needs from Python: the model's facts, the Explorer's static meta and look, the Q·K view's rule,
-    the graph's outputs, the sizes and limits, and where the model and the runtime are."""
+    the graphs' outputs, the sizes and limits, and where the graphs and the runtime are. graphs: each graph's
+    (bytes, digest) by name ("model", "layer", "dense"); its URL carries the digest, so that a browser that kept
+    another build's graph never takes it for this one's."""
     dh, scale = head_geometry(model)
     meta = {
         "layers": model.num_layers,
@@ -67,10 +70,8 @@ def config(model, model_bytes: int) -> dict:
         "qk": {"colormap": explorer.lut("viridis"), "umap": False, "umapInstall": qk.UMAP_INSTALL, "rule": qk.rule()},
         "outputs": list(graph.OUTPUTS),
         "layerOutputs": list(graph.LAYER_OUTPUTS),
-        "layerUrl": "layer.onnx",
-        "denseUrl": "dense.onnx",
-        "modelUrl": "model.onnx",
-        "modelBytes": model_bytes,
+        **{f"{name}Url": f"{name}.onnx?v={digest}" for name, (_, digest) in graphs.items()},
+        **{f"{name}Bytes": size for name, (size, _) in graphs.items()},
         "runtime": "runtime/",
         "sizes": list(SIZES),
         "defaultSize": DEFAULT_SIZE,
@@ -80,6 +81,11 @@ def config(model, model_bytes: int) -> dict:
         "diverging": explorer.lut("diverging"),
         "positions": {"grid": [g0, g1], "width": int(model.position_embeddings().shape[1]), "url": "positions.bin"},
     }
+
+
+def digest(path: Path) -> str:
+    """The first 12 hex digits of the file's SHA-256."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
 def _json(value) -> str:
@@ -121,17 +127,18 @@ def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
         src = f"examples/{path.name}"
         buttons.append(
             f'<button class="site-button site-example" type="button" data-src="{src}" data-name="{path.name}">'
-            f'<img src="{src}" alt="{path.stem}"> {path.stem}</button>'
+            f'<img src="{src}" alt=""> {path.stem}</button>'
         )
     np.ascontiguousarray(model.position_embeddings(), "<f4").tofile(out / "positions.bin")
-    cfg = config(model, (out / "model.onnx").stat().st_size)
+    graphs = {name: (out / f"{name}.onnx") for name in ("model", "layer", "dense")}
+    cfg = config(model, {name: (p.stat().st_size, digest(p)) for name, p in graphs.items()})
     tabs = "".join(
         f'<button class="site-tab" role="tab" type="button" data-tab="{i}">{html.escape(t)}</button>' for i, t in TABS
     )
     page = (PAGE / "index.html").read_text()
     fill = {
         "model_title": "DINOv2 ViT-S/14 with a small dense head",
-        "model_mb": f"{cfg['modelBytes'] / 1e6:.0f}",
+        "model_mb": f"{sum(p.stat().st_size for p in graphs.values()) / 1e6:.0f}",
         "examples": "".join(buttons),
         "tabs": tabs,
         "app_command": APP_COMMAND,
@@ -145,8 +152,9 @@ def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
     (out / "index.html").write_text(page, encoding="utf-8")
     (out / "vitviz.js").write_text(script(), encoding="utf-8")
     (out / "vitviz.css").write_text(style(), encoding="utf-8")
-    kept = (p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.suffix != ".onnx")
-    files = ["./", *sorted(f for f in kept if f != "sw.js" and not f.startswith("."))]
+    # what this build wrote, not whatever else the folder holds (an older build's files, or a folder that is more)
+    written = ["index.html", "vitviz.js", "vitviz.css", "positions.bin", *(f"runtime/{n}" for n in RUNTIME_FILES)]
+    files = ["./", *written, *(f"examples/{p.name}" for p in map(example, EXAMPLES))]
     worker = (PAGE / "sw.js").read_text().replace("const FILES = [];", f"const FILES = {json.dumps(files)};")
     (out / "sw.js").write_text(worker, encoding="utf-8")
     (out / ".nojekyll").write_text("")  # GitHub Pages: serve the folder as it is

@@ -13,6 +13,8 @@ HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
+    # the browser asks again (a 304 where nothing changed), so a rebuilt site's script never meets an older page
+    "Cache-Control": "no-cache",
     # the page runs WebAssembly ('wasm-unsafe-eval'), its own scripts and workers, and sends nothing anywhere else
     "Content-Security-Policy": "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; "
     "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; media-src 'self' blob:; worker-src 'self' blob:; "

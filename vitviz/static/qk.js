@@ -349,7 +349,8 @@ function vitvizQkView(element) {
     const first = Q.photos[0] && Q.photos[0].meta, same = (k) => first[k] === meta[k];
     if (first && !(Q.photos[0].session === meta.session && ["model", "layers", "heads", "headWidth"].every(same))) Q.photos = [];
     const photo = { meta, session: meta.session, key: meta.key, layers: new Map(), img: null, source };
-    Q.photos = [photo, ...Q.photos.filter((p) => p.key !== meta.key)].slice(0, MAX_PHOTOS);
+    const most = meta.session === "standalone" ? 1 : MAX_PHOTOS; // a notebook's, a file's or the site's: its one photo
+    Q.photos = [photo, ...Q.photos.filter((p) => p.key !== meta.key)].slice(0, most);
     Q.atlas = new Map();
     const img = new Image();
     img.onload = () => { photo.img = img; paintPhotos(); };

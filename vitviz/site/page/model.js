@@ -6,8 +6,8 @@ const VITVIZ_CACHE = "vitviz-site-v1";
 
 // The model file's bytes, from this browser's cache, else from the site with progress(done, total) in bytes
 async function vitvizModelBytes(url, expected, progress) {
-  const cache = "caches" in self ? await caches.open(VITVIZ_CACHE) : null;
-  const kept = cache && (await cache.match(url));
+  const cache = "caches" in self ? await caches.open(VITVIZ_CACHE).catch(() => null) : null; // blocked storage: none
+  const kept = cache && (await cache.match(url).catch(() => null));
   if (kept) {
     const bytes = await kept.arrayBuffer();
     if (bytes.byteLength === expected) return { bytes, cached: true };
@@ -26,7 +26,10 @@ async function vitvizModelBytes(url, expected, progress) {
   }
   const bytes = await new Blob(parts).arrayBuffer();
   if (expected && bytes.byteLength !== expected) throw new Error(`the model arrived cut short: ${bytes.byteLength} of ${expected} bytes`);
-  if (cache) await cache.put(url, new Response(bytes.slice(0), { headers: { "content-type": "application/octet-stream" } }));
+  if (cache) {
+    const copy = new Response(bytes.slice(0), { headers: { "content-type": "application/octet-stream" } });
+    await cache.put(url, copy).catch((e) => console.warn(`vitviz: the model is not kept (${e.message}): a full quota?`));
+  }
   return { bytes, cached: false };
 }
 
@@ -37,8 +40,8 @@ async function vitvizSession(ort, config, progress) {
   ort.env.wasm.numThreads = isolated ? Math.min(navigator.hardwareConcurrency || 1, 8) : 1;
   ort.env.wasm.wasmPaths = config.runtime;
   const { bytes, cached } = await vitvizModelBytes(config.modelUrl, config.modelBytes, progress);
-  const layerBytes = (await vitvizModelBytes(config.layerUrl, 0, () => {})).bytes;
-  const denseBytes = (await vitvizModelBytes(config.denseUrl, 0, () => {})).bytes;
+  const layerBytes = (await vitvizModelBytes(config.layerUrl, config.layerBytes, () => {})).bytes;
+  const denseBytes = (await vitvizModelBytes(config.denseUrl, config.denseBytes, () => {})).bytes;
   const t0 = performance.now(), options = { executionProviders: ["wasm"], graphOptimizationLevel: "all" };
   const session = await ort.InferenceSession.create(new Uint8Array(bytes), options);
   const layerSession = await ort.InferenceSession.create(new Uint8Array(layerBytes), options);

@@ -28,13 +28,17 @@ async function vitvizRun(cfg, session, photo, longest, name) {
         out.dense = dense;
         run.denseMs = performance.now() - t;
         return out;
-      });
+      }).catch((e) => { run.densing = null; throw e; });
       return run.densing;
     },
     summaries() {
-      run.summarising ||= run.denseMap().then(async () => { run.summaryMs = await vitvizSummaries(session, out, meta, grid); return out; });
+      run.summarising ||= run.denseMap()
+        .then(() => vitvizSummaries(session, out, meta, grid, () => run.cancelled))
+        .then((ms) => { run.summaryMs = ms; run.summarised = true; return out; })
+        .catch((e) => { run.summarising = null; throw e; }); // asked again next time
       return run.summarising;
     },
+    cancel() { run.cancelled = true; }, // a newer photo is shown: its summaries stop between two layers
     threshold(fusion, l, ratio) { // layer l's discard threshold: the slider's ratios counted once a fusion
       if (!thresholds.has(fusion)) thresholds.set(fusion, vitvizThresholds(out[fusion].data, meta.layers, n * n));
       const kept = thresholds.get(fusion)[l];
@@ -57,17 +61,20 @@ async function vitvizRun(cfg, session, photo, longest, name) {
 }
 
 // Every layer through the layer graph, one after another, into one array per output. Returns the milliseconds taken.
-async function vitvizSummaries(session, out, meta, grid) {
-  const t = performance.now(), n = meta.tokens, wide = meta.heads * meta.headWidth, L = meta.layers;
+// They are put on `out` whole, once every layer is in; cancelled() stops it between two layers.
+async function vitvizSummaries(session, out, meta, grid, cancelled) {
+  const t = performance.now(), n = meta.tokens, wide = meta.heads * meta.headWidth, L = meta.layers, made = {};
   const distances = vitvizPatchDistances(grid[0], grid[1], meta.patch);
   for (let l = 0; l < L; l++) {
+    if (cancelled()) throw new Error("a newer photo is shown");
     const rows = (name) => out[name].data.subarray(l * n * wide, (l + 1) * n * wide);
     const part = await session.layer(rows("q"), rows("k"), distances);
     for (const [name, { data, dims }] of Object.entries(part)) {
-      out[name] ||= { data: new data.constructor(L * data.length), dims: [L, ...dims] };
-      out[name].data.set(data, l * data.length);
+      made[name] ||= { data: new data.constructor(L * data.length), dims: [L, ...dims] };
+      made[name].data.set(data, l * data.length);
     }
   }
+  Object.assign(out, made);
   return performance.now() - t;
 }
 

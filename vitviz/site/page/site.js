@@ -11,11 +11,11 @@
   // (from the browser's HTTP cache) rather than fetching them beside the page.
   const worker = () => navigator.serviceWorker.register("sw.js").catch((e) => {
     console.warn(`vitviz: no service worker (${e.message}): the site needs the network on every visit`);
+    return null;
   });
   if ("serviceWorker" in navigator && location.protocol.startsWith("http") && !self.crossOriginIsolated) {
-    await worker();
-    if (!navigator.serviceWorker.controller && !sessionStorage.getItem("vitviz-reloaded")) {
-      await navigator.serviceWorker.ready;
+    const registered = await worker(), waited = new Promise((resolve) => setTimeout(() => resolve(null), 5000));
+    if (registered && !navigator.serviceWorker.controller && !sessionStorage.getItem("vitviz-reloaded") && (await Promise.race([navigator.serviceWorker.ready, waited]))) {
       sessionStorage.setItem("vitviz-reloaded", "1");
       location.reload();
       return;
@@ -30,6 +30,7 @@
   const longest = cfg.sizes.includes(asked) ? asked : phone ? cfg.phoneSize : cfg.defaultSize;
   const state = { session: null, run: null, busy: null, settings: { fusion: "mean", discard: 0, toward: "output" }, position: [Math.floor(cfg.positions.grid[0] / 2), Math.floor(cfg.positions.grid[1] / 2)], error: null };
   const status = (html) => { $(".site-status").innerHTML = html; };
+  const esc = (text) => String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 
   // ---- the page: size, tabs, projector mode
   $(".site-size").innerHTML = cfg.sizes.map((s) => `<option value="${s}"${s === longest ? " selected" : ""}>${s} px</option>`).join("");
@@ -66,10 +67,14 @@
     const run = state.run;
     if (!run) return;
     const panel = $(`.site-panel[data-tab=${state.tab}]`), tab = state.tab;
-    const needs = tab === "output" ? [run.out.dense, run.denseMap] : tab === "rollout" || tab === "heads" ? [run.out.mean, run.summaries] : [true];
+    const needs = tab === "output" ? [run.out.dense, run.denseMap] : tab === "rollout" || tab === "heads" ? [run.summarised, run.summaries] : [true];
     if (!needs[0]) { // the dense head, or every layer's summaries, made once the tab needs them
-      panel.querySelector(".site-wait").hidden = false;
-      needs[1]().then(() => { panel.querySelector(".site-wait").hidden = true; if (state.run === run && state.tab === tab) draw(); });
+      const wait = panel.querySelector(".site-wait"), said = wait.dataset.said || (wait.dataset.said = wait.textContent);
+      wait.textContent = said;
+      wait.hidden = false;
+      needs[1]()
+        .then(() => { if (state.run === run) { wait.hidden = true; if (state.tab === tab) draw(); } })
+        .catch((e) => { if (state.run === run) wait.textContent = `This could not be computed in this browser: ${e.message}.`; });
       return;
     }
     if (state.tab === "tokens") vitvizTokensView(panel, run);
@@ -90,15 +95,16 @@
   });
 
   // ---- a photo: decoded here, one forward here, every view from it
-  async function analyse(blob, name, size = longest) {
-    if (!state.session) { status("The model is still loading: the photo will be analysed once it is ready."); await state.ready; }
-    const mine = (state.busy = Symbol(name));
-    status(`Analysing <b>${name}</b> in this browser…`);
+  async function analyse(blob, given, size = longest) {
+    const name = esc(given), mine = (state.busy = Symbol(name));
     try {
+      if (!state.session) { status("The model is still loading: the photo will be analysed once it is ready."); await state.ready; }
+      status(`Analysing <b>${name}</b> in this browser…`);
       const photo = await vitvizDecode(blob, cfg.maxPixels);
-      const t0 = performance.now(), run = await vitvizRun(cfg, state.session, photo, size, name);
-      photo.bitmap.close();
+      const t0 = performance.now();
+      const run = await vitvizRun(cfg, state.session, photo, size, given).finally(() => photo.bitmap.close());
       if (state.busy !== mine) return null;
+      if (state.run) state.run.cancel(); // the last photo's summaries stop between two layers
       state.run = run; state.error = null;
       document.body.classList.add("site-has-photo");
       fit();
@@ -106,16 +112,20 @@
       draw();
       run.firstViewMs = performance.now() - t0;
       const [gh, gw] = run.meta.grid;
-      status(`<b>${name}</b>: ${run.input.width} × ${run.input.height} px, ${gh} × ${gw} patches + CLS = ${run.meta.tokens} tokens. The forward took ${vitvizFixed(run.forwardMs / 1000)} s in this browser (${state.session.threads} thread${state.session.threads === 1 ? "" : "s"}).${run.input.exact ? "" : " This photo is smaller than the input, so the browser enlarged it with its own smoothing: the Python app's cubic resize gives slightly different numbers."}`);
+      status(`<b>${name}</b>: ${run.input.width} × ${run.input.height} px, ${gh} × ${gw} patches + CLS = ${run.meta.tokens} tokens. The forward took ${vitvizFixed(run.forwardMs / 1000)} s in this browser (${state.session.threads} thread${state.session.threads === 1 ? "" : "s"}).${run.input.exact ? "" : " A side of this photo grows to the input, a resize the page does not port from OpenCV: the browser's own smoothing made the input, so its numbers differ slightly from the Python app's."}`);
       return run;
     } catch (e) {
-      if (state.busy === mine) { state.error = e.message; status(`<b>${name}</b> could not be analysed: ${e.message}. The views still show ${state.run ? `<b>${state.run.name}</b>` : "no photo"}.`); }
+      if (state.busy === mine) { state.error = e.message; status(`<b>${name}</b> could not be analysed: ${esc(e.message)}. The views still show ${state.run ? `<b>${esc(state.run.name)}</b>` : "no photo"}.`); }
       return null;
     }
   }
   $(".site-file").addEventListener("change", (e) => { const f = e.target.files[0]; if (f) analyse(f, f.name); });
   document.querySelectorAll(".site-example").forEach((b) => b.addEventListener("click", async () => {
-    const r = await fetch(b.dataset.src); analyse(await r.blob(), b.dataset.name);
+    try {
+      const r = await fetch(b.dataset.src);
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      analyse(await r.blob(), b.dataset.name);
+    } catch (e) { status(`The example ${esc(b.dataset.name)} could not be fetched: ${esc(e.message)}.`); }
   }));
   vitvizCamera($(".site-camera"), $(".site-video"), (blob) => analyse(blob, "the camera's frame", cfg.phoneSize), (m) => status(m)); // a frame at 224 px, as a phone
 
@@ -126,12 +136,12 @@
     const t0 = performance.now(), ort = await import(cfg.runtime + "ort.wasm.min.mjs");
     const session = await vitvizSession(ort, cfg, (done, total) => {
       bar.value = total ? done / total : 0;
-      barText.textContent = `Fetching the model: ${mb(done)} of ${mb(total)} MB (first visit only: this browser keeps it).`;
+      barText.textContent = `Fetching the model: ${mb(done)} of ${mb(total)} MB${"caches" in self ? " (the first visit only: this browser keeps it)" : " (on every visit: a page that is not on https or localhost cannot keep it)"}.`;
     });
     state.session = session;
     if ("serviceWorker" in navigator && location.protocol.startsWith("http") && self.crossOriginIsolated) worker();
     bar.hidden = true;
-    barText.textContent = `Model ready in ${vitvizFixed((performance.now() - t0) / 1000, 1)} s (${session.cached ? "from this browser's cache" : `${mb(cfg.modelBytes)} MB fetched`}; ${session.threads} thread${session.threads === 1 ? "" : "s"}${session.isolated ? "" : ": this host does not isolate the page, so the runtime uses one thread"}).`;
+    barText.textContent = `Model ready in ${vitvizFixed((performance.now() - t0) / 1000, 1)} s (${session.cached ? "from this browser's cache" : `${mb(cfg.modelBytes)} MB fetched`}; ${session.threads} thread${session.threads === 1 ? "" : "s"}${session.isolated ? "" : ": the page is not cross-origin isolated (the headers, or the service worker that adds them, need https or localhost), so the runtime uses one thread"}).`;
     return session;
   })().catch((e) => { barText.textContent = `The model could not be loaded: ${e.message}`; throw e; });
 
@@ -144,7 +154,14 @@
       const run = await analyse(blob, name, size);
       return run && summary(run);
     },
-    tab(id) { show(id); return state.tab; },
+    async tab(id) { // resolves once the tab's view is drawn, its dense head or summaries made first where it needs them
+      show(id);
+      const run = state.run;
+      if (run && id === "output") await run.denseMap();
+      if (run && (id === "rollout" || id === "heads")) await run.summaries();
+      if (run) draw();
+      return state.tab;
+    },
     async rollout(settings) {
       await state.run.summaries();
       Object.assign(state.settings, settings);
@@ -174,9 +191,12 @@ function vitvizCamera(button, video, onFrame, say) {
       button.textContent = "Take this frame";
       return;
     }
+    if (!video.videoWidth) { say("The camera has no picture yet: try again in a moment."); return; }
     const canvas = document.createElement("canvas");
     canvas.width = video.videoWidth; canvas.height = video.videoHeight;
     canvas.getContext("2d").drawImage(video, 0, 0);
+    for (const track of stream.getTracks()) track.stop(); // the camera's light goes off with its one frame
+    stream = null; video.srcObject = null; video.hidden = true; button.textContent = "Camera";
     canvas.toBlob((blob) => onFrame(blob), "image/png");
   });
 }

@@ -24,7 +24,9 @@ self.addEventListener("fetch", (e) => {
     const key = url.pathname.endsWith("/") ? url.origin + url.pathname : e.request;
     try {
       const fresh = await fetch(e.request);
-      if (fresh.ok && !url.pathname.endsWith(".onnx")) await cache.put(key, fresh.clone()); // the model: vitvizModelBytes keeps it
+      if (fresh.ok && !url.pathname.endsWith(".onnx")) { // the model: vitvizModelBytes keeps it
+        await cache.put(key, fresh.clone()).catch(() => {}); // a full quota: answered all the same
+      }
       return isolated(fresh);
     } catch (err) {
       const kept = (await cache.match(key, { ignoreSearch: true })) || (await cache.match(e.request.url));
