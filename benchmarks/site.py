@@ -36,7 +36,7 @@ from vitviz.site.serve import server
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
-DRAWN = """async () => { const t = performance.now(); window.vitviz.site.tab('TAB');
+DRAWN = """async () => { const t = performance.now(); await window.vitviz.site.tab('TAB');
     await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); return performance.now() - t; }"""
 
 
