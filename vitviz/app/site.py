@@ -59,8 +59,10 @@ class HostedSite:
         return self
 
     def _build(self) -> None:
+        from ..memory import lower_priority
         from ..site.build import build
 
+        lower_priority()  # the export's 10 s of CPU go after the students' forwards, never before them
         partial = self.folder.with_name(self.folder.name + f".{os.getpid()}.partial")
         try:
             build(partial)
