@@ -62,6 +62,19 @@ SECURITY_HEADERS = [
 ]
 
 
+async def drained(receive: Receive, most: int) -> None:
+    """Read a refused request's body (up to `most` bytes) before answering: a client still sending when the answer
+    comes and the connection closes gets a broken pipe, not the refusal's reason."""
+    seen = 0
+    while seen <= most:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        seen += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
+
+
 @dataclass(frozen=True)
 class Access:
     """What `Guard` holds every request to. login: whether a login is needed (`--auth`); upload_bytes: the most that
@@ -103,6 +116,7 @@ class Guard:
             return
         refusal = self.refusal(scope)
         if refusal is not None:
+            await drained(receive, 4 * self.access.upload_bytes)
             await refusal(scope, receive, send)
             return
 
