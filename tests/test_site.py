@@ -4,6 +4,7 @@ numbers against Python's on every bundled photo (the forward in ONNX Runtime Web
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import urllib.request
 from pathlib import Path
@@ -17,7 +18,7 @@ import vitviz
 import vitviz.cli
 from tests.conftest import reference_fused, reference_rollout
 from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
-from vitviz import maps, render
+from vitviz import lesson, maps, render
 from vitviz.outputs import patch_weights
 from vitviz.preprocess import load_image
 from vitviz.site import build as site_build
@@ -251,9 +252,59 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
                     # threshold: 1.3e-4 of the largest share at worst over these photos, against the 1e-4
                     bound = 2e-4
                     assert np.abs(np.array(shown) - ref).max() <= bound * ref.max(), (fusion, discard, toward)
+        for step in range(1, len(lesson.STEPS) + 1):  # the lesson's sentences, string for string
+            got = page.evaluate(f"() => window.vitviz.site.lesson({step})")
+            title, _, text = lesson.lesson_step(a, step)
+            assert (got["title"], got["text"]) == (title, text), (name, size, step)
     for row, col in ((0, 0), (18, 30)):
         sim = page.evaluate(f"() => window.vitviz.site.positions({row}, {col})")
         np.testing.assert_allclose(np.array(sim).reshape(37, 37), embedded.pos_embed_similarity()[row, col], atol=1e-3)
+
+
+def site_config(site: Path) -> dict:
+    page = (site / "index.html").read_text()
+    start = page.index('id="vitviz-site">') + len('id="vitviz-site">')
+    return json.loads(page[start : page.index("</script>", start)])
+
+
+def test_the_precomputed_example_is_the_graphs_forward_on_the_pages_input(site, embedded):
+    cfg = site_config(site)["preview"]
+    assert cfg["name"] == f"{site_build.PREVIEW}.jpg" and cfg["size"] == site_build.PHONE_SIZE
+    a = vitviz.analyze(embedded, vitviz.example(site_build.PREVIEW), longest=site_build.PHONE_SIZE)
+    half = np.fromfile(site / cfg["url"].split("?")[0], "<f2").astype(np.float32)
+    at, arrays = 0, {}
+    for name in graph.OUTPUTS:
+        count = int(np.prod(cfg["dims"][name]))
+        arrays[name] = half[at : at + count].reshape(cfg["dims"][name])
+        at += count
+    assert at == half.size and cfg["bytes"] == 2 * half.size
+    # float16 storage: within its rounding (2^-11 relative) of the Python API's own numbers on the same input
+    np.testing.assert_allclose(arrays["tokens"], a.tokens, rtol=1e-3, atol=1e-3)
+    for layer in (0, 11):
+        np.testing.assert_allclose(arrays["k"][layer], a.projections(layer).k, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_while_the_model_loads_every_view_draws_the_precomputed_example(browser, served, embedded):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
+    page = context.new_page()
+    held = threading.Event()
+    page.route("**/model.onnx*", lambda route: (held.wait(60), route.continue_()))
+    page.goto(served)
+    page.wait_for_function("() => window.vitviz && window.vitviz.site && window.vitviz.site.state().run", timeout=60_000)
+    state = page.evaluate("() => window.vitviz.site.state()")
+    assert state["ready"] is False and state["run"]["preview"] and state["run"]["name"] == "chelsea.jpg"
+    assert "numbers computed when this site was built" in page.inner_text(".site-status")
+    a = vitviz.analyze(embedded, vitviz.example(site_build.PREVIEW), longest=site_build.PHONE_SIZE)
+    weights = page.evaluate("async () => Array.from((await window.vitviz.explorer.hover(11, 2, 40)).weights)")
+    np.testing.assert_allclose(weights, a.query_rows(11, 40)[2], atol=2e-3)  # from float16 q and k
+    arrays = page.evaluate("() => window.vitviz.site.arrays()")  # the small graphs run before the forward's is in
+    np.testing.assert_allclose(np.array(arrays["distance"]).reshape(12, 6), a.mean_attention_distance, rtol=1e-2)
+    held.set()
+    page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+    assert "precomputed numbers" in page.inner_text(".site-status")
+    context.close()
 
 
 @pytest.mark.browser

@@ -196,7 +196,7 @@ def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult |
     common = (
         "Dense prediction needs a value per pixel, not one per image. A *Dense Prediction Transformer* (DPT) "
         "*reassembles* the tokens of several layers into image-like maps at several scales and *fuses* them "
-        f"from coarse to fine into, for example, a depth map (tab {tabs.number('depth')})."
+        f"from coarse to fine into, for example, a depth map (the Python app's {tabs.TITLES['depth']} tab)."
     )
     if depth is not None:
         stages = [s for s in depth.stages if s.kind == "reassemble"]

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import EXAMPLES, __version__, example, explorer, plots, qk, render
+from .. import EXAMPLES, __version__, example, explorer, lesson, plots, qk, render, sentences, tabs, trend
+from ..capture import analyze
 from ..embedded import SOURCE
 from ..inside import head_geometry
 from ..maps import DEFAULT_SCALE
-from ..preprocess import MAX_PIXELS
+from ..preprocess import MAX_PIXELS, input_size, load_image, prepare_input
 from . import graph
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +28,7 @@ PAGE, RUNTIME = HERE / "page", HERE / "runtime"
 ORT_VERSION = "1.30.0"
 RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm", "LICENSE")
 # the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step)
-SITE = ("photo.js", "model.js", "rollout.js", "run.js", "views.js", "site.js")
+SITE = ("photo.js", "model.js", "rollout.js", "run.js", "views.js", "lesson.js", "site.js")
 SIZES, DEFAULT_SIZE, PHONE_SIZE = (224, 336, 448), 448, 224  # the input's longest side, as --size means elsewhere
 TABS = (
     ("tokens", "1 · Tokens"),
@@ -38,9 +39,57 @@ TABS = (
     ("positions", "6 · Positions"),
     ("heads", "7 · Heads"),
     ("output", "8 · Output"),
+    ("lesson", "9 · Lesson"),
     ("app", "More in the Python app"),
 )
 APP_COMMAND = "pip install vitviz && vitviz serve"
+
+
+PREVIEW = EXAMPLES[0]  # the example whose numbers are shown while the model loads, computed at PHONE_SIZE
+
+
+def preview(model, out: Path) -> dict:
+    """Write the precomputed example: `PREVIEW`'s forward outputs at PHONE_SIZE, as torch computes them on the
+    input that the page makes of the same photo, stored as float16 one after another in `graph.OUTPUTS`' order
+    (examples/<name>-<size>.bin). Returns its entry in the config: where the photo and the numbers are, and each
+    array's shape. While the model loads, the page shows every view of that photo from these numbers."""
+    path = example(PREVIEW)
+    image = load_image(path)
+    size = input_size(*image.shape[:2], model.patch_size, PHONE_SIZE)
+    outputs = graph.forward(model, prepare_input(image, size, model.patch_size, model.mean, model.std))
+    file = out / "examples" / f"{path.stem}-{PHONE_SIZE}.bin"
+    with file.open("wb") as f:
+        for name in graph.OUTPUTS:
+            f.write(np.ascontiguousarray(outputs[name], "<f2").tobytes())
+    return {
+        "name": path.name,
+        "src": f"examples/{path.name}",
+        "size": PHONE_SIZE,
+        "url": f"examples/{file.name}?v={digest(file)}",
+        "bytes": file.stat().st_size,
+        "dims": {name: list(outputs[name].shape) for name in graph.OUTPUTS},
+    }
+
+
+def lesson_facts(model, out: Path) -> dict:
+    """What the page's lesson (page/lesson.js) takes from Python: the sentences' phrases that depend on the model
+    alone, the trend test's rule, and its orderings (trend.bin: uint8 [K,L], `trend.orderings`), so that the
+    browser's p-values are Python's to the last ordering."""
+    a = analyze(model, example(PREVIEW), longest=PHONE_SIZE)
+    orders = trend.orderings(model.num_layers)
+    np.ascontiguousarray(orders, np.uint8).tofile(out / "trend.bin")
+    return {
+        "readout": sentences.readout_phrase(a),
+        "output": sentences.output_phrase(a),
+        "prefix": sentences.prefix_phrase(a),
+        "family": model.family.name,
+        "trendVerbs": sentences.TREND_VERBS,
+        "trendRule": sentences.TREND_RULE,
+        "trend": {"rho": trend.RHO, "p": trend.P, "strong": trend.STRONG, "exact": len(orders) < trend.PERMUTATIONS},
+        "orderings": {"url": f"trend.bin?v={digest(out / 'trend.bin')}", "count": len(orders)},
+        "insideTab": tabs.number("inside"),
+        "steps": len(lesson.STEPS),
+    }
 
 
 def config(model, graphs: dict[str, tuple[int, str]]) -> dict:
@@ -132,6 +181,8 @@ def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
     np.ascontiguousarray(model.position_embeddings(), "<f4").tofile(out / "positions.bin")
     graphs = {name: (out / f"{name}.onnx") for name in ("model", "layer", "dense")}
     cfg = config(model, {name: (p.stat().st_size, digest(p)) for name, p in graphs.items()})
+    cfg["preview"] = preview(model, out)
+    cfg["lesson"] = lesson_facts(model, out)
     tabs = "".join(
         f'<button class="site-tab" role="tab" type="button" data-tab="{i}">{html.escape(t)}</button>' for i, t in TABS
     )
@@ -153,8 +204,9 @@ def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
     (out / "vitviz.js").write_text(script(), encoding="utf-8")
     (out / "vitviz.css").write_text(style(), encoding="utf-8")
     # what this build wrote, not whatever else the folder holds (an older build's files, or a folder that is more)
-    written = ["index.html", "vitviz.js", "vitviz.css", "positions.bin", *(f"runtime/{n}" for n in RUNTIME_FILES)]
-    files = ["./", *written, *(f"examples/{p.name}" for p in map(example, EXAMPLES))]
+    written = ["index.html", "vitviz.js", "vitviz.css", "positions.bin", cfg["lesson"]["orderings"]["url"]]
+    written += [f"runtime/{n}" for n in RUNTIME_FILES]
+    files = ["./", *written, *(f"examples/{p.name}" for p in map(example, EXAMPLES)), cfg["preview"]["url"]]
     worker = (PAGE / "sw.js").read_text().replace("const FILES = [];", f"const FILES = {json.dumps(files)};")
     (out / "sw.js").write_text(worker, encoding="utf-8")
     (out / ".nojekyll").write_text("")  # GitHub Pages: serve the folder as it is

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -135,6 +136,14 @@ def _store_as_float16(module: nn.Module) -> None:
             if param.dtype == torch.float32 and param.dim() >= 1 and param.numel() > 64:
                 parametrize.register_parametrization(sub, name, _AsFloat32(), unsafe=True)
                 getattr(sub.parametrizations, name).original.data = param.data.half()
+
+
+def forward(model: VitModel, pixel_values: np.ndarray) -> dict[str, np.ndarray]:
+    """`SiteGraph`'s outputs by name, computed by torch on the normalised input [1,3,H,W]: what model.onnx gives
+    the browser for that input (the site's precomputed example, shown while the model loads)."""
+    with torch.no_grad():
+        out = SiteGraph(model).eval()(torch.from_numpy(pixel_values))
+    return {name: t.numpy() for name, t in zip(OUTPUTS, out, strict=True)}
 
 
 def export(folder: str | Path) -> tuple[Path, Path, Path]:

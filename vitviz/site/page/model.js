@@ -33,20 +33,23 @@ async function vitvizModelBytes(url, expected, progress) {
   return { bytes, cached: false };
 }
 
-// The sessions of the model's two graphs (vitviz/site/graph.py): {run(input), layer(q, k, grid, distances), threads,
-// isolated, createMs, cached}
-async function vitvizSession(ort, config, progress) {
+// The sessions of the model's three graphs (vitviz/site/graph.py): {run(input), layer(q, k, distances), dense(tokens,
+// grid, prefix), threads, isolated, createMs, cached}. The layer and dense graphs are small and come first: early(api)
+// is called with them (run not there yet), so that the page can draw the precomputed example while the forward's
+// graph is fetched with progress(done, total).
+async function vitvizSession(ort, config, progress, early = () => {}) {
   const isolated = Boolean(self.crossOriginIsolated);
   ort.env.wasm.numThreads = isolated ? Math.min(navigator.hardwareConcurrency || 1, 8) : 1;
   ort.env.wasm.wasmPaths = config.runtime;
-  const { bytes, cached } = await vitvizModelBytes(config.modelUrl, config.modelBytes, progress);
-  const layerBytes = (await vitvizModelBytes(config.layerUrl, config.layerBytes, () => {})).bytes;
-  const denseBytes = (await vitvizModelBytes(config.denseUrl, config.denseBytes, () => {})).bytes;
-  const t0 = performance.now(), options = { executionProviders: ["wasm"], graphOptimizationLevel: "all" };
-  const session = await ort.InferenceSession.create(new Uint8Array(bytes), options);
-  const layerSession = await ort.InferenceSession.create(new Uint8Array(layerBytes), options);
-  const denseSession = await ort.InferenceSession.create(new Uint8Array(denseBytes), options);
-  const createMs = performance.now() - t0;
+  const options = { executionProviders: ["wasm"], graphOptimizationLevel: "all" };
+  let createMs = 0;
+  const create = async (bytes) => {
+    const t = performance.now(), session = await ort.InferenceSession.create(new Uint8Array(bytes), options);
+    createMs += performance.now() - t;
+    return session;
+  };
+  const layerSession = await create((await vitvizModelBytes(config.layerUrl, config.layerBytes, () => {})).bytes);
+  const denseSession = await create((await vitvizModelBytes(config.denseUrl, config.denseBytes, () => {})).bytes);
   let queue = Promise.resolve(); // one run at a time on the runtime, whichever graph asks
   const outputs = (start, names) => (queue = queue.catch(() => {}).then(async () => {
     const out = await start(), result = {};
@@ -56,16 +59,8 @@ async function vitvizSession(ort, config, progress) {
     }
     return result;
   }));
-  return {
-    threads: ort.env.wasm.numThreads, isolated, createMs, cached,
-    // one forward of input (vitvizModelInput): the forward's outputs as {name: {data, dims}}, and its time
-    async run(input) {
-      const { height: h, width: w } = input, t = performance.now(); // from the ask: a layer's summary may run first
-      const feeds = { pixel_values: new ort.Tensor("float32", input.pixels, [1, 3, h, w]) };
-      const result = await outputs(() => session.run(feeds), config.outputs);
-      result.forwardMs = performance.now() - t;
-      return result;
-    },
+  const api = {
+    threads: ort.env.wasm.numThreads, isolated, createMs: null, cached: null, run: null,
     // one layer's fused heads and statistics from its q and k [N*H*dh] (Float32Array) and the patches' distances
     layer(q, k, distances) {
       const wide = config.meta.heads * config.meta.headWidth, n = q.length / wide, patches = Math.sqrt(distances.length);
@@ -84,6 +79,35 @@ async function vitvizSession(ort, config, progress) {
       return (await outputs(() => denseSession.run(feeds), ["dense"])).dense;
     },
   };
+  early(api);
+  const { bytes, cached } = await vitvizModelBytes(config.modelUrl, config.modelBytes, progress);
+  const session = await create(bytes);
+  // one forward of input (vitvizModelInput): the forward's outputs as {name: {data, dims}}, and its time
+  api.run = async (input) => {
+    const { height: h, width: w } = input, t = performance.now(); // from the ask: a layer's summary may run first
+    const feeds = { pixel_values: new ort.Tensor("float32", input.pixels, [1, 3, h, w]) };
+    const result = await outputs(() => session.run(feeds), config.outputs);
+    result.forwardMs = performance.now() - t;
+    return result;
+  };
+  Object.assign(api, { createMs, cached });
+  return api;
+}
+
+// The precomputed example's forward outputs (vitviz/site/build.py `preview`): float16 arrays one after another in
+// the graph's output order, as {name: {data: Float32Array, dims}}, as a forward gives them
+async function vitvizPreviewOutputs(preview, names) {
+  const response = await fetch(preview.url);
+  if (!response.ok) throw new Error(`HTTP ${response.status} for ${preview.url}`);
+  const half = new Uint16Array(await response.arrayBuffer()), out = { forwardMs: null };
+  let at = 0;
+  for (const name of names) {
+    const dims = preview.dims[name], count = dims.reduce((a, b) => a * b, 1), data = new Float32Array(count);
+    for (let i = 0; i < count; i++) data[i] = VITVIZ_HALF[half[at + i]];
+    out[name] = { data, dims };
+    at += count;
+  }
+  return out;
 }
 
 // [P*P] float32 pixel distances between patch centres (vitviz.maps.patch_distances), computed in float64

@@ -1,12 +1,13 @@
 // One forward in the browser and what the views read from it: the Explorer's meta and layer source (the same engine
 // as the app's, the notebook widget's and the offline file's), the sorted weights that rollout's discard needs, the
-// token norms and the PCA of the final tokens. Made by vitvizRun(config, session, photo, longest).
+// token norms and the PCA of the final tokens. Made by vitvizRun(config, session, photo, longest, name), from the
+// forward's outputs `given` where they are precomputed (the example shown while the model loads), else from a forward.
 
 let vitvizRunCount = 0;
 
-async function vitvizRun(cfg, session, photo, longest, name) {
+async function vitvizRun(cfg, session, photo, longest, name, given = null) {
   const model = cfg.model, input = vitvizModelInput(photo, model, longest);
-  const out = await session.run(input);
+  const out = given || (await session.run(input));
   const [, n, width] = [0, ...out.tokens.dims];
   const grid = [input.height / model.patch, input.width / model.patch];
   const display = vitvizDisplayPhoto(photo.bitmap, cfg.displaySide);
@@ -18,7 +19,7 @@ async function vitvizRun(cfg, session, photo, longest, name) {
   meta.qk = { ...cfg.qk, rgb: vitvizPatchColours(input, model, grid) };
   const thresholds = new Map();
   const run = {
-    name, meta, input, out, width, forwardMs: out.forwardMs,
+    name, meta, input, out, width, forwardMs: out.forwardMs, preview: Boolean(given),
     source: vitvizRunSource(meta, out),
     // the dense head's map (out.dense [h*w]) and every layer's fused heads and statistics, from the layer graph, once
     // (out.mean, .max, .min [L*N*N], .distance, .entropy [L*H]); the views that need them wait for it

@@ -28,7 +28,7 @@
   const phone = matchMedia("(max-width: 600px)").matches;
   const asked = Number(params.get("size"));
   const longest = cfg.sizes.includes(asked) ? asked : phone ? cfg.phoneSize : cfg.defaultSize;
-  const state = { session: null, run: null, busy: null, settings: { fusion: "mean", discard: 0, toward: "output" }, position: [Math.floor(cfg.positions.grid[0] / 2), Math.floor(cfg.positions.grid[1] / 2)], error: null };
+  const state = { session: null, run: null, busy: null, settings: { fusion: "mean", discard: 0, toward: "output" }, step: 1, orderings: null, position: [Math.floor(cfg.positions.grid[0] / 2), Math.floor(cfg.positions.grid[1] / 2)], error: null };
   const status = (html) => { $(".site-status").innerHTML = html; };
   const esc = (text) => String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 
@@ -67,7 +67,7 @@
     const run = state.run;
     if (!run) return;
     const panel = $(`.site-panel[data-tab=${state.tab}]`), tab = state.tab;
-    const needs = tab === "output" ? [run.out.dense, run.denseMap] : tab === "rollout" || tab === "heads" ? [run.summarised, run.summaries] : [true];
+    const needs = tab === "output" ? [run.out.dense, run.denseMap] : tab === "rollout" || tab === "heads" ? [run.summarised, run.summaries] : tab === "lesson" ? [run.summarised && state.orderings, lessonNeeds] : [true];
     if (!needs[0]) { // the dense head, or every layer's summaries, made once the tab needs them
       const wait = panel.querySelector(".site-wait"), said = wait.dataset.said || (wait.dataset.said = wait.textContent);
       wait.textContent = said;
@@ -82,7 +82,31 @@
     else if (state.tab === "heads") vitvizHeadsView(panel, run);
     else if (state.tab === "output") vitvizOutputView(panel, run);
     if (state.tab === "positions") state.similarity = vitvizPositionsView(panel, cfg, ...state.position);
+    if (state.tab === "lesson") drawLesson(panel, run);
   }
+  // ---- the lesson: its steps on this run once every layer's summary and the trend test's orderings are in
+  const lessonNeeds = async () => {
+    state.ordering ||= fetch(cfg.lesson.orderings.url).then((r) => {
+      if (!r.ok) throw new Error(`HTTP ${r.status} for the trend test's orderings`);
+      return r.arrayBuffer();
+    }).then((bytes) => { state.orderings = new Uint8Array(bytes); }).catch((e) => { state.ordering = null; throw e; });
+    await Promise.all([state.ordering, state.run.summaries()]);
+  };
+  function drawLesson(panel, run) {
+    if (run.lesson === undefined) run.lesson = vitvizLessonSteps(run, cfg, state.orderings);
+    const steps = run.lesson, i = (state.step = Math.min(Math.max(state.step, 1), steps.length)), step = steps[i - 1];
+    panel.querySelector(".site-step-at").textContent = `Step ${i} of ${steps.length}`;
+    panel.querySelector(".site-step-title").textContent = step.title;
+    panel.querySelector(".site-step-text").innerHTML = vitvizLessonHtml(step.text);
+    panel.querySelector(".site-step-back").disabled = i === 1;
+    panel.querySelector(".site-step-next").disabled = i === steps.length;
+    const canvas = panel.querySelector("canvas");
+    step.draw(canvas);
+    canvas.style.maxWidth = `min(100%, 760px, calc(var(--site-room, 600px) * ${canvas.width / canvas.height}))`; // this picture's own proportions
+  }
+  const lessonPanel = $(".site-panel[data-tab=lesson]");
+  lessonPanel.querySelector(".site-step-back").addEventListener("click", () => { state.step -= 1; draw(); });
+  lessonPanel.querySelector(".site-step-next").addEventListener("click", () => { state.step += 1; draw(); });
   const rollPanel = $(".site-panel[data-tab=rollout]");
   for (const name of ["fusion", "toward"]) rollPanel.querySelector(`.site-${name}`).addEventListener("change", (e) => { state.settings[name] = e.target.value; draw(); });
   rollPanel.querySelector(".site-discard").addEventListener("input", (e) => {
@@ -129,6 +153,27 @@
   }));
   vitvizCamera($(".site-camera"), $(".site-video"), (blob) => analyse(blob, "the camera's frame", cfg.phoneSize), (m) => status(m)); // a frame at 224 px, as a phone
 
+  // ---- while the model loads: the precomputed example (build.py `preview`), drawn by the small graphs' sessions
+  async function preview(small) {
+    try {
+      const p = cfg.preview, [outputs, r] = await Promise.all([vitvizPreviewOutputs(p, cfg.outputs), fetch(p.src)]);
+      if (!r.ok) throw new Error(`HTTP ${r.status} for ${p.src}`);
+      const photo = await vitvizDecode(await r.blob(), cfg.maxPixels);
+      if (state.busy || state.run) { photo.bitmap.close(); return; } // a photo of the student's own came first
+      const run = await vitvizRun(cfg, small, photo, p.size, p.name, outputs).finally(() => photo.bitmap.close());
+      if (run.meta.tokens !== outputs.tokens.dims[0]) throw new Error("its numbers are not of this photo's size");
+      if (state.busy || state.run) return;
+      state.run = run;
+      document.body.classList.add("site-has-photo");
+      fit();
+      explorer.apply(run.source); inside.apply(run.source); qk.apply(run.source);
+      draw();
+      status(`While the model loads, the views show <b>${esc(p.name)}</b> at ${p.size} px from numbers computed when this site was built, by the same model, and kept as float16 (about 3 significant digits). Your own photo is analysed in this browser once the model is in.`);
+    } catch (e) {
+      console.warn(`vitviz: no precomputed example (${e.message})`);
+    }
+  }
+
   // ---- the model: fetched once with its size and progress, kept by this browser
   const bar = $(".site-progress"), barText = $(".site-progress-text");
   const mb = (b) => vitvizFixed(b / 1e6, 1);
@@ -137,8 +182,9 @@
     const session = await vitvizSession(ort, cfg, (done, total) => {
       bar.value = total ? done / total : 0;
       barText.textContent = `Fetching the model: ${mb(done)} of ${mb(total)} MB${"caches" in self ? " (the first visit only: this browser keeps it)" : " (on every visit: a page that is not on https or localhost cannot keep it)"}.`;
-    });
+    }, preview);
     state.session = session;
+    if (state.run && state.run.preview && !state.busy) status(`The model is in. The views still show <b>${esc(state.run.name)}</b>'s precomputed numbers: choose an example, your own photo or the camera to analyse it in this browser.`);
     if ("serviceWorker" in navigator && location.protocol.startsWith("http") && self.crossOriginIsolated) worker();
     bar.hidden = true;
     barText.textContent = `Model ready in ${vitvizFixed((performance.now() - t0) / 1000, 1)} s (${session.cached ? "from this browser's cache" : `${mb(cfg.modelBytes)} MB fetched`}; ${session.threads} thread${session.threads === 1 ? "" : "s"}${session.isolated ? "" : ": the page is not cross-origin isolated (the headers, or the service worker that adds them, need https or localhost), so the runtime uses one thread"}).`;
@@ -168,6 +214,13 @@
       show("rollout");
       return { shares: Array.from(state.run.rollout.shown), truth: state.run.rollout.truth };
     },
+    async lesson(step) { // step `step` (from 1) on the shown photo, drawn: its {title, text} (the sentences' Markdown)
+      await lessonNeeds();
+      state.step = step;
+      show("lesson");
+      const s = state.run.lesson[step - 1];
+      return { title: s.title, text: s.text, steps: state.run.lesson.length };
+    },
     positions(row, col) { state.position = [row, col]; show("positions"); return Array.from(state.similarity); },
     async arrays() { // the run's numbers, for the tests that hold them to Python's
       const o = await state.run.summaries(), pick = (name) => Array.from(o[name].data);
@@ -175,7 +228,7 @@
     },
     state() { return { ready: Boolean(state.session), threads: state.session && state.session.threads, isolated: self.crossOriginIsolated, cached: state.session && state.session.cached, createMs: state.session && state.session.createMs, error: state.error, tab: state.tab, run: state.run && summary(state.run) }; },
   };
-  const summary = (run) => ({ name: run.name, size: [run.input.height, run.input.width], tokens: run.meta.tokens, forwardMs: run.forwardMs, firstViewMs: run.firstViewMs, denseMs: run.denseMs, summaryMs: run.summaryMs, exact: run.input.exact });
+  const summary = (run) => ({ preview: run.preview, name: run.name, size: [run.input.height, run.input.width], tokens: run.meta.tokens, forwardMs: run.forwardMs, firstViewMs: run.firstViewMs, denseMs: run.denseMs, summaryMs: run.summaryMs, exact: run.input.exact });
   show(params.get("tab") || "tokens");
 })();
 

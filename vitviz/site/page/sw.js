@@ -4,7 +4,17 @@
 const CACHE = "vitviz-site-v1";
 const FILES = []; // the site's files but the model (which the page keeps itself), written in by vitviz/site/build.py
 
-self.addEventListener("install", (e) => e.waitUntil(caches.open(CACHE).then((c) => c.addAll(FILES)).then(() => self.skipWaiting())));
+// Installed once the page has fetched these files, so they are taken from the browser's HTTP cache where it has them
+// ("force-cache": not asked of the site again), else fetched
+self.addEventListener("install", (e) => e.waitUntil((async () => {
+  const cache = await caches.open(CACHE);
+  await Promise.all(FILES.map(async (file) => {
+    const response = await fetch(file, { cache: "force-cache" });
+    if (!response.ok) throw new Error(`HTTP ${response.status} for ${file}`);
+    await cache.put(file, response);
+  }));
+  await self.skipWaiting();
+})()));
 self.addEventListener("activate", (e) => e.waitUntil(self.clients.claim()));
 
 function isolated(response) {

@@ -25,7 +25,12 @@ function vitvizPhotoCanvas(canvas, run) { // the model's input as the photo unde
 function vitvizTokensView(el, run) {
   const m = run.meta, [gh, gw] = m.grid, n = gh * gw, prefix = m.prefix.length;
   el.querySelector(".site-tokens-text").innerHTML = `The input is ${run.input.width} × ${run.input.height} px, cut into <b>${n} patches</b> of ${m.patch} × ${m.patch} px (${gh} rows × ${gw} columns), read row by row, <b>plus ${prefix} prefix token${prefix === 1 ? "" : "s"}: ${m.prefix.join(", ")}</b>: ${m.tokens} tokens of ${run.width} numbers each enter layer 0.`;
-  const canvas = el.querySelector("canvas"), ctx = vitvizPhotoCanvas(canvas, run), cw = canvas.width / gw, ch = canvas.height / gh;
+  vitvizTokensPicture(el.querySelector("canvas"), run);
+}
+
+function vitvizTokensPicture(canvas, run) { // the photo with its patch grid, each patch numbered
+  const [gh, gw] = run.meta.grid, n = gh * gw;
+  const ctx = vitvizPhotoCanvas(canvas, run), cw = canvas.width / gw, ch = canvas.height / gh;
   ctx.strokeStyle = "rgba(255,255,255,0.9)"; ctx.lineWidth = Math.max(1, canvas.width / 600);
   for (let r = 0; r <= gh; r++) { ctx.beginPath(); ctx.moveTo(0, r * ch); ctx.lineTo(canvas.width, r * ch); ctx.stroke(); }
   for (let c = 0; c <= gw; c++) { ctx.beginPath(); ctx.moveTo(c * cw, 0); ctx.lineTo(c * cw, canvas.height); ctx.stroke(); }
@@ -42,14 +47,7 @@ function vitvizTokensView(el, run) {
 // ---- Rollout: all layers' attention multiplied, with the skip connection; its share of the flow per patch, in %
 function vitvizRolloutView(el, run, settings) {
   const m = run.meta, [gh, gw] = m.grid, n = m.tokens, prefix = m.prefix.length;
-  const shares = (toward, fusion) => {
-    const start = vitvizRolloutStart(toward, n, prefix, m.readout.tokens, run.out.dense.data, run.input.height, run.input.width, m.grid);
-    const keep = toward === "readout" ? m.readout.tokens : [];
-    const rows = vitvizRollout(run.out[fusion].data, m.layers, n, start, settings.discard, keep, (l) => run.threshold(fusion, l, settings.discard));
-    let total = 0;
-    for (let i = prefix; i < n; i++) total += rows[i];
-    return Float64Array.from(rows.subarray(prefix), (v) => (100 * v) / total);
-  };
+  const shares = (toward, fusion) => vitvizRolloutShares(run, toward, fusion, settings.discard);
   const shown = shares(settings.toward, settings.fusion), other = shares(settings.toward === "output" ? "readout" : "output", settings.fusion);
   run.rollout = { shown, other, settings: { ...settings } };
   const sc = vitvizScale([shown], m.colourScale, m.scaleRule), canvas = el.querySelector("canvas");
@@ -65,8 +63,29 @@ function vitvizRolloutView(el, run, settings) {
   el.querySelector(".site-rollout-truth").innerHTML = `<b>What this map can tell you, on this photo.</b> Rollout toward the output and toward the CLS token ${alike}: rank correlation <b>${vitvizFixed(rhoBoth)}</b>. Their rank correlations with the output's own map (the dense head's saliency, each patch's mean) are <b>${vitvizFixed(rhoOut)}</b> (toward the output) and <b>${vitvizFixed(rhoCls)}</b> (toward CLS).${rhoBoth >= 0.9 ? ` After ${m.layers} layers the product of attention tends to one map whatever it starts from: it shows where information pools, not what one output uses.` : ""}`;
 }
 
+// [P] each patch's share of the rollout toward "output" or "readout" (%), the heads fused by `fusion`, at `discard`
+function vitvizRolloutShares(run, toward, fusion, discard) {
+  const m = run.meta, n = m.tokens, prefix = m.prefix.length;
+  const start = vitvizRolloutStart(toward, n, prefix, m.readout.tokens, run.out.dense.data, run.input.height, run.input.width, m.grid);
+  const keep = toward === "readout" ? m.readout.tokens : [];
+  const rows = vitvizRollout(run.out[fusion].data, m.layers, n, start, discard, keep, (l) => run.threshold(fusion, l, discard));
+  let total = 0;
+  for (let i = prefix; i < n; i++) total += rows[i];
+  return Float64Array.from(rows.subarray(prefix), (v) => (100 * v) / total);
+}
+
 // ---- Positions: the cosine similarity of one learned position embedding with every other (ViT paper, Fig. 7)
 function vitvizPositionsView(el, cfg, row, col) {
+  const [g0, g1] = cfg.positions.grid, sim = vitvizPositionSimilarity(cfg, row, col);
+  vitvizPositionsPicture(el.querySelector("canvas"), cfg, sim, row * g1 + col);
+  let far = 0;
+  for (let i = 0; i < sim.length; i++) if (sim[i] < sim[far]) far = i;
+  el.querySelector(".site-positions-text").innerHTML = `Position (row ${row}, col ${col}) of the ${g0} × ${g1} grid the model learned: blue is unlike it (−1), white unrelated (0), red alike (+1). Its least similar position is row ${Math.floor(far / g1)}, col ${far % g1} (${vitvizFixed(sim[far])}). Click the map to choose another.`;
+  return sim;
+}
+
+// [g0*g1] the cosine similarity of position (row, col)'s embedding with every position's (vitviz pos_embed_similarity)
+function vitvizPositionSimilarity(cfg, row, col) {
   const { grid: [g0, g1], table, width } = cfg.positions, p = row * g1 + col, sim = new Float32Array(g0 * g1);
   const norm = (i) => { let s = 0; for (let d = 0; d < width; d++) s += table[i * width + d] ** 2; return Math.sqrt(s); };
   const np = Math.max(norm(p), 1e-12);
@@ -75,16 +94,16 @@ function vitvizPositionsView(el, cfg, row, col) {
     for (let d = 0; d < width; d++) s += table[p * width + d] * table[i * width + d];
     sim[i] = s / (np * Math.max(norm(i), 1e-12));
   }
-  const canvas = el.querySelector("canvas"), lut = vitvizLutBytes(cfg.diverging), img = new ImageData(g1, g0);
+  return sim;
+}
+
+function vitvizPositionsPicture(canvas, cfg, sim, p) { // on the diverging scale, -1 to 1, the chosen position marked
+  const [g0, g1] = cfg.positions.grid, lut = vitvizLutBytes(cfg.diverging), img = new ImageData(g1, g0);
   for (let i = 0; i < g0 * g1; i++) {
     const c = 3 * Math.round(Math.min(1, Math.max(0, (sim[i] + 1) / 2)) * 255);
     img.data.set([lut[c], lut[c + 1], lut[c + 2], 255], 4 * i);
   }
   vitvizDrawMarker(vitvizPutImage(canvas, img, false), canvas, [g0, g1], p);
-  let far = 0;
-  for (let i = 0; i < sim.length; i++) if (sim[i] < sim[far]) far = i;
-  el.querySelector(".site-positions-text").innerHTML = `Position (row ${row}, col ${col}) of the ${g0} × ${g1} grid the model learned: blue is unlike it (−1), white unrelated (0), red alike (+1). Its least similar position is row ${Math.floor(far / g1)}, col ${far % g1} (${vitvizFixed(sim[far])}). Click the map to choose another.`;
-  return sim;
 }
 
 // ---- Heads: every head's mean attention distance and entropy against depth, the output tokens' norms and a PCA
@@ -122,17 +141,22 @@ function vitvizHeadsView(el, run) {
 
 // ---- Output: the dense head's map (saliency) over the photo, from this forward's own tokens
 function vitvizOutputView(el, run) {
-  const { width: w, height: h } = run.input, dense = run.out.dense.data, m = run.meta;
-  const canvas = el.querySelector("canvas"), ctx = vitvizPhotoCanvas(canvas, run), lut = vitvizLutBytes(m.colormaps[m.cmap] || m.colormaps.inferno);
-  const img = new ImageData(w, h), alpha = Math.round(255 * m.alpha);
+  const { width: w, height: h } = run.input, dense = run.out.dense.data;
+  vitvizDensePicture(el.querySelector("canvas"), run);
   let sum = 0, best = 0;
-  for (let i = 0; i < w * h; i++) {
-    const c = 3 * Math.round(Math.min(1, Math.max(0, dense[i])) * 255);
-    img.data.set([lut[c], lut[c + 1], lut[c + 2], alpha], 4 * i);
-    sum += dense[i]; if (dense[i] > dense[best]) best = i;
-  }
-  vitvizPutImage(canvas, img, true, true);
+  for (let i = 0; i < w * h; i++) { sum += dense[i]; if (dense[i] > dense[best]) best = i; }
   let above = 0;
   for (let i = 0; i < w * h; i++) if (dense[i] >= 0.5) above++;
   el.querySelector(".site-output-text").innerHTML = `The embedded model's dense head reads every final patch token and paints a saliency map from 0 (dark) to 1 (bright). On this photo ${vitvizFixed((100 * above) / (w * h), 1)} % of the pixels are at 0.5 or more; its mean is ${vitvizFixed(sum / (w * h))}, its peak ${vitvizFixed(dense[best])}. It reads the tokens of the very forward that every other view shows (${w} × ${h} px); the head was trained at 224 × 224 px.`;
+}
+
+function vitvizDensePicture(canvas, run) { // the dense map, 0 to 1, in the page's colormap over the model's input
+  const { width: w, height: h } = run.input, dense = run.out.dense.data, m = run.meta;
+  vitvizPhotoCanvas(canvas, run);
+  const lut = vitvizLutBytes(m.colormaps[m.cmap] || m.colormaps.inferno), img = new ImageData(w, h), alpha = Math.round(255 * m.alpha);
+  for (let i = 0; i < w * h; i++) {
+    const c = 3 * Math.round(Math.min(1, Math.max(0, dense[i])) * 255);
+    img.data.set([lut[c], lut[c + 1], lut[c + 2], alpha], 4 * i);
+  }
+  vitvizPutImage(canvas, img, true, true);
 }
