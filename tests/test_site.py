@@ -337,6 +337,43 @@ def test_a_second_visit_works_offline_and_no_request_carries_the_photo(browser, 
     assert not any("mine.png" in url for _, url, _ in sent)
 
 
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_student_with_a_keyboard_uses_the_page_under_its_own_content_security_policy(browser, served):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})  # the page's CSP, not bypassed
+    page = context.new_page()
+    said = []
+    page.on("console", lambda m: said.append(m.text))
+    page.on("pageerror", lambda e: said.append(f"error: {e}"))
+    page.goto(served + "?size=224")
+    page.locator(".site-progress-text", has_text="Model ready").wait_for(timeout=120_000)
+    for _ in range(20):  # Tab through the page to the file input
+        page.keyboard.press("Tab")
+        if "site-file" in (page.locator(":focus").get_attribute("class") or ""):
+            break
+    else:
+        raise AssertionError("Tab never reaches the file input")
+    with page.expect_file_chooser() as chooser:
+        page.keyboard.press("Space")  # a file input's own key
+    chooser.value.set_files(str(vitviz.example("rocket")))
+    page.locator(".site-status", has_text="The forward took").wait_for(timeout=120_000)
+    assert page.evaluate("() => window.vitviz.site.state().run.name") == "rocket.jpg"
+    page.locator(".site-tab[data-tab=tokens]").focus()
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("() => window.vitviz.site.state().tab") == "attention"
+    page.keyboard.press("End")
+    assert page.evaluate("() => window.vitviz.site.state().tab") == "app"
+    page.locator(".site-tab[data-tab=positions]").click()
+    page.locator(".site-panel[data-tab=positions] canvas").focus()
+    before = page.evaluate("() => window.vitviz.site.state().position")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate("() => window.vitviz.site.state().position") == [before[0] - 1, before[1] + 1]
+    context.close()
+    refused = [text for text in said if "Content Security Policy" in text or "Refused" in text or "error:" in text]
+    assert not refused, refused
+
+
 @pytest.mark.app
 @pytest.mark.slow
 def test_the_app_serves_the_site_at_its_path_with_its_headers(tmp_path):

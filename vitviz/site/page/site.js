@@ -54,7 +54,17 @@
     if (state.run) document.body.style.setProperty("--photo-aspect", String(state.run.input.width / state.run.input.height));
   }
   window.addEventListener("resize", () => { fit(); draw(); });
-  tabs.forEach((t) => t.addEventListener("click", () => show(t.dataset.tab)));
+  tabs.forEach((t, i) => {
+    t.addEventListener("click", () => show(t.dataset.tab));
+    t.addEventListener("keydown", (e) => { // the tab bar's arrows, Home and End, as a tab list's keyboard does
+      const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
+      if (to === undefined) return;
+      e.preventDefault();
+      const next = tabs[(to + tabs.length) % tabs.length];
+      next.focus();
+      show(next.dataset.tab);
+    });
+  });
   $(".site-projector").addEventListener("change", (e) => { document.body.classList.toggle("site-big", e.target.checked); fit(); draw(); });
 
   // ---- the engines: the Explorer, Inside a head's live part and Queries & keys, fed by the run's source
@@ -112,7 +122,18 @@
   rollPanel.querySelector(".site-discard").addEventListener("input", (e) => {
     state.settings.discard = Number(e.target.value); rollPanel.querySelector(".site-discard-out").textContent = `${Math.round(100 * state.settings.discard)} %`; draw();
   });
-  $(".site-panel[data-tab=positions] canvas").addEventListener("click", (e) => {
+  const positionsCanvas = $(".site-panel[data-tab=positions] canvas");
+  positionsCanvas.tabIndex = 0; // the arrow keys move the chosen position, as a click chooses it
+  positionsCanvas.setAttribute("aria-label", "The chosen position: the arrow keys move it");
+  positionsCanvas.addEventListener("keydown", (e) => {
+    const step = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] }[e.key];
+    if (!step) return;
+    e.preventDefault();
+    const [g0, g1] = cfg.positions.grid;
+    state.position = [Math.min(g0 - 1, Math.max(0, state.position[0] + step[0])), Math.min(g1 - 1, Math.max(0, state.position[1] + step[1]))];
+    draw();
+  });
+  positionsCanvas.addEventListener("click", (e) => {
     const r = e.target.getBoundingClientRect(), [g0, g1] = cfg.positions.grid;
     state.position = [Math.min(g0 - 1, Math.floor(((e.clientY - r.top) / r.height) * g0)), Math.min(g1 - 1, Math.floor(((e.clientX - r.left) / r.width) * g1))];
     draw();
@@ -226,7 +247,7 @@
       const o = await state.run.summaries(), pick = (name) => Array.from(o[name].data);
       return { tokens: pick("tokens"), distance: pick("distance"), entropy: pick("entropy"), dense: pick("dense"), norms: Array.from(state.run.tokenNorms()), pca: Array.from(state.run.pca()), pixels: Array.from(state.run.input.resized), size: [state.run.input.height, state.run.input.width] };
     },
-    state() { return { ready: Boolean(state.session), threads: state.session && state.session.threads, isolated: self.crossOriginIsolated, cached: state.session && state.session.cached, createMs: state.session && state.session.createMs, error: state.error, tab: state.tab, run: state.run && summary(state.run) }; },
+    state() { return { ready: Boolean(state.session), threads: state.session && state.session.threads, isolated: self.crossOriginIsolated, cached: state.session && state.session.cached, createMs: state.session && state.session.createMs, error: state.error, tab: state.tab, position: state.position, run: state.run && summary(state.run) }; },
   };
   const summary = (run) => ({ preview: run.preview, name: run.name, size: [run.input.height, run.input.width], tokens: run.meta.tokens, forwardMs: run.forwardMs, firstViewMs: run.firstViewMs, denseMs: run.denseMs, summaryMs: run.summaryMs, exact: run.input.exact });
   show(params.get("tab") || "tokens");
