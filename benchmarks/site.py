@@ -10,7 +10,11 @@ It builds the site, serves it (`vitviz.site.serve`, as `vitviz site OUT --serve`
 - the Explorer's hover, from the real pointer event (Playwright's mouse) to its painted frame (the engine's own
   latencies, as the app's benchmark reads them);
 - ten photos in a row: the JS heap after each (after a garbage collection) and the renderer's RSS at 448 px;
-- a class of `--class-size` page loads and photos through the site: what the server spent (CPU-seconds, bytes).
+- the forward on one thread, as a page runs where it is not cross-origin isolated (a static host without the service
+  worker that adds the headers, or a file:// page);
+- a class of `--class-size` page loads and photos through the site: what the server spent (CPU-seconds, bytes);
+  then, in the same run, the same class through the app (`benchmarks.classroom --rounds 1 --http`), unless
+  `--no-app-class`.
 """
 
 from __future__ import annotations
@@ -110,6 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--class-size", type=int, default=30)
     parser.add_argument("--json", type=Path, default=None, help="also write each figure as a JSON line here")
+    parser.add_argument("--no-app-class", action="store_true", help="skip the class through the app")
     args = parser.parse_args(argv)
     out = args.json.open("a") if args.json else None
     from playwright.sync_api import sync_playwright
@@ -135,9 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page_figures(browser, url, model, args.repeats, out)
+        one_thread(browser, site, args.repeats, out)
         browser.close()
     httpd.shutdown()
     class_through_site(site, args.class_size, out)
+    if not args.no_app_class:
+        class_through_app(args.class_size)
     print(f"load average after: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)")
 
 
@@ -270,6 +278,50 @@ def heap_and_rss(page, context, out) -> None:
         },
         out,
     )
+
+
+def one_thread(browser, site: Path, repeats: int, out) -> None:
+    """The forward where the page is not cross-origin isolated: a plain static server (no COOP/COEP) and no service
+    worker to add them, so the runtime has one thread."""
+    import http.server
+    from functools import partial
+
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *_: None
+    plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=plain.serve_forever, daemon=True).start()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True, service_workers="block")
+    page = context.new_page()
+    page.goto(f"http://127.0.0.1:{plain.server_address[1]}/")
+    page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
+    page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+    state = page.evaluate("() => window.vitviz.site.state()")
+    for size in (224, 448):
+        runs = [
+            page.evaluate(f"() => window.vitviz.site.analyse('examples/chelsea.jpg', 'chelsea', {size})")
+            for _ in range(repeats + 1)
+        ][1:]
+        ms = [r["forwardMs"] for r in runs]
+        line(
+            {
+                "what": f"forward at {size} px on one thread",
+                "browser_ms": ms,
+                "threads": state["threads"],
+                "text": f"{statistics.median(ms):.0f} ms (p95 {p95(ms):.0f}) on {state['threads']} thread, isolated: "
+                f"{state['isolated']}; load {os.getloadavg()[0]:.1f}",
+            },
+            out,
+        )
+    context.close()
+    plain.shutdown()
+
+
+def class_through_app(students: int) -> None:
+    """Today's class of `students` through the app, in this run: benchmarks.classroom's own figures, as it prints
+    them (one round, plain HTTP)."""
+    print(f"the same class through the app (python -m benchmarks.classroom --users {students} --rounds 1 --http):")
+    cmd = [sys.executable, "-m", "benchmarks.classroom", "--users", str(students), "--rounds", "1", "--http"]
+    subprocess.run(cmd, check=False)
 
 
 def class_through_site(site: Path, students: int, out) -> None:

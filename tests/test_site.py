@@ -292,7 +292,8 @@ def test_while_the_model_loads_every_view_draws_the_precomputed_example(browser,
     held = threading.Event()
     page.route("**/model.onnx*", lambda route: (held.wait(60), route.continue_()))
     page.goto(served)
-    page.wait_for_function("() => window.vitviz && window.vitviz.site && window.vitviz.site.state().run", timeout=60_000)
+    shown = "() => window.vitviz && window.vitviz.site && window.vitviz.site.state().run"
+    page.wait_for_function(shown, timeout=60_000)
     state = page.evaluate("() => window.vitviz.site.state()")
     assert state["ready"] is False and state["run"]["preview"] and state["run"]["name"] == "chelsea.jpg"
     assert "numbers computed when this site was built" in page.inner_text(".site-status")
