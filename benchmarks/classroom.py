@@ -30,6 +30,7 @@ from tests.support.harness import photos, running_app
 from vitviz.maps import DEFAULT_SCALE
 from vitviz.memory import rss_bytes
 
+from . import stages
 from .bench import api_call, figures, mixed_moves, run_together
 from .loadtest import HttpApi
 
@@ -168,17 +169,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settle-s", type=float, default=30.0)
     parser.add_argument("--http", action="store_true", help="plain HTTP requests in place of gradio_client")
     parser.add_argument("--device", default="cpu", help="the app's device: cpu, cuda or auto")
+    parser.add_argument("--profile", type=Path, default=None, help="sample the server with py-spy into this file")
     args = parser.parse_args(argv)
     os.environ["VITVIZ_CACHE_MB"] = str(args.cache_mb)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-class-"))
     images = photos(args.users * args.rounds, folder, prefix="student")
-    uploads, moves, errors, views, layers, by_kind = [], [], [], {}, [], {}
+    uploads, moves, errors, views, layers, by_kind, server_total = [], [], [], {}, [], {}, 0.0
     log = folder / "server.log"
     with open(log, "w") as out, running_app(["--device", args.device], log=out) as (url, pid):  # the last wins
         client = "plain HTTP" if args.http else "gradio_client"
         print(f"{client}, {os.cpu_count()} cores")
         print(f"{args.users} users x (1 upload + {args.moves} moves) x {args.rounds} rounds; cache cap "
               f"{args.cache_mb / 1024:.2f} GiB; server RSS at start {rss_bytes(pid) / GIB:.2f} GiB")  # fmt: skip
+        spy = stages.record(pid, args.profile) if args.profile else None
         for r in range(args.rounds):
             before, samples, stop = rss_bytes(pid), [], threading.Event()
             monitor = threading.Thread(target=peak_rss, args=(pid, stop, samples), daemon=True)
@@ -188,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
             cpu = cpu_s(pid), cpu_s()
             took = run_together([threading.Thread(target=u.run) for u in users], 1800)
             server_cpu, client_cpu = cpu_s(pid) - cpu[0], cpu_s() - cpu[1]
+            server_total += server_cpu
             stop.set()
             monitor.join()
             peak = max(samples + [before])
@@ -218,6 +222,9 @@ def main(argv: list[str] | None = None) -> None:
             last = max(u.uploaded_at for u in users)
             quiet = [s for u in users for s, at in zip(u.move_s, u.move_at, strict=False) if at > last]
             print(f"  a move after every upload's view came: {figures(quiet)}")
+        if spy:
+            stages.stop(spy)
+            print(stages.table(args.profile, server_total, stages.RATE))
         print(f"all rounds: upload to view {figures(uploads)}")
         print(f"            a move         {figures(moves)}")
         for name in sorted(set(by_kind)):
