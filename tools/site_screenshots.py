@@ -14,6 +14,7 @@ from pathlib import Path
 from vitviz.site.build import TABS, build
 from vitviz.site.serve import server
 
+LESSON_STEPS = (4, 5, 6, 8)  # the steps whose sentences weigh a test or draw a table, beside step 1 (the tab's own)
 SIZES = (("1400x1000", 1400, 1000, False), ("1024x768-projector", 1024, 768, True), ("390x844", 390, 844, False))
 
 
@@ -47,10 +48,15 @@ def main(argv: list[str] | None = None) -> None:
                 page.wait_for_timeout(800)
                 page.evaluate("() => window.scrollTo(0, 0)")
                 page.screenshot(path=str(args.out / f"{i + 1:02d}-{tab}-{label}.png"))
+            for step in LESSON_STEPS:
+                page.evaluate(f"() => window.vitviz.site.lesson({step})")
+                page.wait_for_timeout(500)
+                page.evaluate("() => window.scrollTo(0, 0)")
+                page.screenshot(path=str(args.out / f"lesson-step{step}-{label}.png"))
             page.context.close()
         browser.close()
     httpd.shutdown()
-    print(f"wrote {len(TABS) * len(SIZES)} screenshots to {args.out}")
+    print(f"wrote {(len(TABS) + len(LESSON_STEPS)) * len(SIZES)} screenshots to {args.out}")
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ function vitvizLessonSteps(run, cfg, orderings) {
   steps.push({
     title: "Attention distance over depth",
     text: `The table is the ViT paper's Figure 7 (right) on your image: the **mean attention distance** of every head in every layer, in pixels. Averaged over heads, it ${verb}${trend.direction === "grows" ? ", as in the paper" : ", where the paper found that it grows"} (${vitvizTrendWords(trend)}). ${f.trendRule} It goes from ${vitvizPyFixed(means[0])} px in layer 0 to ${vitvizPyFixed(means[L - 1])} px in layer ${L - 1}, lowest in layer ${low} (${vitvizPyFixed(means[low])} px) and highest in layer ${high} (${vitvizPyFixed(means[high])} px). The widest spread of heads is in layer ${arg(spread, (a, b) => a > b)}: some heads stay local while others look far, in the same layer. Each layer is a *pre-norm* layer: LayerNorm, attention, add; LayerNorm, MLP, add.`,
-    draw: (canvas) => vitvizLayerHeadGrid(canvas, flat, L, H, m.colormaps.viridis),
+    draw: (canvas) => vitvizLayerHeadGrid(canvas, flat, L, H, m.colormaps.viridis, document.body.classList.contains("site-big") ? 18 : 15),
   });
 
   const values = vitvizRolloutShares(run, "output", "mean", 0), toCls = vitvizRolloutShares(run, "readout", "mean", 0);
@@ -147,14 +147,15 @@ function vitvizLessonHtml(text) {
 }
 
 // The layer × head table of values [L*H] in a colormap (lut: its 256 RGB triples), each cell's number written in it
-function vitvizLayerHeadGrid(canvas, values, L, H, lut) {
-  const cell = 56, rowH = 30, left = 80, topPad = 30, bytes = vitvizLutBytes(lut);
+// at `font` px (the canvas is drawn at the size it is shown, so the projector's larger type stays large)
+function vitvizLayerHeadGrid(canvas, values, L, H, lut, font = 15) {
+  const rowH = Math.round(font * 1.6), cell = Math.round(font * 3.7), left = Math.round(font * 5.4), topPad = 2 * font, bytes = vitvizLutBytes(lut);
   canvas.width = left + H * cell; canvas.height = topPad + L * rowH;
   const ctx = canvas.getContext("2d");
   let lo = Infinity, hi = -Infinity;
   for (const v of values) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
   ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, canvas.width, canvas.height);
-  ctx.font = "14px system-ui, sans-serif"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+  ctx.font = `${font}px system-ui, sans-serif`; ctx.textAlign = "center"; ctx.textBaseline = "middle";
   ctx.fillStyle = "#000";
   for (let h = 0; h < H; h++) ctx.fillText(`head ${h}`, left + (h + 0.5) * cell, topPad / 2);
   for (let l = 0; l < L; l++) {

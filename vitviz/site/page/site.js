@@ -110,6 +110,7 @@
     panel.querySelector(".site-step-text").innerHTML = vitvizLessonHtml(step.text);
     panel.querySelector(".site-step-back").disabled = i === 1;
     panel.querySelector(".site-step-next").disabled = i === steps.length;
+    fit(); // the title and text above the picture are in now: the room left under them
     const canvas = panel.querySelector("canvas");
     step.draw(canvas);
     canvas.style.maxWidth = `min(100%, 760px, calc(var(--site-room, 600px) * ${canvas.width / canvas.height}))`; // this picture's own proportions
@@ -205,6 +206,7 @@
       barText.textContent = `Fetching the model: ${mb(done)} of ${mb(total)} MB${"caches" in self ? " (the first visit only: this browser keeps it)" : " (on every visit: a page that is not on https or localhost cannot keep it)"}.`;
     }, preview);
     state.session = session;
+    document.body.classList.add("site-ready");
     if (state.run && state.run.preview && !state.busy) status(`The model is in. The views still show <b>${esc(state.run.name)}</b>'s precomputed numbers: choose an example, your own photo or the camera to analyse it in this browser.`);
     if ("serviceWorker" in navigator && location.protocol.startsWith("http") && self.crossOriginIsolated) worker();
     bar.hidden = true;
