@@ -104,9 +104,10 @@ class ForwardFusions:
     # a choice few make, so the background warm or their first request makes them (`Derived.warm_step`).
     FUSIONS = ("mean",)
     # The fusions that are only fused here, where they fit (`holds`): a maximum of the weights is one of them, so
-    # they are the float32 weights' maximum (minimum) rounded to float16, what the rounded weights' would be, at
-    # ~3 ms a layer at 448 px on a CPU. Each analysis keeps them as the warm's sweep would (`Derived.hold`): a first
-    # rollout of max or min then recomputes no layer (on a CPU, 0.3 s of a first move's 0.7 s at 448 px).
+    # they are the float32 weights' maximum (minimum) rounded to float16, what the rounded weights' would be, for
+    # a few milliseconds a layer (docs/benchmarks.md). Each analysis keeps them as the warm's sweep would
+    # (`Derived.hold`): a first rollout of max or min then recomputes no layer, which was nearly half of such a
+    # move's time on a CPU.
     HELD = ("max", "min")
 
     def __init__(self, hold: bool = False) -> None:

@@ -152,8 +152,8 @@ def discard_thresholds(fused: torch.Tensor | Sequence[torch.Tensor], ratios: lis
     """[L,N,N] -> [L,R]: per layer, the value below which a fraction `ratio` of weights lie.
 
     It is the k-th smallest weight, k = max(1, int(N² · ratio)): weights at or below it are dropped.
-    Exact, by counting rather than sorting (at 448 px, ~8 ms per layer for every ratio at once in
-    float32, ~2 ms in float16, where a sort took 60): a float's bits, read as an integer (see `_ordered`),
+    Exact, by counting rather than sorting, which is several times faster (docs/benchmarks.md): a float's bits,
+    read as an integer (see `_ordered`),
     order as the floats do. float16 weights have 65,536 bit patterns, so one count of them gives every
     threshold, for every layer at once. float32 weights are counted by their top 20 bits (2^-11 of an octave
     per bin), a layer at a time; then only the weights in the bins that hold a k-th smallest are sorted. On a
@@ -219,8 +219,8 @@ def patch_centers(grid: tuple[int, int], patch: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=8)
 def patch_distances(grid: tuple[int, int], patch: int) -> torch.Tensor:
-    """[P,P] float32 pixel distances between patch centres, kept per grid (33 ms to build at 448 px, where
-    a layer's mean attention distance takes 4). Shared: read it, never write to it."""
+    """[P,P] float32 pixel distances between patch centres, kept per grid: building it takes several times as
+    long as a layer's mean attention distance (docs/benchmarks.md). Shared: read it, never write to it."""
     c = patch_centers(grid, patch)
     return torch.from_numpy(np.sqrt(((c[:, None] - c[None]) ** 2).sum(-1)).astype(np.float32))
 

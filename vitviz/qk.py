@@ -89,7 +89,7 @@ def normalise(q: np.ndarray, k: np.ndarray) -> Normalised:
 
 def pca2(x: np.ndarray) -> np.ndarray:
     """[M,2] the points x [M,d] on their first two principal axes, float64: the covariance's two leading
-    eigenvectors, as the browser finds them (a d×d eigenproblem, 10× quicker than an SVD of x on a loaded CPU); each
+    eigenvectors, as the browser finds them (a d×d eigenproblem, quicker than an SVD of x: docs/benchmarks.md); each
     axis' sign makes its largest loading positive (the browser's rule too)."""
     x = np.asarray(x, np.float64)
     centred = x - x.mean(0)

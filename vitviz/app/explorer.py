@@ -130,7 +130,7 @@ async def layer_response(server: Server, request: Request) -> Response:
         LAYER_SESSIONS.done(session, key, int(layer), sent=isinstance(data, bytes))
     if isinstance(data, Response):
         return data
-    # identity: Gradio's middleware would spend ~20 ms compressing float32, which barely compresses
+    # identity: float32 barely compresses, and Gradio's middleware would spend time on it (docs/benchmarks.md)
     headers = {"Cache-Control": "private, max-age=3600", "Content-Encoding": "identity"}
     return Response(data, media_type="application/octet-stream", headers=headers)
 

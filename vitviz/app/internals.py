@@ -119,9 +119,9 @@ def narrow_progress(demo: gr.Blocks) -> None:
 
     Why: Gradio 6.31's page, at every loading status of every request, copies the props of every component that
     was ever a request's progress target (`update_loading_stati_state`), and a listener's targets are all its
-    outputs by default: States, hidden components and plots' data included. With 103 targets, an upload's two
-    dozen requests spent a second of the page's time in those copies; with 55, an upload still waited 70 ms more
-    for them (docs/benchmarks.md). Only `demo.fns` holds every listener."""
+    outputs by default: States, hidden components and plots' data included. With every output a target, an upload's
+    requests spent much of the page's time in those copies (docs/benchmarks.md). Only `demo.fns` holds every
+    listener."""
     for fn in demo.fns.values():
         if fn.fn is None or fn.show_progress_on is not None:
             continue

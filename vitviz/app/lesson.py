@@ -14,7 +14,8 @@ from .source import Context, view_tab
 LAST = len(lesson.STEPS)
 # A deep link selects the Lesson's tab in the browser (its button's click), and lands on the lesson itself, not on
 # the image panel above it (on a projector, a screen higher). Not from Python: a request whose output is the tab bar
-# makes Gradio's page copy the whole tab bar's props at every loading status of every later request (2.5 s an upload).
+# makes Gradio's page copy the whole tab bar's props at every loading status of every later request,
+# which every upload then waits for (docs/benchmarks.md).
 OPEN_LESSON = """() => { if (!new URLSearchParams(location.search).has('step')) return;
   [...document.querySelectorAll('[role=tab]')].find(b => b.textContent.trim() === TITLE)?.click();
   let tries = 0;

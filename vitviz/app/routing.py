@@ -1,8 +1,8 @@
 """A tab's wiring (`TabSteps`) and the steps that route to it, all in the page: a new analysis and a display
 setting reach the shown tab's views alone (`wire_routes`), and a hidden tab catches up when it is selected.
 
-Why in the page: a routing step on the server cost an upload a round trip (about 70 ms) between the analysis and
-its first view (docs/benchmarks.md). A State lives on the server, where the page cannot read or set it, so what
+Why in the page: a routing step on the server cost an upload one more round trip between the analysis and its
+first view (docs/benchmarks.md). A State lives on the server, where the page cannot read or set it, so what
 the page routes by is kept in hidden components: the analysis key as the page saw it, the shown tab, and each
 tab's `fitted` key and `restyled` count."""
 

@@ -1,6 +1,6 @@
 """The static site, served by the app at `/site/` so that a teacher's laptop can hand a class one link and compute
 nothing for them: each student's browser runs the model (vitviz/site). The folder is written once per vitviz
-version, in the background after the app starts (about 10 s), into the system's temporary folder or
+version, in the background after the app starts, into the system's temporary folder or
 `$VITVIZ_SITE_DIR`; until it is there, `/site/` says so."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class HostedSite:
         from ..memory import lower_priority
         from ..site.build import build
 
-        lower_priority()  # the export's 10 s of CPU go after the students' forwards, never before them
+        lower_priority()  # the export's CPU goes after the students' forwards, never before them
         partial = self.folder.with_name(self.folder.name + f".{os.getpid()}.partial")
         try:
             build(partial)
