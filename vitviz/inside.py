@@ -164,7 +164,7 @@ def attention_scores(model: VitModel, x: np.ndarray, layer: int) -> torch.Tensor
 
 def attention_weights(scores: torch.Tensor) -> torch.Tensor:
     """[H,N,N] float16 softmax of `attention_scores`: the weights the forward made, rounded as a capture of them
-    is (by torch, on the device: numpy's float16 cast takes 5x as long)."""
+    is (by torch, on the device: numpy's float16 cast is slower, docs/benchmarks.md)."""
     with torch.inference_mode():
         return torch.softmax(scores, dim=-1).half()
 
