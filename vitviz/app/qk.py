@@ -108,6 +108,7 @@ def build(ctx: Context) -> None:
             css_template=(STATIC / "qk.css").read_text(),
             js_on_load=script(),
             elem_id="qk",
+            label="The Q·K view's meta",  # the API's name for it: the page shows no label
             apply_default_css=False,
         )
     ctx.view(tab, draw, ctx.where, [shown], api_name="qk")

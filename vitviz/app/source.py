@@ -266,7 +266,7 @@ class Context:
 
 @contextmanager
 def view_tab(tab: str, explanation: str, **kwargs) -> Iterator[gr.Tab]:
-    """The tab `tab` (an id of `tabs.ORDER`, which gives its number and title), opening with its "What am I
+    """The tab `tab` (the id of a `tabs.TABS` record, which gives its number and title), opening with its "What am I
     looking at?" explanation."""
     with gr.Tab(tabs.label(tab), id=tab, **kwargs) as shown:
         gr.Markdown(f"**What am I looking at?** {explanation}", elem_classes=["vitviz-explain"])
