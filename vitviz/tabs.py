@@ -56,7 +56,8 @@ TABS = (
         "qk",
         "Queries & keys",
         ("qk",),
-        FirstScreen(("#qk .qk-bar",), ("#qk .qk-base",), "() => window.vitviz?.qk?.state().points > 0"),
+        # the map's top canvas, the pointer's, over the one its points are drawn on and of the same size
+        FirstScreen(("#qk .qk-bar",), ("#qk .qk-over",), "() => window.vitviz?.qk?.state().points > 0"),
     ),
     Tab(
         "rollout",

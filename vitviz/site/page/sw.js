@@ -4,7 +4,14 @@
 const CACHE = "vitviz-site-v1";
 const FILES = []; // the site's files but the model (which the page keeps itself), written in by vitviz/site/build.py
 
-self.addEventListener("install", (e) => e.waitUntil(caches.open(CACHE).then((c) => c.addAll(FILES)).then(() => self.skipWaiting())));
+self.addEventListener("install", (e) =>
+  e.waitUntil(
+    caches
+      .open(CACHE)
+      .then((c) => c.addAll(FILES))
+      .then(() => self.skipWaiting()),
+  ),
+);
 self.addEventListener("activate", (e) => e.waitUntil(self.clients.claim()));
 
 function isolated(response) {
@@ -19,19 +26,22 @@ function isolated(response) {
 self.addEventListener("fetch", (e) => {
   const url = new URL(e.request.url);
   if (e.request.method !== "GET" || url.origin !== self.location.origin) return;
-  e.respondWith((async () => {
-    const cache = await caches.open(CACHE);
-    const key = url.pathname.endsWith("/") ? url.origin + url.pathname : e.request;
-    try {
-      const fresh = await fetch(e.request);
-      if (fresh.ok && !url.pathname.endsWith(".onnx")) { // the model: vitvizModelBytes keeps it
-        await cache.put(key, fresh.clone()).catch(() => {}); // a full quota: answered all the same
+  e.respondWith(
+    (async () => {
+      const cache = await caches.open(CACHE);
+      const key = url.pathname.endsWith("/") ? url.origin + url.pathname : e.request;
+      try {
+        const fresh = await fetch(e.request);
+        if (fresh.ok && !url.pathname.endsWith(".onnx")) {
+          // the model: vitvizModelBytes keeps it
+          await cache.put(key, fresh.clone()).catch(() => {}); // a full quota: answered all the same
+        }
+        return isolated(fresh);
+      } catch (err) {
+        const kept = (await cache.match(key, { ignoreSearch: true })) || (await cache.match(e.request.url));
+        if (kept) return isolated(kept);
+        throw err;
       }
-      return isolated(fresh);
-    } catch (err) {
-      const kept = (await cache.match(key, { ignoreSearch: true })) || (await cache.match(e.request.url));
-      if (kept) return isolated(kept);
-      throw err;
-    }
-  })());
+    })(),
+  );
 });
