@@ -411,7 +411,7 @@ def test_inside_a_head_follows_a_clicked_patch_and_another_head(page, tmp_path):
     page.wait_for_timeout(500)
     page.remove_listener("request", on_request)
     assert len(joins) == 1, joins  # the click's answer is the redraw: one request, not a pick then a redraw
-    page.locator("#inside-note").get_by_text("The query is patch 0 (row 0, col 0)").wait_for(timeout=30_000)
+    page.locator("#inside-note").get_by_text("The query is patch 0 (row 0, column 0)").wait_for(timeout=30_000)
     choose(page, "#inside-head", "head 3")
     for s, b in zip(STEPS, clicked, strict=True):
         wait_for_src_change(page, s, b)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import EXAMPLES, __version__, example, explorer, plots, qk, render
+from .. import EXAMPLES, __version__, example, explorer, plots, qk, render, tabs
 from ..embedded import SOURCE
 from ..inside import head_geometry
 from ..maps import DEFAULT_SCALE
@@ -29,17 +29,9 @@ RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-sim
 # the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step)
 SITE = ("photo.js", "model.js", "rollout.js", "run.js", "views.js", "site.js")
 SIZES, DEFAULT_SIZE, PHONE_SIZE = (224, 336, 448), 448, 224  # the input's longest side, as --size means elsewhere
-TABS = (
-    ("tokens", "1 · Tokens"),
-    ("attention", "2 · Attention"),
-    ("inside", "3 · Inside a head"),
-    ("qk", "4 · Queries & keys"),
-    ("rollout", "5 · Rollout"),
-    ("positions", "6 · Positions"),
-    ("heads", "7 · Heads"),
-    ("output", "8 · Output"),
-    ("app", "More in the Python app"),
-)
+# the app's tabs that the site has too, labelled as the app labels them (vitviz.tabs), then the link to the app
+SHARED_TABS = ("tokens", "attention", "inside", "qk", "rollout", "positions", "heads", "output")
+TABS = (*((tab, tabs.label(tab)) for tab in SHARED_TABS), ("app", "More in the Python app"))
 APP_COMMAND = "pip install vitviz && vitviz serve"
 
 
@@ -67,7 +59,7 @@ def config(model, graphs: dict[str, tuple[int, str]]) -> dict:
     return {
         "model": {"name": model.name, "patch": model.patch_size, "mean": list(model.mean), "std": list(model.std)},
         "meta": meta,
-        "qk": {"colormap": explorer.lut("viridis"), "umap": False, "umapInstall": qk.UMAP_INSTALL, "rule": qk.rule()},
+        "qk": qk.settings(umap=False),
         "outputs": list(graph.OUTPUTS),
         "layerOutputs": list(graph.LAYER_OUTPUTS),
         **{f"{name}Url": f"{name}.onnx?v={digest}" for name, (_, digest) in graphs.items()},

@@ -1,5 +1,6 @@
-// The Explorer's page: its controls, canvases and legend as HTML, in `root`; returns the elements by name.
-// In "inside" mode (one head, step by step) the controls that choose among heads or views are hidden.
+// The Explorer's page: its controls, canvases and legend as HTML, in `root`; returns the elements by name
+// (vitvizControls), and its controls and keys wired to the engine's actions (vitvizControlKeys). In "inside"
+// mode (one head, step by step) the controls that choose among heads or views are hidden.
 
 function vitvizControls(root, inside) {
   root.innerHTML = `
@@ -99,4 +100,33 @@ function vitvizModelGrid(container, layers, heads) {
   }
   container.innerHTML = cells.join("");
   return Array.from(container.querySelectorAll("canvas"));
+}
+
+// The Explorer's controls and keys wired to its actions: the sliders and menus above the maps, the readout button,
+// and the arrow keys (layer, head) while the Explorer has the focus.
+function vitvizControlKeys(root, ui, S, { setLayer, setHead, setView, setTemperature, askReadout, schedule }) {
+  ui.layer.addEventListener("input", () => setLayer(+ui.layer.value));
+  ui.head.addEventListener("change", () => setHead(+ui.head.value));
+  ui.measure.addEventListener("change", () => {
+    S.measure = ui.measure.value;
+    schedule();
+  });
+  ui.view.addEventListener("change", () => setView(ui.view.value));
+  ui.scale.addEventListener("change", () => {
+    S.scale = ui.scale.value;
+    schedule();
+  });
+  ui.temp.addEventListener("input", () => setTemperature(2 ** +ui.temp.value));
+  ui.readout.addEventListener("click", askReadout);
+  root.addEventListener("keydown", (e) => {
+    if (!S.meta || e.target.tagName === "INPUT" || e.target.tagName === "SELECT") return;
+    if (e.key === "ArrowLeft" || e.key === "ArrowRight") {
+      setLayer(S.layer + (e.key === "ArrowRight" ? 1 : -1));
+      e.preventDefault();
+    }
+    if (e.key === "ArrowUp" || e.key === "ArrowDown") {
+      setHead(S.head + (e.key === "ArrowDown" ? 1 : -1));
+      e.preventDefault();
+    }
+  });
 }

@@ -1,11 +1,35 @@
-// The Q·K view's words and keys: the legend of marks and colours, the share of spread an axis holds, the strip of
-// the session's other photos, and how well the map keeps attention order. vitvizQkText(Q, el, kind, top) gives them,
-// bound to one view's state Q and elements el (qk.js); text is HTML.
+// The Q·K view's words and keys: the map's caption (the share of spread an axis holds, what the map sorts by, what
+// its normalisation did), the legend of marks and colours, the strip of the session's other photos, and how well
+// the map keeps attention order. vitvizQkText(Q, el, kind) gives them, bound to one view's state Q and elements el
+// (qk.js); text is HTML.
 
-function vitvizQkText(Q, el, KIND, TOP) {
+function vitvizQkText(Q, el, KIND) {
   function pct(v, spectrum) {
     const total = spectrum.reduce((s, x) => s + x, 0) / Q.map.M;
     return `${Math.round((100 * v) / total)}%`;
+  }
+
+  // the map's caption, what it sorts by, and what its normalisation did
+  function caption(map) {
+    const m = map.photos[0].meta,
+      sort = sorts(map);
+    el.cap.innerHTML =
+      `Layer ${map.layer}, <span class="qk-chip" ` +
+      `style="background:${m.headColours[map.head % m.headColours.length]}"></span><b>head ${map.head}</b>: ` +
+      `${map.nq} queries and ${map.nq} keys of ` +
+      `${map.photos.length === 1 ? "this photo" : `your last ${map.photos.length} photos`}. ` +
+      (map.method === "umap"
+        ? "UMAP (umap-learn, seed 0) of them, made by the server: near means near, but across and down mean nothing."
+        : `A principal component analysis: across holds ${pct(map.variance[0], map.spectrum)} of their spread, ` +
+          `down ${pct(map.variance[1], map.spectrum)}.`);
+    const exact = "R = 1 would mean the map is laid out exactly by that feature.";
+    el.sorts.textContent = `${sort.sentence} (This map: ${sort.which}. ${exact})`;
+    Q.sorts = sort;
+    el.norm.textContent =
+      `Distance here stands for attention, as in AttentionViz (Yeh et al. 2023): the keys are moved so that their ` +
+      `centre is the queries' centre, ` +
+      `then the queries are scaled by ${vitvizFixed(map.c, 3)} and the keys by 1/${vitvizFixed(map.c, 3)}, so ` +
+      `that both have the same mean length. Neither changes any attention weight.`;
   }
 
   function legend(map) {
@@ -40,8 +64,9 @@ function vitvizQkText(Q, el, KIND, TOP) {
     el.legend.innerHTML =
       `<div><span class="qk-dot"></span> a query (filled) &nbsp; <span class="qk-ring"></span> a key (ring)` +
       `${grey}</div><div>${by}</div>` +
-      `<div>Hover a point: white, its patch; cyan, the ${TOP} keys a query attends to most (or the ${TOP} queries ` +
-      `that give a key the most attention weight). Drag a rectangle to light up its patches.</div>`;
+      `<div>Hover a point: white, its patch; cyan, the ${m.hoverKeys} keys a query attends to most (or the ` +
+      `${m.hoverKeys} queries that give a key the most attention weight). Drag a rectangle to light up its ` +
+      "patches.</div>";
   }
 
   function strip() {
@@ -83,11 +108,11 @@ function vitvizQkText(Q, el, KIND, TOP) {
     return { r, ...vitvizSortsBy(r, f, rule, map.layer, map.head), which };
   }
 
-  // ---- how well this map keeps attention order, on every photo in it: of each query's TOP_RECALL most-attended keys
-  // of its own photo, the share among its TOP_RECALL nearest keys of that photo in the map (vitviz.qk.top_key_recall;
-  // benchmarks/qk.py compares maps). On the way, each query's softmax denominator for a key's hover (map.lse).
-  const TOP_RECALL = 10,
-    RECALL_CHUNK = 32; // queries a task: a few ms, so that a hover meanwhile is not kept waiting
+  // ---- how well this map keeps attention order, on every photo in it: of each query's meta.recallTop most-attended
+  // keys of its own photo, the share among its meta.recallTop nearest keys of that photo in the map
+  // (vitviz.qk.top_key_recall; benchmarks/qk.py compares maps). On the way, each query's softmax denominator for a
+  // key's hover (map.lse).
+  const RECALL_CHUNK = 32; // queries a task: a few ms, so that a hover meanwhile is not kept waiting
   function recallLater(generation) {
     Q.recall = null;
     el.recall.textContent = "";
@@ -118,7 +143,7 @@ function vitvizQkText(Q, el, KIND, TOP) {
       const p = map.photos[pi],
         data = p.layers.get(map.layer);
       n = p.meta.tokens;
-      top = Math.min(TOP_RECALL, n);
+      top = Math.min(p.meta.recallTop, n);
       q = vitvizQkHead(data, p.meta, map.head, "q");
       k = vitvizQkHead(data, p.meta, map.head, "k");
       q2 = map.xy.subarray(2 * o, 2 * (o + n));
@@ -173,5 +198,5 @@ function vitvizQkText(Q, el, KIND, TOP) {
     next();
     setTimeout(step, 0);
   }
-  return { pct, legend, strip, recallLater, sorts };
+  return { caption, legend, strip, recallLater, sorts };
 }

@@ -170,7 +170,7 @@ function vitvizPositionsView(el, cfg, row, col) {
   let far = 0;
   for (let i = 0; i < sim.length; i++) if (sim[i] < sim[far]) far = i;
   el.querySelector(".site-positions-text").innerHTML =
-    `Position (row ${row}, col ${col}) of the ${g0} × ${g1} grid the model learned: blue is unlike it (−1), white ` +
+    `Position (row ${row}, column ${col}) of the ${g0} × ${g1} grid the model learned: blue is unlike it (−1), white ` +
     `unrelated (0), red alike (+1). Its least similar position is row ${Math.floor(far / g1)}, col ${far % g1} ` +
     `(${vitvizFixed(sim[far])}). Click the map to choose another.`;
   return sim;
