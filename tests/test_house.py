@@ -24,12 +24,12 @@ def test_no_line_of_the_browsers_code_is_over_120_characters():
 # first: the list only shrinks.
 WAITING = {
     # Captum's `attribute(inputs, target, **options)`: a method's options move to the method's record
-    "vitviz/attributions.py:attribute": "a method's options move to its record",
-    "vitviz/deletion.py:faithfulness": "a method's options move to its record",
+    "vitviz/attributions.py:attribute": "waits for a method's options to move to its record",
+    "vitviz/deletion.py:faithfulness": "waits for a method's options to move to its record",
     # the Live tab's camera stream is wired by hand, not by `Context.view`, which makes the records
-    "vitviz/app/live.py:frame": "its stream is wired through Context.view",
+    "vitviz/app/live.py:frame": "waits for its stream to be wired by Context.view",
     # the display settings (cmap, alpha, scale) become one record when the views move to one module per tab
-    "vitviz/views.py:scaled_overlay": "the views' display settings become one record",
+    "vitviz/views.py:scaled_overlay": "waits for the views' display settings to become one record",
 }
 MOST_PARAMETERS = 10
 
