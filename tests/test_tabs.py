@@ -79,3 +79,15 @@ def test_the_readmes_api_table_lists_every_endpoint_and_its_inputs_in_the_tabs_o
     assert [name for name, _ in table] == ["analyze", *(e for tab in tabs.TABS for e in tab.endpoints)]
     for name, inputs in table:
         assert inputs == [p["parameter_name"] for p in api[f"/{name}"]["parameters"]], name
+
+
+def test_the_design_notes_number_each_tab_they_describe_as_the_tab_bar_does():
+    """docs/design.md describes some of the tabs, each under its label: a tab added before them renumbers them."""
+    design = (Path(__file__).parents[1] / "docs" / "design.md").read_text()
+    headings = re.findall(r"^\*\*(\d+ · [^.:*]+)[.:]", design, flags=re.MULTILINE)
+    by_title = {tab.title: tab.id for tab in tabs.TABS}
+    assert headings
+    for heading in headings:
+        title = heading.split(" · ", 1)[1]
+        assert title in by_title and tabs.label(by_title[title]) == heading, heading
+    assert headings == sorted(headings, key=lambda h: int(h.split(" · ")[0]))
