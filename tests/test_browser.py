@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import time
+from dataclasses import astuple
 from pathlib import Path
 
 import cv2
@@ -19,7 +20,7 @@ from support.harness import CHROMIUM_ARGS as ARGS
 from vitviz.app.layout import VIEWS
 from vitviz.app.source import NO_PHOTO
 from vitviz.render import LARGE_LABEL_PX
-from vitviz.tabs import ORDER, label
+from vitviz.tabs import ORDER, TABS, label
 from vitviz.views import SHEET_TILE
 
 pytestmark = pytest.mark.app  # every test here drives the served app
@@ -410,7 +411,7 @@ def test_inside_a_head_follows_a_clicked_patch_and_another_head(page, tmp_path):
     page.wait_for_timeout(500)
     page.remove_listener("request", on_request)
     assert len(joins) == 1, joins  # the click's answer is the redraw: one request, not a pick then a redraw
-    page.locator("#inside-note").get_by_text("The query is patch 0 (row 0, col 0)").wait_for(timeout=30_000)
+    page.locator("#inside-note").get_by_text("The query is patch 0 (row 0, column 0)").wait_for(timeout=30_000)
     choose(page, "#inside-head", "head 3")
     for s, b in zip(STEPS, clicked, strict=True):
         wait_for_src_change(page, s, b)
@@ -648,35 +649,23 @@ def upload(view, photo: Path, grid: str) -> None:
     view.locator("#status").get_by_text(f"grid {grid}").wait_for(timeout=60_000)
 
 
-FIRST_SCREEN_TABS = {  # each tab's controls and its main pictures, which its first screen shows whole
-    "tokens": ([], ["#tokens img"]),
-    "attention": (["#explorer .vx-bar"], ["#explorer .vx-big-canvas"]),
-    "inside": (["#inside-explorer .vx-bar"], ["#inside-explorer .vx-big-canvas"]),
-    "rollout": (["#rollout-fusion", "#rollout-toward"], ["#rollout img"]),
-    "positions": (["#pos-row", "#pos-col"], ["#pos-large img"]),
-    "heads": ([], ["#heads-charts .js-plotly-plot"]),
-    "output": ([], ["#dense img"]),
-    "depth": (["#depth-note", "#depth-model", "#depth-tab button.primary"], []),  # offline: no map to draw
-    "attributions": (["#method", "#attributions-tab button.primary"], ["#attribution img"]),
-    "lesson": (["#lesson-title", "#lesson-back", "#lesson-step", "#lesson-next"], ["#lesson-picture img"]),
-}  # Live needs a camera, and Depth a depth model: each has its own test
-
-
 def test_the_projector_shows_each_tabs_controls_and_main_picture_on_its_first_screen(page, tmp_path):
     """At 1024x768 with large text, from the page's top right after a photo is uploaded: the tab bar, and for each
-    tab its controls and its main picture, whole (every lesson step's too), under the tab bar within the 768 px;
-    the Explorer's text 18 px or more."""
+    tab its first screen's controls and main pictures (its `Tab` record's), whole (every lesson step's too), under
+    the tab bar within the 768 px; the Explorer's text 18 px or more."""
     from vitviz.lesson import STEPS
 
     view = on_a_projector(page.context.browser.new_page, page.url)
     try:
         upload(view, ASSETS / "astronaut.jpg", "32 rows × 32 columns")
         problems = {}
-        for tab, (controls, pictures) in FIRST_SCREEN_TABS.items():
+        for record in TABS:
+            if record.first_screen is None:
+                continue
+            tab, (controls, pictures, ready) = record.id, astuple(record.first_screen)
             view.get_by_role("tab", name=label(tab)).click()
-            if tab in ("attention", "inside"):
-                handle = "explorer" if tab == "attention" else "inside"
-                view.wait_for_function(f"() => window.vitviz?.{handle}?.state().loaded.length > 0", timeout=60_000)
+            if ready is not None:
+                view.wait_for_function(ready, timeout=60_000)
             if tab == "attributions":
                 choose(view, "#method", "Saliency (|gradient|)")
                 view.get_by_role("button", name="Compute attribution").click()
@@ -684,8 +673,6 @@ def test_the_projector_shows_each_tabs_controls_and_main_picture_on_its_first_sc
             for selector in pictures:
                 if selector.endswith("img"):
                     view.wait_for_function(f"() => document.querySelector('{selector}')?.complete", timeout=60_000)
-            if tab == "heads":
-                view.locator("#heads-charts .main-svg").first.wait_for(timeout=60_000)
             view.wait_for_timeout(500)  # the tab's layout has settled
             problems[tab] = first_screen(view, controls, pictures)
             if tab == "lesson":

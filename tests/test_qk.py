@@ -316,8 +316,9 @@ def test_the_browsers_map_is_the_float64_pca_on_tiny_models(name):
         d = explorer.layer_data(a, layer)
         q, k = qk.head_vectors(d.q.astype(np.float64), d.k.astype(np.float64), a.model.num_heads, head)
         n = a.num_tokens
-        want = qk.top_key_recall(qk.attention(q, k, 1.0), got[:n], got[n:], min(10, n))
-        assert recall == pytest.approx(want, abs=1.01 / (n * min(10, n)))  # one hit: a tie broken the other way
+        top = min(qk.RECALL_TOP, n)
+        want = qk.top_key_recall(qk.attention(q, k, 1.0), got[:n], got[n:], top)
+        assert recall == pytest.approx(want, abs=1.01 / (n * top))  # one hit: a tie broken the other way
         assert page.evaluate("() => window.errors") == []
         browser.close()
 
@@ -466,6 +467,29 @@ def test_the_last_photos_share_one_map_normalised_together():
         hl = page.evaluate("() => window.vitviz.qk.state().highlight")
         assert hl["photo"] == 1 and hl["token"] == 7 and hl["tokens"] == top_keys(first, 1, 2, 7)
         assert page.locator(".qk-strip canvas").count() == 1
+        browser.close()
+
+
+@pytest.mark.browser
+def test_the_views_limits_are_pythons_from_the_meta():
+    """How many photos a map keeps and how many keys a hover lights up come from Python's constants in the meta
+    (`qk.settings`), not from the script: a meta that says otherwise is followed, and says so in the legend."""
+    sync_api = browser_or_skip()
+    model = FAMILIES["vit"]()
+    analyses = [vitviz.analyze(model, random_image(40, 56, seed=s), longest=56) for s in (21, 22, 23)]
+    photos = [qk_page.photo(a, f"p{i}") for i, a in enumerate(analyses)]
+    assert photos[0][0]["maxPhotos"] == qk.MAX_PHOTOS and photos[0][0]["hoverKeys"] == qk.HOVER_KEYS
+    with sync_api.sync_playwright() as pw:
+        browser, page = qk_page.open_page(pw, {key: data for _, layers in photos for key, data in layers.items()})
+        for meta, _ in photos:
+            qk_page.show(page, {**meta, "maxPhotos": 2, "hoverKeys": 3})
+        assert page.evaluate("() => window.vitviz.qk.state().photos") == ["p2", "p1"]
+        at = page.evaluate("() => window.vitviz.qk.pointAt(0, 'query', 4)")
+        hl = page.evaluate(f"() => window.vitviz.qk.hover({at['x']}, {at['y']})")
+        state = page.evaluate("() => window.vitviz.qk.state()")
+        assert hl["tokens"] == top_keys(analyses[2], state["layer"], state["head"], 4)[:3]
+        assert "the 3 keys a query attends to most" in page.locator(".qk-legend").inner_text()
+        assert page.evaluate("() => window.errors") == []
         browser.close()
 
 

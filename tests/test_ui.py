@@ -109,7 +109,7 @@ def test_inside_a_head_says_this_heads_own_numbers(client):
     assert float(largest) == pytest.approx(d.weights.max(), abs=6e-4)
     assert float(top) == pytest.approx(100 * d.top_share, abs=0.6)
     assert float(keys) == pytest.approx(d.effective_keys, abs=0.06)
-    assert "patch 100 (row 3, col 4)" in note and "$d = 64$" in note
+    assert "patch 100 (row 3, column 4)" in note and "$d = 64$" in note
     assert len({read(x).tobytes() for x in (scores, weights, values)}) == 3
     other = client.predict(**where, layer=6, head=4, **query, **display, api_name="/inside_head")
     assert np.abs(read(other[1]).astype(int) - read(weights).astype(int)).mean() > 1
@@ -756,3 +756,17 @@ def test_each_request_shows_its_progress_on_one_shown_output_or_on_none():
         targets.update(shown_on)
     assert analyses == 3  # the page's (on a new photo, and as it loads) and the API's
     assert len(targets) <= len(every) / 2, (len(targets), len(every))
+
+
+def test_a_draws_settings_record_is_made_from_its_fields_inputs_and_the_api_names_them():
+    """`Context.view` gives a parameter annotated with a dataclass that record, from as many inputs as it has
+    fields, in their order; the endpoint names those inputs by the fields."""
+    from vitviz.app.attention import Query, draw
+    from vitviz.app.source import gathered, input_names, settings_records
+
+    records = settings_records(draw)
+    assert records == {"asked": Query}
+    own = ["asked", "measure", "cmap"]
+    assert input_names(own, records) == ["layer", "head", "query_mode", "patch", "measure", "cmap"]
+    asked, measure, cmap = gathered([3, -1, "readout", 7, "weight", "inferno"], own, records)
+    assert asked == Query(3, -1, "readout", 7) and (measure, cmap) == ("weight", "inferno")

@@ -741,7 +741,7 @@ def test_the_default_limit_of_enlargement_is_four_times(wide):
 
 def test_a_token_is_named_by_its_prefix_name_or_its_patch_row_and_column(wide):
     assert [sentences.token_name(wide, i) for i in (0, 2)] == [wide.model.prefix_tokens[0], wide.model.prefix_tokens[2]]
-    assert sentences.token_name(wide, 5 + 12) == "patch 12 (row 1, col 3)"  # 9 patches a row
+    assert sentences.token_name(wide, 5 + 12) == "patch 12 (row 1, column 3)"  # 9 patches a row
 
 
 @pytest.mark.parametrize("artifact", [False, True])
@@ -810,7 +810,7 @@ def test_inside_notes_five_steps_read_as_written_with_this_heads_numbers(name):
         steps = sentences.inside_note(a, d, u).split("\n\n")
         assert steps[0] == r"$$\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right)V$$"
         row, col = divmod(query, 9)
-        assert steps[1].endswith(f"(4 heads × 8 = 32). The query is **patch {query} (row {row}, col {col})**.")
+        assert steps[1].endswith(f"(4 heads × 8 = 32). The query is **patch {query} (row {row}, column {col})**.")
         prefix = " · ".join(
             f"{t}: score {no_minus_zero(d.scores[i])}, weight {d.weights[i]:.2g}"
             for i, t in enumerate(a.model.prefix_tokens)

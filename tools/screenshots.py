@@ -17,15 +17,15 @@ from pathlib import Path
 import cv2
 
 from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, running_app
-from vitviz.tabs import ORDER, label
+from vitviz.tabs import TABS, label
 
 SIZES = [(1400, 1000, False, "1400x1000"), (1024, 768, True, "1024x768-projector"), (390, 844, False, "390x844")]
-TABS = [label(tab) for tab in ORDER]
-READY = {  # what each tab shows once it is drawn
+FIRST = {  # what each tab's first screen shows once it is drawn (its `Tab` record's)
+    label(tab.id): tab.first_screen.ready for tab in TABS if tab.first_screen and tab.first_screen.ready
+}
+WHOLE = {  # and what its whole page shows further down, which the first screen does not wait for
     label("attention"): "() => window.vitviz?.explorer?.state().loaded.length === 12",
     label("inside"): "() => document.querySelector('#inside-values img')",
-    label("heads"): "() => document.querySelector('#norms img')",
-    label("output"): "() => document.querySelector('#dense img')",
 }
 
 
@@ -98,10 +98,11 @@ def main(argv: list[str] | None = None) -> None:
                 page.locator("#large-text input").check()
             page.locator("#examples img").nth(2).click()
             page.locator("#status").get_by_text("grid 32 rows × 32 columns").wait_for(timeout=60_000)
-            for tab in TABS if only is None else only:
+            for tab in only or [label(tab.id) for tab in TABS]:
                 page.get_by_role("tab", name=tab).click()
-                if tab in READY:
-                    page.wait_for_function(READY[tab], timeout=60_000)
+                for ready in (FIRST, WHOLE):
+                    if tab in ready:
+                        page.wait_for_function(ready[tab], timeout=60_000)
                 if tab in ACTIONS and (only is None or tab in only):
                     ACTIONS[tab](page)
                 page.wait_for_timeout(1500)

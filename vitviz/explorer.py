@@ -31,7 +31,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 # The browser's engine, one file per concern, in the order they are concatenated (plain JS, no build step); a
 # boot file after them gives it its source: boot_gradio.js (the app), boot_widget.js, boot_file.js
 ENGINE = ("attention.js", "scale.js", "source.js", "paint.js", "text.js", "inside.js", "controls.js", "pointer.js",
-          "handle.js", "explorer.js")  # fmt: skip
+          "handle.js", "frame.js", "explorer.js")  # fmt: skip
 
 
 def script(boot: str) -> str:

@@ -23,10 +23,6 @@ def _centre(a: Analysis) -> int:
     return (gh // 2) * gw + gw // 2
 
 
-def _where(a: Analysis, patch: int) -> str:
-    return f"patch {patch} (row {patch // a.grid[1]}, column {patch % a.grid[1]})"
-
-
 def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
     m, (gh, gw) = a.model, a.grid
     h, w = a.pixel_values.shape[2:]
@@ -73,12 +69,13 @@ def local_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthRes
     d = a.mean_attention_distance
     layer, head = np.unravel_index(int(np.argmin(d)), d.shape)
     first = float(d[0].mean())
+    centre = sentences.token_name(a, a.n_prefix + _centre(a))
     text = (
         f"Each layer runs **multi-head self-attention**: every token (the *query*) takes a weighted average of "
         f"all tokens' *values*, with weights from its *query–key* dot products. Heads differ in how far they "
         f"look. On this image the most local head is **layer {layer}, head {head}**: its queries look "
         f"{d[layer, head]:.0f} px away on average (one patch is {a.model.patch_size} px). The picture is its "
-        f"attention from the centre patch, {_where(a, _centre(a))}, marked: the bright squares sit around it. "
+        f"attention from the centre patch, {centre}, marked: the bright squares sit around it. "
         f"Layer 0's heads look {first:.0f} px away on average."
     )
     return "A local head", _head_picture(a, int(layer), int(head), cmap, alpha, scale), text
@@ -161,10 +158,11 @@ def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult
     rho = rank_correlation(values, to_cls)
     same = "nearly the same map" if rho >= 0.9 else "a similar map" if rho >= 0.5 else "a different map"
     best, readout = int(values.argmax()), sentences.prefix_phrase(a)
+    brightest = sentences.token_name(a, a.n_prefix + best)
     text = (
         f"{sentences.output_phrase(a)} The picture is *attention rollout* toward that output: the attention of all "
         f"layers multiplied (adding the residual path), starting from the patches the head reads, each weighted by "
-        f"its map. Its brightest patch, {_where(a, best)}, gets **{values.flat[best] / values.sum():.1%}** of what "
+        f"its map. Its brightest patch, {brightest}, gets **{values.flat[best] / values.sum():.1%}** of what "
         f"the patches pass to the output. A classifier would be different: its head reads only the {readout} "
         f"token's final vector, so its rollout starts from that one token. Here rollout toward the {readout} token "
         f"gives {same} (rank correlation {sentences.fixed(rho)} with the one shown): with the skip connection in "
@@ -196,7 +194,7 @@ def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult |
     common = (
         "Dense prediction needs a value per pixel, not one per image. A *Dense Prediction Transformer* (DPT) "
         "*reassembles* the tokens of several layers into image-like maps at several scales and *fuses* them "
-        f"from coarse to fine into, for example, a depth map (the Python app's {tabs.TITLES['depth']} tab)."
+        f"from coarse to fine into, for example, a depth map (the Python app's {tabs.BY_ID['depth'].title} tab)."
     )
     if depth is not None:
         stages = [s for s in depth.stages if s.kind == "reassemble"]

@@ -51,8 +51,8 @@ def pos_embed_grid(sim: np.ndarray, max_tiles: int = 12) -> go.Figure:
             zmid=0,
             zmax=1,
             colorbar=dict(title="cosine"),
-            hovertemplate="position (row %{customdata[0]}, col %{customdata[1]})<br>"
-            "vs (row %{customdata[2]}, col %{customdata[3]})<br>similarity %{z:.3f}<extra></extra>",
+            hovertemplate="position (row %{customdata[0]}, column %{customdata[1]})<br>"
+            "vs (row %{customdata[2]}, column %{customdata[3]})<br>similarity %{z:.3f}<extra></extra>",
         )
     )
     shown = f"every {step}th position" if step > 1 else "every position"

@@ -23,7 +23,9 @@ from .sentences import fixed
 from .trend import standardised
 
 # The view's modules, after the Explorer's engine (vitvizLayer, the sources) and before a boot file
-VIEW = ("qkmath.js", "qkdraw.js", "qktext.js", "qkhandle.js", "qk.js")  # arithmetic, drawing, words, test handle, view
+# The view's scripts: arithmetic, drawing, words, maps, painting, the pointer, the page, the test handle, the view
+VIEW = ("qkmath.js", "qkdraw.js", "qktext.js", "qkmap.js", "qkpaint.js", "qkpointer.js", "qkpage.js", "qkhandle.js",
+        "qk.js")  # fmt: skip
 
 BISECTIONS = 40  # of log(c²): the bracket below is 2·ln(1e4) wide, so c is exact to ~1e-11 relative
 POSITION, COLOUR = ("row", "column"), ("brightness", "red", "green", "blue")
@@ -45,6 +47,10 @@ TEMPLATES = {
     "pairs": " for {count} pairs",
 }
 UMAP_INSTALL = 'pip install "vitviz[umap]"'  # the extra that brings umap-learn (pyproject.toml)
+# The view's limits, which the browser gets in the meta (`settings`):
+MAX_PHOTOS = 5  # the photos one map holds, the page's last ones (the app's UMAP route takes no more)
+HOVER_KEYS = 5  # the keys a hovered query lights up, or the queries a hovered key
+RECALL_TOP = 10  # the top keys whose recall the view reports (`top_key_recall`)
 
 
 def head_vectors(q: np.ndarray, k: np.ndarray, heads: int, head: int) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +143,7 @@ def attention(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
     return w / w.sum(1, keepdims=True)
 
 
-def top_key_recall(weights: np.ndarray, q2: np.ndarray, k2: np.ndarray, top: int = 10) -> float:
+def top_key_recall(weights: np.ndarray, q2: np.ndarray, k2: np.ndarray, top: int = RECALL_TOP) -> float:
     """How well a 2-D map keeps attention order: the fraction of each query's `top` keys by weight [Nq,Nk] that
     are among its `top` nearest keys in the map (q2 [Nq,2], k2 [Nk,2]), averaged over the queries. Chance is
     top / Nk."""
@@ -299,21 +305,31 @@ def rule() -> dict:
             "entangled": ENTANGLED, "templates": TEMPLATES}  # fmt: skip
 
 
+def settings(umap: bool) -> dict:
+    """What the Q·K view takes from Python in every host (the app, a notebook, a file, the site): the colormap,
+    whether the server makes UMAP maps, the sentence's rule and the view's limits."""
+    return {
+        "colormap": explorer.lut("viridis"),
+        "umap": umap,
+        "umapInstall": UMAP_INSTALL,
+        "rule": rule(),
+        "maxPhotos": MAX_PHOTOS,
+        "hoverKeys": HOVER_KEYS,
+        "recallTop": RECALL_TOP,
+    }
+
+
 def extras(a: Analysis, umap: bool) -> dict:
-    """What the Q·K view needs beyond the Explorer's meta: each patch's mean colour [P*3] in [0, 1], the colormap,
-    whether the server makes UMAP maps, the sentence's rule, and every layer's and head's correlations and sentence
-    on this photo's PCA map (the atlas' captions)."""
+    """What the Q·K view needs beyond the Explorer's meta: its `settings`, each patch's mean colour [P*3] in [0, 1],
+    and every layer's and head's correlations and sentence on this photo's PCA map (the atlas' captions)."""
     rgb = patch_colours(a)
     sorts = [
         [sorts_by(q2, k2, a.grid, rgb, a.n_prefix, layer, h) for h, (q2, k2) in enumerate(layer_maps(a, layer))]
         for layer in range(a.model.num_layers)
     ]
     return {
+        **settings(umap),
         "rgb": rgb.reshape(-1).tolist(),
-        "colormap": explorer.lut("viridis"),
-        "umap": umap,
-        "umapInstall": UMAP_INSTALL,
-        "rule": rule(),
         "sorts": [[{"r": s.r, "verdict": s.verdict, "sentence": s.sentence()} for s in row] for row in sorts],
     }
 

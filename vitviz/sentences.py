@@ -189,11 +189,12 @@ def rollout_note(a: Analysis, values: np.ndarray, toward: Output | None = None) 
 
 
 def token_name(a: Analysis, index: int) -> str:
-    """A token index as a reader says it: 'CLS', 'register 2' or 'patch 37 (row 1, col 5)'."""
+    """A token index as a reader says it: 'CLS', 'register 2' or 'patch 37 (row 1, column 5)', in the browser's words
+    too (text.js's vitvizTokenName)."""
     if index < a.n_prefix:
         return a.model.prefix_tokens[index]
     row, col = divmod(index - a.n_prefix, a.grid[1])
-    return f"patch {index - a.n_prefix} (row {row}, col {col})"
+    return f"patch {index - a.n_prefix} (row {row}, column {col})"
 
 
 def inside_note(a: Analysis, d, u) -> str:

@@ -111,10 +111,10 @@ def weights64(a: vitviz.Analysis, layer: int, head: int) -> np.ndarray:
 
 
 def top_keys(a: vitviz.Analysis, layer: int, head: int, token: int, of_query: bool = True) -> list[int]:
-    """The TOP keys a query gives the most weight (its row), or the queries that give a key the most weight (the
-    key's column: each query's weight, softmax over that query's own row), in float64."""
+    """The qk.HOVER_KEYS keys a query gives the most weight (its row), or the queries that give a key the most
+    weight (the key's column: each query's weight, softmax over that query's own row), in float64."""
     w = weights64(a, layer, head)
-    return [int(j) for j in np.argsort(-(w[token] if of_query else w[:, token]), kind="stable")[:5]]
+    return [int(j) for j in np.argsort(-(w[token] if of_query else w[:, token]), kind="stable")[: qk.HOVER_KEYS]]
 
 
 def map_sorts(

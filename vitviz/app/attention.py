@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -11,7 +12,7 @@ from ..models import VitModel
 from . import explorer
 from .pictures import picture
 from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, Server, head_arg, head_choices, user_errors
-from .source import PHONE, Context, view_tab
+from .source import PHONE, Clicks, Context, view_tab
 
 READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click one in a picture)"  # the API's values
 # What the radio shows: inside a head has three clickable pictures, none of them "on the left" on a phone.
@@ -38,24 +39,23 @@ def query_of(mode: str, patch: int | None) -> str | int:
     return "readout" if mode == READOUT_QUERY or patch is None or patch < 0 else int(patch)
 
 
+@dataclass(frozen=True)
+class Query:
+    """The attention asked for, as the controls set it: a layer, a head (`head_choice`: an index, the mean or all
+    heads) and the query, the readout or a patch (`query_of`)."""
+
+    layer: int
+    head: int
+    query_mode: str
+    patch: int | None
+
+
 @user_errors
-def draw(
-    a,
-    layer,
-    head,
-    query_mode,
-    patch,
-    measure,
-    cmap,
-    alpha,
-    grid_scale,
-    colour_scale,
-    columns,
-    request: gr.Request,
-):
+def draw(a, asked: Query, measure, cmap, alpha, grid_scale, colour_scale, columns, request: gr.Request):
     """(overlay, query picker, the layer in numbers): the query's attention in one layer, one head, the
     mean or all heads (in `columns` columns, 0: by the number of heads)."""
-    query = query_of(query_mode, patch)
+    layer, head = asked.layer, asked.head
+    query = query_of(asked.query_mode, asked.patch)
     gh, gw = a.grid
     if query != "readout" and not 0 <= query < gh * gw:
         raise ValueError(
@@ -165,6 +165,5 @@ def build(ctx: Context) -> None:
         [layer.change, head.change, query_mode.input, patch.input, measure.change, grid_scale.change],
         api_name="attention",
         prepare=(ctx.server.bind(fit_controls), [*ctx.where, layer, head, patch], [layer, head, patch, query_mode]),
-        clicks=[picker],
-        pick=(pick_patch, [patch, query_mode]),
+        clicks=Clicks([picker], pick_patch, [patch, query_mode]),
     )

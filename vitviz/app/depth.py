@@ -22,7 +22,7 @@ from .session import (
     slots,
     user_errors,
 )
-from .source import Context, view_tab
+from .source import Context, Progress, view_tab
 
 ENCODER_ALPHA = 0.6  # the encoder's attention keeps the image visible whatever the depth opacity
 DOWNLOADS_KEPT = 32  # depth results whose files stay on disk, newest first
@@ -186,8 +186,7 @@ def build(ctx: Context) -> None:
         [button.click, fitted],  # a new depth model: its layer and head fitted first, then the draw
         api_name="depth",
         concurrency_id="heavy",
-        progress="full",
-        progress_on=overlay,
+        progress=Progress("full", overlay),
     )
     gr.on(
         [layer.change, head.change],

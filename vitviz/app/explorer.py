@@ -182,5 +182,6 @@ def build(ctx, mode: str = "attention") -> gr.HTML:
         + (STATIC / "explorer.css").read_text(),
         js_on_load=script(),
         elem_id="explorer" if mode == "attention" else "inside-explorer",
+        label="The Explorer's meta",  # the API's name for it: the page shows no label
         apply_default_css=False,
     )

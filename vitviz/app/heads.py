@@ -7,7 +7,7 @@ import gradio as gr
 from .. import sentences, views
 from .pictures import picture
 from .session import user_errors
-from .source import Context, view_tab
+from .source import Context, Progress, view_tab
 
 # On a projector the two charts come on the first screen, under the tab bar: this tall (px, before the page's zoom)
 PROJECTOR_CHART_HEIGHT = 424
@@ -48,5 +48,5 @@ def build(ctx: Context) -> None:
         [*ctx.where, ctx.cmap, ctx.scale],
         [distance, entropy, norms, pca, norms_note],
         api_name="heads",
-        progress="full",
+        progress=Progress("full"),
     )

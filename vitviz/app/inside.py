@@ -10,7 +10,7 @@ from . import explorer
 from .attention import QUERY_CHOICES, READOUT_QUERY, controls_fitter, patch_locator, query_of
 from .pictures import picture
 from .session import user_errors
-from .source import Context, view_tab
+from .source import Clicks, Context, view_tab
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
@@ -82,6 +82,5 @@ def build(ctx: Context) -> None:
             [*ctx.where, layer, head, patch],
             [layer, head, patch, query_mode],
         ),
-        clicks=[scores, weights, values],
-        pick=(pick_patch, [patch, query_mode]),
+        clicks=Clicks([scores, weights, values], pick_patch, [patch, query_mode]),
     )

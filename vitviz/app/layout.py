@@ -6,7 +6,7 @@ import importlib
 
 import gradio as gr
 
-from ..tabs import ORDER
+from ..tabs import TABS
 from . import site
 from .explorer import STATIC
 from .internals import check_gradio, name_refusals, narrow_progress, write_pictures_whole
@@ -15,7 +15,7 @@ from .source import CSS as SOURCE_CSS
 from .source import INTRO, build_source
 
 # One module per view, named as its tab, in the tabs' order: each builds its tab and wires its own events.
-VIEWS = [importlib.import_module(f".{tab}", __package__) for tab in ORDER]
+VIEWS = [importlib.import_module(f".{tab.id}", __package__) for tab in TABS]
 CSS = "\n".join([SOURCE_CSS, *(getattr(view, "CSS", "") for view in VIEWS)])  # a view may bring its own
 
 

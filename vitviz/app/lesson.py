@@ -62,7 +62,7 @@ def build(ctx: Context) -> None:
         ),
     ) as tab:
         # On a projector: the picture on the left, the title, the buttons and the text on its right
-        title = gr.Markdown(elem_id="lesson-title", elem_classes=["vitviz-head"])
+        title = gr.Markdown(label="Step title", elem_id="lesson-title", elem_classes=["vitviz-head"])
         with gr.Row(elem_classes=["vitviz-controls"]):
             back = gr.Button("◀ Back", elem_id="lesson-back", min_width=100)
             step = gr.Slider(1, LAST, value=1, step=1, precision=0, label="Step", elem_id="lesson-step")
@@ -71,7 +71,7 @@ def build(ctx: Context) -> None:
             with gr.Column(scale=3, min_width=160, elem_classes=["vitviz-main"]):
                 shown = picture(label="This step on your image", elem_id="lesson-picture")
             with gr.Column(scale=2, min_width=280, elem_classes=["vitviz-beside"]):
-                text = gr.Markdown(elem_id="lesson-text")
+                text = gr.Markdown(label="Step text", elem_id="lesson-text")
     ctx.view(
         tab,
         draw,

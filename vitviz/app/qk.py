@@ -27,7 +27,6 @@ UMAP_PATH = "/vitviz/qk/umap"
 # One UMAP at a time over every user: seconds of both cores each. A request that waits longer gets 503 (the page
 # says the server is busy and asks again).
 UMAP_SLOTS, BUSY_S = threading.BoundedSemaphore(1), 30.0
-MAX_PHOTOS = 5  # the page's last photos (qk.js)
 
 
 def script() -> str:
@@ -55,8 +54,8 @@ def umap_response(server: Server, request: Request) -> Response:
     refused = refused_page(server, request, session)
     if refused is not None:
         return refused
-    if len(keys) > MAX_PHOTOS:
-        return PlainTextResponse(f"at most {MAX_PHOTOS} photos in one map, got {len(keys)}", status_code=400)
+    if len(keys) > qk.MAX_PHOTOS:
+        return PlainTextResponse(f"at most {qk.MAX_PHOTOS} photos in one map, got {len(keys)}", status_code=400)
     analyses = [server.cache.get((session, key)) for key in keys]
     if any(a is None for a in analyses):
         return PlainTextResponse("a photo's analysis is no longer kept: pick the photo again", status_code=404)
@@ -108,6 +107,7 @@ def build(ctx: Context) -> None:
             css_template=(STATIC / "qk.css").read_text(),
             js_on_load=script(),
             elem_id="qk",
+            label="The Q·K view's meta",  # the API's name for it: the page shows no label
             apply_default_css=False,
         )
     ctx.view(tab, draw, ctx.where, [shown], api_name="qk")

@@ -7,6 +7,7 @@ otherwise left stale until its tab is selected, so an upload draws one view, not
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -37,6 +38,60 @@ CSS = (STATIC / "app.css").read_text()
 PHONE = "window.innerWidth < 600"
 LARGE_TEXT_JS = f"(on) => {{ document.body.classList.toggle('vitviz-large', on); return on || {PHONE}; }}"
 EXAMPLE_URL = "https://raw.githubusercontent.com/scikit-image/scikit-image/main/skimage/data/chelsea.png"
+
+
+@dataclass(frozen=True)
+class Clicks:
+    """Pictures (`picture(clickable=True)`) whose click sets some of a view's inputs and redraws it in the same
+    answer, one round trip: locate(a, x, y) -> the values of the inputs `picked`, or None where the click picks
+    nothing. Those inputs' triggers are then `.input` events, which a click's setting does not fire."""
+
+    pictures: Sequence[gr.Image]
+    locate: Callable
+    picked: Sequence
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How a view's progress shows ("minimal", "full", "hidden"), and on which component (None: its first output
+    shown, `internals.narrow_progress`)."""
+
+    show: str = "minimal"
+    on: gr.components.Component | None = None
+
+
+def settings_records(draw: Callable) -> dict[str, type]:
+    """A draw's parameters that are settings records, by name: each is annotated with a dataclass, takes as many of
+    the view's inputs as it has fields, in their order, and the API names those inputs by its fields."""
+    fn = inspect.unwrap(draw)
+    records = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        hint = fn.__globals__.get(p.annotation) if isinstance(p.annotation, str) else p.annotation
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            records[name] = hint
+    return records
+
+
+def input_names(own: Sequence[str], records: dict[str, type]) -> list[str]:
+    """The inputs' names for a draw's own parameters `own`: a record's fields in place of the record."""
+    names = []
+    for name in own:
+        names += [f.name for f in dataclasses.fields(records[name])] if name in records else [name]
+    return names
+
+
+def gathered(values: Sequence, own: Sequence[str], records: dict[str, type]) -> list:
+    """The draw's arguments for its own parameters `own`, from one value per input: a record's fields gathered."""
+    out, i = [], 0
+    for name in own:
+        if name in records:
+            k = len(dataclasses.fields(records[name]))
+            out.append(records[name](*values[i : i + k]))
+            i += k
+        else:
+            out.append(values[i])
+            i += 1
+    return out
 
 
 @dataclass
@@ -152,27 +207,23 @@ class Context:
         triggers: Sequence = (),
         api_name: str | None = None,
         concurrency_id: str = "draw",
-        progress: str = "minimal",
-        progress_on: gr.Component | None = None,
+        progress: Progress = Progress(),
         prepare: tuple[Callable, Sequence, Sequence] | None = None,
-        clicks: Sequence[gr.Image] = (),
-        pick: tuple[Callable, Sequence] | None = None,
+        clicks: Clicks | None = None,
     ) -> None:
         """Wire one view. draw(*inputs, request) returns its outputs. A draw whose first parameter is `a` gets the
-        session's analysis in place of the first three inputs (ctx.where: image, model and size), and one with a
-        `server` parameter gets the server. Every draw runs in the projector mode's labels (`large_labels`) when it
-        is on: its endpoint takes `large_text` last, which a draw with a `large_text` parameter gets too.
+        session's analysis in place of the first three inputs (ctx.where: image, model and size), one with a
+        `server` parameter gets the server, and a parameter annotated with a settings record (a dataclass) gets that
+        record, made from as many inputs as it has fields (`settings_records`). Every draw runs in the projector
+        mode's labels (`large_labels`) when it is on: its endpoint takes `large_text` last, which a draw with a
+        `large_text` parameter gets too.
 
         `triggers` (its own controls' events) redraw it at once, as the endpoint `api_name`; a listener among them
         (a `Dependency`) redraws it when it is done, so that no event fires two requests (see `on_display`). A new
         analysis or a display setting redraws it if its tab is shown; otherwise selecting the tab draws it. Nothing
         is drawn twice for the same inputs. prepare: (fn, inputs, outputs) run on a new analysis before the view
-        redraws, to fit its controls (layer range, heads, the query patch) to it. progress: how its progress shows
-        ("minimal", "full", "hidden"), on progress_on, else on its first output shown.
-
-        clicks: pictures (`picture(clickable=True)`) whose click sets some inputs and redraws in the same answer,
-        one round trip: pick = (locate, inputs), locate(a, x, y) -> their values, or None where the click picks
-        nothing. Those inputs' triggers are then `.input` events, which a click's setting does not fire.
+        redraws, to fit its controls (layer range, heads, the query patch) to it. progress: how its progress shows.
+        clicks: the pictures whose click picks some of its inputs (`Clicks`).
         """
         with tab:  # what the wiring adds belongs to the tab, not between the tabs
             drawn = gr.State(None)
@@ -180,10 +231,11 @@ class Context:
         n = len(outputs)
         outputs = list(outputs)
         params = inspect.signature(draw).parameters
-        names = [name for name in params if name not in ("request", "progress", "server", "large_text")]
-        takes_analysis = names[0] == "a"
-        if takes_analysis:
-            names = ["image", "model_name", "size", *names[1:]]
+        own = [name for name in params if name not in ("request", "progress", "server", "large_text")]
+        takes_analysis = own[0] == "a"
+        own = own[1:] if takes_analysis else own
+        records = settings_records(draw)
+        names = [*(["image", "model_name", "size"] if takes_analysis else []), *input_names(own, records)]
         inputs, names = [*inputs, self.large], [*names, "large_text"]
         extra = {"server": self.server} if "server" in params else {}
         server = self.server
@@ -196,8 +248,8 @@ class Context:
             with large_labels(large):
                 if takes_analysis:
                     a = server.get_analysis(*args[:3], request)
-                    return draw(a, *args[3:], request=request, **kwargs)
-                return draw(*args, request=request, **kwargs)
+                    return draw(a, *gathered(args[3:], own, records), request=request, **kwargs)
+                return draw(*gathered(args, own, records), request=request, **kwargs)
 
         call.__name__ = draw.__name__
         call = user_errors(call)
@@ -222,8 +274,8 @@ class Context:
 
         take(render, ["key", *names])
         take(refresh, ["key", "last", *names])
-        if clicks:
-            locate, picked = pick
+        if clicks is not None:
+            locate, picked = clicks.locate, clicks.picked
             at = [next(i for i, c in enumerate(inputs) if c is p) for p in picked]
             nothing = (gr.skip(),) * (len(picked) + n + 1)
 
@@ -239,13 +291,13 @@ class Context:
                 return (*chosen, *drawn_now(key, args, request, progress))
 
             take(clicked, ["server", "key", *names], select=True)
-            for shown in clicks:
+            for shown in clicks.pictures:
                 server.on_click(shown, clicked, [self.key, *inputs], [*picked, *outputs, drawn])
         after = [t for t in triggers if isinstance(t, Dependency)]  # listeners the view's draw follows
         events = [t for t in triggers if not isinstance(t, Dependency)]
-        drawing = dict(trigger_mode="always_last", show_progress=progress, **slots(concurrency_id))
-        if progress_on is not None:  # else the first output shown (`internals.narrow_progress`)
-            drawing["show_progress_on"] = [progress_on]
+        drawing = dict(trigger_mode="always_last", show_progress=progress.show, **slots(concurrency_id))
+        if progress.on is not None:  # else the first output shown (`internals.narrow_progress`)
+            drawing["show_progress_on"] = [progress.on]
         if events or api_name:  # a view without controls gets its endpoint through a button nobody sees
             visibility = "public" if api_name else "private"
             gr.on(events or [hidden.click], render, [self.key, *inputs], [*outputs, drawn], api_name=api_name,
@@ -266,7 +318,7 @@ class Context:
 
 @contextmanager
 def view_tab(tab: str, explanation: str, **kwargs) -> Iterator[gr.Tab]:
-    """The tab `tab` (an id of `tabs.ORDER`, which gives its number and title), opening with its "What am I
+    """The tab `tab` (the id of a `tabs.TABS` record, which gives its number and title), opening with its "What am I
     looking at?" explanation."""
     with gr.Tab(tabs.label(tab), id=tab, **kwargs) as shown:
         gr.Markdown(f"**What am I looking at?** {explanation}", elem_classes=["vitviz-explain"])

@@ -30,16 +30,12 @@ RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-sim
 # the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step)
 SITE = ("photo.js", "model.js", "rollout.js", "run.js", "views.js", "lesson.js", "site.js")
 SIZES, DEFAULT_SIZE, PHONE_SIZE = (224, 336, 448), 448, 224  # the input's longest side, as --size means elsewhere
+# the app's tabs that the site has too, labelled as the app labels them (vitviz.tabs), then the site's own lesson
+# (numbered after them: the app's number would skip the tabs the site lacks) and the link to the app
+SHARED_TABS = ("tokens", "attention", "inside", "qk", "rollout", "positions", "heads", "output")
 TABS = (
-    ("tokens", "1 · Tokens"),
-    ("attention", "2 · Attention"),
-    ("inside", "3 · Inside a head"),
-    ("qk", "4 · Queries & keys"),
-    ("rollout", "5 · Rollout"),
-    ("positions", "6 · Positions"),
-    ("heads", "7 · Heads"),
-    ("output", "8 · Output"),
-    ("lesson", "9 · Lesson"),
+    *((tab, tabs.label(tab)) for tab in SHARED_TABS),
+    ("lesson", f"{len(SHARED_TABS) + 1} · {tabs.BY_ID['lesson'].title}"),
     ("app", "More in the Python app"),
 )
 APP_COMMAND = "pip install vitviz && vitviz serve"
@@ -116,7 +112,7 @@ def config(model, graphs: dict[str, tuple[int, str]]) -> dict:
     return {
         "model": {"name": model.name, "patch": model.patch_size, "mean": list(model.mean), "std": list(model.std)},
         "meta": meta,
-        "qk": {"colormap": explorer.lut("viridis"), "umap": False, "umapInstall": qk.UMAP_INSTALL, "rule": qk.rule()},
+        "qk": qk.settings(umap=False),
         "outputs": list(graph.OUTPUTS),
         "layerOutputs": list(graph.LAYER_OUTPUTS),
         **{f"{name}Url": f"{name}.onnx?v={digest}" for name, (_, digest) in graphs.items()},

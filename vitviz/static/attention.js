@@ -5,7 +5,8 @@
 function vitvizLayer(buffer, tokens, heads, dh) {
   const n = tokens * heads * dh;
   const expected = 4 * (2 * n + heads * tokens);
-  if (!(buffer instanceof ArrayBuffer)) { // a source that holds the arrays already (the site's forward): no copy
+  if (!(buffer instanceof ArrayBuffer)) {
+    // a source that holds the arrays already (the site's forward): no copy
     const { q, k, valueNorms } = buffer;
     if (q.length !== n || k.length !== n || valueNorms.length !== heads * tokens) {
       throw new Error(`a layer should hold ${n} queries' and keys' numbers and ${heads * tokens} value norms`);
@@ -27,7 +28,8 @@ function vitvizLayer(buffer, tokens, heads, dh) {
 function vitvizScores(out, layer, head, query, shape) {
   const { tokens, heads, dh, scale } = shape;
   const width = heads * dh;
-  const q = layer.q, k = layer.k;
+  const q = layer.q,
+    k = layer.k;
   const qo = query * width + head * dh;
   for (let j = 0; j < tokens; j++) {
     const ko = j * width + head * dh;
@@ -71,11 +73,17 @@ function vitvizRows(weights, scores, work, layer, queries, head, temperature, sh
     const row = weights.subarray(h * tokens, (h + 1) * tokens);
     for (const [i, query] of queries.entries()) {
       vitvizScores(scores, layer, h, query, shape);
-      if (i === 0) { vitvizSoftmax(row, scores, temperature); continue; }
+      if (i === 0) {
+        vitvizSoftmax(row, scores, temperature);
+        continue;
+      }
       vitvizSoftmax(work, scores, temperature);
       for (let j = 0; j < tokens; j++) row[j] = (row[j] * i + work[j]) / (i + 1);
     }
-    if (h === head) { entropy = 0; for (let j = 0; j < tokens; j++) if (row[j] > 0) entropy -= row[j] * Math.log(row[j]); }
+    if (h === head) {
+      entropy = 0;
+      for (let j = 0; j < tokens; j++) if (row[j] > 0) entropy -= row[j] * Math.log(row[j]);
+    }
   }
   vitvizScores(scores, layer, head, queries[0], shape);
   return entropy;

@@ -3,8 +3,11 @@
 {
   const read = (id) => JSON.parse(document.getElementById(id).textContent);
   const engine = vitvizExplorer(document.querySelector(".vx"), "attention");
-  (window.vitviz = window.vitviz || {}).explorer = engine.handle;
-  const meta = read("vitviz-meta"), layers = read("vitviz-layers");
+  window.vitviz ||= {};
+  window.vitviz.explorer = engine.handle;
+  const meta = read("vitviz-meta"),
+    layers = read("vitviz-layers");
   engine.apply(vitvizEmbeddedSource(meta, layers));
-  if (meta.qk) window.vitviz.qk = vitvizQkBelow(document.querySelector(".vx-qk"), vitvizEmbeddedSource(meta, layers)).view.handle;
+  if (meta.qk)
+    window.vitviz.qk = vitvizQkBelow(document.querySelector(".vx-qk"), vitvizEmbeddedSource(meta, layers)).view.handle;
 }

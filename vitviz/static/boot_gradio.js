@@ -4,7 +4,8 @@
   const root = element.querySelector(".vx") || element;
   const mode = root.dataset.mode === "inside" ? "inside" : "attention"; // the template's data-mode
   const engine = vitvizExplorer(root, mode);
-  (window.vitviz = window.vitviz || {})[mode === "inside" ? "inside" : "explorer"] = engine.handle;
+  window.vitviz ||= {};
+  window.vitviz[mode === "inside" ? "inside" : "explorer"] = engine.handle;
   const apply = (value) => engine.apply(value && typeof value === "object" ? vitvizRouteSource(value) : null);
   watch("value", () => apply(props.value));
   apply(props.value);

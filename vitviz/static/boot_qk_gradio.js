@@ -3,11 +3,13 @@
 // maps of one or several photos from GET /vitviz/qk/umap (vitviz/app/qk.py).
 {
   const view = vitvizQkView(element);
-  (window.vitviz = window.vitviz || {}).qk = view.handle;
-  const base = ((window.gradio_config && window.gradio_config.root) || location.origin).replace(/\/$/, "");
+  window.vitviz ||= {};
+  window.vitviz.qk = view.handle;
+  const base = (window.gradio_config?.root || location.origin).replace(/\/$/, "");
   const source = (meta) => ({
     ...vitvizRouteSource(meta),
-    async umap(keys, layer, head) { // little-endian float32 [2N, 2]: every photo's queries, then every photo's keys
+    async umap(keys, layer, head) {
+      // little-endian float32 [2N, 2]: every photo's queries, then every photo's keys
       const q = new URLSearchParams({ session: meta.session, layer: String(layer), head: String(head) });
       for (const key of keys) q.append("key", key);
       const r = await fetch(`${base}/vitviz/qk/umap?${q}`, vitvizRouteAsk(meta));

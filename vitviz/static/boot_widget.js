@@ -23,7 +23,8 @@ export default {
     let extras;
     try {
       extras = await vitvizWidgetExtras(model);
-    } catch (error) { // nothing was built: the view says why
+    } catch (error) {
+      // nothing was built: the view says why
       el.textContent = `The Explorer could not start: ${error.message}`;
       return () => {};
     }
@@ -32,7 +33,8 @@ export default {
     root.dataset.mode = "attention";
     el.appendChild(root);
     const engine = vitvizExplorer(root, "attention");
-    const shared = (window.vitviz = window.vitviz || {});
+    window.vitviz ||= {};
+    const shared = window.vitviz;
     shared.explorer = engine.handle; // the newest Explorer of the page
     const apply = () => engine.apply(vitvizWidgetSource(model, extras));
     model.on("change:meta", apply);
@@ -45,7 +47,10 @@ export default {
       extras = null; // a host may keep this function while the model lives
       root.remove(); // the host keeps `el` while the model lives (JupyterLab: until the kernel lets it go)
       if (shared.explorer === engine.handle) delete shared.explorer;
-      if (qk) { qk.close(); if (shared.qk === qk.view.handle) delete shared.qk; }
+      if (qk) {
+        qk.close();
+        if (shared.qk === qk.view.handle) delete shared.qk;
+      }
     };
   },
 };

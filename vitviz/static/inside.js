@@ -7,20 +7,28 @@ const VITVIZ_STEPS = ["2 · Scores minus the top score, s − max s", "4 · Weig
 // row [N] (the head's weights), norms [N] (its value norms)}
 function vitvizPaintSteps(canvases, ranges, v, draw, scaleOf) {
   // the scores as s - max s (softmax ignores a shift), and the weight x value norms
-  const { meta, scores: s, row, norms } = v, n = meta.prefix.length, tokens = s.length;
+  const { meta, scores: s, row, norms } = v,
+    n = meta.prefix.length,
+    tokens = s.length;
   let best = 0;
   for (let j = 1; j < tokens; j++) if (s[j] > s[best]) best = j;
   const hi = s[best];
-  let lo = 0, patchTop = -Infinity;
-  for (let j = n; j < tokens; j++) { lo = Math.min(lo, s[j] - hi); patchTop = Math.max(patchTop, s[j] - hi); }
+  let lo = 0,
+    patchTop = -Infinity;
+  for (let j = n; j < tokens; j++) {
+    lo = Math.min(lo, s[j] - hi);
+    patchTop = Math.max(patchTop, s[j] - hi);
+  }
   const shifted = new Float32Array(tokens - n);
   for (let j = n; j < tokens; j++) shifted[j - n] = s[j] - hi - lo; // from 0 (the lowest patch) up
   draw(canvases[0], shifted, { log: false, lo: 0, hi: patchTop - lo }); // scores: always linear
   const wv = new Float32Array(tokens - n);
   for (let j = n; j < tokens; j++) wv[j - n] = row[j] * norms[j];
-  const wvScale = scaleOf([wv]), wvEnd = (x) => (wvScale.log ? 10 ** x : x).toPrecision(3);
+  const wvScale = scaleOf([wv]),
+    wvEnd = (x) => (wvScale.log ? 10 ** x : x).toPrecision(3);
   draw(canvases[1], wv, wvScale);
-  ranges[0].textContent = `colour: ${vitvizFixed(lo, 2)} (dark) to ${vitvizFixed(patchTop, 2)} (bright); 0 is the top key, ` +
+  ranges[0].textContent =
+    `colour: ${vitvizFixed(lo, 2)} (dark) to ${vitvizFixed(patchTop, 2)} (bright); 0 is the top key, ` +
     `${best < n ? `${meta.prefix[best]}, not on the photo` : vitvizShortName(meta, best)}`;
   ranges[1].textContent = `colour: ${meta.scaleName}, ${wvEnd(wvScale.lo)} to ${wvEnd(wvScale.hi)}`;
 }

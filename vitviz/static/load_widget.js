@@ -5,7 +5,8 @@ const KEY = "ENGINE_KEY";
 const WAIT_MS = 60000; // no answer by then (its widget was closed first): the next widget asks again
 
 function vitvizEngineModule(model) {
-  const engines = (globalThis.vitvizEngines ||= {});
+  globalThis.vitvizEngines ||= {};
+  const engines = globalThis.vitvizEngines;
   engines[KEY] ||= new Promise((resolve, reject) => {
     const got = (msg, buffers) => {
       if (!msg || msg.engine !== KEY) return;
@@ -14,10 +15,16 @@ function vitvizEngineModule(model) {
       const url = URL.createObjectURL(new Blob([buffers[0]], { type: "text/javascript" }));
       import(url).then((module) => resolve(module.default), reject).finally(() => URL.revokeObjectURL(url));
     };
-    const late = setTimeout(() => { model.off("msg:custom", got); reject(new Error("the kernel sent no engine")); }, WAIT_MS);
+    const late = setTimeout(() => {
+      model.off("msg:custom", got);
+      reject(new Error("the kernel sent no engine"));
+    }, WAIT_MS);
     model.on("msg:custom", got);
     model.send({ want: "engine" });
-  }).catch((error) => { delete engines[KEY]; throw error; });
+  }).catch((error) => {
+    delete engines[KEY];
+    throw error;
+  });
   return engines[KEY];
 }
 

@@ -10,11 +10,12 @@
   if (window.vitvizPick) return;
   const held = [], replayed = new WeakSet(), WAIT_MS = 15000;
   const page = Math.random().toString(36).slice(2) + Date.now().toString(36);
-  const state = window.vitvizPick = {
+  const state = {
     held: 0, replayed: 0, dropped: 0, n: 0, busy: 0, sent: 0,
     tag() { this.busy++; this.sent = performance.now(); return `${page}:${++this.n}`; },  // a click is sent
     done() { this.busy = Math.max(0, this.busy - 1); },  // its answer has landed
   };
+  window.vitvizPick = state;
   const answering = () => state.busy > 0 && performance.now() - state.sent < WAIT_MS;
   const ready = (img) => img.complete && img.naturalWidth > 0;
   const replay = () => {

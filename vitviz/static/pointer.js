@@ -13,9 +13,14 @@ function vitvizPointer(canvas, S, on) {
     if (t === null) return;
     if (on.setHead) on.setHead(); // a head's small map: that head becomes the large one
     if (e.pointerType === "mouse") on.ask(t, !(S.pinned && t === (S.pending ?? S.query)));
-    else { S.drag = e.pointerId; on.ask(t, true); }
+    else {
+      S.drag = e.pointerId;
+      on.ask(t, true);
+    }
   });
-  const lift = (e) => { if (S.drag === e.pointerId) S.drag = null; };
+  const lift = (e) => {
+    if (S.drag === e.pointerId) S.drag = null;
+  };
   canvas.addEventListener("pointerup", lift);
   canvas.addEventListener("pointercancel", lift);
 }
@@ -23,8 +28,10 @@ function vitvizPointer(canvas, S, on) {
 // The token index of the patch under the event (prefix tokens first), or null off the photo or with no photo.
 function vitvizTokenAt(canvas, e, meta) {
   if (!meta) return null;
-  const r = canvas.getBoundingClientRect(), [gh, gw] = meta.grid;
-  const x = (e.clientX - r.left) / r.width, y = (e.clientY - r.top) / r.height;
+  const r = canvas.getBoundingClientRect(),
+    [gh, gw] = meta.grid;
+  const x = (e.clientX - r.left) / r.width,
+    y = (e.clientY - r.top) / r.height;
   if (!(x >= 0 && x < 1 && y >= 0 && y < 1)) return null;
   return meta.prefix.length + Math.floor(y * gh) * gw + Math.floor(x * gw);
 }

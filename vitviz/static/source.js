@@ -14,7 +14,7 @@ function vitvizRouteAsk(meta) {
 
 function vitvizRouteSource(meta) {
   // GET /vitviz/explorer/layer of the app that served the page
-  const base = ((window.gradio_config && window.gradio_config.root) || location.origin).replace(/\/$/, "");
+  const base = (window.gradio_config?.root || location.origin).replace(/\/$/, "");
   return {
     meta: () => meta,
     async layer(l) {
@@ -34,7 +34,10 @@ function vitvizWidgetSource(model, extras) {
     if (!msg || !waiting.has(msg.layer)) return;
     const { resolve, reject } = waiting.get(msg.layer);
     waiting.delete(msg.layer);
-    if (msg.error) { reject(new Error(msg.error)); return; }
+    if (msg.error) {
+      reject(new Error(msg.error));
+      return;
+    }
     const view = buffers[0]; // a DataView on the message: copied, so that Float32Array sees it aligned
     resolve(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
   };
@@ -49,7 +52,9 @@ function vitvizWidgetSource(model, extras) {
       model.send({ want: l });
       return entry.promise;
     },
-    close() { model.off("msg:custom", answer); },
+    close() {
+      model.off("msg:custom", answer);
+    },
   };
 }
 
@@ -95,7 +100,8 @@ function vitvizLutBytes(text) {
 }
 
 function vitvizBase64(text) {
-  const raw = atob(text), bytes = new Uint8Array(raw.length);
+  const raw = atob(text),
+    bytes = new Uint8Array(raw.length);
   for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
   return bytes.buffer; // the bytes Python wrote: little-endian float32 for a layer
 }
@@ -106,25 +112,39 @@ function vitvizBase64(text) {
 // the layers asked for later wait: a page that has moved on to another photo does not fetch the last one's.
 const VITVIZ_HIDDEN_RECHECK_MS = 500;
 function vitvizLayerStore(source, shape, onArrive, onFail, hidden = () => false) {
-  const meta = source.meta(), prefix = `${meta.session}|${meta.key}|`;
-  const shared = (window.vitviz = window.vitviz || {});
-  const kept = (shared.layerStore ||= new Map()), fetches = (shared.layerFetches ||= new Map());
+  const meta = source.meta(),
+    prefix = `${meta.session}|${meta.key}|`;
+  window.vitviz ||= {};
+  const shared = window.vitviz;
+  shared.layerStore ||= new Map();
+  shared.layerFetches ||= new Map();
+  const kept = shared.layerStore,
+    fetches = shared.layerFetches;
   for (const k of [...kept.keys()]) if (!k.startsWith(prefix)) kept.delete(k); // one photo's layers at a time
-  const layers = new Map(), failed = new Map();
-  let wanted = [], inflight = null, waiters = [], open = true;
+  const layers = new Map(),
+    failed = new Map();
+  let wanted = [],
+    inflight = null,
+    waiters = [],
+    open = true;
 
   const arrived = (l, data) => {
     layers.set(l, data);
     failed.delete(l);
     onArrive(l);
-    waiters = waiters.filter((w) => (layers.has(w.layer) ? (w.resolve(), false) : true));
+    for (const w of waiters) if (layers.has(w.layer)) w.resolve();
+    waiters = waiters.filter((w) => !layers.has(w.layer));
   };
   const want = (l, first) => {
     if (!open || l < 0 || l >= meta.layers || layers.has(l) || inflight === l) return;
     if (!first && meta.only && !meta.only.includes(l)) return; // a file with some layers: only asked ones fail
-    if (kept.has(prefix + l)) { arrived(l, kept.get(prefix + l)); return; } // the other Explorer has it
+    if (kept.has(prefix + l)) {
+      arrived(l, kept.get(prefix + l));
+      return;
+    } // the other Explorer has it
     wanted = wanted.filter((x) => x !== l);
-    if (first) wanted.unshift(l); else wanted.push(l);
+    if (first) wanted.unshift(l);
+    else wanted.push(l);
     pump();
   };
   let recheck = null;
@@ -132,14 +152,20 @@ function vitvizLayerStore(source, shape, onArrive, onFail, hidden = () => false)
     while (wanted.length && layers.has(wanted[0])) wanted.shift();
     if (inflight !== null || !wanted.length || !open) return;
     if (wanted[0] !== store.current && hidden()) {
-      recheck ||= setTimeout(() => { recheck = null; pump(); }, VITVIZ_HIDDEN_RECHECK_MS);
+      recheck ||= setTimeout(() => {
+        recheck = null;
+        pump();
+      }, VITVIZ_HIDDEN_RECHECK_MS);
       return;
     }
-    const l = wanted.shift(), key = prefix + l, started = performance.now();
+    const l = wanted.shift(),
+      key = prefix + l,
+      started = performance.now();
     inflight = l;
     let fetching = fetches.get(key);
     if (!fetching) {
-      fetching = source.layer(l)
+      fetching = source
+        .layer(l)
         .then((buffer) => {
           const data = vitvizLayer(buffer, shape.tokens, shape.heads, shape.dh);
           data.fetchMs = performance.now() - started;
@@ -150,18 +176,31 @@ function vitvizLayerStore(source, shape, onArrive, onFail, hidden = () => false)
       fetches.set(key, fetching);
     }
     fetching
-      .then((data) => { if (open) arrived(l, data); })
+      .then((data) => {
+        if (open) arrived(l, data);
+      })
       .catch((e) => {
         if (!open) return;
-        if (e.status === 503) { setTimeout(() => want(l, l === store.current), 300); return; } // busy: again soon
+        if (e.status === 503) {
+          setTimeout(() => want(l, l === store.current), 300);
+          return;
+        } // busy: again soon
         failed.set(l, e.message);
         onFail(l, e.message);
-        waiters = waiters.filter((w) => (w.layer === l ? (w.reject(e), false) : true));
+        for (const w of waiters) if (w.layer === l) w.reject(e);
+        waiters = waiters.filter((w) => w.layer !== l);
       })
-      .finally(() => { if (open) { inflight = null; pump(); } });
+      .finally(() => {
+        if (open) {
+          inflight = null;
+          pump();
+        }
+      });
   };
   const store = {
-    layers, failed, current: 0,
+    layers,
+    failed,
+    current: 0,
     want,
     whenLoaded(l) {
       if (layers.has(l)) return Promise.resolve();
@@ -169,12 +208,18 @@ function vitvizLayerStore(source, shape, onArrive, onFail, hidden = () => false)
       want(l, true); // after the waiter: a layer the other Explorer already holds arrives at once
       return waiting;
     },
-    retry() { // what failed (say, evicted by the server) is asked again
+    retry() {
+      // what failed (say, evicted by the server) is asked again
       const again = [...failed.keys()];
       failed.clear();
       for (const l of again) want(l, l === store.current);
     },
-    close() { open = false; waiters = []; clearTimeout(recheck); if (source.close) source.close(); },
+    close() {
+      open = false;
+      waiters = [];
+      clearTimeout(recheck);
+      if (source.close) source.close();
+    },
   };
   return store;
 }

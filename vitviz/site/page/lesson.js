@@ -13,7 +13,8 @@ const vitvizPyPct = (x, digits = 0) => `${vitvizPyFixed(100 * x, digits)}%`; // 
 
 // [n] ranks 1..n, ties given their mean rank (vitviz.trend.ranks)
 function vitvizRanks(x) {
-  const order = Array.from(x.keys()).sort((i, j) => x[i] - x[j]), r = new Float64Array(x.length);
+  const order = Array.from(x.keys()).sort((i, j) => x[i] - x[j]),
+    r = new Float64Array(x.length);
   for (let i = 0; i < order.length; ) {
     let j = i;
     while (j + 1 < order.length && x[order[j + 1]] === x[order[i]]) j++;
@@ -22,44 +23,91 @@ function vitvizRanks(x) {
   }
   return r;
 }
-function vitvizStandardised(x) { // centred, unit length; all 0 for a constant x (vitviz.trend.standardised)
-  let lo = Infinity, hi = -Infinity, mean = 0;
-  for (const v of x) { lo = Math.min(lo, v); hi = Math.max(hi, v); mean += v / x.length; }
+function vitvizStandardised(x) {
+  // centred, unit length; all 0 for a constant x (vitviz.trend.standardised)
+  let lo = Infinity,
+    hi = -Infinity,
+    mean = 0;
+  for (const v of x) {
+    lo = Math.min(lo, v);
+    hi = Math.max(hi, v);
+    mean += v / x.length;
+  }
   if (hi === lo) return new Float64Array(x.length);
-  const c = Float64Array.from(x, (v) => v - mean), norm = Math.sqrt(c.reduce((s, v) => s + v * v, 0));
+  const c = Float64Array.from(x, (v) => v - mean),
+    norm = Math.sqrt(c.reduce((s, v) => s + v * v, 0));
   return c.map((v) => v / norm);
 }
 
 // The trend of values [L] with depth (vitviz.trend.depth_trend): Spearman's rho and its permutation p over the
 // orderings Python draws (uint8 [K*L]), with the same rule for its direction and strength
 function vitvizDepthTrend(values, facts, orderings) {
-  const L = values.length, sx = vitvizStandardised(vitvizRanks(Array.from({ length: L }, (_, i) => i)));
-  const sy = vitvizStandardised(vitvizRanks(values)), dot = (f) => { let s = 0; for (let i = 0; i < L; i++) s += f(i) * sx[i]; return s; };
-  const rho = Math.min(1, Math.max(-1, dot((i) => sy[i]))), observed = Math.abs(rho), K = orderings.length / L;
+  const L = values.length,
+    sx = vitvizStandardised(vitvizRanks(Array.from({ length: L }, (_, i) => i)));
+  const sy = vitvizStandardised(vitvizRanks(values)),
+    dot = (f) => {
+      let s = 0;
+      for (let i = 0; i < L; i++) s += f(i) * sx[i];
+      return s;
+    };
+  const rho = Math.min(
+      1,
+      Math.max(
+        -1,
+        dot((i) => sy[i]),
+      ),
+    ),
+    observed = Math.abs(rho),
+    K = orderings.length / L;
   let p = 1;
   if (sy.some((v) => v !== 0)) {
     let hits = 0;
     for (let o = 0; o < K; o++) if (Math.abs(dot((i) => sy[orderings[o * L + i]])) >= observed - 1e-12) hits++;
     p = facts.trend.exact ? hits / K : (hits + 1) / (K + 1);
   }
-  const t = facts.trend, a = Math.abs(rho);
+  const t = facts.trend,
+    a = Math.abs(rho);
   const direction = a < t.rho || p > t.p ? "none" : rho > 0 ? "grows" : "falls";
   return { rho, p, direction, strength: a >= t.strong ? "strong" : a >= t.rho ? "moderate" : "weak" };
 }
-const vitvizTrendWords = (t) => `rank correlation ${vitvizFixed(t.rho)} with the layer's depth, ${t.strength}; ${t.p < 0.001 ? "p < 0.001" : `p = ${vitvizFixed(t.p, 3)}`}`;
+const vitvizTrendWords = (t) =>
+  `rank correlation ${vitvizFixed(t.rho)} with the layer's depth, ${t.strength}; ${t.p < 0.001 ? "p < 0.001" : `p = ${vitvizFixed(t.p, 3)}`}`;
 
 // The steps on a run whose summaries are in: [{title, text, draw(canvas)}], text as the Python lesson's Markdown
 function vitvizLessonSteps(run, cfg, orderings) {
-  const m = run.meta, f = cfg.lesson, [gh, gw] = m.grid, L = m.layers, H = m.heads, n = m.tokens, prefix = m.prefix.length;
-  const d = run.out.distance.data, at = (l, h) => d[l * H + h], centre = Math.floor(gh / 2) * gw + Math.floor(gw / 2);
+  const m = run.meta,
+    f = cfg.lesson,
+    [gh, gw] = m.grid,
+    L = m.layers,
+    H = m.heads,
+    n = m.tokens,
+    prefix = m.prefix.length;
+  const d = run.out.distance.data,
+    at = (l, h) => d[l * H + h],
+    centre = Math.floor(gh / 2) * gw + Math.floor(gw / 2);
   const where = (p) => `patch ${p} (row ${Math.floor(p / gw)}, column ${p % gw})`;
-  const layerMean = (l) => { let s = 0; for (let h = 0; h < H; h++) s += at(l, h); return s / H; };
+  const layerMean = (l) => {
+    let s = 0;
+    for (let h = 0; h < H; h++) s += at(l, h);
+    return s / H;
+  };
   const means = Array.from({ length: L }, (_, l) => layerMean(l));
   const arg = (xs, better) => xs.reduce((b, v, i) => (better(v, xs[b]) ? i : b), 0);
-  const flat = Array.from(d), local = arg(flat, (a, b) => a < b), first = means[0];
-  const row = (layer, head, query) => { // the head's attention row [N] of token `query`, as the Explorer computes it
-    const source = { q: run.out.q.data.subarray(layer * n * H * m.headWidth), k: run.out.k.data.subarray(layer * n * H * m.headWidth) };
-    const scores = vitvizScores(new Float32Array(n), source, head, query, { tokens: n, heads: H, dh: m.headWidth, scale: m.scale });
+  const flat = Array.from(d),
+    local = arg(flat, (a, b) => a < b),
+    first = means[0];
+  const row = (layer, head, query) => {
+    // the head's attention row [N] of token `query`, as the Explorer computes it
+    const source = {
+      q: run.out.q.data.subarray(layer * n * H * m.headWidth),
+      k: run.out.k.data.subarray(layer * n * H * m.headWidth),
+    };
+    const scores = vitvizScores(new Float32Array(n), source, head, query, {
+      tokens: n,
+      heads: H,
+      dh: m.headWidth,
+      scale: m.scale,
+    });
     const w = new Float32Array(n);
     vitvizSoftmax(w, scores, 1);
     return w;
@@ -68,7 +116,8 @@ function vitvizLessonSteps(run, cfg, orderings) {
     const w = row(layer, head, prefix + centre).subarray(prefix);
     vitvizDrawMap(canvas, w, vitvizScale([w], m.colourScale, m.scaleRule), m, run.photo, centre, null);
   };
-  const trend = vitvizDepthTrend(means, f, orderings), verb = f.trendVerbs[trend.direction];
+  const trend = vitvizDepthTrend(means, f, orderings),
+    verb = f.trendVerbs[trend.direction];
   const steps = [];
 
   steps.push({
@@ -77,7 +126,10 @@ function vitvizLessonSteps(run, cfg, orderings) {
     draw: (canvas) => vitvizTokensPicture(canvas, run),
   });
 
-  const [g0, g1] = cfg.positions.grid, r = Math.floor(g0 / 2), c = Math.floor(g1 / 2), sim = vitvizPositionSimilarity(cfg, r, c);
+  const [g0, g1] = cfg.positions.grid,
+    r = Math.floor(g0 / 2),
+    c = Math.floor(g1 / 2),
+    sim = vitvizPositionSimilarity(cfg, r, c);
   steps.push({
     title: "Position embeddings",
     text: `A set of tokens has no order: attention would give the same answer if the patches were shuffled. So each patch token gets a learned **position embedding** added to it. The picture shows how similar the embedding of the centre position (row ${r}, column ${c} of the ${g0} rows × ${g1} columns grid the model was trained on) is to every other one, in red where alike, white where unrelated (cosine 0) and blue where opposite: cosine ${vitvizFixed(sim[r * g1 + c + 1])} with its right-hand neighbour, ${vitvizFixed(sim[0])} with the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches belong together.`,
@@ -91,42 +143,75 @@ function vitvizLessonSteps(run, cfg, orderings) {
     draw: headPicture(ll, lh),
   });
 
-  const deep = Math.floor((L * 2) / 3), far = deep * H + arg(flat.slice(deep * H), (a, b) => a > b), [gl, gh_] = [Math.floor(far / H), far % H];
-  const late = flat.slice(deep * H).reduce((s, v) => s + v, 0) / ((L - deep) * H), tested = `the mean attention distance ${verb} (${vitvizTrendWords(trend)})`;
-  const said = trend.direction === "grows"
-    ? `As the ViT paper found, later layers look farther on this image: ${tested}. The last third of the layers looks ${vitvizPyFixed(late)} px away on average, layer 0 ${vitvizPyFixed(first)} px.`
-    : `The ViT paper found that later layers look farther. On this image ${tested}: the last third of the layers looks ${vitvizPyFixed(late)} px away on average, layer 0 ${vitvizPyFixed(first)} px. Still, single heads late in the network look far.`;
+  const deep = Math.floor((L * 2) / 3),
+    far = deep * H + arg(flat.slice(deep * H), (a, b) => a > b),
+    [gl, gh_] = [Math.floor(far / H), far % H];
+  const late = flat.slice(deep * H).reduce((s, v) => s + v, 0) / ((L - deep) * H),
+    tested = `the mean attention distance ${verb} (${vitvizTrendWords(trend)})`;
+  const said =
+    trend.direction === "grows"
+      ? `As the ViT paper found, later layers look farther on this image: ${tested}. The last third of the layers looks ${vitvizPyFixed(late)} px away on average, layer 0 ${vitvizPyFixed(first)} px.`
+      : `The ViT paper found that later layers look farther. On this image ${tested}: the last third of the layers looks ${vitvizPyFixed(late)} px away on average, layer 0 ${vitvizPyFixed(first)} px. Still, single heads late in the network look far.`;
   steps.push({
     title: trend.direction === "grows" ? "A global head" : "The farthest-looking late head",
     text: `${said} In the last third of the network the farthest-looking head is **layer ${gl}, head ${gh_}**: ${vitvizPyFixed(at(gl, gh_))} px on average, against ${vitvizPyFixed(flat[local])} px for the most local head. Same query as before, the centre patch: bright squares can be anywhere the image has related content. A CNN needs many layers before one unit sees that far.`,
     draw: headPicture(gl, gh_),
   });
 
-  const low = arg(means, (a, b) => a < b), high = arg(means, (a, b) => a > b);
-  const spread = Array.from({ length: L }, (_, l) => Math.max(...flat.slice(l * H, (l + 1) * H)) - Math.min(...flat.slice(l * H, (l + 1) * H)));
+  const low = arg(means, (a, b) => a < b),
+    high = arg(means, (a, b) => a > b);
+  const spread = Array.from(
+    { length: L },
+    (_, l) => Math.max(...flat.slice(l * H, (l + 1) * H)) - Math.min(...flat.slice(l * H, (l + 1) * H)),
+  );
   steps.push({
     title: "Attention distance over depth",
     text: `The table is the ViT paper's Figure 7 (right) on your image: the **mean attention distance** of every head in every layer, in pixels. Averaged over heads, it ${verb}${trend.direction === "grows" ? ", as in the paper" : ", where the paper found that it grows"} (${vitvizTrendWords(trend)}). ${f.trendRule} It goes from ${vitvizPyFixed(means[0])} px in layer 0 to ${vitvizPyFixed(means[L - 1])} px in layer ${L - 1}, lowest in layer ${low} (${vitvizPyFixed(means[low])} px) and highest in layer ${high} (${vitvizPyFixed(means[high])} px). The widest spread of heads is in layer ${arg(spread, (a, b) => a > b)}: some heads stay local while others look far, in the same layer. Each layer is a *pre-norm* layer: LayerNorm, attention, add; LayerNorm, MLP, add.`,
-    draw: (canvas) => vitvizLayerHeadGrid(canvas, flat, L, H, m.colormaps.viridis, document.body.classList.contains("site-big") ? 18 : 15),
+    draw: (canvas) =>
+      vitvizLayerHeadGrid(
+        canvas,
+        flat,
+        L,
+        H,
+        m.colormaps.viridis,
+        document.body.classList.contains("site-big") ? 18 : 15,
+      ),
   });
 
-  const values = vitvizRolloutShares(run, "output", "mean", 0), toCls = vitvizRolloutShares(run, "readout", "mean", 0);
-  const rho = vitvizSpearman(values, toCls), best = arg(Array.from(values), (a, b) => a > b);
+  const values = vitvizRolloutShares(run, "output", "mean", 0),
+    toCls = vitvizRolloutShares(run, "readout", "mean", 0);
+  const rho = vitvizSpearman(values, toCls),
+    best = arg(Array.from(values), (a, b) => a > b);
   const same = rho >= 0.9 ? "nearly the same map" : rho >= 0.5 ? "a similar map" : "a different map";
   steps.push({
     title: "The output and rollout",
     text: `${f.output} The picture is *attention rollout* toward that output: the attention of all layers multiplied (adding the residual path), starting from the patches the head reads, each weighted by its map. Its brightest patch, ${where(best)}, gets **${vitvizPyPct(values[best] / 100, 1)}** of what the patches pass to the output. A classifier would be different: its head reads only the ${f.prefix} token's final vector, so its rollout starts from that one token. Here rollout toward the ${f.prefix} token gives ${same} (rank correlation ${vitvizFixed(rho)} with the one shown): with the skip connection in every layer, rollout mostly shows which patches all tokens attend to, wherever it starts.`,
-    draw: (canvas) => vitvizDrawMap(canvas, Float32Array.from(values), vitvizScale([values], m.colourScale, m.scaleRule), m, run.photo, best, null),
+    draw: (canvas) =>
+      vitvizDrawMap(
+        canvas,
+        Float32Array.from(values),
+        vitvizScale([values], m.colourScale, m.scaleRule),
+        m,
+        run.photo,
+        best,
+        null,
+      ),
   });
 
-  const w = row(L - 1, 0, 0), sorted = Float64Array.from(w).sort(), k = Math.max(1, Math.ceil(0.01 * n));
-  let top = 0, entropy = 0;
+  const w = row(L - 1, 0, 0),
+    sorted = Float64Array.from(w).sort(),
+    k = Math.max(1, Math.ceil(0.01 * n));
+  let top = 0,
+    entropy = 0;
   for (let i = n - k; i < n; i++) top += sorted[i];
   for (const v of w) if (v > 0) entropy -= v * Math.log(v);
   steps.push({
     title: "Inside a head",
     text: `How one head makes its weights, for the query ${m.prefix[0]} in layer ${L - 1}, head 0: the *scores* q·k_j/√d (left, d = ${m.headWidth}) become *weights* by a softmax (right): positive, summing to 1, and exponential in the score. The largest weight is ${vitvizPyFixed(sorted[n - 1], 3)}, the top 1 % of keys hold ${vitvizPyPct(top)}, and the weights spread over about ${vitvizPyFixed(Math.exp(entropy))} of ${n} keys. The head's output is the weighted sum of the values. Tab ${f.insideTab} walks through every step.`,
-    draw: (canvas) => { const p = w.subarray(prefix); vitvizDrawMap(canvas, p, vitvizScale([p], m.colourScale, m.scaleRule), m, run.photo, null, null); },
+    draw: (canvas) => {
+      const p = w.subarray(prefix);
+      vitvizDrawMap(canvas, p, vitvizScale([p], m.colourScale, m.scaleRule), m, run.photo, null, null);
+    },
   });
 
   const dense = run.out.dense.data;
@@ -149,19 +234,35 @@ function vitvizLessonHtml(text) {
 // The layer × head table of values [L*H] in a colormap (lut: its 256 RGB triples), each cell's number written in it
 // at `font` px (the canvas is drawn at the size it is shown, so the projector's larger type stays large)
 function vitvizLayerHeadGrid(canvas, values, L, H, lut, font = 15) {
-  const rowH = Math.round(font * 1.6), cell = Math.round(font * 3.7), left = Math.round(font * 5.4), topPad = 2 * font, bytes = vitvizLutBytes(lut);
-  canvas.width = left + H * cell; canvas.height = topPad + L * rowH;
+  const rowH = Math.round(font * 1.6),
+    cell = Math.round(font * 3.7),
+    left = Math.round(font * 5.4),
+    topPad = 2 * font,
+    bytes = vitvizLutBytes(lut);
+  canvas.width = left + H * cell;
+  canvas.height = topPad + L * rowH;
   const ctx = canvas.getContext("2d");
-  let lo = Infinity, hi = -Infinity;
-  for (const v of values) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
-  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, canvas.width, canvas.height);
-  ctx.font = `${font}px system-ui, sans-serif`; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+  let lo = Infinity,
+    hi = -Infinity;
+  for (const v of values) {
+    lo = Math.min(lo, v);
+    hi = Math.max(hi, v);
+  }
+  ctx.fillStyle = "#fff";
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  ctx.font = `${font}px system-ui, sans-serif`;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
   ctx.fillStyle = "#000";
   for (let h = 0; h < H; h++) ctx.fillText(`head ${h}`, left + (h + 0.5) * cell, topPad / 2);
   for (let l = 0; l < L; l++) {
-    ctx.fillStyle = "#000"; ctx.textAlign = "right"; ctx.fillText(`layer ${l}`, left - 8, topPad + (l + 0.5) * rowH); ctx.textAlign = "center";
+    ctx.fillStyle = "#000";
+    ctx.textAlign = "right";
+    ctx.fillText(`layer ${l}`, left - 8, topPad + (l + 0.5) * rowH);
+    ctx.textAlign = "center";
     for (let h = 0; h < H; h++) {
-      const v = values[l * H + h], t = Math.round(((v - lo) / Math.max(hi - lo, 1e-12)) * 255) * 3;
+      const v = values[l * H + h],
+        t = Math.round(((v - lo) / Math.max(hi - lo, 1e-12)) * 255) * 3;
       ctx.fillStyle = `rgb(${bytes[t]},${bytes[t + 1]},${bytes[t + 2]})`;
       ctx.fillRect(left + h * cell, topPad + l * rowH, cell - 1, rowH - 1);
       ctx.fillStyle = t > 128 * 3 ? "#000" : "#fff";

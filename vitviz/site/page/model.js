@@ -14,7 +14,8 @@ async function vitvizModelBytes(url, expected, progress) {
   }
   const response = await fetch(url);
   if (!response.ok) throw new Error(`the model could not be fetched: HTTP ${response.status} for ${url}`);
-  const total = expected || Number(response.headers.get("content-length")) || 0, reader = response.body.getReader();
+  const total = expected || Number(response.headers.get("content-length")) || 0,
+    reader = response.body.getReader();
   const parts = [];
   let done = 0;
   for (;;) {
@@ -25,10 +26,13 @@ async function vitvizModelBytes(url, expected, progress) {
     progress(done, total);
   }
   const bytes = await new Blob(parts).arrayBuffer();
-  if (expected && bytes.byteLength !== expected) throw new Error(`the model arrived cut short: ${bytes.byteLength} of ${expected} bytes`);
+  if (expected && bytes.byteLength !== expected)
+    throw new Error(`the model arrived cut short: ${bytes.byteLength} of ${expected} bytes`);
   if (cache) {
     const copy = new Response(bytes.slice(0), { headers: { "content-type": "application/octet-stream" } });
-    await cache.put(url, copy).catch((e) => console.warn(`vitviz: the model is not kept (${e.message}): a full quota?`));
+    await cache
+      .put(url, copy)
+      .catch((e) => console.warn(`vitviz: the model is not kept (${e.message}): a full quota?`));
   }
   return { bytes, cached: false };
 }
@@ -44,26 +48,37 @@ async function vitvizSession(ort, config, progress, early = () => {}) {
   const options = { executionProviders: ["wasm"], graphOptimizationLevel: "all" };
   let createMs = 0;
   const create = async (bytes) => {
-    const t = performance.now(), session = await ort.InferenceSession.create(new Uint8Array(bytes), options);
+    const t = performance.now(),
+      session = await ort.InferenceSession.create(new Uint8Array(bytes), options);
     createMs += performance.now() - t;
     return session;
   };
   const layerSession = await create((await vitvizModelBytes(config.layerUrl, config.layerBytes, () => {})).bytes);
   const denseSession = await create((await vitvizModelBytes(config.denseUrl, config.denseBytes, () => {})).bytes);
   let queue = Promise.resolve(); // one run at a time on the runtime, whichever graph asks
-  const outputs = (start, names) => (queue = queue.catch(() => {}).then(async () => {
-    const out = await start(), result = {};
-    for (const name of names) {
-      result[name] = { data: out[name].data, dims: out[name].dims };
-      out[name].dispose?.();
-    }
-    return result;
-  }));
+  const outputs = (start, names) =>
+    (queue = queue
+      .catch(() => {})
+      .then(async () => {
+        const out = await start(),
+          result = {};
+        for (const name of names) {
+          result[name] = { data: out[name].data, dims: out[name].dims };
+          out[name].dispose?.();
+        }
+        return result;
+      }));
   const api = {
-    threads: ort.env.wasm.numThreads, isolated, createMs: null, cached: null, run: null,
+    threads: ort.env.wasm.numThreads,
+    isolated,
+    createMs: null,
+    cached: null,
+    run: null,
     // one layer's fused heads and statistics from its q and k [N*H*dh] (Float32Array) and the patches' distances
     layer(q, k, distances) {
-      const wide = config.meta.heads * config.meta.headWidth, n = q.length / wide, patches = Math.sqrt(distances.length);
+      const wide = config.meta.heads * config.meta.headWidth,
+        n = q.length / wide,
+        patches = Math.sqrt(distances.length);
       const feeds = {
         q: new ort.Tensor("float32", q, [n, wide]),
         k: new ort.Tensor("float32", k, [n, wide]),
@@ -73,7 +88,9 @@ async function vitvizSession(ort, config, progress, early = () => {}) {
     },
     // the dense head's map [h*w] on the final tokens [N*D] (Float32Array) of a grid [gh, gw] after `prefix` tokens
     async dense(tokens, grid, prefix) {
-      const [gh, gw] = grid, d = tokens.length / (prefix + gh * gw), map = new Float32Array(d * gh * gw);
+      const [gh, gw] = grid,
+        d = tokens.length / (prefix + gh * gw),
+        map = new Float32Array(d * gh * gw);
       for (let p = 0; p < gh * gw; p++) for (let c = 0; c < d; c++) map[c * gh * gw + p] = tokens[(prefix + p) * d + c];
       const feeds = { patches: new ort.Tensor("float32", map, [1, d, gh, gw]) };
       return (await outputs(() => denseSession.run(feeds), ["dense"])).dense;
@@ -84,7 +101,8 @@ async function vitvizSession(ort, config, progress, early = () => {}) {
   const session = await create(bytes);
   // one forward of input (vitvizModelInput): the forward's outputs as {name: {data, dims}}, and its time
   api.run = async (input) => {
-    const { height: h, width: w } = input, t = performance.now(); // from the ask: a layer's summary may run first
+    const { height: h, width: w } = input,
+      t = performance.now(); // from the ask: a layer's summary may run first
     const feeds = { pixel_values: new ort.Tensor("float32", input.pixels, [1, 3, h, w]) };
     const result = await outputs(() => session.run(feeds), config.outputs);
     result.forwardMs = performance.now() - t;
@@ -99,10 +117,13 @@ async function vitvizSession(ort, config, progress, early = () => {}) {
 async function vitvizPreviewOutputs(preview, names) {
   const response = await fetch(preview.url);
   if (!response.ok) throw new Error(`HTTP ${response.status} for ${preview.url}`);
-  const half = new Uint16Array(await response.arrayBuffer()), out = { forwardMs: null };
+  const half = new Uint16Array(await response.arrayBuffer()),
+    out = { forwardMs: null };
   let at = 0;
   for (const name of names) {
-    const dims = preview.dims[name], count = dims.reduce((a, b) => a * b, 1), data = new Float32Array(count);
+    const dims = preview.dims[name],
+      count = dims.reduce((a, b) => a * b, 1),
+      data = new Float32Array(count);
     for (let i = 0; i < count; i++) data[i] = VITVIZ_HALF[half[at + i]];
     out[name] = { data, dims };
     at += count;
@@ -112,11 +133,14 @@ async function vitvizPreviewOutputs(preview, names) {
 
 // [P*P] float32 pixel distances between patch centres (vitviz.maps.patch_distances), computed in float64
 function vitvizPatchDistances(gh, gw, p) {
-  const n = gh * gw, out = new Float32Array(n * n);
+  const n = gh * gw,
+    out = new Float32Array(n * n);
   for (let a = 0; a < n; a++) {
-    const ya = (Math.floor(a / gw) + 0.5) * p, xa = ((a % gw) + 0.5) * p;
+    const ya = (Math.floor(a / gw) + 0.5) * p,
+      xa = ((a % gw) + 0.5) * p;
     for (let b = 0; b < n; b++) {
-      const dy = ya - (Math.floor(b / gw) + 0.5) * p, dx = xa - ((b % gw) + 0.5) * p;
+      const dy = ya - (Math.floor(b / gw) + 0.5) * p,
+        dx = xa - ((b % gw) + 0.5) * p;
       out[a * n + b] = Math.sqrt(dy * dy + dx * dx);
     }
   }

@@ -10,7 +10,9 @@
 const VITVIZ_HALF = (() => {
   const lut = new Float32Array(65536);
   for (let b = 0; b < 65536; b++) {
-    const e = (b >> 10) & 31, f = b & 1023, sign = b & 32768 ? -1 : 1;
+    const e = (b >> 10) & 31,
+      f = b & 1023,
+      sign = b & 32768 ? -1 : 1;
     lut[b] = sign * (e === 0 ? f * 2 ** -24 : e === 31 ? (f ? NaN : Infinity) : (1 + f / 1024) * 2 ** (e - 15));
   }
   return lut;
@@ -26,7 +28,8 @@ function vitvizFusedLayer(data, l, nn, into) {
 // floor(N²·ratio)), as maps.discard_thresholds; one sort of a scratch copy per layer, then only [L] numbers kept
 const VITVIZ_RATIOS = Array.from({ length: 19 }, (_, i) => Math.round((i + 1) * 5) / 100);
 function vitvizThresholds(data, layers, nn, ratios = VITVIZ_RATIOS) {
-  const scratch = new Float32Array(nn), out = [];
+  const scratch = new Float32Array(nn),
+    out = [];
   for (let l = 0; l < layers; l++) {
     scratch.set(vitvizFusedLayer(data, l, nn, scratch));
     scratch.sort();
@@ -41,7 +44,9 @@ function vitvizThresholds(data, layers, nn, ratios = VITVIZ_RATIOS) {
 function vitvizRollout(data, layers, n, start, ratio, keep, thresholdOf) {
   if (!(ratio >= 0 && ratio < 1)) throw new Error(`the discard ratio must be in [0, 1), got ${ratio}`);
   let rows = Float64Array.from(start);
-  const next = new Float64Array(n), kept = new Uint8Array(n), scratch = new Float32Array(n * n);
+  const next = new Float64Array(n),
+    kept = new Uint8Array(n),
+    scratch = new Float32Array(n * n);
   for (const t of keep) kept[t] = 1;
   for (let l = layers - 1; l >= 0; l--) {
     const a = vitvizFusedLayer(data, l, n * n, scratch);
@@ -69,14 +74,17 @@ function vitvizRolloutStart(toward, n, prefix, readoutTokens, dense, h, w, grid)
     for (const t of readoutTokens) row[t] = 1 / readoutTokens.length;
     return row;
   }
-  const [gh, gw] = grid, ph = h / gh, pw = w / gw;
+  const [gh, gw] = grid,
+    ph = h / gh,
+    pw = w / gw;
   let total = 0;
-  for (let r = 0; r < gh; r++) for (let c = 0; c < gw; c++) {
-    let s = 0;
-    for (let y = r * ph; y < (r + 1) * ph; y++) for (let x = c * pw; x < (c + 1) * pw; x++) s += dense[y * w + x];
-    row[prefix + r * gw + c] = Math.fround(s / (ph * pw));
-    total += row[prefix + r * gw + c];
-  }
+  for (let r = 0; r < gh; r++)
+    for (let c = 0; c < gw; c++) {
+      let s = 0;
+      for (let y = r * ph; y < (r + 1) * ph; y++) for (let x = c * pw; x < (c + 1) * pw; x++) s += dense[y * w + x];
+      row[prefix + r * gw + c] = Math.fround(s / (ph * pw));
+      total += row[prefix + r * gw + c];
+    }
   for (let i = 0; i < n; i++) row[i] /= total;
   return row;
 }
@@ -84,7 +92,8 @@ function vitvizRolloutStart(toward, n, prefix, readoutTokens, dense, h, w, grid)
 // The rank correlation (Spearman's rho, ties given their mean rank) of two arrays of one length
 function vitvizSpearman(a, b) {
   const ranks = (v) => {
-    const order = Array.from(v.keys()).sort((i, j) => v[i] - v[j]), r = new Float64Array(v.length);
+    const order = Array.from(v.keys()).sort((i, j) => v[i] - v[j]),
+      r = new Float64Array(v.length);
     for (let i = 0; i < order.length; ) {
       let j = i;
       while (j + 1 < order.length && v[order[j + 1]] === v[order[i]]) j++;
@@ -93,8 +102,16 @@ function vitvizSpearman(a, b) {
     }
     return r;
   };
-  const ra = ranks(a), rb = ranks(b), m = (ra.length - 1) / 2;
-  let num = 0, da = 0, db = 0;
-  for (let i = 0; i < ra.length; i++) { num += (ra[i] - m) * (rb[i] - m); da += (ra[i] - m) ** 2; db += (rb[i] - m) ** 2; }
+  const ra = ranks(a),
+    rb = ranks(b),
+    m = (ra.length - 1) / 2;
+  let num = 0,
+    da = 0,
+    db = 0;
+  for (let i = 0; i < ra.length; i++) {
+    num += (ra[i] - m) * (rb[i] - m);
+    da += (ra[i] - m) ** 2;
+    db += (rb[i] - m) ** 2;
+  }
   return da && db ? num / Math.sqrt(da * db) : 0;
 }
