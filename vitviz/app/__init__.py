@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
         "--max-queue",
         type=int,
         default=int(os.environ.get("VITVIZ_MAX_QUEUE", 64)),
-        help="requests that may wait at once; more are refused with 'queue is full' (default 64)",
+        help="requests that may wait at once; more are refused, told their place and an estimate (default 64)",
     )
     return parser.parse_args(argv)
 
@@ -80,8 +80,9 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     from . import qk, session
     from .access import Access, Guard, from_own_page
     from .explorer import routes
-    from .internals import allow_origins
+    from .internals import allow_origins, say_when_full
     from .layout import CSS, build
+    from .scheduling import queue_full
     from .site import HostedSite
 
     server = (server or session.Server(device=args.device)).start()
@@ -97,7 +98,9 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     allow_origins(from_own_page)
     # Concurrency groups: "forward" (new images), "draw" (views from the cache) and "heavy"
     # (attributions, depth) each have their own slots, so slow work never queues before a new image.
-    demo.queue(default_concurrency_limit=2, max_size=args.max_queue).launch(
+    demo.queue(default_concurrency_limit=2, max_size=args.max_queue)
+    say_when_full(demo, queue_full)
+    demo.launch(
         server_name=args.host,
         server_port=args.port,
         share=args.share,

@@ -64,3 +64,18 @@ def slots(kind: str, server=None) -> dict:
     new images lets as many forwards in as a batch holds: they wait in its batch, not in Gradio's queue."""
     batching = kind == "forward" and server is not None and server.batcher is not None
     return {"concurrency_id": kind, "concurrency_limit": BATCH_MAX if batching else SLOTS[kind]}
+
+
+def queue_full(waiting: int, ahead: int, eta_s: float | None) -> str:
+    """What a request that a full queue refuses is told (`internals.say_when_full`): where it would have stood in its
+    line, and when it would have been answered, by the average time of the requests answered so far."""
+    refused = f"The server is too busy to queue this: {waiting} requests are waiting, the most it takes."
+    place = f"It would have been number {ahead + 1} in its line"
+    if eta_s is None:
+        return f"{refused} {place}; no request of its kind has been answered yet, so there is no estimate. Try again."
+    minutes, seconds = divmod(round(eta_s), 60)
+    wait = f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+    return (
+        f"{refused} {place}, and answered in about {wait} by the average time of the requests answered so far (a "
+        f"rough estimate: it changes with what the others ask). Try again in {wait}."
+    )
