@@ -44,8 +44,8 @@ def test_a_lower_priority_is_the_calling_threads_and_the_threads_it_starts_then(
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a thread's nice value is Linux's")
 def test_a_lower_priority_never_asks_for_a_higher_one():
-    """A thread already at nice 15 asked for 10 stays at 15 and says so: raising a priority back is refused to a
-    user, and the thread must not be left at the higher one by a partial failure either."""
+    """A thread already at nice 15 asked for 10 stays at 15: it is asked for a priority no higher than it has (a
+    user may not raise one back; root may, and must not either)."""
     seen = {}
 
     def background():
