@@ -656,6 +656,33 @@ def test_the_janitor_gives_memory_back_soon_after_much_was_freed():
     assert not janitor.is_alive()
 
 
+def test_the_janitor_gives_memory_back_once_the_server_is_quiet_after_work():
+    """No eviction after a class's last requests: the janitor trims once no forward or redraw runs after some ended,
+    never while one runs, and not again until another ends."""
+    import threading
+
+    from vitviz.app import session
+
+    trims = threading.Semaphore(0)
+    server = session.Server()
+    server.trim = trims.release
+    janitor = threading.Thread(target=server.janitor, args=(0.05,), daemon=True)
+    janitor.start()
+    assert not trims.acquire(timeout=0.3)  # nothing ran
+    with server.redraws.interactive():
+        with server.priority.interactive():
+            pass  # a forward ended while a redraw runs: not quiet yet
+        assert not trims.acquire(timeout=0.3)
+    assert trims.acquire(timeout=5)  # quiet, after work
+    assert not trims.acquire(timeout=0.3)  # and nothing since
+    with server.priority.interactive():
+        pass
+    assert trims.acquire(timeout=5) and server.redraws.running == server.priority.running == 0
+    server.stop()
+    janitor.join(5)
+    assert not janitor.is_alive()
+
+
 def test_the_live_view_says_the_camera_is_off_until_a_frame_comes(server):
     from vitviz.app.live import CAMERA_OFF, frame
 

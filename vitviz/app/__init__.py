@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
         allowed_paths=list(session.EXAMPLES),
         blocked_paths=[str(p) for p in sorted(ASSETS.iterdir()) if str(p) not in session.EXAMPLES],
         max_file_size=max_upload,
+        state_session_capacity=server.STATES_KEPT,
         # Python answers every request, so that the guard sees each: no Node server in front, no file workers beside
         ssr_mode=False,
         num_workers=0,

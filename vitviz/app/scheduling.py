@@ -15,6 +15,7 @@ class Priority:
 
     def __init__(self) -> None:
         self._running = 0
+        self._ended = 0
         self._changed = threading.Condition()
 
     @contextmanager
@@ -26,7 +27,18 @@ class Priority:
         finally:
             with self._changed:
                 self._running -= 1
+                self._ended += 1
                 self._changed.notify_all()
+
+    @property
+    def running(self) -> int:
+        """How many of its works run now."""
+        return self._running
+
+    @property
+    def ended(self) -> int:
+        """How many of its works have ended since it was made (the janitor trims after them)."""
+        return self._ended
 
     def wait_for_interactive(self, timeout: float = 60.0) -> None:
         with self._changed:
