@@ -1113,3 +1113,19 @@ def click_every_picture(page, a, shape: str) -> None:
     cells = [(0, 0), (0, g[1] - 1), (g[0] - 1, 0), (g[0] - 1, g[1] - 1), (g[0] // 3, g[1] // 4)]
     click_patches(page, "#pos-large", g, side, cells, position)
     rapid_clicks(page, "#pos-large", g, side, [(1, 2), (3, 4), (5, 6), (7, 8), (2, 9)], position)
+
+
+def test_a_full_queue_says_in_the_page_where_the_photo_stood(page):
+    """`--max-queue 0`: the page's first analysis is refused, and a toast says why in the app's words
+    (`scheduling.queue_full`), not a bare "Error" nor Gradio's "This application is currently busy"."""
+    from vitviz.app.scheduling import queue_full
+
+    with running_app(["--max-queue", "0"]) as url:
+        view = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            view.goto(url)
+            said = view.locator(".toast-body").get_by_text(queue_full(0, 0, None))
+            said.wait_for(timeout=60_000)
+            assert view.get_by_text("currently busy").count() == 0
+        finally:
+            view.close()

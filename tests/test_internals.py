@@ -388,6 +388,7 @@ def full_queue(say: bool):
 
 @pytest.mark.app
 def test_a_full_queue_tells_gradio_client_and_the_page_where_the_request_stood_and_an_estimate():
+    """gradio_client's ValidationError and the page's answer carry the app's message."""
     import httpx
     from gradio_client import Client
     from gradio_client.exceptions import ValidationError
@@ -401,8 +402,9 @@ def test_a_full_queue_tells_gradio_client_and_the_page_where_the_request_stood_a
         assert said[1] == "1" and said[2] == "1" and float(said[3]) > 0  # one ahead: the running one holds no place
         fn = next(i for i, d in enumerate(demo.config["dependencies"]) if d["api_name"] == "slow")
         body = {"data": ["third"], "fn_index": fn, "session_hash": "page", "event_data": None, "trigger_id": None}
-        answer = httpx.post(f"{url}gradio_api/queue/join", json=body)  # as the page sends it: its own user-agent
-        assert answer.status_code == 400 and answer.json()["detail"].startswith("waiting 1, ahead 1, eta ")
+        answer = httpx.post(f"{url}gradio_api/queue/join", json=body)  # as the page sends it
+        assert answer.status_code == 422  # its detail a text, which the page shows in a toast
+        assert answer.json()["detail"].startswith("waiting 1, ahead 1, eta ")
     finally:
         gate.set()
         assert [j.result(30) for j in jobs] == ["wait", "wait"]

@@ -666,7 +666,8 @@ def test_a_full_queue_is_refused_in_the_apps_words(embedded):
         with pytest.raises(ValidationError) as refused:
             client.predict(gradio_client.handle_file(str(ASSETS / "coffee.jpg")), api_name="/analyze")
         assert queue_full(0, 0, None) in str(refused.value)
-        assert "number 1 in its line" in queue_full(0, 0, None) and "no estimate" in queue_full(0, 0, None)
+        assert "number 1 in line" in queue_full(0, 0, None) and "no estimate" in queue_full(0, 0, None)
+        assert "number 3 in line, answered in about 1 min 5 s" in queue_full(64, 2, 64.6)
     finally:
         demo.close()
         server.stop()

@@ -264,10 +264,12 @@ def say_when_full(demo: gr.Blocks, message: Callable[[int, int, float | None], s
     average time of the requests of each kind answered so far (None before any is). Call after `demo.queue()`.
 
     Why: Gradio 6.31 refuses with a 503 (`Queue.push` returns "queue_full"), which its page shows as "This
-    application is currently busy" and gradio_client as "Queue is full! Please try again.", both whatever the
-    answer says. Its page shows the text of a 400's detail; gradio_client shows only the messages of a 422's list
-    of failed validations (`utils.extract_validation_message`), so its requests (their user-agent) get that. The
-    estimate reads what Gradio's own queue estimates from (`Queue.event_queue_per_concurrency_id`,
+    application is currently busy" and gradio_client as "Queue is full! Please try again.", whatever the answer
+    says; a 400's detail reaches the page as a bare "Error". A 422 (`Queue.push`'s "validator_error") is shown by
+    both: its detail as text, in a toast, by the page (a list of failed validations goes to the event's inputs,
+    where the next request's answer clears it); its list's messages by gradio_client, in its ValidationError (a
+    text it cannot read: `utils.extract_validation_message`), so its requests (by their user-agent) get the list.
+    The estimate reads what Gradio's own queue estimates from (`Queue.event_queue_per_concurrency_id`,
     `process_time_per_fn`)."""
     from gradio import route_utils
 
@@ -288,8 +290,7 @@ def say_when_full(demo: gr.Blocks, message: Callable[[int, int, float | None], s
             eta = sum(times[e.fn].avg_time for e in ahead) / limit + times[fn].avg_time
         said = message(len(queue), len(ahead), eta)
         if request.headers.get("user-agent", "").startswith("gradio_client"):
-            failed = {"__type__": "validate", "is_valid": False, "parameter_name": "the queue", "message": said}
-            return False, [failed], "validator_error"
-        return False, said, "error"
+            said = [{"__type__": "validate", "is_valid": False, "parameter_name": "the queue", "message": said}]
+        return False, said, "validator_error"
 
     queue.push = refusing_in_words

@@ -79,15 +79,16 @@ def slots(kind: str, server=None) -> dict:
 
 
 def queue_full(waiting: int, ahead: int, eta_s: float | None) -> str:
-    """What a request that a full queue refuses is told (`internals.say_when_full`): where it would have stood in its
-    line, and when it would have been answered, by the average time of the requests answered so far."""
-    refused = f"The server is too busy to queue this: {waiting} requests are waiting, the most it takes."
-    place = f"It would have been number {ahead + 1} in its line"
+    """What a request that a full queue refuses is told (`internals.say_when_full`), the place and the wait first (the
+    page shows it in the upload box): where it would have stood in its line, and when it would have been answered,
+    by the average time of the requests answered so far."""
+    place = f"Too busy: yours would be number {ahead + 1} in line"
+    full = f"{waiting} requests wait, the most this server queues"
     if eta_s is None:
-        return f"{refused} {place}; no request of its kind has been answered yet, so there is no estimate. Try again."
+        return f"{place}; {full}. None of its kind has been answered yet, so there is no estimate: try again soon."
     minutes, seconds = divmod(round(eta_s), 60)
     wait = f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
     return (
-        f"{refused} {place}, and answered in about {wait} by the average time of the requests answered so far (a "
-        f"rough estimate: it changes with what the others ask). Try again in {wait}."
+        f"{place}, answered in about {wait}; {full}. Try again in {wait}. (The wait is a rough estimate, from the "
+        f"average time of the requests answered so far.)"
     )
