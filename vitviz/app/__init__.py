@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 
 
 def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
@@ -55,6 +56,11 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
 SYSTEM_FONTS = ("ui-sans-serif", "system-ui", "sans-serif")
 
 
+def say(text: str) -> None:
+    """One line on stderr: what the start does now, so that a first start's minutes are never silent."""
+    print(f"vitviz: {text}", file=sys.stderr, flush=True)
+
+
 def login(text: str) -> tuple[str, str]:
     """argparse's type for `--auth USER:PASS`: (user, password), both non-empty, split at the first colon."""
     user, colon, password = text.partition(":")
@@ -73,6 +79,7 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     memory.tune_malloc()  # before any worker thread starts
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     logging.basicConfig(level=logging.INFO)
+    say("importing Gradio, torch and transformers (a first start compiles them: a minute or two)…")
     import gradio as gr
     from starlette.middleware import Middleware
 
@@ -87,11 +94,14 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
 
     server = (server or session.Server(device=args.device)).start()
     site = HostedSite().start()  # the static site at /site/, written in the background
+    if not site.ready.is_set():
+        say("writing the class's site in the background (/site/ says so until it is there)…")
     # Gradio serves every file in its cache folder to whoever names it; its default, tempdir/gradio, is shared by
     # every Gradio app of the machine. This server's is its own (readable by this user alone), set before any
     # component is made: each reads it when it is.
     files = server.scratch() / "gradio"
     os.environ["GRADIO_TEMP_DIR"], os.environ["GRADIO_EXAMPLES_CACHE"] = str(files), str(files / "examples")
+    say(f"loading {args.model} and building the page…")
     demo = build(server, args.model, args.depth_model)
     max_upload = int(args.max_upload_mb * 2**20)
     guard = Middleware(Guard, access=Access(login=args.auth is not None, upload_bytes=max_upload))
