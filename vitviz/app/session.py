@@ -105,7 +105,7 @@ class Server:
     DIGESTS_KEPT = 4096  # uploads' SHA-1s remembered, the oldest forgotten first
     TOKENS_KEPT = 10_000  # sessions' page tokens remembered, the least recently used forgotten first
     # sessions whose Gradio state is kept, the least recently used dropped: each holds its own copy of the page's
-    # config (0.56 MiB), and Gradio's default of 10,000 kept a closed page's for good (5.6 GiB at the full count)
+    # config (0.56 MiB), and Gradio's default of 10,000 kept a closed page's for good (5.5 GiB at the full count)
     STATES_KEPT = 200
 
     def __init__(
