@@ -164,14 +164,19 @@ def test_the_readmes_first_python_block_runs_on_a_base_install(built, tmp_path):
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Python API") : readme.index("## Models")]
     block = section.split("```python")[1].split("```")[0]
-    check = f"\nimport sys\nprint(sorted(m for m in {hidden!r} if sys.modules.get(m, 0) is None), vitviz.__file__)\n"
+    check = (
+        f"\nimport sys\nprint(sorted(m for m in {hidden!r} if sys.modules.get(m, 0) is None), vitviz.__file__)\n"
+        "try:\n    vitviz.explore(a)\nexcept ImportError as exc:\n    print(exc)\n"
+    )
     run = subprocess.run([venv / "bin" / "python", "-c", block + check], cwd=tmp_path, env=env, capture_output=True,
                          text=True)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
-    hidden_still, where = run.stdout.splitlines()[-1].rsplit(" ", 1)
+    *_, seen, refused = run.stdout.splitlines()
+    hidden_still, where = seen.rsplit(" ", 1)
     assert hidden_still == str(hidden) and where.startswith(str(venv))  # the wheel's vitviz, every extra hidden
     pinned = re.search(r"^anywidget==(\S+)", (ROOT / "requirements-test.txt").read_text(), re.M)[1]
     assert f'".[notebook]" anywidget=={pinned}' in readme  # the notebook's line pins the anywidget tested
+    assert f"pip install anywidget=={pinned} " in refused  # and so does the widget's refusal
 
 
 def test_the_readmes_python_blocks_run_as_written(tmp_path):
