@@ -32,12 +32,12 @@ class Priority:
 
     @property
     def running(self) -> int:
-        """How many of its works run now."""
+        """How many `interactive()` sections are under way."""
         return self._running
 
     @property
     def ended(self) -> int:
-        """How many of its works have ended since it was made (the janitor trims after them)."""
+        """How many `interactive()` sections have ended since it was made (the janitor trims after them)."""
         return self._ended
 
     def wait_for_interactive(self, timeout: float = 60.0) -> None:
@@ -79,9 +79,9 @@ def slots(kind: str, server=None) -> dict:
 
 
 def queue_full(waiting: int, ahead: int, eta_s: float | None) -> str:
-    """What a request that a full queue refuses is told (`internals.say_when_full`), the place and the wait first (the
-    page shows it in the upload box): where it would have stood in its line, and when it would have been answered,
-    by the average time of the requests answered so far."""
+    """What a request that a full queue refuses is told (`internals.say_when_full`), the place and the wait first (a
+    toast shows the start of it): where it would have stood in its line, and when it would have been answered, by
+    the average time of the requests answered so far."""
     place = f"Too busy: yours would be number {ahead + 1} in line"
     full = f"{waiting} requests wait, the most this server queues"
     if eta_s is None:
