@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, photos, running_app
+from vitviz.app.explorer import TOKEN_HEADER
 
 EVENT_TO_FRAME = """async (count) => {
   // a pointer event, then the frame after the Explorer's animation-frame paint: what a user waits for
@@ -50,17 +51,26 @@ SCRUB = """async (layers) => { const e = window.vitviz.explorer, out = [];
   return out; }"""
 
 
-FETCH = """async (layers) => {  // what a switch to a layer not yet in the browser costs, the server idle
+FETCH = """async ([layers, token]) => {  // what a switch to a layer not yet in the browser costs, the server idle
   const e = window.vitviz.explorer, s = e.state(), out = [];
   for (let l = 0; l < layers; l++) {
     const t0 = performance.now();
-    const r = await fetch('/vitviz/explorer/layer?' + new URLSearchParams({session: s.session, key: s.key, layer: l}));
+    const q = new URLSearchParams({session: s.session, key: s.key, layer: l});
+    const r = await fetch('/vitviz/explorer/layer?' + q, {credentials: 'same-origin', headers: token});
+    if (!r.ok) throw new Error(`layer ${l}: HTTP ${r.status} ${await r.text()}`);  // a refusal is not a fast fetch
     const data = vitvizLayerCheck(await r.arrayBuffer());
     await e.hover(l, 0, 5);
     out.push(performance.now() - t0 + data);
   }
   return out;
 }""".replace("vitvizLayerCheck", "((b) => new Float32Array(b).length * 0)")
+
+
+def page_token(request) -> dict[str, str]:
+    """{header: token} that a request of the page to the Explorer's layer route sent, else {}."""
+    if "/vitviz/explorer/layer" not in request.url:
+        return {}
+    return {TOKEN_HEADER: request.headers[TOKEN_HEADER.lower()]}
 
 
 def loaded(page, layers: int, key: str | None = None) -> None:
@@ -164,6 +174,8 @@ def main(argv: list[str] | None = None) -> None:
         shots = photos(args.photos, Path(tmp), side=448, prefix="explorer")
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        token = {}  # the session's page token, from the page's own layer requests (it is never in a URL)
+        page.on("request", lambda r: token.update(page_token(r)))
         page.goto(url)
         page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
         page.get_by_role("tab", name="2 · Attention").click()
@@ -180,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
         stats("dispatched event -> the next animation frame", page.evaluate(EVENT_TO_FRAME, 200))
         stats("layer switch, the layer in the browser", page.evaluate(SCRUB, 12))
         page.wait_for_timeout(3000)  # the new photo's background warm-up is over
-        stats("a layer fetched + parsed + painted, idle server", page.evaluate(FETCH, 12))
+        stats("a layer fetched + parsed + painted, idle server", page.evaluate(FETCH, [12, token]))
         page.evaluate("() => window.vitviz.explorer.view('model')")
         stats("hover in the model view (12 x 6 maps)", page.evaluate(HOVERS, [12, 6, tokens - 1, 60]))
         page.evaluate("() => window.vitviz.explorer.view('heads')")

@@ -36,9 +36,13 @@ def pytest_collection_modifyitems(items) -> None:
 
 def pytest_configure(config) -> None:
     """Under pytest-xdist (`-n 2`), each worker's torch on one thread: two workers of two threads each on two
-    cores would spend their time waiting for each other."""
+    cores would spend their time waiting for each other. The processes that tests start (`python -c`, `python -m
+    vitviz`, the served app) import this checkout from any working directory, as pyproject's `pythonpath` makes
+    this one do."""
     import os
 
+    root = str(Path(__file__).resolve().parent.parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
 

@@ -1100,3 +1100,46 @@ def click_every_picture(page, a, shape: str) -> None:
     cells = [(0, 0), (0, g[1] - 1), (g[0] - 1, 0), (g[0] - 1, g[1] - 1), (g[0] // 3, g[1] // 4)]
     click_patches(page, "#pos-large", g, side, cells, position)
     rapid_clicks(page, "#pos-large", g, side, [(1, 2), (3, 4), (5, 6), (7, 8), (2, 9)], position)
+
+
+def test_a_full_queue_says_in_the_page_where_the_photo_stood(page):
+    """`--max-queue 0`: the page's first analysis is refused, and a toast says why in the app's words
+    (`scheduling.queue_full`), not a bare "Error" nor Gradio's "This application is currently busy"."""
+    from vitviz.app.scheduling import queue_full
+
+    with running_app(["--max-queue", "0"]) as url:
+        view = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            view.goto(url)
+            said = view.locator(".toast-body").get_by_text(queue_full(0, 0, None))
+            said.wait_for(timeout=60_000)
+            assert view.get_by_text("currently busy").count() == 0
+        finally:
+            view.close()
+
+
+def test_a_multipage_tiff_shows_its_first_page_and_one_over_the_limit_says_why(page, tmp_path):
+    """A TIFF of three pages is analysed from its first; one over the upload limit (25 MB: three 3-megapixel pages)
+    is refused with its reason in the page, and the status says that the views keep the last photo, which they do."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    small, large = tmp_path / "pages.tiff", tmp_path / "large.tiff"
+    pages = [Image.fromarray(np.full((300, 400, 3), 60 * i, np.uint8)) for i in range(3)]
+    pages[0].save(small, save_all=True, append_images=pages[1:])
+    pages = [Image.fromarray(rng.integers(0, 255, (1500, 2000, 3), np.uint8)) for _ in range(3)]
+    pages[0].save(large, save_all=True, append_images=pages[1:])
+    assert large.stat().st_size > 25 * 2**20
+    page.get_by_role("tab", name=label("tokens")).click()
+    before = src(page, "#tokens")
+    page.locator("#upload button[aria-label='Clear']").first.click()
+    page.locator("#upload input[type=file]").set_input_files(str(small))
+    page.locator("#status").get_by_text("input 336 px high × 448 px wide").wait_for(timeout=60_000)  # 300 × 400
+    shown = wait_for_src_change(page, "#tokens", before)
+    page.locator("#upload button[aria-label='Clear']").first.click()
+    page.locator("#upload input[type=file]").set_input_files(str(large))
+    page.locator(".toast-body").get_by_text("exceed the maximum allowed size of 25.0 Mb").wait_for(timeout=60_000)
+    page.locator("#status").get_by_text(NO_PHOTO).wait_for(timeout=30_000)
+    assert src(page, "#tokens") == shown  # the last photo's, as the status says
+    page.locator("#examples img").nth(0).click()
+    page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)

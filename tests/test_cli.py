@@ -208,17 +208,22 @@ def test_faithfulness_runs_occlusion_only_when_asked_by_name():
 
 @pytest.mark.app
 def test_serve_says_it_is_loading_before_it_loads(tmp_path):
-    """The first line comes before gradio or the model is imported: the 40 s of loading are not silent."""
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    """The first line comes before gradio or the model is imported, and each stretch of a start says what it does
+    (a first start's imports compile every module: a minute or more), the site's background build included."""
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT),
+               VITVIZ_SITE_DIR=str(tmp_path / "site"))  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-m", "vitviz", "serve", "--port", "0"], stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True, cwd=tmp_path, env=env)  # fmt: skip
     try:
-        line = proc.stderr.readline()
+        lines = [proc.stderr.readline() for _ in range(4)]
     finally:
         proc.kill()
         proc.wait()
         proc.stderr.close()
-    assert line.startswith("vitviz: loading dinov2-small, then serving on http://127.0.0.1:0/")
+    assert lines[0].startswith("vitviz: loading dinov2-small, then serving on http://127.0.0.1:0/")
+    assert lines[1].startswith("vitviz: importing Gradio, torch and transformers (a first start compiles them")
+    assert lines[2].startswith("vitviz: writing the class's site in the background")
+    assert lines[3] == "vitviz: loading dinov2-small and building the page…\n"
 
 
 def test_check_shows_its_progress_and_an_unreadable_image_is_a_failure_at_run_time(tmp_path, capsys):

@@ -346,3 +346,81 @@ def test_gradios_cors_middleware_still_allows_another_local_page_and_any_page_of
     middleware = CustomCORSMiddleware(None)
     assert gradios(middleware, Headers({"origin": "http://localhost:9999", "host": "127.0.0.1:7860"}))
     assert gradios(middleware, Headers({"origin": "https://e.example", "host": "192.168.1.20:7860"}))
+
+
+# ---- a full queue, refused in the app's own words
+
+
+def full_queue(say: bool):
+    """A launched app of one slow endpoint (one slot, one place in the queue), with `say_when_full` or without: one
+    request answered (its time is known), one running until `gate` opens, one waiting. Returns (the app, its url,
+    the gate, the two jobs)."""
+    from gradio_client import Client
+
+    gate = threading.Event()
+
+    def slow(x: str) -> str:
+        if x == "wait":
+            gate.wait(60)
+        return x
+
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        box.submit(slow, box, box, api_name="slow", concurrency_limit=1)
+    demo.queue(max_size=1)
+    if say:
+        internals.say_when_full(demo, lambda waiting, ahead, eta: f"waiting {waiting}, ahead {ahead}, eta {eta}")
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1", server_port=None)
+    client = Client(url, verbose=False)
+    assert client.predict("quick", api_name="/slow") == "quick"  # now its average time is known
+    jobs = [client.submit("wait", api_name="/slow")]  # runs, holding the one slot
+    for _ in range(100):
+        if jobs[0].status().code.name == "PROCESSING":
+            break
+        threading.Event().wait(0.05)
+    jobs.append(client.submit("wait", api_name="/slow"))  # waits: the queue is full
+    for _ in range(100):
+        if jobs[1].status().code.name == "IN_QUEUE":
+            break
+        threading.Event().wait(0.05)
+    return demo, url, gate, jobs
+
+
+@pytest.mark.app
+def test_a_full_queue_tells_gradio_client_and_the_page_where_the_request_stood_and_an_estimate():
+    """gradio_client's ValidationError and the page's answer carry the app's message."""
+    import httpx
+    from gradio_client import Client
+    from gradio_client.exceptions import ValidationError
+
+    demo, url, gate, jobs = full_queue(say=True)
+    try:
+        with pytest.raises(ValidationError) as refused:
+            Client(url, verbose=False).predict("third", api_name="/slow")
+        said = re.search(r"waiting (\d+), ahead (\d+), eta (\S+)", str(refused.value))
+        assert said is not None, str(refused.value)
+        assert said[1] == "1" and said[2] == "1" and float(said[3]) > 0  # one ahead: the running one holds no place
+        fn = next(i for i, d in enumerate(demo.config["dependencies"]) if d["api_name"] == "slow")
+        body = {"data": ["third"], "fn_index": fn, "session_hash": "page", "event_data": None, "trigger_id": None}
+        answer = httpx.post(f"{url}gradio_api/queue/join", json=body)  # as the page sends it
+        assert answer.status_code == 422  # its detail a text, which the page shows in a toast
+        assert answer.json()["detail"].startswith("waiting 1, ahead 1, eta ")
+    finally:
+        gate.set()
+        assert [j.result(30) for j in jobs] == ["wait", "wait"]
+        demo.close()
+
+
+@pytest.mark.app
+def test_without_it_gradio_says_only_that_the_queue_is_full():
+    from gradio_client import Client
+    from gradio_client.utils import QueueError
+
+    demo, url, gate, jobs = full_queue(say=False)
+    try:
+        with pytest.raises(QueueError, match="^Queue is full! Please try again.$"):
+            Client(url, verbose=False).predict("third", api_name="/slow")
+    finally:
+        gate.set()
+        [j.result(30) for j in jobs]
+        demo.close()

@@ -4,6 +4,7 @@ venv outside the repository serves the app and runs the CLI."""
 from __future__ import annotations
 
 import os
+import re
 import site
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import tarfile
 import time
 import urllib.request
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -76,9 +78,10 @@ def test_the_library_takes_ranges_that_hold_the_apps_pins():
         assert not any(spec.operator == "==" for spec in ranges[pin.name].specifier), ranges[pin.name]
 
 
-def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path):
-    """The venv gets only the wheel; its dependencies come from this environment through a .pth file
-    (nothing is downloaded). Everything runs from a folder outside the repository."""
+def venv_with_the_wheel(built: Path, tmp_path: Path, hide: Sequence[str] = ()) -> tuple[Path, dict[str, str]]:
+    """A fresh venv that gets only the wheel; its dependencies come from this environment through a .pth file
+    (nothing is downloaded), less the modules in `hide`, which cannot be imported there. Returns (the venv, the
+    environment to run it in)."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -93,9 +96,18 @@ def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path
     # The dependencies only after the wheel: pip would otherwise find a vitviz installed in this environment
     # (the README's first command installs one) "already satisfied" and not install the wheel at all.
     (Path(target) / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    if hide:  # a None in sys.modules makes an import fail, as for a module not installed
+        (Path(target) / "hidden.pth").write_text(f"import sys; sys.modules.update(dict.fromkeys({list(hide)!r}))\n")
+    env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    return venv, env
+
+
+def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path):
+    """Everything runs from a folder outside the repository."""
+    venv, env = venv_with_the_wheel(built, tmp_path)
+    python = venv / "bin" / "python"
     away = tmp_path / "elsewhere"
     away.mkdir()
-    env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
     where = subprocess.run([python, "-c", "import vitviz; print(vitviz.__file__, vitviz.example())"], cwd=away,
                            env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert str(venv) in where and str(ROOT) not in where
@@ -126,6 +138,45 @@ def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path
     finally:
         server.terminate()
         server.wait(10)
+
+
+def extras_only(wheel: Path) -> list[str]:
+    """The modules that only the wheel's extras bring (`Requires-Dist: ...; extra == "..."`), by their import names."""
+    from importlib.metadata import packages_distributions
+
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel) as z:
+        metadata = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    needs = [Requirement(line.split(":", 1)[1]) for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    base = {r.name.lower() for r in needs if r.marker is None}
+    extras = {r.name.lower() for r in needs if r.marker is not None and "extra" in str(r.marker)} - base
+    modules = [m for m, dists in packages_distributions().items() if {d.lower() for d in dists} & extras]
+    assert {"anywidget", "ray", "umap"} <= set(modules), modules
+    return sorted(modules)
+
+
+def test_the_readmes_first_python_block_runs_on_a_base_install(built, tmp_path):
+    """The README's main Python block in a fresh venv holding the wheel and its base dependencies alone: the
+    modules that only an extra brings (anywidget, Ray, UMAP) cannot be imported there, as in a `pip install .`."""
+    hidden = extras_only(next(built.glob("*.whl")))
+    venv, env = venv_with_the_wheel(built, tmp_path, hide=hidden)
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Python API") : readme.index("## Models")]
+    block = section.split("```python")[1].split("```")[0]
+    check = (
+        f"\nimport sys\nprint(sorted(m for m in {hidden!r} if sys.modules.get(m, 0) is None), vitviz.__file__)\n"
+        "try:\n    vitviz.explore(a)\nexcept ImportError as exc:\n    print(exc)\n"
+    )
+    run = subprocess.run([venv / "bin" / "python", "-c", block + check], cwd=tmp_path, env=env, capture_output=True,
+                         text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    *_, seen, refused = run.stdout.splitlines()
+    hidden_still, where = seen.rsplit(" ", 1)
+    assert hidden_still == str(hidden) and where.startswith(str(venv))  # the wheel's vitviz, every extra hidden
+    pinned = re.search(r"^anywidget==(\S+)", (ROOT / "requirements-test.txt").read_text(), re.M)[1]
+    assert f'".[notebook]" anywidget=={pinned}' in readme  # the notebook's line pins the anywidget tested
+    assert f"pip install anywidget=={pinned} " in refused  # and so does the widget's refusal
 
 
 def test_the_readmes_python_blocks_run_as_written(tmp_path):

@@ -637,11 +637,40 @@ def test_the_app_serves_from_a_process_that_goes_on(embedded):
         assert "673 tokens" in client.predict(image, api_name="/analyze")[1]  # the default size, 448 px
         made = [key for key, a in server.cache.items() if a.model is embedded]
         assert made  # the server analysed with the object given, not a model of its own
+        assert demo.state_session_capacity == server.STATES_KEPT  # sessions whose state Gradio keeps
     finally:
         demo.close()
         server.stop()
     with pytest.raises(OSError):
         urllib.request.urlopen(url, timeout=5)
+
+
+@pytest.mark.app
+def test_a_full_queue_is_refused_in_the_apps_words(embedded):
+    """`--max-queue 0`: every queued request is refused, with its place and why there is no estimate yet
+    (`scheduling.queue_full`), not Gradio's "Queue is full! Please try again."."""
+    gradio_client = pytest.importorskip("gradio_client")
+    from gradio_client.exceptions import ValidationError
+    from support.harness import free_port
+
+    from vitviz.app import main
+    from vitviz.app.scheduling import queue_full
+    from vitviz.app.session import Server
+
+    server = Server(device="cpu")
+    server.models[embedded.name] = embedded
+    port = free_port()
+    demo = main(["--port", str(port), "--max-queue", "0", "--model", embedded.name], block=False, server=server)
+    try:
+        client = gradio_client.Client(f"http://127.0.0.1:{port}/", verbose=False, ssl_verify=False)
+        with pytest.raises(ValidationError) as refused:
+            client.predict(gradio_client.handle_file(str(ASSETS / "coffee.jpg")), api_name="/analyze")
+        assert queue_full(0, 0, None) in str(refused.value)
+        assert "number 1 in line" in queue_full(0, 0, None) and "no estimate" in queue_full(0, 0, None)
+        assert "number 3 in line, answered in about 1 min 5 s" in queue_full(64, 2, 64.6)
+    finally:
+        demo.close()
+        server.stop()
 
 
 def test_inside_a_head_asks_the_centre_patch_of_a_model_without_a_readout_token(tmp_path):

@@ -57,9 +57,11 @@ def trim() -> None:
 def lower_priority(nice: int = 19) -> bool:
     """Give the calling thread a lower CPU priority (Linux: a nice value, a per-thread attribute; 19 is the
     lowest), and with it the threads it starts from now on, which inherit it: torch's OpenMP team for the ops it
-    runs. False where the system refuses."""
+    runs. A thread already at `nice` or lower keeps its own (a server started with `nice -n 15` may not raise a
+    thread's priority back to 10). False where the system refuses."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, max(nice, os.getpriority(os.PRIO_PROCESS, thread)))
     except (AttributeError, OSError):  # not Linux, or not allowed
         return False
     return True

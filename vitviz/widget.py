@@ -15,7 +15,9 @@ try:
     import anywidget
     import traitlets
 except ImportError as exc:  # anywidget is an optional extra: the rest of vitviz works without it
-    raise ImportError('vitviz.explore needs anywidget: pip install "vitviz[notebook]"') from exc
+    raise ImportError(
+        'vitviz.explore needs anywidget, the "notebook" extra: pip install anywidget==0.11.0 (the one its tests use)'
+    ) from exc
 
 from . import explorer, qk
 from .maps import DEFAULT_SCALE

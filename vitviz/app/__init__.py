@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 
 
 def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
@@ -45,7 +46,7 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
         "--max-queue",
         type=int,
         default=int(os.environ.get("VITVIZ_MAX_QUEUE", 64)),
-        help="requests that may wait at once; more are refused with 'queue is full' (default 64)",
+        help="requests that may wait at once; more are refused, told their place and an estimate (default 64)",
     )
     return parser.parse_args(argv)
 
@@ -53,6 +54,11 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
 # The theme's fonts: the system's. Soft's Google fonts would be the page's one request to another site (and its
 # Content-Security-Policy allows none: `access.CONTENT_SECURITY_POLICY`).
 SYSTEM_FONTS = ("ui-sans-serif", "system-ui", "sans-serif")
+
+
+def say(text: str) -> None:
+    """One line on stderr: what the start does now, so that a first start's minutes are never silent."""
+    print(f"vitviz: {text}", file=sys.stderr, flush=True)
 
 
 def login(text: str) -> tuple[str, str]:
@@ -73,6 +79,7 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     memory.tune_malloc()  # before any worker thread starts
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     logging.basicConfig(level=logging.INFO)
+    say("importing Gradio, torch and transformers (a first start compiles them: a minute or two)…")
     import gradio as gr
     from starlette.middleware import Middleware
 
@@ -80,24 +87,30 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     from . import qk, session
     from .access import Access, Guard, from_own_page
     from .explorer import routes
-    from .internals import allow_origins
+    from .internals import allow_origins, say_when_full
     from .layout import CSS, build
+    from .scheduling import queue_full
     from .site import HostedSite
 
     server = (server or session.Server(device=args.device)).start()
     site = HostedSite().start()  # the static site at /site/, written in the background
+    if not site.ready.is_set():
+        say("writing the class's site in the background (/site/ says so until it is there)…")
     # Gradio serves every file in its cache folder to whoever names it; its default, tempdir/gradio, is shared by
     # every Gradio app of the machine. This server's is its own (readable by this user alone), set before any
     # component is made: each reads it when it is.
     files = server.scratch() / "gradio"
     os.environ["GRADIO_TEMP_DIR"], os.environ["GRADIO_EXAMPLES_CACHE"] = str(files), str(files / "examples")
+    say(f"loading {args.model} and building the page…")
     demo = build(server, args.model, args.depth_model)
     max_upload = int(args.max_upload_mb * 2**20)
     guard = Middleware(Guard, access=Access(login=args.auth is not None, upload_bytes=max_upload))
     allow_origins(from_own_page)
     # Concurrency groups: "forward" (new images), "draw" (views from the cache) and "heavy"
     # (attributions, depth) each have their own slots, so slow work never queues before a new image.
-    demo.queue(default_concurrency_limit=2, max_size=args.max_queue).launch(
+    demo.queue(default_concurrency_limit=2, max_size=args.max_queue)
+    say_when_full(demo, queue_full)
+    demo.launch(
         server_name=args.host,
         server_port=args.port,
         share=args.share,
@@ -108,6 +121,7 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
         allowed_paths=list(session.EXAMPLES),
         blocked_paths=[str(p) for p in sorted(ASSETS.iterdir()) if str(p) not in session.EXAMPLES],
         max_file_size=max_upload,
+        state_session_capacity=server.STATES_KEPT,
         # Python answers every request, so that the guard sees each: no Node server in front, no file workers beside
         ssr_mode=False,
         num_workers=0,

@@ -256,3 +256,41 @@ def allow_origins(allowed: Callable) -> None:
 
     is_valid_origin.vitviz, is_valid_origin.gradios = True, gradios  # Gradio's own, for the test that it is needed
     CustomCORSMiddleware.is_valid_origin = is_valid_origin
+
+
+def say_when_full(demo: gr.Blocks, message: Callable[[int, int, float | None], str]) -> None:
+    """When the queue is full, refuse a request with message(waiting, ahead, eta_s): how many requests wait in all,
+    how many wait before it in its own line (its concurrency group), and when it would have been answered by the
+    average time of the requests of each kind answered so far (None before any is). Call after `demo.queue()`.
+
+    Why: Gradio 6.31 refuses with a 503 (`Queue.push` returns "queue_full"), which its page shows as "This
+    application is currently busy" and gradio_client as "Queue is full! Please try again.", whatever the answer
+    says; a 400's detail reaches the page as a bare "Error". A 422 (`Queue.push`'s "validator_error") is shown by
+    both: its detail as text, in a toast, by the page (a list of failed validations goes to the event's inputs,
+    where the next request's answer clears it); its list's messages by gradio_client, in its ValidationError (a
+    text it cannot read: `utils.extract_validation_message`), so its requests (by their user-agent) get the list.
+    The estimate reads what Gradio's own queue estimates from (`Queue.event_queue_per_concurrency_id`,
+    `process_time_per_fn`)."""
+    from gradio import route_utils
+
+    queue = demo._queue
+    push = queue.push
+
+    async def refusing_in_words(body, request, username):
+        pushed = await push(body, request, username)
+        if pushed[2] != "queue_full":
+            return pushed
+        fn = route_utils.get_fn(demo, None, body)
+        line = queue.event_queue_per_concurrency_id.get(fn.concurrency_id)
+        ahead = list(line.queue) if line is not None else []
+        times = queue.process_time_per_fn
+        eta = None
+        if all(e.fn in times for e in ahead) and fn in times:
+            limit = (line.concurrency_limit if line is not None else None) or 1
+            eta = sum(times[e.fn].avg_time for e in ahead) / limit + times[fn].avg_time
+        said = message(len(queue), len(ahead), eta)
+        if request.headers.get("user-agent", "").startswith("gradio_client"):
+            said = [{"__type__": "validate", "is_valid": False, "parameter_name": "the queue", "message": said}]
+        return False, said, "validator_error"
+
+    queue.push = refusing_in_words

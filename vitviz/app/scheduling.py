@@ -15,6 +15,7 @@ class Priority:
 
     def __init__(self) -> None:
         self._running = 0
+        self._ended = 0
         self._changed = threading.Condition()
 
     @contextmanager
@@ -26,7 +27,18 @@ class Priority:
         finally:
             with self._changed:
                 self._running -= 1
+                self._ended += 1
                 self._changed.notify_all()
+
+    @property
+    def running(self) -> int:
+        """How many `interactive()` sections are under way."""
+        return self._running
+
+    @property
+    def ended(self) -> int:
+        """How many `interactive()` sections have ended since it was made (the janitor trims after them)."""
+        return self._ended
 
     def wait_for_interactive(self, timeout: float = 60.0) -> None:
         with self._changed:
@@ -64,3 +76,19 @@ def slots(kind: str, server=None) -> dict:
     new images lets as many forwards in as a batch holds: they wait in its batch, not in Gradio's queue."""
     batching = kind == "forward" and server is not None and server.batcher is not None
     return {"concurrency_id": kind, "concurrency_limit": BATCH_MAX if batching else SLOTS[kind]}
+
+
+def queue_full(waiting: int, ahead: int, eta_s: float | None) -> str:
+    """What a request that a full queue refuses is told (`internals.say_when_full`), the place and the wait first (a
+    toast shows the start of it): where it would have stood in its line, and when it would have been answered, by
+    the average time of the requests answered so far."""
+    place = f"Too busy: yours would be number {ahead + 1} in line"
+    full = f"{waiting} requests wait, the most this server queues"
+    if eta_s is None:
+        return f"{place}; {full}. None of its kind has been answered yet, so there is no estimate: try again soon."
+    minutes, seconds = divmod(round(eta_s), 60)
+    wait = f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+    return (
+        f"{place}, answered in about {wait}; {full}. Try again in {wait}. (The wait is a rough estimate, from the "
+        f"average time of the requests answered so far.)"
+    )

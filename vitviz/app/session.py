@@ -104,6 +104,9 @@ class Server:
 
     DIGESTS_KEPT = 4096  # uploads' SHA-1s remembered, the oldest forgotten first
     TOKENS_KEPT = 10_000  # sessions' page tokens remembered, the least recently used forgotten first
+    # sessions whose Gradio state is kept, the least recently used dropped: each holds its own copy of the page's
+    # config (0.56 MiB), and Gradio's default of 10,000 kept a closed page's for good (5.5 GiB at the full count)
+    STATES_KEPT = 200
 
     def __init__(
         self,
@@ -179,7 +182,6 @@ class Server:
         self._exiting.set()
         self._forward_threads.shutdown(wait=False, cancel_futures=True)  # a forward under way ends first
         self._to_warm.put((0.0, lambda: None))  # wakes a warmer that waits for work
-        self.freed.set()  # wakes the janitor
         for thread in self._threads:
             thread.join(timeout_s)
 
@@ -415,11 +417,18 @@ class Server:
         return done
 
     def janitor(self, period_s: float = 10.0) -> None:
-        """At most once per period after `freed` is set, give back what was freed (see `memory.trim`).
-        A full collection is slow with Gradio loaded (docs/benchmarks.md): once per eviction would slow every new
-        image."""
-        while not self._exiting.is_set():
-            self.freed.wait()
-            self._exiting.wait(period_s)
-            self.freed.clear()
-            self.trim()
+        """At most once per period, give back what was freed (see `memory.trim`): after `freed` is set, and once no
+        forward or redraw runs after some ended since the last trim. The second is a server that went quiet: the
+        last requests of a class free their temporaries with no eviction after them, and glibc kept those pages
+        until the next class (docs/benchmarks.md). A full collection is slow with Gradio loaded: once per eviction
+        would slow every new image."""
+        trimmed = self._works_ended()
+        while not self._exiting.wait(period_s):
+            ended, quiet = self._works_ended(), self.priority.running == 0 and self.redraws.running == 0
+            if self.freed.is_set() or (quiet and ended != trimmed):
+                self.freed.clear()
+                trimmed = ended
+                self.trim()
+
+    def _works_ended(self) -> int:
+        return self.priority.ended + self.redraws.ended

@@ -67,6 +67,7 @@ class HostedSite:
         try:
             build(partial)
             partial.replace(self.folder)  # whole or not at all: another app's build may have finished first
+            log.info("vitviz: the class's site is ready at %s/", PATH)
         except OSError as exc:
             if not (self.folder / "index.html").is_file():
                 self.error = f"the site could not be written to {self.folder}: {exc}"
