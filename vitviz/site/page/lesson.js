@@ -71,7 +71,8 @@ function vitvizDepthTrend(values, facts, orderings) {
   return { rho, p, direction, strength: a >= t.strong ? "strong" : a >= t.rho ? "moderate" : "weak" };
 }
 const vitvizTrendWords = (t) =>
-  `rank correlation ${vitvizFixed(t.rho)} with the layer's depth, ${t.strength}; ${t.p < 0.001 ? "p < 0.001" : `p = ${vitvizFixed(t.p, 3)}`}`;
+  `rank correlation ${vitvizFixed(t.rho)} with the layer's depth, ${t.strength}; ` +
+  `${t.p < 0.001 ? "p < 0.001" : `p = ${vitvizFixed(t.p, 3)}`}`;
 
 // The steps on a run whose summaries are in: [{title, text, draw(canvas)}], text as the Python lesson's Markdown
 function vitvizLessonSteps(run, cfg, orderings) {
@@ -122,7 +123,12 @@ function vitvizLessonSteps(run, cfg, orderings) {
 
   steps.push({
     title: "Patches become tokens",
-    text: `The ViT never sees pixels one by one. It cuts the image, resized to ${run.input.height} px high × ${run.input.width} px wide, into **${gh} rows × ${gw} columns = ${gh * gw} patches** of ${m.patch}×${m.patch} pixels, and a linear map turns each patch into a vector: a **patch token**. In front of them goes one learned token, ${f.prefix}. ${f.readout} So the transformer reads a sequence of **${n} tokens**, numbered in scan order as in the picture.`,
+    text:
+      `The ViT never sees pixels one by one. It cuts the image, resized to ${run.input.height} px high × ` +
+      `${run.input.width} px wide, into **${gh} rows × ${gw} columns = ${gh * gw} patches** of ` +
+      `${m.patch}×${m.patch} pixels, and a linear map turns each patch into a vector: a **patch token**. In front ` +
+      `of them goes one learned token, ${f.prefix}. ${f.readout} So the transformer reads a sequence of **${n} ` +
+      `tokens**, numbered in scan order as in the picture.`,
     draw: (canvas) => vitvizTokensPicture(canvas, run),
   });
 
@@ -132,14 +138,28 @@ function vitvizLessonSteps(run, cfg, orderings) {
     sim = vitvizPositionSimilarity(cfg, r, c);
   steps.push({
     title: "Position embeddings",
-    text: `A set of tokens has no order: attention would give the same answer if the patches were shuffled. So each patch token gets a learned **position embedding** added to it. The picture shows how similar the embedding of the centre position (row ${r}, column ${c} of the ${g0} rows × ${g1} columns grid the model was trained on) is to every other one, in red where alike, white where unrelated (cosine 0) and blue where opposite: cosine ${vitvizFixed(sim[r * g1 + c + 1])} with its right-hand neighbour, ${vitvizFixed(sim[0])} with the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches belong together.`,
+    text:
+      `A set of tokens has no order: attention would give the same answer if the patches were shuffled. So each ` +
+      `patch token gets a learned **position embedding** added to it. The picture shows how similar the embedding ` +
+      `of the centre position (row ${r}, column ${c} of the ${g0} rows × ${g1} columns grid the model was trained ` +
+      `on) is to every other one, in red where alike, white where unrelated (cosine 0) and blue where opposite: ` +
+      `cosine ${vitvizFixed(sim[r * g1 + c + 1])} with its right-hand neighbour, ${vitvizFixed(sim[0])} with ` +
+      `the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches ` +
+      `belong together.`,
     draw: (canvas) => vitvizPositionsPicture(canvas, cfg, sim, r * g1 + c),
   });
 
   const [ll, lh] = [Math.floor(local / H), local % H];
   steps.push({
     title: "A local head",
-    text: `Each layer runs **multi-head self-attention**: every token (the *query*) takes a weighted average of all tokens' *values*, with weights from its *query–key* dot products. Heads differ in how far they look. On this image the most local head is **layer ${ll}, head ${lh}**: its queries look ${vitvizPyFixed(at(ll, lh))} px away on average (one patch is ${m.patch} px). The picture is its attention from the centre patch, ${where(centre)}, marked: the bright squares sit around it. Layer 0's heads look ${vitvizPyFixed(first)} px away on average.`,
+    text:
+      `Each layer runs **multi-head self-attention**: every token (the *query*) takes a weighted average of all ` +
+      `tokens' *values*, with weights from its *query–key* dot products. Heads differ in how far they look. ` +
+      `On this ` +
+      `image the most local head is **layer ${ll}, head ${lh}**: its queries look ${vitvizPyFixed(at(ll, lh))} px ` +
+      `away on average (one patch is ${m.patch} px). The picture is its attention from the centre patch, ` +
+      `${where(centre)}, marked: the bright squares sit around it. Layer 0's heads look ` +
+      `${vitvizPyFixed(first)} px away on average.`,
     draw: headPicture(ll, lh),
   });
 
@@ -150,11 +170,18 @@ function vitvizLessonSteps(run, cfg, orderings) {
     tested = `the mean attention distance ${verb} (${vitvizTrendWords(trend)})`;
   const said =
     trend.direction === "grows"
-      ? `As the ViT paper found, later layers look farther on this image: ${tested}. The last third of the layers looks ${vitvizPyFixed(late)} px away on average, layer 0 ${vitvizPyFixed(first)} px.`
-      : `The ViT paper found that later layers look farther. On this image ${tested}: the last third of the layers looks ${vitvizPyFixed(late)} px away on average, layer 0 ${vitvizPyFixed(first)} px. Still, single heads late in the network look far.`;
+      ? `As the ViT paper found, later layers look farther on this image: ${tested}. The last third of the layers ` +
+        `looks ${vitvizPyFixed(late)} px away on average, layer 0 ${vitvizPyFixed(first)} px.`
+      : `The ViT paper found that later layers look farther. On this image ${tested}: the last third of the layers ` +
+        `looks ${vitvizPyFixed(late)} px away on average, layer 0 ${vitvizPyFixed(first)} px. Still, single heads ` +
+        `late in the network look far.`;
   steps.push({
     title: trend.direction === "grows" ? "A global head" : "The farthest-looking late head",
-    text: `${said} In the last third of the network the farthest-looking head is **layer ${gl}, head ${gh_}**: ${vitvizPyFixed(at(gl, gh_))} px on average, against ${vitvizPyFixed(flat[local])} px for the most local head. Same query as before, the centre patch: bright squares can be anywhere the image has related content. A CNN needs many layers before one unit sees that far.`,
+    text:
+      `${said} In the last third of the network the farthest-looking head is **layer ${gl}, head ${gh_}**: ` +
+      `${vitvizPyFixed(at(gl, gh_))} px on average, against ${vitvizPyFixed(flat[local])} px for the most local ` +
+      `head. Same query as before, the centre patch: bright squares can be anywhere the image has related ` +
+      `content. A CNN needs many layers before one unit sees that far.`,
     draw: headPicture(gl, gh_),
   });
 
@@ -166,7 +193,16 @@ function vitvizLessonSteps(run, cfg, orderings) {
   );
   steps.push({
     title: "Attention distance over depth",
-    text: `The table is the ViT paper's Figure 7 (right) on your image: the **mean attention distance** of every head in every layer, in pixels. Averaged over heads, it ${verb}${trend.direction === "grows" ? ", as in the paper" : ", where the paper found that it grows"} (${vitvizTrendWords(trend)}). ${f.trendRule} It goes from ${vitvizPyFixed(means[0])} px in layer 0 to ${vitvizPyFixed(means[L - 1])} px in layer ${L - 1}, lowest in layer ${low} (${vitvizPyFixed(means[low])} px) and highest in layer ${high} (${vitvizPyFixed(means[high])} px). The widest spread of heads is in layer ${arg(spread, (a, b) => a > b)}: some heads stay local while others look far, in the same layer. Each layer is a *pre-norm* layer: LayerNorm, attention, add; LayerNorm, MLP, add.`,
+    text:
+      `The table is the ViT paper's Figure 7 (right) on your image: the **mean attention distance** of every ` +
+      `head in every layer, in pixels. Averaged over heads, it ` +
+      `${verb}${trend.direction === "grows" ? ", as in the paper" : ", where the paper found that it grows"} ` +
+      `(${vitvizTrendWords(trend)}). ${f.trendRule} It goes from ${vitvizPyFixed(means[0])} px in layer 0 to ` +
+      `${vitvizPyFixed(means[L - 1])} px in layer ${L - 1}, lowest in layer ${low} ` +
+      `(${vitvizPyFixed(means[low])} px) and highest in layer ${high} (${vitvizPyFixed(means[high])} px). ` +
+      `The widest spread of heads is in layer ${arg(spread, (a, b) => a > b)}: some heads stay local ` +
+      `while others look far, in the same layer. Each layer is a *pre-norm* layer: LayerNorm, ` +
+      `attention, add; LayerNorm, MLP, add.`,
     draw: (canvas) =>
       vitvizLayerHeadGrid(
         canvas,
@@ -185,7 +221,14 @@ function vitvizLessonSteps(run, cfg, orderings) {
   const same = rho >= 0.9 ? "nearly the same map" : rho >= 0.5 ? "a similar map" : "a different map";
   steps.push({
     title: "The output and rollout",
-    text: `${f.output} The picture is *attention rollout* toward that output: the attention of all layers multiplied (adding the residual path), starting from the patches the head reads, each weighted by its map. Its brightest patch, ${where(best)}, gets **${vitvizPyPct(values[best] / 100, 1)}** of what the patches pass to the output. A classifier would be different: its head reads only the ${f.prefix} token's final vector, so its rollout starts from that one token. Here rollout toward the ${f.prefix} token gives ${same} (rank correlation ${vitvizFixed(rho)} with the one shown): with the skip connection in every layer, rollout mostly shows which patches all tokens attend to, wherever it starts.`,
+    text:
+      `${f.output} The picture is *attention rollout* toward that output: the attention of all layers ` +
+      `multiplied (adding the residual path), starting from the patches the head reads, each weighted by its map. ` +
+      `Its brightest patch, ${where(best)}, gets **${vitvizPyPct(values[best] / 100, 1)}** of what the patches ` +
+      `pass to the output. A classifier would be different: its head reads only the ${f.prefix} token's final ` +
+      `vector, so its rollout starts from that one token. Here rollout toward the ${f.prefix} token gives ` +
+      `${same} (rank correlation ${vitvizFixed(rho)} with the one shown): with the skip connection in every ` +
+      `layer, rollout mostly shows which patches all tokens attend to, wherever it starts.`,
     draw: (canvas) =>
       vitvizDrawMap(
         canvas,
@@ -207,7 +250,12 @@ function vitvizLessonSteps(run, cfg, orderings) {
   for (const v of w) if (v > 0) entropy -= v * Math.log(v);
   steps.push({
     title: "Inside a head",
-    text: `How one head makes its weights, for the query ${m.prefix[0]} in layer ${L - 1}, head 0: the *scores* q·k_j/√d (left, d = ${m.headWidth}) become *weights* by a softmax (right): positive, summing to 1, and exponential in the score. The largest weight is ${vitvizPyFixed(sorted[n - 1], 3)}, the top 1 % of keys hold ${vitvizPyPct(top)}, and the weights spread over about ${vitvizPyFixed(Math.exp(entropy))} of ${n} keys. The head's output is the weighted sum of the values. Tab ${f.insideTab} walks through every step.`,
+    text:
+      `How one head makes its weights, for the query ${m.prefix[0]} in layer ${L - 1}, head 0: the *scores* ` +
+      `q·k_j/√d (left, d = ${m.headWidth}) become *weights* by a softmax (right): positive, summing to 1, and ` +
+      `exponential in the score. The largest weight is ${vitvizPyFixed(sorted[n - 1], 3)}, the top 1 % of keys ` +
+      `hold ${vitvizPyPct(top)}, and the weights spread over about ${vitvizPyFixed(Math.exp(entropy))} of ${n} ` +
+      `keys. The head's output is the weighted sum of the values. Tab ${f.insideTab} walks through every step.`,
     draw: (canvas) => {
       const p = w.subarray(prefix);
       vitvizDrawMap(canvas, p, vitvizScale([p], m.colourScale, m.scaleRule), m, run.photo, null, null);
@@ -219,7 +267,12 @@ function vitvizLessonSteps(run, cfg, orderings) {
   for (const v of dense) if (v >= 0.5) above++;
   steps.push({
     title: "Dense decoding",
-    text: `Dense prediction needs a value per pixel, not one per image. A *Dense Prediction Transformer* (DPT) *reassembles* the tokens of several layers into image-like maps at several scales and *fuses* them from coarse to fine into, for example, a depth map (the Python app's Depth tab). This model carries a small dense head of that kind on its final patch tokens: the picture is its map of where the photo's regions of interest lie (saliency), ${vitvizPyPct(above / dense.length)} of the pixels above 0.5.`,
+    text:
+      `Dense prediction needs a value per pixel, not one per image. A *Dense Prediction Transformer* (DPT) ` +
+      `*reassembles* the tokens of several layers into image-like maps at several scales and *fuses* them from ` +
+      `coarse to fine into, for example, a depth map (the Python app's Depth tab). This model carries a small ` +
+      `dense head of that kind on its final patch tokens: the picture is its map of where the photo's regions ` +
+      `of interest lie (saliency), ${vitvizPyPct(above / dense.length)} of the pixels above 0.5.`,
     draw: (canvas) => vitvizDensePicture(canvas, run),
   });
   return steps;

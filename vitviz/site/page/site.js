@@ -62,7 +62,8 @@
   });
   $(".site-size-why").textContent =
     phone && !asked
-      ? `A phone gets ${cfg.phoneSize} px: a forward at ${cfg.defaultSize} px takes about 4× as long and 4× the memory.`
+      ? `A phone gets ${cfg.phoneSize} px: a forward at ${cfg.defaultSize} px takes about 4× as long and ` +
+        "4× the memory."
       : "";
   const tabs = [...document.querySelectorAll(".site-tab")];
   const show = (id) => {
@@ -182,7 +183,8 @@
     fit(); // the title and text above the picture are in now: the room left under them
     const canvas = panel.querySelector("canvas");
     step.draw(canvas);
-    canvas.style.maxWidth = `min(100%, 760px, calc(var(--site-room, 600px) * ${canvas.width / canvas.height}))`; // this picture's own proportions
+    // this picture's own proportions
+    canvas.style.maxWidth = `min(100%, 760px, calc(var(--site-room, 600px) * ${canvas.width / canvas.height}))`;
   }
   const lessonPanel = $(".site-panel[data-tab=lesson]");
   lessonPanel.querySelector(".site-step-back").addEventListener("click", () => {
@@ -255,14 +257,24 @@
       run.firstViewMs = performance.now() - t0;
       const [gh, gw] = run.meta.grid;
       status(
-        `<b>${name}</b>: ${run.input.width} × ${run.input.height} px, ${gh} × ${gw} patches + CLS = ${run.meta.tokens} tokens. The forward took ${vitvizFixed(run.forwardMs / 1000)} s in this browser (${state.session.threads} thread${state.session.threads === 1 ? "" : "s"}).${run.input.exact ? "" : " A side of this photo grows to the input, a resize the page does not port from OpenCV: the browser's own smoothing made the input, so its numbers differ slightly from the Python app's."}`,
+        `<b>${name}</b>: ${run.input.width} × ${run.input.height} px, ${gh} × ${gw} patches + CLS = ` +
+          `${run.meta.tokens} tokens. The forward took ${vitvizFixed(run.forwardMs / 1000)} s in this browser ` +
+          `(${state.session.threads} ` +
+          `thread${state.session.threads === 1 ? "" : "s"}).${
+            run.input.exact
+              ? ""
+              : " A side of this photo " +
+                "grows to the input, a resize the page does not port from OpenCV: the browser's own smoothing " +
+                "made the input, so its numbers differ slightly from the Python app's."
+          }`,
       );
       return run;
     } catch (e) {
       if (state.busy === mine) {
         state.error = e.message;
         status(
-          `<b>${name}</b> could not be analysed: ${esc(e.message)}. The views still show ${state.run ? `<b>${esc(state.run.name)}</b>` : "no photo"}.`,
+          `<b>${name}</b> could not be analysed: ${esc(e.message)}. The views still show ` +
+            `${state.run ? `<b>${esc(state.run.name)}</b>` : "no photo"}.`,
         );
       }
       return null;
@@ -312,7 +324,9 @@
       qk.apply(run.source);
       draw();
       status(
-        `While the model loads, the views show <b>${esc(p.name)}</b> at ${p.size} px from numbers computed when this site was built, by the same model, and kept as float16 (about 3 significant digits). Your own photo is analysed in this browser once the model is in.`,
+        `While the model loads, the views show <b>${esc(p.name)}</b> at ${p.size} px from numbers computed when ` +
+          `this site was built, by the same model, and kept as float16 (about 3 significant digits). Your own photo ` +
+          `is analysed in this browser once the model is in.`,
       );
     } catch (e) {
       console.warn(`vitviz: no precomputed example (${e.message})`);
@@ -331,7 +345,13 @@
       cfg,
       (done, total) => {
         bar.value = total ? done / total : 0;
-        barText.textContent = `Fetching the model: ${mb(done)} of ${mb(total)} MB${"caches" in self ? " (the first visit only: this browser keeps it)" : " (on every visit: a page that is not on https or localhost cannot keep it)"}.`;
+        barText.textContent =
+          `Fetching the model: ${mb(done)} of ${mb(total)} ` +
+          `MB${
+            "caches" in self
+              ? " (the first visit only: this browser " + "keeps it)"
+              : " (on every visit: a page that is not on https or localhost cannot keep it)"
+          }.`;
       },
       preview,
     );
@@ -339,11 +359,21 @@
     document.body.classList.add("site-ready");
     if (state.run?.preview && !state.busy)
       status(
-        `The model is in. The views still show <b>${esc(state.run.name)}</b>'s precomputed numbers: choose an example, your own photo or the camera to analyse it in this browser.`,
+        `The model is in. The views still show <b>${esc(state.run.name)}</b>'s precomputed numbers: choose an ` +
+          `example, your own photo or the camera to analyse it in this browser.`,
       );
     if ("serviceWorker" in navigator && location.protocol.startsWith("http") && self.crossOriginIsolated) worker();
     bar.hidden = true;
-    barText.textContent = `Model ready in ${vitvizFixed((performance.now() - t0) / 1000, 1)} s (${session.cached ? "from this browser's cache" : `${mb(cfg.modelBytes)} MB fetched`}; ${session.threads} thread${session.threads === 1 ? "" : "s"}${session.isolated ? "" : ": the page is not cross-origin isolated (the headers, or the service worker that adds them, need https or localhost), so the runtime uses one thread"}).`;
+    barText.textContent =
+      `Model ready in ${vitvizFixed((performance.now() - t0) / 1000, 1)} s ` +
+      `(${session.cached ? "from this browser's cache" : `${mb(cfg.modelBytes)} MB fetched`}; ${session.threads} ` +
+      `thread${session.threads === 1 ? "" : "s"}${
+        session.isolated
+          ? ""
+          : ": the page is not cross-origin " +
+            "isolated (the headers, or the service worker that adds them, need https or localhost), so the runtime " +
+            "uses one thread"
+      }).`;
     return session;
   })().catch((e) => {
     barText.textContent = `The model could not be loaded: ${e.message}`;

@@ -35,7 +35,10 @@ function vitvizTokensView(el, run) {
     n = gh * gw,
     prefix = m.prefix.length;
   el.querySelector(".site-tokens-text").innerHTML =
-    `The input is ${run.input.width} × ${run.input.height} px, cut into <b>${n} patches</b> of ${m.patch} × ${m.patch} px (${gh} rows × ${gw} columns), read row by row, <b>plus ${prefix} prefix token${prefix === 1 ? "" : "s"}: ${m.prefix.join(", ")}</b>: ${m.tokens} tokens of ${run.width} numbers each enter layer 0.`;
+    `The input is ${run.input.width} × ${run.input.height} px, cut into <b>${n} patches</b> of ${m.patch} × ` +
+    `${m.patch} px (${gh} rows × ${gw} columns), read row by row, <b>plus ${prefix} prefix ` +
+    `token${prefix === 1 ? "" : "s"}: ${m.prefix.join(", ")}</b>: ${m.tokens} tokens of ${run.width} numbers ` +
+    `each enter layer 0.`;
   vitvizTokensPicture(el.querySelector("canvas"), run);
 }
 
@@ -107,15 +110,23 @@ function vitvizRolloutView(el, run, settings) {
   run.rollout.truth = { rhoBoth, rhoOut, rhoCls };
   const where = `row ${Math.floor(top / gw)}, column ${top % gw}`;
   el.querySelector(".site-rollout-text").innerHTML =
-    `<b>Brightest patch:</b> ${where}, with ${vitvizFixed(shown[top], 1)} % of the flow (an even share would be ${vitvizFixed(100 / (gh * gw), 2)} %).`;
+    `<b>Brightest patch:</b> ${where}, with ${vitvizFixed(shown[top], 1)} % of the flow (an even share would be ` +
+    `${vitvizFixed(100 / (gh * gw), 2)} %).`;
   const alike =
     rhoBoth >= 0.9
       ? "rank the patches alike"
       : rhoBoth >= 0.5
         ? "rank the patches partly alike"
         : "rank the patches differently";
+  const pooled =
+    ` After ${m.layers} layers the product of attention tends to one map whatever it starts from: it shows ` +
+    "where information pools, not what one output uses.";
   el.querySelector(".site-rollout-truth").innerHTML =
-    `<b>What this map can tell you, on this photo.</b> Rollout toward the output and toward the CLS token ${alike}: rank correlation <b>${vitvizFixed(rhoBoth)}</b>. Their rank correlations with the output's own map (the dense head's saliency, each patch's mean) are <b>${vitvizFixed(rhoOut)}</b> (toward the output) and <b>${vitvizFixed(rhoCls)}</b> (toward CLS).${rhoBoth >= 0.9 ? ` After ${m.layers} layers the product of attention tends to one map whatever it starts from: it shows where information pools, not what one output uses.` : ""}`;
+    `<b>What this map can tell you, on this photo.</b> Rollout toward the output and toward the CLS token ${alike}: ` +
+    `rank correlation <b>${vitvizFixed(rhoBoth)}</b>. Their rank correlations with the output's own map (the ` +
+    `dense head's saliency, each patch's mean) are <b>${vitvizFixed(rhoOut)}</b> (toward the output) and ` +
+    `<b>${vitvizFixed(rhoCls)}</b> (toward ` +
+    `CLS).${rhoBoth >= 0.9 ? pooled : ""}`;
 }
 
 // [P] each patch's share of the rollout toward "output" or "readout" (%), the heads fused by `fusion`, at `discard`
@@ -150,7 +161,9 @@ function vitvizPositionsView(el, cfg, row, col) {
   let far = 0;
   for (let i = 0; i < sim.length; i++) if (sim[i] < sim[far]) far = i;
   el.querySelector(".site-positions-text").innerHTML =
-    `Position (row ${row}, column ${col}) of the ${g0} × ${g1} grid the model learned: blue is unlike it (−1), white unrelated (0), red alike (+1). Its least similar position is row ${Math.floor(far / g1)}, column ${far % g1} (${vitvizFixed(sim[far])}). Click the map to choose another.`;
+    `Position (row ${row}, column ${col}) of the ${g0} × ${g1} grid the model learned: blue is unlike it (−1), ` +
+    `white unrelated (0), red alike (+1). Its least similar position is row ${Math.floor(far / g1)}, column ` +
+    `${far % g1} (${vitvizFixed(sim[far])}). Click the map to choose another.`;
   return sim;
 }
 
@@ -219,7 +232,10 @@ function vitvizChart(svg, values, layers, heads, colours, label, unit) {
   for (let l = 0; l < layers; l++)
     for (let h = 0; h < heads; h++) {
       const v = values[l * heads + h];
-      s += `<circle cx="${x(l) + (h - (heads - 1) / 2) * 3}" cy="${y(v)}" r="5" fill="${colours[h % colours.length]}"><title>layer ${l}, head ${h}: ${vitvizFixed(v)} ${unit}</title></circle>`;
+      s +=
+        `<circle cx="${x(l) + (h - (heads - 1) / 2) * 3}" cy="${y(v)}" r="5" ` +
+        `fill="${colours[h % colours.length]}"><title>layer ${l}, head ${h}: ${vitvizFixed(v)} ` +
+        `${unit}</title></circle>`;
     }
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   svg.innerHTML = `<title>${label}</title>${s}`;
@@ -283,7 +299,8 @@ function vitvizHeadsView(el, run) {
     )} to ${vitvizFixed(
       at(distance.data, last, (a, b) => a > b),
       0,
-    )} px. Below: the length of each output token (before the final norm), and the first three principal components of the final tokens as red, green and blue.`;
+    )} px. Below: the length of each output token (before the final norm), and the first three principal ` +
+    "components of the final tokens as red, green and blue.";
 }
 
 // ---- Output: the dense head's map (saliency) over the photo, from this forward's own tokens
@@ -300,7 +317,10 @@ function vitvizOutputView(el, run) {
   let above = 0;
   for (let i = 0; i < w * h; i++) if (dense[i] >= 0.5) above++;
   el.querySelector(".site-output-text").innerHTML =
-    `The embedded model's dense head reads every final patch token and paints a saliency map from 0 (dark) to 1 (bright). On this photo ${vitvizFixed((100 * above) / (w * h), 1)} % of the pixels are at 0.5 or more; its mean is ${vitvizFixed(sum / (w * h))}, its peak ${vitvizFixed(dense[best])}. It reads the tokens of the very forward that every other view shows (${w} × ${h} px); the head was trained at 224 × 224 px.`;
+    `The embedded model's dense head reads every final patch token and paints a saliency map from 0 (dark) to 1 ` +
+    `(bright). On this photo ${vitvizFixed((100 * above) / (w * h), 1)} % of the pixels are at 0.5 or more; its ` +
+    `mean is ${vitvizFixed(sum / (w * h))}, its peak ${vitvizFixed(dense[best])}. It reads the tokens of the ` +
+    `very forward that every other view shows (${w} × ${h} px); the head was trained at 224 × 224 px.`;
 }
 
 function vitvizDensePicture(canvas, run) {
