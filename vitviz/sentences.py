@@ -258,7 +258,7 @@ def ablation_words(a) -> str:
     m = a.model
     done = a.ablation.phrase(m)
     done, name = done[0].upper() + done[1:], a.output_read.name(m)
-    sure = (f"One forward with it off against one without, on this photo: a measurement, exact to float32 rounding "
+    sure = (f"One forward ablated against one not, on this photo: a measurement, exact to float32 rounding "
             f"(±{a.noise:.1g}), not a rule for other photos.")  # fmt: skip
     if a.within_noise:
         return (f"{done} leaves {name} as it was on this photo: it moves by {abs(a.change):.1g}, within float32 "
