@@ -1,4 +1,5 @@
-"""vitviz.importance: the batched grid against every head ablated one by one, its cost and its progress."""
+"""vitviz.head_importance (vitviz.importance): the batched grid against every head ablated alone, its cost, its
+progress."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from conftest import random_image, tiny_deit, tiny_siglip, tiny_vit
 
 from vitviz.ablation import ablate
 from vitviz.capture import model_input
-from vitviz.importance import cost, importance, plan
+from vitviz.head_importance import cost, importance, plan
 
 IMAGE = random_image(40, 48, seed=5)
 SIZE = 48
