@@ -236,3 +236,17 @@ def test_a_change_within_noise_is_said_to_be_one(embedded, coffee) -> None:
     assert numbers(said.split("moves by ")[1])[0] == pytest.approx(a.noise / 2, rel=0.5)
     loud = sentences.ablation_words(replace(a, after=a.before + 3 * a.noise))
     assert "raises" in loud and "within float32 rounding" not in loud
+
+
+def test_a_kept_baseline_gives_the_same_ablation_with_one_forward(embedded, coffee, monkeypatch) -> None:
+    fresh = ablate(embedded, coffee, heads=[(9, 3)], longest=224)
+    kept = vitviz.analyze(embedded, coffee, longest=224, roll=True)
+    forwards = []
+    forward = embedded.forward
+    monkeypatch.setattr(embedded, "forward", lambda *a, **k: forwards.append(1) or forward(*a, **k))
+    again = ablate(embedded, coffee, heads=[(9, 3)], longest=224, baseline=kept)
+    assert len(forwards) == 1 and again.before == pytest.approx(fresh.before, abs=1e-6)
+    assert again.after == fresh.after
+    np.testing.assert_array_equal(again.baseline.dense_map(), fresh.baseline.dense_map())
+    with pytest.raises(ValueError, match="another model's or another input's analysis"):
+        ablate(embedded, coffee, heads=[(9, 3)], longest=112, baseline=kept)

@@ -19,6 +19,7 @@ from torch import nn
 
 from .analysis import Analysis
 from .capture import capture, model_input
+from .derived import Derived
 from .methods import absent_input
 from .models import VitModel
 from .outputs import Output, default_output
@@ -287,10 +288,12 @@ def ablate(
     mlp: Sequence[int] = (),
     longest: int | None = None,
     output: Output | None = None,
+    baseline: Analysis | Derived | None = None,
 ) -> Ablated:
     """The forward of `image` with the named parts of `model` switched off (see `Ablation`), beside the unablated
     one: an `Ablated`. longest: the input's longest side, as `analyze`'s. output: what to compare (default: the
-    model's own, `outputs.default_output`)."""
+    model's own, `outputs.default_output`). baseline: the unablated analysis of this image at this size where the
+    caller has it (`analyze`'s, as the app keeps it), so that only the ablated forward runs."""
     ablation = Ablation(tuple(heads), mode, tuple(mlp), tuple(layers), tuple(patches), patch_mode)
     rgb = load_image(image)
     pixel_values = model_input(model, rgb, longest)
@@ -300,7 +303,14 @@ def ablate(
         model.layer_parts(0)
     except ValueError as exc:
         raise ValueError(f"{model.name}: nothing in it can be switched off: {exc}") from None
-    out = model.forward(torch.from_numpy(pixel_values), attentions="none")
+    baseline = baseline.analysis if isinstance(baseline, Derived) else baseline
+    if baseline is None:
+        out = model.forward(torch.from_numpy(pixel_values), attentions="none")
+        baseline = capture(model, rgb, pixel_values, out)
+    elif baseline.model is not model or not np.array_equal(baseline.pixel_values, pixel_values):
+        raise ValueError("the baseline is another model's or another input's analysis: analyze this image at this size")
+    else:
+        out = _Replayed.of(baseline)
     with torch.inference_mode():
         reading = (output or default_output(model)).reading(model, out, tuple(pixel_values.shape[2:]), rgb.shape[:2])
     seen = blurred(model, rgb, pixel_values, grid, ablation.patches) if ablation.patch_mode == "blur" else pixel_values
@@ -311,13 +321,32 @@ def ablate(
         ablated = model.forward(torch.from_numpy(seen), attentions="none", each_layer=keep)
     if masked:
         ablated["attentions"] = tuple(weights[i] for i in range(model.num_layers))
-    baseline = _with_dense(model, capture(model, rgb, pixel_values, out), out)
+    baseline = _with_dense(model, baseline, out)
     a = _with_dense(model, capture(model, rgb, seen, ablated), ablated)
     with torch.inference_mode():
         before, after = (float(reading.of_output(o)[0]) for o in (out, ablated))
     fields = {f: getattr(a, f) for f in Analysis.__dataclass_fields__}
     return Ablated(**fields, ablation=ablation, baseline=baseline, output_read=reading.output, before=before,
                    after=after)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Replayed:
+    """What an output reads of a forward (`outputs.Reading`), from an analysis that kept it: the hidden states
+    [1,N,D] each, the logits [1,C] and an attention-pool's output [1,D] (None where the model has none)."""
+
+    hidden_states: tuple[torch.Tensor, ...]
+    logits: torch.Tensor | None
+    pooler_output: torch.Tensor | None
+
+    @classmethod
+    def of(cls, a: Analysis) -> _Replayed:
+        m = a.model
+        hidden = tuple(torch.from_numpy(h)[None].to(m.device) for h in a.hidden_states)
+        logits = None if a.logits is None else torch.from_numpy(a.logits)[None].to(m.device)
+        with m.lock, torch.inference_mode():
+            pooled = m.pool(m.final_norm(hidden[-1])) if m.readout.pool else None
+        return cls(hidden, logits, pooled)
 
 
 def _with_dense(model: VitModel, a: Analysis, out) -> Analysis:
