@@ -526,3 +526,15 @@ def test_importance_interrupted_leaves_no_file(embedded, tmp_path, monkeypatch):
     monkeypatch.setattr(vitviz.head_importance, "importance", interrupted)
     assert cli.main(["importance", CHELSEA, "--size", "56", "--out", str(tmp_path / "grid.json")]) == 130
     assert list(tmp_path.iterdir()) == []
+
+
+def test_importance_interrupted_while_writing_leaves_no_partial_file(embedded, tmp_path, monkeypatch):
+    import vitviz.cli.importance
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vitviz, "load_model", lambda name, device: embedded)
+    monkeypatch.setattr(vitviz.cli.importance.os, "replace", interrupted)
+    assert cli.main(["importance", CHELSEA, "--size", "28", "--out", str(tmp_path / "grid.csv")]) == 130
+    assert list(tmp_path.iterdir()) == []
