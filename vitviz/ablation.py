@@ -246,7 +246,8 @@ class Ablated(Analysis):
     ablation: what was off (`Ablation.names` says it for the screen). output: the output compared, resolved on the
     unablated photo (its top class, its salient region), read as `before` (baseline) and `after` (ablated), in the
     output's own units. Patches hidden as keys: the attention was kept as the forward made it
-    (`kept_attentions`), since weights recomputed from the tokens would not know the mask. Blurred: `pixel_values`
+    (`kept_attentions`), since weights recomputed from the tokens would not know the mask (`projections` and
+    `inside_head`, which recompute one layer's queries and keys, do not know it either). Blurred: `pixel_values`
     are the input the model saw, `image` the photo as given. Both dense maps are the dense head on their forward's
     own tokens at the input size (as the attributions read it), so that they differ by the ablation alone.
     """
