@@ -172,6 +172,9 @@ def test_the_ablation_is_named_for_the_screen() -> None:
                               "layer 2 skipped", "3 patches hidden as keys"]  # fmt: skip
     assert a.phrase(model) == ("switching off every head of layer 0, switching off layer 2's head 3, switching off "
                                "layer 1's MLP, skipping layer 2 and hiding 3 patches as keys")  # fmt: skip
+    every = Ablation(heads=((1, 2), (1, None), (1, 2)), patches=(3, 1, 3))
+    assert every.heads == ((1, None), (1, 2)) and every.patches == (1, 3)
+    assert every.names(model) == ["every head of layer 1, zeroed", "2 patches hidden as keys"]
     mean = Ablation(heads=((1, 0), (1, 2)), mode="mean", patches=(1,), patch_mode="blur")
     replaced = "replaced by its mean over the photo's tokens"
     assert mean.names(model) == [f"layer 1, head 0, {replaced}", f"layer 1, head 2, {replaced}", "1 patch blurred"]

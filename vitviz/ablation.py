@@ -58,8 +58,8 @@ class Ablation:
             raise ValueError(f"unknown head mode {self.mode!r}: use one of {', '.join(HEAD_MODES)}")
         if self.patch_mode not in PATCH_MODES:
             raise ValueError(f"unknown patch mode {self.patch_mode!r}: use one of {', '.join(PATCH_MODES)}")
-        for name in ("heads", "mlp", "layers", "patches"):
-            object.__setattr__(self, name, tuple(sorted(set(_normalised(name, getattr(self, name))))))
+        for name in ("heads", "mlp", "layers", "patches"):  # sorted, each once
+            object.__setattr__(self, name, tuple(dict.fromkeys(_normalised(name, getattr(self, name)))))
         if not (self.heads or self.mlp or self.layers or self.patches):
             raise ValueError("nothing to ablate: name heads, mlp, layers or patches")
 
@@ -121,9 +121,9 @@ class Ablation:
 
 
 def _normalised(name: str, values) -> list:
-    """A field's values as sorted-able tuples of ints: (layer, head or None) pairs for heads, ints otherwise."""
+    """A field's values, sorted: (layer, head or None) pairs for heads (None first in its layer), ints otherwise."""
     if name != "heads":
-        return [_index(v, name) for v in values]
+        return sorted(_index(v, name) for v in values)
     pairs = []
     for pair in values:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
