@@ -478,3 +478,68 @@ def test_stats_ray_without_ray_says_so_before_the_model_loads(tmp_path):
     )
     assert one_line(run, 2) == 'vitviz: --ray needs Ray Data: pip install "vitviz[ray]"'
     assert seconds < 10  # the model loaded first, for 45 s
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["importance", "missing.jpg"], "IMAGE: no such file: missing.jpg"),
+        (["importance", CHELSEA, "--out", "grid.txt"], "--out grid.txt: name a .json or .csv file"),
+        (["importance", CHELSEA, "--out", "no/such/grid.json"], "no folder no/such to write it in"),
+        (["importance", CHELSEA, "--mode", "half"], "argument --mode: invalid choice: 'half'"),
+        (["importance", CHELSEA, "--model", "./no/such/folder"], "--model ./no/such/folder: no such folder"),
+    ],
+)
+def test_importance_usage_errors_exit_2_before_the_model_loads(args, message, tmp_path):
+    rc, stderr, heavy, _ = usage(args, tmp_path)
+    assert rc == 2 and message in stderr and "Traceback" not in stderr, stderr
+    assert heavy == []
+
+
+def test_importance_of_a_file_that_is_not_an_image_fails_in_one_line(tmp_path):
+    (tmp_path / "notes.jpg").write_text("not an image")
+    assert "notes.jpg is not an image" in one_line(vitviz_cli("importance", "notes.jpg", cwd=tmp_path), 1)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv"])
+def test_importance_writes_the_python_apis_grid(embedded, tmp_path, monkeypatch, capsys, suffix):
+    monkeypatch.setattr(vitviz, "load_model", lambda name, device: embedded)
+    out = tmp_path / f"grid{suffix}"
+    assert cli.main(["importance", CHELSEA, "--size", "56", "--out", str(out), "--mode", "mean"]) == 0
+    grid = vitviz.importance(embedded, CHELSEA, mode="mean", longest=56)
+    if suffix == ".json":
+        record = json.loads(out.read_text())
+        np.testing.assert_allclose(record["after"], grid.after, atol=1e-6)
+        assert record["mode"] == "mean" and record["forwards"] == grid.forwards
+        assert (record["input_height"], record["input_width"]) == (42, 56)
+    else:
+        rows = list(csv.DictReader(out.open()))
+        assert len(rows) == 72 and (rows[9]["layer"], rows[9]["head"]) == ("1", "3")
+        np.testing.assert_allclose([float(r["change"]) for r in rows], grid.change.ravel(), atol=1e-6)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+    err = capsys.readouterr().err
+    assert f"about {grid.forwards:.0f} forwards' work at 56×42 px" in err and f"wrote {out}" in err
+
+
+def test_importance_interrupted_leaves_no_file(embedded, tmp_path, monkeypatch):
+    import vitviz.head_importance
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vitviz, "load_model", lambda name, device: embedded)
+    monkeypatch.setattr(vitviz.head_importance, "importance", interrupted)
+    assert cli.main(["importance", CHELSEA, "--size", "56", "--out", str(tmp_path / "grid.json")]) == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_importance_interrupted_while_writing_leaves_no_partial_file(embedded, tmp_path, monkeypatch):
+    import vitviz.cli.importance
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vitviz, "load_model", lambda name, device: embedded)
+    monkeypatch.setattr(vitviz.cli.importance.os, "replace", interrupted)
+    assert cli.main(["importance", CHELSEA, "--size", "28", "--out", str(tmp_path / "grid.csv")]) == 130
+    assert list(tmp_path.iterdir()) == []

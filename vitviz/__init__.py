@@ -13,6 +13,8 @@ r = vitviz.attribute(model, "photo.jpg", method="integrated_gradients")   # r.ma
 f = vitviz.faithfulness(model, "photo.jpg", method="integrated_gradients")  # f.deletion, f.sentence()
 s = vitviz.sanity_check(model, "photo.jpg", method="saliency")   # s.correlation as layers turn random
 lens = vitviz.layer_lens(model, "photo.jpg")    # every layer's tokens read by the output head
+b = vitviz.ablate(model, "photo.jpg", heads=[(9, 3)])   # b.after against b.before, b.baseline side by side
+g = vitviz.importance(model, "photo.jpg")       # g.change [layers, heads]: each head alone switched off
 
 The names below are imported on first use, so that `vitviz --help` answers without loading torch.
 """
@@ -25,6 +27,11 @@ from pathlib import Path
 __version__ = "0.2.0"
 
 _WHERE = {
+    "Ablated": "ablation",
+    "Ablation": "ablation",
+    "ablate": "ablation",
+    "Importance": "head_importance",
+    "importance": "head_importance",
     "Analysis": "analysis",
     "analyze": "capture",
     "METHODS": "attributions",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import analyze, check, explore, faithfulness, site, stats
+from . import analyze, check, explore, faithfulness, importance, site, stats
 from .arguments import DEFAULT_MODEL, Failure, UsageError, check_model, image_files
 from .faithfulness import ASKED_BY_NAME, faithfulness_methods
 
@@ -28,7 +28,8 @@ __all__ = [
     "parser",
     "serve",
 ]
-COMMANDS = (analyze, stats, check, faithfulness, explore, site)  # each module adds its subcommand; serve is the app's
+# each module adds its subcommand; serve is the app's
+COMMANDS = (analyze, stats, check, faithfulness, importance, explore, site)
 SHARE_WARNING = (
     "vitviz: warning: --share makes a public gradio.live link with no login: anyone who has it can use this app "
     "and this machine's CPU or GPU (--auth USER:PASS asks a login)"
