@@ -128,6 +128,14 @@ def tiny_dinov2() -> vitviz.VitModel:
     return vitviz.wrap(tf.Dinov2Model(tf.Dinov2Config(**TINY)), "tiny-dinov2")
 
 
+def tiny_dense() -> vitviz.VitModel:
+    """A tiny DINOv2 with a random dense head of the embedded model's kind: a dense output, in milliseconds."""
+    from vitviz.embedded import DenseHead
+
+    torch.manual_seed(12)
+    return vitviz.wrap(tf.Dinov2Model(tf.Dinov2Config(**TINY)), "tiny-dense", dense_head=DenseHead(TINY["hidden_size"]))
+
+
 TINY_TEXT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99)
 
 

@@ -14,9 +14,9 @@ from .source import Context, view_tab
 
 @user_errors
 def draw(a, cmap, alpha, colour_scale, request: gr.Request):
-    """(top-5 {label: probability} or None, dense-head overlay or None)."""
-    top5, dense = views.output_view(a, cmap, float(alpha), colour_scale)
-    return top5 or None, dense
+    """(top-5 {label: probability} or None, dense-head overlay or None, which forward the output comes from)."""
+    top5, dense, note = views.output_view(a, cmap, float(alpha), colour_scale)
+    return top5 or None, dense, note
 
 
 @user_errors
@@ -51,6 +51,7 @@ def build(ctx: Context) -> None:
     ) as tab:
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
         dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.dense_head is not None)
+        source = gr.Markdown(elem_id="output-source", label="Which forward")
         with gr.Row():
             follows = gr.Radio([(label, key) for key, label in FOLLOWED.items()], value="output",
                                label="The lens follows", elem_id="lens-follows")  # fmt: skip
@@ -65,12 +66,11 @@ def build(ctx: Context) -> None:
         **slots("forward", ctx.server),
     )
     ctx.on_new_analysis(tab, lambda: (None, ""), [], [lens_plot, lens_note], api_visibility="private")
-    outputs = [top5, dense]
     ctx.view(
         tab,
         draw,
         [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale],
-        outputs,
+        [top5, dense, source],
         api_name="output",
-        prepare=(ctx.server.bind(fit_outputs), [ctx.model_name], outputs),
+        prepare=(ctx.server.bind(fit_outputs), [ctx.model_name], [top5, dense]),
     )
