@@ -133,7 +133,11 @@ def tiny_dense() -> vitviz.VitModel:
     from vitviz.embedded import DenseHead
 
     torch.manual_seed(12)
-    return vitviz.wrap(tf.Dinov2Model(tf.Dinov2Config(**TINY)), "tiny-dense", dense_head=DenseHead(TINY["hidden_size"]))
+    net = tf.Dinov2Model(tf.Dinov2Config(**TINY))
+    with torch.no_grad():  # a final norm that is not the identity, so that a test can tell normed tokens apart
+        for p in net.layernorm.parameters():
+            p.copy_(torch.randn(p.shape) * 0.5 + 1)
+    return vitviz.wrap(net, "tiny-dense", dense_head=DenseHead(TINY["hidden_size"]))
 
 
 TINY_TEXT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99)

@@ -486,7 +486,7 @@ def test_the_defaults_are_the_mean_fusion_no_discard_and_the_readout():
 
 def test_the_dense_map_is_the_head_on_the_forwards_own_tokens_and_runs_no_forward():
     """The output that every view of an analysis draws is the head on that very forward's final tokens: transformers'
-    own last hidden state, normed and decoded in float64 here. Made when asked, it runs no forward (the public
+    own final tokens (after its final norm), decoded in float64 here. Made when asked, it runs no forward (the public
     counter); captured, it is the same map."""
     import copy
 
@@ -498,8 +498,8 @@ def test_the_dense_map_is_the_head_on_the_forwards_own_tokens_and_runs_no_forwar
     assert model.forwards == 1 and made.shape == (40, 56)
     net64, head64 = copy.deepcopy(model.net).double(), copy.deepcopy(model.dense_head).double()
     with torch.no_grad():
-        last = net64(pixel_values=torch.from_numpy(record.pixel_values).double()).last_hidden_state
-        patches = net64.layernorm(last)[:, 1:].reshape(1, 5, 7, -1).permute(0, 3, 1, 2)
+        last = net64(pixel_values=torch.from_numpy(record.pixel_values).double()).last_hidden_state  # normed
+        patches = last[:, 1:].reshape(1, 5, 7, -1).permute(0, 3, 1, 2)
         want = head64(patches, (40, 56))[0, 0].numpy()
     np.testing.assert_allclose(made, want, atol=1e-5)
     home = model.dense_map_of(image, (40, 56))  # the head at its home input, the other forward: not this map

@@ -73,9 +73,9 @@ def test_rollout_toward_a_dense_output_is_the_matrix_chain_with_its_weights_as_t
     a = coffee_224
     gh, gw = a.grid
     h, w = a.pixel_values.shape[2:]
-    with torch.no_grad():  # the dense head on this forward's own tokens: transformers' last hidden state, normed
-        last = a.model.net(pixel_values=torch.from_numpy(a.pixel_values)).last_hidden_state
-        patches = a.model.net.layernorm(last)[:, a.n_prefix :].reshape(1, gh, gw, -1).permute(0, 3, 1, 2)
+    with torch.no_grad():  # the dense head on this forward's own tokens: transformers' final ones
+        last = a.model.net(pixel_values=torch.from_numpy(a.pixel_values)).last_hidden_state  # after its final norm
+        patches = last[:, a.n_prefix :].reshape(1, gh, gw, -1).permute(0, 3, 1, 2)
         dense = a.model.dense_head(patches, (h, w))[0, 0].double().numpy()
     box = (0.0, 0.0, a.image.shape[1] / 2, float(a.image.shape[0]))  # the left half: whole patches here
     left = np.concatenate([np.ones((h, w // 2)), np.zeros((h, w - w // 2))], 1)

@@ -899,18 +899,18 @@ def test_the_projector_modes_font_inks_digits_large_label_px_tall():
 
 
 def test_a_map_and_its_check_explain_the_forward_that_the_tab_draws_or_name_the_other(coffee_224):
-    """The Output tab's map is the dense head on the very forward that the tab draws (transformers' own last hidden
-    state, normed and decoded here), and its note names that forward's input; the Rollout tab starts from that map's
-    patch means; its faithfulness check, which runs on the 224 x 224 input, names that other forward beside the
-    tab's, and says so only where the two differ."""
+    """The Output tab's map is the dense head on the very forward that the tab draws (transformers' own final
+    tokens, decoded here), and its note names that forward's input; the Rollout tab starts from that map's patch
+    means; its faithfulness check, which runs on the 224 x 224 input, names that other forward beside the tab's, and
+    says so only where the two differ."""
     from vitviz.attributions import attribution_size
 
     a = coffee_224
     (gh, gw), (h, w) = a.grid, a.pixel_values.shape[2:]
     assert (h, w) == (154, 224)  # not the dense head's home 224 x 224
     with torch.no_grad():
-        last = a.model.net(pixel_values=torch.from_numpy(a.pixel_values)).last_hidden_state
-        patches = a.model.net.layernorm(last)[:, a.n_prefix :].reshape(1, gh, gw, -1).permute(0, 3, 1, 2)
+        last = a.model.net(pixel_values=torch.from_numpy(a.pixel_values)).last_hidden_state  # after its final norm
+        patches = last[:, a.n_prefix :].reshape(1, gh, gw, -1).permute(0, 3, 1, 2)
         own = a.model.dense_head(patches, (h, w))[0, 0].double().numpy()
     _, picture, note = views.output_view(a)
     np.testing.assert_allclose(a.dense_map(), own, atol=1e-4)

@@ -195,7 +195,7 @@ def dense_note(a: Analysis, dense: np.ndarray) -> str:
 ALIKE, PARTLY = 0.9, 0.5
 # The median rank correlation of two rows of the full rollout matrix after all 12 layers (mean fusion, nothing
 # discarded), over the 20 photos of docs/benchmarks.md on the embedded model: `python -m benchmarks.rollout_rows`.
-ROLLOUT_ROWS = 0.0
+ROLLOUT_ROWS = 0.984
 ROLLOUT_TRUTH = {
     "both": "**What this map can tell you, on this photo.** Rollout toward the output and toward {cls} "
     "{alike}: rank correlation **{both}**. Their rank correlations with the output's own map (the dense head's "
