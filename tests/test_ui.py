@@ -502,26 +502,29 @@ def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_setting
 
 
 def test_the_layer_lens_shows_every_layer_with_its_sentence(client):
-    """/lens on the embedded model: one tile per layer, in order, and the sentence of the lens on that image."""
+    """/lens on the embedded model: one tile per layer, in order, and the sentence of the lens on that image, read
+    from the tab's own analysis (its last layer the Output tab's map)."""
     import base64
     import json
 
     from gradio_client import handle_file
 
-    from vitviz.lens import layer_lens
+    from vitviz.lens import analysis_lens
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
     figure, note = client.predict(image, "dinov2-small", "224", api_name="/lens")
     figure = json.loads(figure["plot"])
     assert [t["text"] for t in figure["layout"]["annotations"]] == [f"layer {i}" for i in range(12)]
-    lens = layer_lens(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg")
+    a = vitviz.analyze(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg", longest=224)  # 154 x 224 px
+    lens = analysis_lens(a)
     assert note == lens.sentence()
+    np.testing.assert_allclose(lens.values[-1], a.dense_map(), atol=1e-5)
     last = figure["data"][-1]["z"]
-    last = np.frombuffer(base64.b64decode(last["bdata"]), last["dtype"]).reshape(64, 64) if "bdata" in last else last
-    small = cv2.resize(lens.values[-1], (64, 64), interpolation=cv2.INTER_AREA)  # 224 px shown as 64 cells
+    last = np.frombuffer(base64.b64decode(last["bdata"]), last["dtype"]).reshape(44, 64) if "bdata" in last else last
+    small = cv2.resize(lens.values[-1], (64, 44), interpolation=cv2.INTER_AREA)  # 154 x 224 px shown as 44 x 64 cells
     np.testing.assert_allclose(last, small, atol=1e-5)
     figure, note = client.predict(image, "dinov2-small", "224", "readout", api_name="/lens")
-    readout = layer_lens(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg", output=Output("readout"))
+    readout = analysis_lens(a, output=Output("readout"))
     assert note == readout.sentence()
     assert "follows **the readout vector" in note and json.loads(figure["plot"])["data"][0]["name"] == "readout"
 

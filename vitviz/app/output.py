@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import plots, views
-from ..lens import layer_lens
+from ..lens import analysis_lens
 from ..outputs import FOLLOWED, followed
 from .pictures import picture
 from .session import Server, slots, user_errors
@@ -21,10 +21,11 @@ def draw(a, cmap, alpha, colour_scale, request: gr.Request):
 
 @user_errors
 def show_lens(server: Server, image, model_name, size, follows="output", request: gr.Request = None):
-    """The layer lens: every layer's tokens read by the output head, following the chosen output. (a figure: each
-    layer's dense map, or the classes' or the readout's course through depth; the sentence, which names it)."""
+    """The layer lens: every layer's tokens of the analysis' own forward read by the output head, following the
+    chosen output (no forward of its own: its last layer is the map above). (a figure: each layer's dense map, or the
+    classes' or the readout's course through depth; the sentence, which names it)."""
     a = server.get_analysis(image, model_name, size, request)
-    lens = layer_lens(a.model, a.image, output=followed(a.output, follows))
+    lens = analysis_lens(a, output=followed(a.output, follows))
     if lens.kind == "dense":
         figure = plots.map_grid(lens.values, [f"layer {i}" for i in range(lens.layers)])
     else:
