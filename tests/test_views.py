@@ -954,7 +954,7 @@ def test_the_rollout_tab_says_how_alike_the_two_starts_are_and_how_each_follows_
         out, cls = a.rollout(fusion, discard).ravel(), a.rollout(fusion, discard, Output("readout")).ravel()
         both = spearmanr(out, cls).statistic
         said = views.rollout_truth_note(a, fusion, discard)
-        assert f"rank correlation **{sentences.fixed(both)}**" in said
+        assert f"rank correlation **{sentences.fixed(both, 3)}**" in said
         assert f"are **{sentences.fixed(spearmanr(out, own).statistic)}** (toward the output)" in said
         assert f"and **{sentences.fixed(spearmanr(cls, own).statistic)}** (toward the CLS token)" in said
         assert ("where information pools, not what one output uses" in said) == (both >= sentences.ALIKE)

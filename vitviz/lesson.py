@@ -168,7 +168,7 @@ def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult
         f"its map. Its brightest patch, {_where(a, best)}, gets **{values.flat[best] / values.sum():.1%}** of what "
         f"the patches pass to the output. A classifier would be different: its head reads only the {readout} "
         f"token's final vector, so its rollout starts from that one token. Here rollout toward the {readout} token "
-        f"gives {same} (rank correlation {sentences.fixed(rho)} with the one shown), and the one shown has a rank "
+        f"gives {same} (rank correlation {sentences.fixed(rho, 3)} with the one shown), and the one shown has a rank "
         f"correlation of {sentences.fixed(own)} with the output's own map (each patch's mean). With the skip "
         f"connection in every layer, rollout from any start converges to nearly one map after {a.num_layers} layers "
         f"(on the 20 photos of docs/benchmarks.md, two rows of the full rollout matrix, the rollouts from two "

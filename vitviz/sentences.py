@@ -224,12 +224,13 @@ def alike_words(rho: float) -> str:
 
 def rollout_truth(layers: int, cls: str, both: float, output: float, readout: float) -> str:
     """What a rollout can tell on this photo, for a model whose output does not read the readout: how alike the
-    rollouts toward the output and toward the readout (`cls`) are (`both`, Spearman's ρ over the patches), each
+    rollouts toward the output and toward the readout (`cls`) are (`both`, Spearman's ρ over the patches, with three
+    decimals: the two are often 0.99 or more alike, which two decimals would round to an identity), each
     one's ρ with the output's own map (`output`, `readout`), and what that means. The site fills the same
     templates with the same rule in the browser (`rollout_rule`)."""
     values = {
         "cls": cls,
-        "both": fixed(both),
+        "both": fixed(both, 3),
         "output": fixed(output),
         "readout": fixed(readout),
         "layers": layers,

@@ -88,7 +88,7 @@ function vitvizRolloutStart(toward, n, prefix, readoutTokens, dense, h, w, grid)
 function vitvizRolloutTruth(rule, layers, cls, both, output, readout) {
   const t = rule.templates, fill = (name, values) => t[name].replace(/\{(\w+)\}/g, (_, key) => values[key]);
   const alike = t[both >= rule.alike ? "alike" : both >= rule.partly ? "partly" : "different"];
-  const values = { cls, layers, alike, both: vitvizFixed(both), output: vitvizFixed(output), readout: vitvizFixed(readout), rows: vitvizFixed(rule.rows) };
+  const values = { cls, layers, alike, both: vitvizFixed(both, 3), output: vitvizFixed(output), readout: vitvizFixed(readout), rows: vitvizFixed(rule.rows) };
   const text = fill("both", values) + fill(both >= rule.alike ? "pooled" : "apart", values);
   return text.replace(/\*\*(.+?)\*\*/g, "<b>$1</b>");
 }
