@@ -132,6 +132,21 @@ def tiny_dinov2() -> vitviz.VitModel:
     return vitviz.wrap(tf.Dinov2Model(tf.Dinov2Config(**TINY)), "tiny-dinov2")
 
 
+def tiny_dense() -> vitviz.VitModel:
+    """A tiny DINOv2 with a random dense head of the embedded model's kind: a dense output, in milliseconds."""
+    from vitviz.embedded import DenseHead
+
+    torch.manual_seed(12)
+    net = tf.Dinov2Model(tf.Dinov2Config(**TINY))
+    with torch.no_grad():  # a final norm that is not the identity, so that a test can tell normed tokens apart
+        for p in net.layernorm.parameters():
+            p.copy_(torch.randn(p.shape) * 0.5 + 1)
+    head = DenseHead(TINY["hidden_size"])
+    with torch.no_grad():  # maps that span most of [0, 1], not a random head's 0.5 ± 1e-5
+        head.final_conv.weight.mul_(300)
+    return vitviz.wrap(net, "tiny-dense", dense_head=head)
+
+
 TINY_TEXT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99)
 
 

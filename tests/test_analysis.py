@@ -18,6 +18,7 @@ from conftest import (
     reference_fused,
     reference_outputs,
     reference_rollout,
+    tiny_dense,
     tiny_vit,
 )
 
@@ -483,14 +484,29 @@ def test_the_defaults_are_the_mean_fusion_no_discard_and_the_readout():
     np.testing.assert_allclose(pool.rollout("max", 0.2), want.reshape(4, 4), rtol=1e-5, atol=1e-7)
 
 
-def test_a_dense_map_not_captured_is_made_from_the_records_image_at_its_input_size(monkeypatch):
-    model = tiny_vit()
-    record = vitviz.analyze(model, random_image(48, 32, seed=50), longest=32)
-    asked = []
-    monkeypatch.setattr(model, "dense_map_of", lambda image, size: asked.append((image, size)) or np.ones(size))
-    assert record.dense_map().shape == (32, 24) and asked[0][0] is record.image and asked[0][1] == (32, 24)
-    captured = np.zeros((32, 24), np.float32)
-    assert dataclasses.replace(record, captured_dense=(captured,)).dense_map() is captured and len(asked) == 1
+def test_the_dense_map_is_the_head_on_the_forwards_own_tokens_and_runs_no_forward():
+    """The output that every view of an analysis draws is the head on that very forward's final tokens: transformers'
+    own final tokens (after its final norm), decoded in float64 here. Made when asked, it runs no forward (the public
+    counter); captured, it is the same map."""
+    import copy
+
+    model = tiny_dense()
+    image = random_image(40, 56, seed=50)
+    record = vitviz.analyze(model, image, longest=56)
+    assert record.grid == (5, 7) and model.forwards == 1
+    made = record.dense_map()
+    assert model.forwards == 1 and made.shape == (40, 56)
+    net64, head64 = copy.deepcopy(model.net).double(), copy.deepcopy(model.dense_head).double()
+    with torch.no_grad():
+        last = net64(pixel_values=torch.from_numpy(record.pixel_values).double()).last_hidden_state  # normed
+        patches = last[:, 1:].reshape(1, 5, 7, -1).permute(0, 3, 1, 2)
+        want = head64(patches, (40, 56))[0, 0].numpy()
+    np.testing.assert_allclose(made, want, atol=1e-5)
+    home = model.dense_map_of(image, (40, 56))  # the head at its home input, the other forward: not this map
+    assert model.forwards == 2 and np.abs(home - want).max() > 1e-3
+    captured = vitviz.analyze(model, image, longest=56, dense=True)
+    assert model.forwards == 3 and captured.captured_dense  # one forward, the map captured with it
+    np.testing.assert_allclose(captured.dense_map(), want, atol=1e-5)
 
 
 def test_a_fusion_recomputes_each_layer_on_the_models_device_never_through_host_arrays(monkeypatch):

@@ -77,14 +77,14 @@ def photos(size: tuple[int, int], count: int) -> list[np.ndarray]:
 
 
 def test_eight_concurrent_uploads_of_one_size_go_as_one_batch_and_each_equals_its_solo_analysis(embedded, monkeypatch):
-    """As the app asks (rolled, with the dense head's maps): the eight share one forward, and one more of the
-    dense head for their maps, each of which is the map of its own image alone."""
+    """As the app asks (rolled, with the dense head's maps): the eight share one forward, and the dense head reads
+    each one's own tokens of it, with no forward of its own: each map is the map of its own image alone."""
     images = photos((300, 200), 8)
     batcher = Batcher(window_s=5.0, max_batch=8)  # the eighth image closes the batch long before the window ends
     forwards, forward = [], embedded.forward
     monkeypatch.setattr(embedded, "forward", lambda x, *args, **kw: forwards.append(len(x)) or forward(x, *args, **kw))
     results = together(batcher, [(embedded, image, 224, True, True) for image in images])
-    assert list(batcher.sizes) == [8] and forwards == [8, 8]  # the batch's, then its dense maps'
+    assert list(batcher.sizes) == [8] and forwards == [8]  # the batch's only
     monkeypatch.undo()
     for image, batched in zip(images, results, strict=True):
         assert isinstance(batched, Derived) and isinstance(batched.analysis, vitviz.Analysis), batched
@@ -92,15 +92,15 @@ def test_eight_concurrent_uploads_of_one_size_go_as_one_batch_and_each_equals_it
         assert batched.held().dense_map  # made with the batch, before any view asked
         made = batched.dense_map()
         assert made.shape == batched.pixel_values.shape[2:]
-        np.testing.assert_allclose(made, embedded.dense_map_of(image, made.shape), atol=1e-4)
+        np.testing.assert_allclose(made, vitviz.analyze(embedded, image, longest=224).dense_map(), atol=1e-4)
 
 
 def test_a_dense_head_that_fails_leaves_each_analysis_whole_and_its_view_says_why(embedded, monkeypatch, caplog):
-    def broken(images, size):
+    def broken(last_hidden, grid, size):
         raise RuntimeError("CUDA out of memory")
 
     images = photos((300, 200), 2)
-    monkeypatch.setattr(embedded, "dense_maps_of", broken)
+    monkeypatch.setattr(embedded, "dense_map", broken)
     results = together(Batcher(window_s=5.0, max_batch=2), [(embedded, image, 224, True, True) for image in images])
     assert "the dense head's maps" in caplog.text
     for image, batched in zip(images, results, strict=True):
@@ -110,10 +110,9 @@ def test_a_dense_head_that_fails_leaves_each_analysis_whole_and_its_view_says_wh
         with pytest.raises(RuntimeError, match="CUDA out of memory"):  # asked again, where a view needs it
             batched.dense_map()
         monkeypatch.undo()
-        np.testing.assert_allclose(
-            batched.dense_map(), embedded.dense_map_of(image, batched.pixel_values.shape[2:]), atol=1e-6
-        )
-        monkeypatch.setattr(embedded, "dense_maps_of", broken)
+        alone = vitviz.analyze(embedded, image, longest=224)
+        np.testing.assert_allclose(batched.dense_map(), alone.dense_map(), atol=1e-6)
+        monkeypatch.setattr(embedded, "dense_map", broken)
 
 
 def test_mixed_sizes_batch_by_size_and_each_equals_its_solo_analysis():

@@ -340,13 +340,15 @@ def test_a_rollout_toward_another_output_is_kept_apart_from_the_models_own():
 
 
 def test_the_dense_map_is_made_once_and_counted(monkeypatch):
-    model = tiny_vit()
-    made = []
-    monkeypatch.setattr(model, "dense_map_of", lambda image, size: made.append(size) or np.ones(size, np.float32))
-    record = vitviz.analyze(model, random_image(32, 32, seed=67))
+    from conftest import tiny_dense
+
+    model = tiny_dense()
+    record = vitviz.analyze(model, random_image(32, 32, seed=67), longest=32)
+    made, dense_map = [], model.dense_map
+    monkeypatch.setattr(model, "dense_map", lambda *args: made.append(args[2]) or dense_map(*args))
     d = Derived(record)
     assert not d.held().dense_map and d.nbytes == record.nbytes
-    assert d.dense_map() is d.dense_map() and made == [(32, 32)]
+    assert d.dense_map() is d.dense_map() and made == [(32, 32)] and model.forwards == 1
     assert d.held().dense_map and d.nbytes == record.nbytes + 32 * 32 * 4
     none = Derived(vitviz.analyze(tiny_vit(), random_image(32, 32, seed=67), dense=True))  # no dense head
     assert none.held().dense_map and none.dense_map() is None and none.nbytes == none.analysis.nbytes

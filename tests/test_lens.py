@@ -7,8 +7,9 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import FAMILIES, random_image
+from conftest import FAMILIES, random_image, tiny_dense
 
+import vitviz
 from vitviz.lens import LayerLens, layer_lens
 from vitviz.outputs import Output, dense_weights
 from vitviz.preprocess import prepare_input
@@ -119,3 +120,21 @@ def test_the_embedded_models_lens_follows_the_readout_when_asked(embedded, coffe
     assert f"cosine of {lens.values[0]:.2f} with the last layer" in lens.sentence()
     with pytest.raises(ValueError, match="has no classes"):
         layer_lens(embedded, coffee, output=Output("class"))
+
+
+def test_the_lens_of_an_analysis_reads_its_own_forwards_layers_and_runs_none():
+    """On the analysis' own hidden states: each layer's dense map is the head on that layer's captured tokens after
+    the final norm, the last one the analysis' own output, and no forward runs."""
+
+    from vitviz.lens import analysis_lens
+
+    model = tiny_dense()
+    a = vitviz.analyze(model, random_image(40, 56, seed=9), longest=56)
+    lens = analysis_lens(a)
+    assert model.forwards == 1 and lens.kind == "dense" and lens.values.shape == (3, 40, 56)
+    np.testing.assert_allclose(lens.values[-1], a.dense_map(), atol=1e-6)
+    with torch.no_grad():
+        tokens = model.net.layernorm(torch.from_numpy(a.hidden_states[1]))[1:]
+        first = model.dense_head(tokens.reshape(1, 5, 7, -1).permute(0, 3, 1, 2), (40, 56))[0, 0].numpy()
+    np.testing.assert_allclose(lens.values[0], first, atol=1e-5)
+    assert lens.values[-1].max() - lens.values[-1].min() > 0.3 and np.abs(lens.values[0] - lens.values[-1]).max() > 0.01

@@ -73,7 +73,10 @@ def test_rollout_toward_a_dense_output_is_the_matrix_chain_with_its_weights_as_t
     a = coffee_224
     gh, gw = a.grid
     h, w = a.pixel_values.shape[2:]
-    dense = a.model.dense_map_of(a.image, (h, w)).astype(np.float64)  # the dense head on the photo
+    with torch.no_grad():  # the dense head on this forward's own tokens: transformers' final ones
+        last = a.model.net(pixel_values=torch.from_numpy(a.pixel_values)).last_hidden_state  # after its final norm
+        patches = last[:, a.n_prefix :].reshape(1, gh, gw, -1).permute(0, 3, 1, 2)
+        dense = a.model.dense_head(patches, (h, w))[0, 0].double().numpy()
     box = (0.0, 0.0, a.image.shape[1] / 2, float(a.image.shape[0]))  # the left half: whole patches here
     left = np.concatenate([np.ones((h, w // 2)), np.zeros((h, w - w // 2))], 1)
     by_pixels = {
@@ -152,6 +155,7 @@ def every_sentence(a: vitviz.Analysis) -> list[str]:
     texts = [views.tokens_view(a)[1], sentences.attention_note(a, a.num_layers - 1, None, "readout")]
     texts.append(sentences.inside_note(a, a.inside_head(a.num_layers - 1, 0, 0), a.layer_updates(a.num_layers - 1)))
     texts += [views.rollout_view(a, "mean", 0.0, toward=o)[1] for o in (a.output, Output("readout"))]
+    texts += [views.rollout_truth_note(a, "mean", 0.0), views.output_view(a)[2]]
     texts.append(views.heads_views(a)[4])
     texts += [lesson.lesson_step(a, step)[2] for step in range(1, len(lesson.STEPS) + 1)]
     texts.append(vitviz.layer_lens(a.model, a.image).sentence())

@@ -13,6 +13,7 @@ import pytest
 
 import vitviz
 from vitviz.app.session import user_errors
+from vitviz.outputs import Output
 
 
 def test_a_user_error_is_one_log_line_and_no_traceback(caplog):
@@ -594,15 +595,41 @@ def test_a_new_images_forward_yields_the_cpu_to_redraws_and_brings_its_dense_map
 
 
 def test_a_dense_head_that_fails_is_logged_and_the_analysis_still_comes(server, tmp_path, monkeypatch, caplog):
+    from conftest import tiny_dense
+
     from vitviz.models import VitModel
 
-    def broken(self, images, size):
+    def broken(self, last_hidden, grid, size):
         raise RuntimeError("the dense head broke")
 
-    monkeypatch.setattr(VitModel, "dense_maps_of", broken)
+    server.models["tiny"] = tiny_dense()
+    monkeypatch.setattr(VitModel, "dense_map", broken)
     a = server.get_analysis(photo(tmp_path, "a.png", 19), "tiny", "224", None)
     assert a.num_layers == server.models["tiny"].num_layers and not a.held().dense_map
     assert [r.getMessage() for r in caplog.records if r.exc_info] == ["the dense head's maps"]
+
+
+def test_one_upload_runs_one_forward_of_the_model_for_every_view_of_its_output(tmp_path):
+    """The model's public counter of forwards: an upload of a dense model, then every view that draws its output (the
+    Output tab, the Rollout tab toward each start with its sentences, the lesson's steps on rollout and on the dense
+    head) and the rollouts made after the answer, cost the one forward of the upload."""
+    from conftest import tiny_dense
+
+    from vitviz import lesson, views
+    from vitviz.app.session import Server
+
+    s = Server(device="cpu", cache_mb=256)
+    model = s.models["tiny"] = tiny_dense()
+    a = s.get_analysis(photo(tmp_path, "a.png", 23), "tiny", "model default", None)
+    assert model.forwards == 1
+    a.settle()
+    views.output_view(a)
+    for toward in (a.output, Output("readout")):
+        views.rollout_view(a, "max", 0.3, toward=toward)
+    views.rollout_truth_note(a, "mean", 0.0)
+    for step in (6, 8):
+        lesson.lesson_step(a, step)
+    assert model.forwards == 1 and a.held().dense_map
 
 
 def test_a_request_without_a_session_is_the_local_session():

@@ -12,13 +12,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-import torch
 
 import vitviz
 import vitviz.cli
 from tests.conftest import reference_fused, reference_rollout
 from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
-from vitviz import lesson, maps, render
+from vitviz import explorer, lesson, maps, render, sentences
 from vitviz.outputs import patch_weights
 from vitviz.preprocess import load_image
 from vitviz.site import build as site_build
@@ -65,13 +64,6 @@ def served(site):
     httpd.server_close()
 
 
-def own_dense(model: vitviz.VitModel, a: vitviz.Analysis) -> np.ndarray:
-    """[h,w] the dense head on this analysis' own final tokens: the site's output, from its one forward."""
-    with torch.inference_mode():
-        last = torch.from_numpy(a.hidden_states[-1][None])
-        return model.dense_map(last, a.grid, tuple(a.pixel_values.shape[2:]))[0, 0].numpy()
-
-
 def rollout_start(a: vitviz.Analysis, dense: np.ndarray, toward: str) -> np.ndarray:
     row = np.zeros(a.num_tokens, np.float64)
     if toward == "readout":
@@ -109,7 +101,7 @@ def test_the_graph_gives_the_python_apis_numbers_from_one_forward(site, embedded
         assert np.abs(out[fusion] - a.fused(fusion).numpy()).mean() < 1e-6
     np.testing.assert_allclose(out["distance"], a.mean_attention_distance, rtol=1e-5, atol=1e-3)
     np.testing.assert_allclose(out["entropy"], a.attention_entropy, atol=1e-4)
-    np.testing.assert_allclose(out["dense"][0, 0], own_dense(embedded, a), atol=1e-4)
+    np.testing.assert_allclose(out["dense"][0, 0], a.dense_map(), atol=1e-4)  # the app's output: the same forward's
 
 
 @pytest.mark.slow
@@ -200,6 +192,27 @@ def open_site(browser, url: str, width: int = 1400, height: int = 1000):
     return context, page
 
 
+@pytest.mark.browser
+def test_the_sites_rollout_sentence_is_pythons_at_and_around_each_threshold(browser):
+    """One source of truth: the site fills Python's templates with Python's rule, and says what
+    `sentences.rollout_truth` says for the same numbers, either side of each threshold and at a near-zero value."""
+    page = browser.new_page()
+    words = (explorer.STATIC / "text.js", site_build.PAGE / "rollout.js")
+    page.set_content("<script>" + "\n".join(p.read_text() for p in words) + "</script>")
+    both = (0.9994, sentences.ALIKE, sentences.ALIKE - 1e-4, sentences.PARTLY, sentences.PARTLY - 1e-4, -0.31)
+    cases = [(b, out, cls) for b in both for out, cls in ((0.38, 0.12), (-0.004, 0.951))]
+    said = page.evaluate(
+        "([cases, rule]) => cases.map(([b, o, c]) => vitvizRolloutTruth(rule, 12, 'the CLS token', b, o, c))",
+        [cases, sentences.rollout_rule()],
+    )
+    page.close()
+    for (b, out, cls), got in zip(cases, said, strict=True):
+        python = sentences.rollout_truth(12, "the CLS token", b, out, cls)
+        assert got.replace("<b>", "**").replace("</b>", "**") == python
+    assert sum("where information pools" in x for x in said) == 4 and sum("still changes" in x for x in said) == 8
+    assert sum("rank the patches partly alike" in x for x in said) == 4 and "-0.00" not in "".join(said)
+
+
 @pytest.fixture(scope="module")
 def page(browser, served):
     context, page = open_site(browser, served + "?size=448")
@@ -227,7 +240,7 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
             np.array(got["distance"]).reshape(12, 6), a.mean_attention_distance, rtol=1e-5, atol=1e-3
         )
         np.testing.assert_allclose(np.array(got["entropy"]).reshape(12, 6), a.attention_entropy, atol=1e-3)
-        dense = own_dense(embedded, a)
+        dense = a.dense_map()  # the app's output, from the same forward as the site's
         np.testing.assert_allclose(np.array(got["dense"]).reshape(h, w), dense, atol=1e-3)
         np.testing.assert_allclose(np.array(got["norms"]).reshape(a.grid), a.token_norms(), rtol=1e-4)
         np.testing.assert_allclose(np.array(got["pca"]).reshape(*a.grid, 3), a.pca_rgb(), atol=1e-3)

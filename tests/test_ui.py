@@ -77,14 +77,15 @@ def test_analyze_then_change_layer_and_head(client):
     assert float(share) == pytest.approx(100 * a0.layer_attention(0)[0, 0, :1].astype(float).sum(), abs=0.06)
     grid, _, _ = client.predict(layer=5, head=-2, **params, api_name="/attention")
     assert read(grid).shape[0] > a.shape[0]  # 6 heads + mean tiled
-    roll, note = client.predict(image, "dinov2-small", "model default", "max", 0.5, "output", "inferno", 0.6,
-                                api_name="/rollout")  # fmt: skip
+    roll, note, truth = client.predict(image, "dinov2-small", "model default", "max", 0.5, "output", "inferno", 0.6,
+                                       api_name="/rollout")  # fmt: skip
     assert read(roll).shape == a.shape
     assert "brightest patch" in note and "the level that only 1 in 100 patches exceeds" in note
     assert note.startswith("Rollout toward the output: it starts from the patch tokens that the dense head reads")
-    roll, note = client.predict(image, "dinov2-small", "model default", "max", 0.5, "readout", "inferno", 0.6,
-                                api_name="/rollout")  # fmt: skip
-    assert "which this model's output (its dense head) does not read" in note
+    assert truth.startswith("**What this map can tell you, on this photo.** Rollout toward the output and toward")
+    roll, note, same = client.predict(image, "dinov2-small", "model default", "max", 0.5, "readout", "inferno", 0.6,
+                                      api_name="/rollout")  # fmt: skip
+    assert "which this model's output (its dense head) does not read" in note and same == truth
     grid_fig, pos_map = client.predict("dinov2-small", 3, 30, api_name="/position_embeddings")
     assert read(pos_map).shape[0] == 480
     other = client.predict("dinov2-small", 30, 3, api_name="/position_map")
@@ -486,7 +487,8 @@ def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_setting
     model = vitviz.load_model(device="cpu")
     same = input_analysis(model, image)
     assert "discards the weakest 50% of each layer's attention" in note
-    assert "remade on the 224 px high × 224 px wide input" in note and "448 px wide analysis" in note
+    assert "on one forward of the 224 px high × 224 px wide input, where it hides patches: another forward than" in note
+    assert "the picture above's, which is the 294 px high × 448 px wide analysis." in note
     fusions = ("max", "mean", "min", "max")  # the last: the same rollout with nothing discarded
     maps = [
         {"method": "rollout", "scores": same.rollout(fusion, 0.5 if i < 3 else 0.0)} for i, fusion in enumerate(fusions)
@@ -500,26 +502,29 @@ def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_setting
 
 
 def test_the_layer_lens_shows_every_layer_with_its_sentence(client):
-    """/lens on the embedded model: one tile per layer, in order, and the sentence of the lens on that image."""
+    """/lens on the embedded model: one tile per layer, in order, and the sentence of the lens on that image, read
+    from the tab's own analysis (its last layer the Output tab's map)."""
     import base64
     import json
 
     from gradio_client import handle_file
 
-    from vitviz.lens import layer_lens
+    from vitviz.lens import analysis_lens
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
     figure, note = client.predict(image, "dinov2-small", "224", api_name="/lens")
     figure = json.loads(figure["plot"])
     assert [t["text"] for t in figure["layout"]["annotations"]] == [f"layer {i}" for i in range(12)]
-    lens = layer_lens(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg")
+    a = vitviz.analyze(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg", longest=224)  # 154 x 224 px
+    lens = analysis_lens(a)
     assert note == lens.sentence()
+    np.testing.assert_allclose(lens.values[-1], a.dense_map(), atol=1e-5)
     last = figure["data"][-1]["z"]
-    last = np.frombuffer(base64.b64decode(last["bdata"]), last["dtype"]).reshape(64, 64) if "bdata" in last else last
-    small = cv2.resize(lens.values[-1], (64, 64), interpolation=cv2.INTER_AREA)  # 224 px shown as 64 cells
+    last = np.frombuffer(base64.b64decode(last["bdata"]), last["dtype"]).reshape(44, 64) if "bdata" in last else last
+    small = cv2.resize(lens.values[-1], (64, 44), interpolation=cv2.INTER_AREA)  # 154 x 224 px shown as 44 x 64 cells
     np.testing.assert_allclose(last, small, atol=1e-5)
     figure, note = client.predict(image, "dinov2-small", "224", "readout", api_name="/lens")
-    readout = layer_lens(vitviz.load_model(device="cpu"), ASSETS / "coffee.jpg", output=Output("readout"))
+    readout = analysis_lens(a, output=Output("readout"))
     assert note == readout.sentence()
     assert "follows **the readout vector" in note and json.loads(figure["plot"])["data"][0]["name"] == "readout"
 

@@ -442,8 +442,10 @@ def test_the_output_view_gives_the_top_classes_and_the_dense_heads_map(coffee_22
     tiny = vitviz.analyze(vitviz.wrap(tf.ViTForImageClassification(cfg), "eight"), random_image(32, 32), longest=32)
     probs = torch.softmax(torch.from_numpy(tiny.logits), 0).numpy()
     best = {f"class {i}": float(probs[i]) for i in np.argsort(-probs)[:5]}  # five of the eight
-    assert views.output_view(tiny) == (best, None)
-    top, picture = views.output_view(coffee_224)
+    assert views.output_view(tiny)[:2] == (best, None)
+    said = views.output_view(tiny)[2]
+    assert said == "The classes come from this analysis' own forward, on its 32 px high × 32 px wide input."
+    top, picture, note = views.output_view(coffee_224)
     want = views.scaled_overlay(
         views.display(coffee_224),
         coffee_224.dense_map(),
@@ -707,7 +709,10 @@ def test_the_rollout_note_of_a_dense_model_says_which_output_the_map_follows(cof
     readout = views.rollout_view(coffee_224, "mean", 0.0, toward=Output("readout"))[1]
     assert output.startswith("Rollout toward the output: it starts from the patch tokens that the dense head reads")
     assert readout.startswith("Rollout toward the readout, the CLS token: DINOv2's image summary, which this model's "
-                              "output (its dense head) does not read.")  # fmt: skip
+                              "output (its dense head) does not read: it follows attention back")  # fmt: skip
+    # the CLS choice never implies that the default shows what the output uses
+    assert "Neither this rollout nor the one toward the output shows what the output uses" in readout
+    assert "not what the output uses" not in readout
     for note, values in ((output, coffee_224.rollout()), (readout, coffee_224.rollout(toward=Output("readout")))):
         assert f"gets **{values.max() / values.sum():.1%}** of all" in note and "scores that patch" not in note
 
@@ -891,3 +896,72 @@ def test_the_projector_modes_font_inks_digits_large_label_px_tall():
                 render.LARGE_FONT[1], cv2.LINE_AA)  # fmt: skip
     rows = np.flatnonzero((canvas > 100).any(axis=1))
     assert rows[-1] - rows[0] + 1 >= render.LARGE_LABEL_PX
+
+
+def test_a_map_and_its_check_explain_the_forward_that_the_tab_draws_or_name_the_other(coffee_224):
+    """The Output tab's map is the dense head on the very forward that the tab draws (transformers' own final
+    tokens, decoded here), and its note names that forward's input; the Rollout tab starts from that map's patch
+    means; its faithfulness check, which runs on the 224 x 224 input, names that other forward beside the tab's, and
+    says so only where the two differ."""
+    from vitviz.attributions import attribution_size
+
+    a = coffee_224
+    (gh, gw), (h, w) = a.grid, a.pixel_values.shape[2:]
+    assert (h, w) == (154, 224)  # not the dense head's home 224 x 224
+    with torch.no_grad():
+        last = a.model.net(pixel_values=torch.from_numpy(a.pixel_values)).last_hidden_state  # after its final norm
+        patches = last[:, a.n_prefix :].reshape(1, gh, gw, -1).permute(0, 3, 1, 2)
+        own = a.model.dense_head(patches, (h, w))[0, 0].double().numpy()
+    _, picture, note = views.output_view(a)
+    np.testing.assert_allclose(a.dense_map(), own, atol=1e-4)
+    size = sentences.pixel_words(h, w)
+    assert f"the final tokens of this analysis' own forward, the {size} input that every tab draws" in note
+    assert f"Here its pixels run from {sentences.fixed(own.min())} to {sentences.fixed(own.max())} (the colour" in note
+    start, _ = a.rollout_start("mean")
+    means = own.reshape(gh, h // gh, gw, w // gw).mean((1, 3)).ravel()
+    np.testing.assert_allclose(start[a.n_prefix :], means / means.sum(), rtol=1e-4)
+    size = attribution_size(a.model, *a.image.shape[:2])
+    where = sentences.check_forward(0.0, size, (h, w), a.output.name(a.model))
+    assert size == (224, 224) and "one forward of the 224 px high × 224 px wide input, where it hides patches" in where
+    assert "another forward than the picture above's, which is the 154 px high × 224 px wide analysis." in where
+    same = sentences.check_forward(0.5, (224, 224), (224, 224), a.output.name(a.model))
+    assert "the forward of the picture above." in same and "another" not in same and "weakest 50%" in same
+
+
+def test_the_dense_note_says_how_sure_the_reading_is_for_a_spread_map_and_a_flat_one(coffee_224):
+    """A map that spans at least DENSE_SPAN quotes the close agreement with the head's home input; a flatter one the
+    weaker agreement and what to read in it."""
+    spread = np.linspace(0.02, 0.97, 154 * 224).reshape(154, 224)
+    flat = 0.4 + spread * (sentences.DENSE_SPAN - 0.01)
+    wide, narrow = sentences.dense_note(coffee_224, spread), sentences.dense_note(coffee_224, flat)
+    n, low, high, _ = sentences.DENSE_HOME["spread"]
+    assert f"On the {n} of 20 photos" in wide and f"{sentences.fixed(low)} to {sentences.fixed(high)}" in wide
+    assert "nearly flat" not in wide and "closely" in wide
+    n, low, high, _ = sentences.DENSE_HOME["flat"]
+    assert "That is nearly flat" in narrow and f"on the {n} of 20 photos" in narrow and "closely" not in narrow
+    assert f"{sentences.fixed(low)} to {sentences.fixed(high)}" in narrow and "read its brightest parts" in narrow
+
+
+def test_the_rollout_tab_says_how_alike_the_two_starts_are_and_how_each_follows_the_output(coffee_224):
+    """The numbers of the Rollout tab's sentence, by scipy's Spearman on the rollouts toward the output and toward
+    CLS and the dense map's patch means; the words follow the thresholds; a model that reads its readout says so."""
+    from scipy.stats import spearmanr
+
+    a = coffee_224
+    (gh, gw), (h, w) = a.grid, a.pixel_values.shape[2:]
+    own = a.dense_map().reshape(gh, h // gh, gw, w // gw).mean((1, 3)).ravel()
+    for fusion, discard in (("mean", 0.0), ("max", 0.5)):
+        out, cls = a.rollout(fusion, discard).ravel(), a.rollout(fusion, discard, Output("readout")).ravel()
+        both = spearmanr(out, cls).statistic
+        said = views.rollout_truth_note(a, fusion, discard)
+        assert f"rank correlation **{sentences.fixed(both, 3)}**" in said
+        assert f"are **{sentences.fixed(spearmanr(out, own).statistic)}** (toward the output)" in said
+        assert f"and **{sentences.fixed(spearmanr(cls, own).statistic)}** (toward the CLS token)" in said
+        assert ("where information pools, not what one output uses" in said) == (both >= sentences.ALIKE)
+        assert ("the start still changes the map" in said) == (both < sentences.ALIKE)
+        assert f"median rank correlation of {sentences.fixed(sentences.ROLLOUT_ROWS)}" in said
+    words = [sentences.rollout_truth(12, "the CLS token", b, 0.1, 0.2) for b in (0.95, 0.7, 0.2)]
+    assert "rank the patches alike:" in words[0] and "partly alike:" in words[1] and "differently:" in words[2]
+    classifier = vitviz.analyze(FAMILIES["vit"](), random_image(32, 32), longest=32)
+    said = views.rollout_truth_note(classifier, "mean", 0.0)
+    assert "This model's output reads the CLS token, where rollout toward it starts." in said

@@ -30,8 +30,8 @@ class Analysis:
     tokens: [N,D] float32, the final tokens after the last LayerNorm.
     logits: [C] float32 for classifiers, else None.
     pool_attention: [H,N] float32, an attention-pool readout's probe attention over the tokens (SigLIP), else None.
-    captured_dense: (the dense head's map [h,w], or None without a dense head) where the capture made it (the
-    app's forward, a camera frame), else (): `dense_map` makes it when asked.
+    captured_dense: (the dense head's map [h,w] on this forward's tokens, or None without a dense head) where the
+    capture made it (the app's forward, a camera frame), else (): `dense_map` makes it when asked.
     """
 
     model: VitModel = field(repr=False)
@@ -266,11 +266,18 @@ class Analysis:
         return np.stack([self.layer_statistics(layer)[1] for layer in range(self.num_layers)])
 
     def dense_map(self) -> np.ndarray | None:
-        """[h,w] the embedded model's dense head's map (saliency), in [0,1]; None without one. The captured one, or
-        one more forward of the dense head."""
+        """[h,w] the embedded model's dense head's map (saliency) at this input's size, in [0,1]; None without one.
+        The captured one, or the head on this forward's own final tokens: the output of the forward that every view
+        of the analysis draws, never one of another forward (`VitModel.dense_map_of` is the head at its home input,
+        which docs/benchmarks.md compares with this)."""
         if self.captured_dense:
             return self.captured_dense[0]
-        return self.model.dense_map_of(self.image, tuple(self.pixel_values.shape[2:]))
+        if self.model.dense_head is None:
+            return None
+        with torch.inference_mode():
+            last = torch.from_numpy(self.hidden_states[-1][None]).to(self.model.device)
+            made = self.model.dense_map(last, self.grid, tuple(self.pixel_values.shape[2:]))
+        return made[0, 0].float().cpu().numpy()
 
     def drawing(self, name: str, make):
         """What a drawing makes of this analysis once (`make()`, e.g. the image at display size): made anew here,

@@ -34,8 +34,9 @@ def analyze(
     Fixed-size classifiers get their native square input unless `longest` is given, in
     which case their position embeddings are interpolated. roll: make the rollout slider's rollouts of the mean
     fusion from the forward's own weights (see `ForwardFusions`), as the app does for each new image, and return
-    the analysis in a `Derived` that keeps them. dense: capture the dense head's map now (`Analysis.dense_map`),
-    as the app does, rather than make it when asked. later: leave the rollouts that `roll` asks for to when they
+    the analysis in a `Derived` that keeps them. dense: capture the dense head's map on this forward's tokens now
+    (`Analysis.dense_map`), as the app does, rather than make it when asked: the head runs on the forward's own
+    final tokens, never a forward of its own. later: leave the rollouts that `roll` asks for to when they
     are first needed (`Derived.settle`), as the app does, which answers an upload with the analysis first.
     """
     rgb = load_image(image)
@@ -58,18 +59,16 @@ def capture_all(
     model: VitModel, inputs: list[tuple[np.ndarray, np.ndarray]], out, fusions, dense: bool = False
 ) -> list[Analysis] | list[Derived]:
     """Each image's analysis from `forward_for`'s (out, fusions), for its (RGB, input) `inputs` in batch order
-    (all of one input size); where `dense` asks, with the dense head's maps, made by one more forward of them all;
-    where it ran with `fusions`, in a `Derived` that makes the rollouts of its forward toward each one's output
-    when first needed (`PendingRoll`).
+    (all of one input size); where `dense` asks, with the dense head's maps on each one's own final tokens (no more
+    forwards); where it ran with `fusions`, in a `Derived` that makes the rollouts of its forward toward each one's
+    output when first needed (`PendingRoll`).
     A dense head that fails is logged: the analyses are whole without its maps and the rollouts toward them, and
     the view that asks for one makes it again or says why it cannot."""
     analyses = [capture(model, rgb, x, out, i) for i, (rgb, x) in enumerate(inputs)]
     rolls = fusions is not None
     if dense:  # first: a dense model's rollouts start from its map
         try:
-            made = model.dense_maps_of([rgb for rgb, _ in inputs], tuple(inputs[0][1].shape[2:]))
-            made = made or [None] * len(analyses)  # None: no dense head
-            analyses = [replace(a, captured_dense=(m,)) for a, m in zip(analyses, made, strict=True)]
+            analyses = [replace(a, captured_dense=(a.dense_map(),)) for a in analyses]
         except Exception:
             log.exception("the dense head's maps")
             rolls = rolls and model.dense_head is None  # its rollouts start from the map
@@ -262,19 +261,13 @@ LIVE_SIDE = 224  # a camera frame's input side: the embedded dense head's traini
 
 def analyze_frame(model: VitModel, frame: ImageInput) -> Analysis:
     """A camera frame, for the live view: one forward at a square input, the model's native one for
-    classifiers and LIVE_SIDE for the others. The embedded dense head reads the same forward's tokens,
-    since it was trained on exactly this input (the whole frame resized to 224x224)."""
+    classifiers and LIVE_SIDE for the others, with the dense head's map on its tokens."""
     rgb = load_image(frame)
     p = model.patch_size
     side = model.native_grid[0] * p if model.fixed_size else LIVE_SIDE // p * p
     pixel_values = prepare_input(rgb, (side, side), p, model.mean, model.std)
     out = model.forward(torch.from_numpy(pixel_values), attentions="none")
-    a = capture(model, rgb, pixel_values, out)
-    if model.dense_head is None:
-        return a
-    with model.lock, torch.inference_mode():
-        dense = model.dense_map(out.hidden_states[-1], a.grid, (side, side))
-    return replace(a, captured_dense=(dense[0, 0].float().cpu().numpy(),))
+    return capture_all(model, [(rgb, pixel_values)], out, None, dense=True)[0]
 
 
 def capture(model: VitModel, rgb: np.ndarray, pixel_values: np.ndarray, out, index: int = 0) -> Analysis:

@@ -272,7 +272,7 @@ class Derived:
 
     def warm_step(self, step: int) -> bool:
         """One step of filling what other views read first: 0, the rollouts that the forward left (`settle`) and
-        the dense head, a forward at 224 (the output view, and the rollout's note); 1 to L, each layer's scores
+        the dense map from the forward's tokens (the output view, the rollout's note); 1 to L, each layer's scores
         recomputed once for its statistics where no request made them (the attention view's numbers, and all of
         them the heads view), its heads fused by mean, max and min where no forward fused them, with their discard
         thresholds; then for each fusion, the rollouts of the tab's slider made from the swept layers, which are

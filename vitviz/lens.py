@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .analysis import Analysis
 from .attributions import attribution_size
 from .models import VitModel
 from .outputs import Output, default_output, dense_weights, readout_of
@@ -21,7 +22,7 @@ from .preprocess import ImageInput, load_image, prepare_input
 @dataclass(eq=False)
 class LayerLens:
     """kind: "classes" (probs [L,C], the softmax of each layer's logits), "dense" (maps [L,h,w] in [0,1], the
-    dense head on each layer's patch tokens, on its 224x224 input) or "readout" (similarity [L], the cosine of
+    dense head on each layer's patch tokens, at the input's size) or "readout" (similarity [L], the cosine of
     each layer's readout vector with the last layer's). labels: the class names, for "classes". output: the output
     the lens follows, named in its sentence (`name`); for "dense", `weights` [h,w] says how much each pixel counts
     in it (`outputs.dense_weights`)."""
@@ -118,22 +119,38 @@ class LayerLens:
 def layer_lens(model: VitModel, image: ImageInput, longest: int | None = None,
                output: Output | None = None) -> LayerLens:  # fmt: skip
     """The lens on `image`, on the input that attributions use (a classifier's native size, the dense head's
-    224x224, else `longest`), following `output` (the model's own by default; a text output has no lens)."""
-    output = default_output(model) if output is None else output
-    kind = output.lens_kind()
-    output.check(model)
+    224x224, else `longest`), following `output` (the model's own by default; a text output has no lens): one
+    forward of its own."""
     rgb = load_image(image)
-    name = output.name(model)
     h, w = attribution_size(model, *rgb.shape[:2], longest)
     x = torch.from_numpy(prepare_input(rgb, (h, w), model.patch_size, model.mean, model.std))
     out = model.forward(x, attentions=lambda layer, weights: None)
-    hidden = out.hidden_states[1:]
+    return lens_of(model, out.hidden_states[1:], (h, w), rgb.shape[:2], output)
+
+
+def analysis_lens(a: Analysis, output: Output | None = None) -> LayerLens:
+    """The lens on the tokens of analysis `a`'s own forward (no forward of its own): its last layer is the output
+    that the analysis' views draw."""
+    hidden = torch.from_numpy(a.hidden_states[1:, None]).to(a.model.device)
+    return lens_of(a.model, hidden, tuple(a.pixel_values.shape[2:]), a.image.shape[:2], output)
+
+
+def lens_of(
+    model: VitModel, hidden, size: tuple[int, int], image_size: tuple[int, int], output: Output | None = None
+) -> LayerLens:
+    """The lens from every layer's tokens `hidden` (L tensors [1,N,D]) of a forward of an input of `size` (h, w),
+    of a photo of `image_size`, following `output` (see `layer_lens`)."""
+    output = default_output(model) if output is None else output
+    kind = output.lens_kind()
+    output.check(model)
+    name = output.name(model)
+    h, w = size
     with model.lock, torch.inference_mode():
         if kind == "dense":
             grid = (h // model.patch_size, w // model.patch_size)
             maps = [model.dense_map(t, grid, (h, w))[0, 0] for t in hidden]
             values = torch.stack(maps).float().cpu().numpy()
-            weights = dense_weights(output, values[-1], rgb.shape[:2])
+            weights = dense_weights(output, values[-1], image_size)
             return LayerLens("dense", values, output=output, name=name, weights=weights)
         if kind == "classes":
             logits = torch.cat([model.output_from(t) for t in hidden]).float()

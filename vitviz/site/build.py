@@ -89,7 +89,8 @@ def lesson_facts(model, out: Path) -> dict:
 
 
 def config(model, graphs: dict[str, tuple[int, str]]) -> dict:
-    """What the page needs from Python: the model's facts, the Explorer's static meta and look, the Q·K view's rule,
+    """What the page needs from Python: the model's facts, the Explorer's static meta and look (with the rollout
+    sentence's rule), the Q·K view's rule,
     the graphs' outputs, the sizes and limits, and where the graphs and the runtime are. graphs: each graph's
     (bytes, digest) by name ("model", "layer", "dense"); its URL carries the digest, so that a browser that kept
     another build's graph never takes it for this one's."""
@@ -106,6 +107,7 @@ def config(model, graphs: dict[str, tuple[int, str]]) -> dict:
         "readout": {"tokens": list(model.readout.tokens), "pool": model.readout.pool, "name": model.readout.name},
         "colormaps": {name: explorer.lut(name) for name in explorer.LUT_COLORMAPS},
         "headColours": list(plots.HEAD_COLOURS),
+        "rolloutTruth": sentences.rollout_rule(),
         **explorer.look(explorer.DEFAULT_CMAP, explorer.DEFAULT_OPACITY, DEFAULT_SCALE),
     }
     g0, g1 = model.native_grid

@@ -89,6 +89,27 @@ function vitvizRolloutStart(toward, n, prefix, readoutTokens, dense, h, w, grid)
   return row;
 }
 
+// What a rollout can tell on this photo, by Python's rule (vitviz.sentences.rollout_rule: thresholds, the rows'
+// figure and the templates), as sentences.rollout_truth words it: `both` the rank correlation of the rollouts toward
+// the output and toward the readout (`cls`, its name), `output` and `readout` each one's with the output's own map.
+// Python's **bold** is HTML's <b>
+function vitvizRolloutTruth(rule, layers, cls, both, output, readout) {
+  const t = rule.templates,
+    fill = (name, values) => t[name].replace(/\{(\w+)\}/g, (_, key) => values[key]);
+  const alike = t[both >= rule.alike ? "alike" : both >= rule.partly ? "partly" : "different"];
+  const values = {
+    cls,
+    layers,
+    alike,
+    both: vitvizFixed(both, 3),
+    output: vitvizFixed(output),
+    readout: vitvizFixed(readout),
+    rows: vitvizFixed(rule.rows),
+  };
+  const text = fill("both", values) + fill(both >= rule.alike ? "pooled" : "apart", values);
+  return text.replace(/\*\*(.+?)\*\*/g, "<b>$1</b>");
+}
+
 // The rank correlation (Spearman's rho, ties given their mean rank) of two arrays of one length
 function vitvizSpearman(a, b) {
   const ranks = (v) => {

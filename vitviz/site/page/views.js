@@ -112,21 +112,14 @@ function vitvizRolloutView(el, run, settings) {
   el.querySelector(".site-rollout-text").innerHTML =
     `<b>Brightest patch:</b> ${where}, with ${vitvizFixed(shown[top], 1)} % of the flow (an even share would be ` +
     `${vitvizFixed(100 / (gh * gw), 2)} %).`;
-  const alike =
-    rhoBoth >= 0.9
-      ? "rank the patches alike"
-      : rhoBoth >= 0.5
-        ? "rank the patches partly alike"
-        : "rank the patches differently";
-  const pooled =
-    ` After ${m.layers} layers the product of attention tends to one map whatever it starts from: it shows ` +
-    "where information pools, not what one output uses.";
-  el.querySelector(".site-rollout-truth").innerHTML =
-    `<b>What this map can tell you, on this photo.</b> Rollout toward the output and toward the CLS token ${alike}: ` +
-    `rank correlation <b>${vitvizFixed(rhoBoth)}</b>. Their rank correlations with the output's own map (the ` +
-    `dense head's saliency, each patch's mean) are <b>${vitvizFixed(rhoOut)}</b> (toward the output) and ` +
-    `<b>${vitvizFixed(rhoCls)}</b> (toward ` +
-    `CLS).${rhoBoth >= 0.9 ? pooled : ""}`;
+  el.querySelector(".site-rollout-truth").innerHTML = vitvizRolloutTruth(
+    m.rolloutTruth,
+    m.layers,
+    m.readout.name,
+    rhoBoth,
+    rhoOut,
+    rhoCls,
+  );
 }
 
 // [P] each patch's share of the rollout toward "output" or "readout" (%), the heads fused by `fusion`, at `discard`
