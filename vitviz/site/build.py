@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import EXAMPLES, __version__, example, explorer, lesson, plots, qk, render, sentences, tabs, trend
 from ..capture import analyze
-from ..embedded import SOURCE
+from ..embedded import HOME_SIZE, SOURCE
 from ..inside import head_geometry
 from ..maps import DEFAULT_SCALE
 from ..preprocess import MAX_PIXELS, input_size, load_image, prepare_input
@@ -84,6 +84,10 @@ def lesson_facts(model, out: Path) -> dict:
         "trend": {"rho": trend.RHO, "p": trend.P, "strong": trend.STRONG, "exact": len(orders) < trend.PERMUTATIONS},
         "orderings": {"url": f"trend.bin?v={digest(out / 'trend.bin')}", "count": len(orders)},
         "insideTab": tabs.number("inside"),
+        "alike": sentences.ALIKE,
+        "partly": sentences.PARTLY,
+        "rolloutRows": sentences.ROLLOUT_ROWS,
+        "dense": {"span": sentences.DENSE_SPAN, "home": sentences.DENSE_HOME, "homeSize": HOME_SIZE},
         "steps": len(lesson.STEPS),
     }
 

