@@ -23,7 +23,8 @@ import torch
 from vitviz import EXAMPLES, example, load_model
 from vitviz.attributions import METHODS
 from vitviz.cli import image_files
-from vitviz.deletion import LEVEL, MAPS, RANDOM_ORDERS, faithfulness, random_band
+from vitviz.deletion import MAPS, RANDOM_ORDERS, faithfulness, random_band
+from vitviz.odds import LEVEL
 from vitviz.outputs import Output
 
 SLOW = ("occlusion",)
@@ -40,19 +41,27 @@ def outputs_of(model, every: bool) -> list[Output]:
     return [Output("readout")]
 
 
-def run(model, files: list, methods: list[str], outputs: list[Output], orders: int, seeds: tuple[int, int]) -> dict:
+def run(model, files: list, methods: list[str], outputs: list[Output], orders: int, seeds: tuple[int, int],
+        batch: int, minutes: float) -> dict:  # fmt: skip
     """{output: {method: [(first, second) Faithfulness per photo]}}: each map against the bands of both seeds,
-    printed as it comes; and the seconds of each band and of each map's curves."""
+    printed as it comes; the photos done (none is started after `minutes`); and the seconds of each band and of
+    each map's curves."""
     results: dict = {o: {m: [] for m in methods} for o in outputs}
     seconds: dict = {"band": [], "curves": [], "map": []}
+    done, began = [], time.perf_counter()
     for path in files:
+        if time.perf_counter() - began > 60 * minutes:
+            print(f"stopped after {len(done)} photos: {minutes:g} minutes had passed", flush=True)
+            break
+        done.append(path)
         for output in outputs:
             start = time.perf_counter()
-            bands = [random_band(model, path, random_orders=orders, seed=s, output=output) for s in seeds]
+            bands = [random_band(model, path, random_orders=orders, seed=s, output=output, batch=batch)
+                     for s in seeds]  # fmt: skip
             seconds["band"] += [b.seconds for b in bands]
             said = []
             for method in methods:
-                f = faithfulness(model, path, method, output=output, band=bands[0])
+                f = faithfulness(model, path, method, output=output, band=bands[0], batch=batch)
                 g = replace(f, band=bands[1])
                 results[output][method].append((f, g))
                 seconds["curves"].append(f.seconds)
@@ -61,7 +70,7 @@ def run(model, files: list, methods: list[str], outputs: list[Output], orders: i
             name = getattr(path, "name", "noise")
             print(f"{name} · {output.short(model.labels)} ({time.perf_counter() - start:.0f} s, load "
                   f"{os.getloadavg()[0]:.1f}): " + "; ".join(said), flush=True)  # fmt: skip
-    return {"results": results, "seconds": seconds}
+    return {"results": results, "seconds": seconds, "files": done}
 
 
 def ranks_table(model, results: dict, files: list, orders: int) -> str:
@@ -109,6 +118,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--outputs", choices=("default", "all"), default="default",
                         help="the embedded model's default output only, or its three")  # fmt: skip
     parser.add_argument("--orders", type=int, default=RANDOM_ORDERS, help="random orders a seed")
+    parser.add_argument("--batch", type=int, default=16, help="masked images per forward (the app's: 16)")
+    parser.add_argument("--minutes", type=float, default=float("inf"), help="start no photo after this long")
     args = parser.parse_args(argv)
     files = [example(name) for name in EXAMPLES] + (image_files(args.folders) if args.folders else [])
     if args.tiny:
@@ -123,8 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(files)} photos, {model.name}, torch threads {torch.get_num_threads()}, load average "
           f"{os.getloadavg()[0]:.2f}: 10 % steps, {args.orders} random orders a seed (seeds 0 and 1), hidden "
           f"patches blurred, verdicts at p ≤ {LEVEL:g}", flush=True)  # fmt: skip
-    done = run(model, files, methods, outputs, args.orders, (0, 1))
-    print(ranks_table(model, done["results"], files, args.orders))
+    done = run(model, files, methods, outputs, args.orders, (0, 1), args.batch, args.minutes)
+    print(ranks_table(model, done["results"], done["files"], args.orders))
     print(summary(model, done["results"], args.orders))
     s = done["seconds"]
     print(f"\nseconds: a band of {args.orders} random orders {np.median(s['band']):.1f} (median), a map's curves "

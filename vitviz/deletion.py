@@ -23,6 +23,7 @@ from . import methods
 from .attributions import attribute, patch_scores, target_function
 from .methods import absent_input
 from .models import VitModel
+from .odds import FEWEST_DRAWS, LEVEL, needed, p_value
 from .outputs import Box, Output, Text, output_for
 from .preprocess import ImageInput, load_image
 
@@ -30,17 +31,9 @@ REPLACEMENTS = {"blur": "blurred", "mean": "mean colour", "black": "black"}  # -
 # Besides the methods the Attributions tab offers: the other maps that faithfulness scores too (rollout, toward the
 # same output)
 MAPS = tuple(key for key, m in methods.REGISTRY.items() if not m.offered)
-LEVEL = 0.05  # a verdict's one-sided significance level, each way
 # The random orders a check draws: with K of them the smallest p is 1 / (K + 1), 0.02 here, so a map below 49 of the
-# 50 (p = 0.039) can be called faithful; with fewer than 19 no map could be.
+# 50 (p = 0.039) can be called faithful.
 RANDOM_ORDERS = 50
-FEWEST_ORDERS = int(np.ceil(1 / LEVEL - 1))  # the fewest random orders that let p reach LEVEL: 1 / (K + 1) ≤ LEVEL
-
-
-def p_value(area: float, others: np.ndarray) -> float:
-    """The one-sided permutation p of `area` being lower than random draws `others` [K]: (1 + #others ≤ area) /
-    (K + 1), the share of the K + 1 areas (the map's among them) at or below it. Ties count against the map."""
-    return (1 + int(np.sum(others <= area))) / (len(others) + 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,9 +160,9 @@ class Faithfulness:
             how = (f"lowers {self.target} faster than {self.below} of {k} random orders did and more slowly than "
                    f"{self.above}, {whole} (p = {p:.2g}; a verdict needs p ≤ {LEVEL:g} either way): no better than "
                    "chance")  # fmt: skip
-            if k < FEWEST_ORDERS:
+            if k < FEWEST_DRAWS:
                 how += (f" (with {k} random orders p cannot go below {1 / (k + 1):.2g}: a verdict needs at least "
-                        f"{FEWEST_ORDERS})")  # fmt: skip
+                        f"{FEWEST_DRAWS})")  # fmt: skip
         if self.deletion[1:].mean() > self.deletion[0]:  # the curve does not fall at all
             how += f"; hiding them raises it on average, from {self.deletion[0]:.3g} to {self.deletion[1:].mean():.3g}"
         if verdict != "faithful":  # a finding about the map, which the reader did nothing to cause
@@ -198,6 +191,21 @@ _END = (
     "So that step says nothing of this map's order, and its value adds the same to every order's area: the output "
     "is no sum over patches, and a few patches left among the replacement can lower it more than none do."
 )
+
+
+def band_note(band: RandomBand) -> str:
+    """What every verdict of a check is ranked against, said once: how many random orders, from which seed, and
+    why a setting that changes only the map cannot change them."""
+    k = len(band.orders)
+    if k < FEWEST_DRAWS:
+        return (f"Each map is ranked against the same {k} random orders of the patches (seed {band.seed}): too few "
+                f"for any verdict at p ≤ {LEVEL:g}, which needs at least {FEWEST_DRAWS}.")  # fmt: skip
+    return (
+        f"Each map is ranked against the same {k} random orders of the patches (seed {band.seed}, drawn for this "
+        f"photo and this output, {band.seconds:.1f} s), so a setting that changes only the map changes a verdict "
+        f"only when its area crosses theirs. A verdict needs p ≤ {LEVEL:g}, one-sided: below at least "
+        f"{needed(k)} of the {k} for faithful, above at least {needed(k)} for worse than random."
+    )
 
 
 def _auc(fractions: np.ndarray, curve: np.ndarray) -> float:

@@ -7,7 +7,7 @@ import gradio as gr
 
 from .. import plots, sentences, views
 from ..attributions import attribution_size, input_analysis
-from ..deletion import faithfulness, passes
+from ..deletion import band_note, faithfulness, passes, random_band
 from ..derived import Derived
 from ..maps import HEAD_FUSIONS
 from ..outputs import FOLLOWED, followed
@@ -53,6 +53,9 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     work = ("forward", cost(a, _curves))
     with stoppable(server, request, name, f"{name}: hiding patches", progress, tab="rollout", work=work) as report:
         same = input_analysis(model, image)  # one forward, the three rollouts
+        share = passes(maps=0) / passes(maps=len(fusions))
+        # one band of random orders for the three fusions: they explain one output, so they are ranked alike
+        band = random_band(model, image, output=output, progress=lambda done: report(done * share))
         results = [
             faithfulness(
                 model,
@@ -60,7 +63,8 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
                 f"rollout ({f})",
                 scores=same.rollout(f, discard, output),
                 output=output,
-                progress=lambda done, i=i: report((i + done) / len(fusions)),
+                band=band,
+                progress=lambda done, i=i: report(share + (1 - share) * (i + done) / len(fusions)),
             )  # fmt: skip
             for i, f in enumerate(fusions)
         ]
@@ -79,12 +83,12 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     )
     lines = [f"**{n}.** {r.sentence()} (Curves computed in {r.seconds:.1f} s.)"
              for n, r in zip(names, results, strict=True)]  # fmt: skip
-    return plots.faithfulness_curves(results, names), "\n\n".join([where, *lines])
+    return plots.faithfulness_curves(results, names), "\n\n".join([where, band_note(band), *lines])
 
 
 def _curves(grid) -> int:
     """Images through the model of the check: one for the three rollouts, then each fusion's masked inputs."""
-    return 1 + len(HEAD_FUSIONS) * passes()
+    return 1 + passes(maps=len(HEAD_FUSIONS))
 
 
 CHECK = "Check faithfulness: hide the top patches"
