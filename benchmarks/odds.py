@@ -120,7 +120,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--orders", type=int, default=RANDOM_ORDERS, help="random orders a seed")
     parser.add_argument("--batch", type=int, default=16, help="masked images per forward (the app's: 16)")
     parser.add_argument("--minutes", type=float, default=float("inf"), help="start no photo after this long")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=torch.get_num_threads(),
+        help="torch threads (1 on a CPU that others share: two threads then wait on each other)",
+    )
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     files = [example(name) for name in EXAMPLES] + (image_files(args.folders) if args.folders else [])
     if args.tiny:
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
