@@ -41,6 +41,17 @@ def captured_rows(a: vitviz.Analysis, cases) -> np.ndarray:
     return np.stack([row(*case).astype(np.float32) for case in cases])
 
 
+def wrong_head_miss(a: vitviz.Analysis, cases) -> float:
+    """By how much, at least, a view that swapped two heads of a layer would miss the captured rows of `cases`: the
+    smallest, over the layers and the pairs of heads, of the largest difference between the two heads' rows at the
+    cases' patches. A test of the heads' order needs it far above BOUND."""
+    layers, patches = sorted({c[0] for c in cases}), sorted({c[2] for c in cases})
+    heads = range(a.model.num_heads)
+    rows = {(layer, h): captured_rows(a, [(layer, h, p) for p in patches]) for layer in layers for h in heads}
+    return min(float(np.abs(rows[(layer, h)] - rows[(layer, o)]).max())
+               for layer in layers for h in heads for o in heads if o < h)  # fmt: skip
+
+
 HOVER_ALL = """async (cases) => {
   const out = [];
   for (const [l, h, p] of cases) out.push(Array.from((await window.vitviz.explorer.hover(l, h, p)).weights));

@@ -8,8 +8,9 @@ import numpy as np
 from .. import methods, plots, render, sanity, views
 from ..analysis import Analysis
 from ..attributions import METHODS, attribute, input_analysis, patch_scores
-from ..deletion import band_note, faithfulness, passes, random_band
+from ..deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
 from ..maps import DEFAULT_SCALE
+from ..odds import LEVEL, needed
 from .attribution_controls import (
     DEFAULT_METHOD,
     TARGETS,
@@ -275,7 +276,9 @@ def build(ctx: Context) -> None:
             faithful = gr.Button(CHECK, elem_id="check-faithfulness")
         gr.Markdown(
             "How far to trust the map on **this** image: hide its most relevant patches first (showing a blur of "
-            "the image there) and follow the target. A faithful map makes it fall faster than random orders do.",
+            "the image there) and follow the target. A faithful map makes it fall faster than random orders do: "
+            f"its area must be below {needed(RANDOM_ORDERS)} of {RANDOM_ORDERS} random orders (p ≤ {LEVEL:g}), "
+            "drawn once for this photo and target, the same for every map and setting.",
             elem_classes=["caption"],
         )
         curves = gr.Plot(label="Faithfulness: deletion and insertion curves", elem_id="faithfulness-plot")
@@ -285,7 +288,9 @@ def build(ctx: Context) -> None:
             "Does the map depend on what the model learned? The layers of a copy of the model get random "
             "weights, the last first, and the map is made again after each (Adebayo et al. 2018). Each tile says "
             "how many of the last layers are random, and ρ, the map's rank correlation with the original: a map "
-            "that stays near 1 while the weights turn random shows the input, not the model.",
+            "that stays near 1 while the weights turn random shows the input, not the model. The verdict ranks the "
+            f"last map's ρ against {sanity.SHIFTS} copies of that map shifted across the grid: it fails when it beats "
+            f"{needed(sanity.SHIFTS)} of them (p ≤ {LEVEL:g}).",
             elem_classes=["caption"],
         )
         cascade_plot = gr.Plot(label="Sanity check: rank correlation as the layers turn random", elem_id="sanity-plot")

@@ -7,9 +7,10 @@ import gradio as gr
 
 from .. import plots, sentences, views
 from ..attributions import attribution_size, input_analysis
-from ..deletion import band_note, faithfulness, passes, random_band
+from ..deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
 from ..derived import Derived
 from ..maps import HEAD_FUSIONS
+from ..odds import LEVEL, needed
 from ..outputs import FOLLOWED, followed
 from ..sentences import pixel_words
 from .heavy import cost, expected, stop_run, stoppable, within_budget
@@ -149,7 +150,8 @@ def build(ctx: Context) -> None:
         gr.Markdown(
             "Does the output that rollout goes toward depend on the patches it makes bright? Hide them first "
             "(showing a blur of the image there) and follow that same output; a faithful map makes it fall faster "
-            "than random orders do. The three head fusions are checked, at the discard ratio above.",
+            f"than random orders do: its area below {needed(RANDOM_ORDERS)} of {RANDOM_ORDERS} (p ≤ {LEVEL:g}). The "
+            "three head fusions are checked, at the discard ratio above, against the same random orders.",
             elem_classes=["caption"],
         )
         curves = gr.Plot(label="Rollout: deletion and insertion", elem_id="rollout-curves")
