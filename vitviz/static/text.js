@@ -75,7 +75,7 @@ function vitvizMechanism(v) {
   const exponent = +vitvizFixed(second / T, 2); // rounded as shown, so that e^x agrees with a calculator
   const of = v.query === VITVIZ_PROBE ? "the pooling probe" : `layer ${v.layer}`;
   const runnerUp = Math.abs(second) < VITVIZ_TIE
-    ? `the next key, ${name(order[1])}, is tied with the top key (their scores differ by less than ${VITVIZ_TIE}), so it gets the same weight`
+    ? `the next key, ${name(order[1])}, is tied with the top key (their scores differ by less than ${VITVIZ_TIE}), so it gets at least ${vitvizPct(Math.exp(-VITVIZ_TIE / T))} of the top key's weight`
     : `a key ${vitvizFixed(Math.abs(second), 2)} below the top gets e<sup>${vitvizFixed(exponent, 2)}</sup> = ${vitvizPct(Math.exp(exponent))} of the top key's weight`;
   const [first, ...rest] = v.query === VITVIZ_READOUT ? meta.readout.tokens.map((i) => meta.prefix[i]) : [];
   const averaged = first ? `<p>The readout's row is the mean of ${[first, ...rest].join(" and ")}'s rows; the scores here are ${first}'s, the weights α the mean.</p>` : "";
