@@ -1,7 +1,8 @@
 """A verdict's odds over many photos: `python -m benchmarks.odds [FOLDER...] [--tiny] [--outputs all]`.
 
 For every photo (the bundled ones and the folders' images), each output asked for and every map (each attribution
-method but occlusion, whose map alone takes ~40 s, and rollout toward that same output), the map's rank among the
+method but those `--skip` names, by default occlusion, whose map alone takes ~40 s; and rollout toward that same
+output), the map's rank among the
 app's 50 random orders (how many of them its deletion area is below), its verdict at the 5 % level, and the same
 against 50 other random orders drawn from another seed: how often a verdict changes with the seed alone. The map's
 curves do not depend on the seed, so each map's curves are made once and ranked against both bands. A line per
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         model = tiny_vit()
     else:
         model = load_model()
-    methods = [m for m in METHODS if m not in SLOW] + list(MAPS)
+    methods = [m for m in [*METHODS, *MAPS] if m not in args.skip.split(",")]
     outputs = outputs_of(model, args.outputs == "all")
     print(f"{len(files)} photos, {model.name}, torch threads {torch.get_num_threads()}, load average "
           f"{os.getloadavg()[0]:.2f}: 10 % steps, {args.orders} random orders a seed (seeds 0 and 1), hidden "
