@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--orders", type=int, default=RANDOM_ORDERS, help="random orders a seed")
     parser.add_argument("--batch", type=int, default=16, help="masked images per forward (the app's: 16)")
     parser.add_argument("--minutes", type=float, default=float("inf"), help="start no photo after this long")
+    parser.add_argument("--skip", default=",".join(SLOW), help="maps left out, comma-separated")
     parser.add_argument(
         "--threads",
         type=int,
