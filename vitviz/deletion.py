@@ -188,8 +188,9 @@ _REPLACED = {"blur": "a blur of the image", "mean": "the mean colour", "black": 
 # Why a curve may rise at its end (docs/design.md, "The end of a deletion curve"): true of any output, since none is a
 # sum over patches.
 _END = (
-    "So that step says nothing of this map's order, and its value adds the same to every order's area: the output "
-    "is no sum over patches, and a few patches left among the replacement can lower it more than none do."
+    "So that step says nothing of this map's order, and its value adds the same to every order's area. The "
+    "replacement is no absence to the model: its output on the replacement alone can be higher than with a few "
+    "patches left."
 )
 
 
