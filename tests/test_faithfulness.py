@@ -100,7 +100,7 @@ def test_the_verdict_and_the_sentence_follow_the_areas():
         assert (": faithful" in said) == (verdict == "faithful")
         assert ("not a reliable guide" in said) == (verdict != "faithful")
         gap, spread = auc - areas.mean(), np.std(areas, ddof=1)
-        assert f"{abs(gap):.2g} {'below' if gap < 0 else 'above'} the random orders' mean of {areas.mean():.3g}" in said
+        assert f"{abs(gap):.2g} {'below' if gap < 0 else 'above'} the random orders' mean of {areas.mean():.4g}" in said
         assert f"their standard deviation {spread:.2g}" in said
 
 

@@ -427,8 +427,8 @@ def assert_the_panel_shows(f, name: str, traces: list[dict], note: str) -> None:
     np.testing.assert_allclose(mine[0]["y"], f.deletion, rtol=1e-4)
     np.testing.assert_allclose(mine[1]["y"], f.insertion, rtol=1e-4)
     said = note.split(f"**{name}.**")[1].split("\n\n")[0]
-    assert f"area under the deletion curve is {f.deletion_auc:.3g}" in said
-    assert f"the random orders' mean of {f.random_auc:.3g}" in said and f"of {len(f.random)} random orders" in said
+    assert f"area under the deletion curve is {f.deletion_auc:.4g}" in said
+    assert f"the random orders' mean of {f.random_auc:.4g}" in said and f"of {len(f.random)} random orders" in said
     assert f": {f.verdict}." in said
 
 

@@ -171,7 +171,7 @@ class Faithfulness:
         side = "below" if gap < 0 else "above"
         said = (
             f"On this image, removing this map's top patches ({replaced}) {how}. Its area under the deletion curve "
-            f"is {self.deletion_auc:.3g}, {abs(gap):.2g} {side} the random orders' mean of {self.random_auc:.3g} "
+            f"is {self.deletion_auc:.4g}, {abs(gap):.2g} {side} the random orders' mean of {self.random_auc:.4g} "
             f"(their standard deviation {self.random_spread:.2g}; lower is better)."
         )
         if len(self.deletion) > 2 and self.deletion[-1] > self.deletion[-2]:
