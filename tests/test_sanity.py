@@ -127,3 +127,26 @@ def test_bad_arguments_name_the_problem():
         sanity_check(model, image, layers=4)
     with pytest.raises(ValueError, match="unknown attribution method"):
         sanity_check(model, image, "lime")
+
+
+def test_on_a_tiny_classifiers_4x4_grid_the_full_cascade_cannot_tell():
+    """A real cascade on the tiny classifier: its 4x4 grid allows 15 far shifts, too few for p ≤ 0.05, so the
+    sentence gives no verdict either way, whatever the correlation."""
+    s = sanity_check(tiny_vit(), random_image(32, 32, seed=23), "saliency")
+    assert s.layers == 3 and len(s.shifted) == 15 and s.verdict == "undecided"
+    said = s.sentence()
+    assert "the check cannot tell" in said and "passes" not in said and "fails" not in said
+
+
+@pytest.mark.slow
+def test_the_full_cascade_on_the_embedded_model_states_its_rank_and_p(embedded, coffee):
+    """Saliency with all 12 layers random: the verdict and its sentence rest on the last map's rank among its
+    shifted copies, which are rolls of that map by a quarter of the grid or more, counted here."""
+    s = sanity_check(embedded, coffee, "saliency")
+    copies, last = s.shifted, s.correlation[-1]
+    assert len(copies) == 50 and set(np.round(copies, 9)) <= set(np.round(shifted_by_hand(s.maps[0], s.maps[-1]), 9))
+    p = (1 + np.sum(copies >= last)) / 51
+    assert s.p_same == pytest.approx(p) and s.verdict == ("fails" if p <= 0.05 else "passes")
+    said = s.sentence()
+    assert f"with all 12 layers random, {last:.2f}" in said and f"p = {p:.2g}" in said
+    assert f"{np.sum(copies < last)} of 50" in said
