@@ -390,10 +390,11 @@ def test_over_images_averages_each_methods_own_curves_and_names_the_skipped(tmp_
     files[1].write_bytes(b"not a jpeg")
     cv2.imwrite(str(files[2]), random_image(32, 32, seed=2))
     skipped, options = [], dict(steps=2, random_orders=2, target=1)
-    reasons = []
-    rows = over_images(model, files, ["saliency", "rollout"],
+    reasons, bands = [], {}
+    rows = over_images(model, files, ["saliency", "rollout"], bands=bands,
                        on_skip=lambda p, e: skipped.append(p) or reasons.append(e), **options)  # fmt: skip
-    assert skipped == [files[1]]
+    assert skipped == [files[1]] and list(bands) == [files[0], files[2]]  # one band an image, for both methods
+    assert bands[files[0]].curves.shape == (2, 3)
     assert isinstance(reasons[0], ValueError) and str(reasons[0])
     for row in rows:
         each = [faithfulness(model, cv2.imread(str(f))[..., ::-1], row.method, **options) for f in (files[0], files[2])]

@@ -12,6 +12,7 @@ patches do not add the sharp edges that a black square would.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -413,6 +414,10 @@ def _values(model, m: _Masking, masks: list[np.ndarray], batch: int, progress, k
     return value
 
 
+# What draws a band: random_band's own arguments, besides the model, the image and the progress
+_BAND_OPTIONS = set(inspect.signature(random_band).parameters) - {"model", "image", "progress"}
+
+
 @dataclass
 class MethodSummary:
     """One method over many images: mean areas, how often it beat every random order, mean time per map."""
@@ -432,11 +437,16 @@ def over_images(
     files: list,
     methods: list[str],
     on_skip: Callable[[object, Exception], None] | None = None,
+    bands: dict | None = None,
     **options,
 ) -> list[MethodSummary]:
-    """Each method's faithfulness on each image (`options` as `faithfulness`'s), summarised per method. A file that
-    cannot be read is skipped and given to `on_skip`; a ValueError if none can."""
+    """Each method's faithfulness on each image (`options` as `faithfulness`'s), summarised per method, every method
+    of an image ranked against one band of random orders drawn once. bands: {file: RandomBand}, kept by the caller
+    across calls (the CLI calls once per method). A file that cannot be read is skipped and given to `on_skip`; a
+    ValueError if none can."""
     results: dict[str, list[Faithfulness]] = {m: [] for m in methods}
+    bands = {} if bands is None else bands
+    drawing = {k: v for k, v in options.items() if k in _BAND_OPTIONS}
     for path in files:
         try:
             rgb = load_image(path)
@@ -444,8 +454,10 @@ def over_images(
             if on_skip is not None:
                 on_skip(path, exc)
             continue
+        if path not in bands:
+            bands[path] = random_band(model, rgb, **drawing)
         for method in methods:
-            results[method].append(faithfulness(model, rgb, method, **options))
+            results[method].append(faithfulness(model, rgb, method, band=bands[path], **options))
     if not any(results.values()):
         raise ValueError("no readable image")
     return [

@@ -87,12 +87,12 @@ def run(args: argparse.Namespace) -> int:
             skip(path, exc)
 
     maps = _MapsBar(len(files) * len(methods))
-    rows = []
+    rows, bands = [], {}  # each image's random orders, drawn for its first method and kept for the others
     try:
         for method in methods:
-            rows += over_images(model, maps.files(files, method), [method], on_skip=skip_once, longest=args.size,
-                                steps=args.steps, replacement=args.replacement, random_orders=args.random,
-                                progress=maps.progress)  # fmt: skip
+            rows += over_images(model, maps.files(files, method), [method], on_skip=skip_once, bands=bands,
+                                longest=args.size, steps=args.steps, replacement=args.replacement,
+                                random_orders=args.random, progress=maps.progress)  # fmt: skip
     except ValueError as exc:
         if skipped:
             print(f"vitviz: none of the {len(files)} files could be read", file=sys.stderr)
