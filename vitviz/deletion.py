@@ -3,8 +3,10 @@ hiding random ones?
 
 Deletion (Petsiuk et al. 2018, RISE): replace the patches in the map's order, most relevant first, 10 % at a time,
 and follow the target; a faithful map makes it fall fast (a low area under the curve). Insertion: start from the
-replacement and put the patches back in the same order; a faithful map makes it rise fast (a high area). The
-baseline band is the deletion curve of random orders: a map whose area lies inside it is no better than chance.
+replacement and put the patches back in the same order; a faithful map makes it rise fast (a high area). The map's
+deletion area is ranked against those of 50 random orders drawn from a fixed seed (`random_band`, shared by every map
+of one photo and output): "faithful" only at a one-sided p ≤ 0.05 (`vitviz.odds`), "worse than random" at the
+mirror p, else no better than chance.
 The replacement is a heavy blur of the image by default (the attributions' own "blurred" baseline), so that hidden
 patches do not add the sharp edges that a black square would.
 """
