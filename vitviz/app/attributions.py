@@ -138,12 +138,12 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
     target = s.output_options(a, image)
     shown = kept is not None and kept.key == server.analysis_key(*where) and kept.settings == s
     beside = ["rollout"] + (["relevancy"] if s.method != "relevancy" else [])  # the other maps the tab shows
-    curves = passes(maps=1 + len(beside))
+    maps = 1 + len(beside)
+    curves = passes(maps=maps)
     what = f"The faithfulness of {s.label} and of the maps beside it"
     within_budget(a, lambda grid: (0 if shown else s.passes(grid)) + curves + len(beside), what)
     model = server.get_attribution_model(where[1])
     name = f"The faithfulness check of {s.label}"
-    maps = 1 + len(beside)
     with stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
         # one band of random orders for the three maps: they explain one output, so they are ranked alike
         share = passes(maps=0) / passes(maps=maps)
