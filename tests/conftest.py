@@ -101,6 +101,19 @@ def _guard_app_processes() -> None:
 _guard_app_processes()
 
 
+def sharp_heads(model: vitviz.VitModel, seed: int = 0, std: float = 0.3) -> vitviz.VitModel:
+    """`model` with every layer's query and key projections drawn again (normal, `std`), so that each head attends
+    sharply and unlike the others: at init (std 0.02) every head's rows are near uniform, and a test that swaps two
+    heads could not tell."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in range(model.num_layers):
+            parts = model.layer_parts(layer)
+            for proj in (parts.q, parts.k):
+                proj.weight.copy_(torch.randn(proj.weight.shape, generator=g) * std)
+    return model
+
+
 def tiny_vit() -> vitviz.VitModel:
     torch.manual_seed(0)
     cfg = tf.ViTConfig(**TINY, num_labels=5, id2label={i: f"class {i}" for i in range(5)})

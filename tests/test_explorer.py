@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from app_server import running_app
-from conftest import ASSETS, FAMILIES, random_image
+from conftest import ASSETS, FAMILIES, random_image, sharp_heads
 from support.harness import CHROMIUM, browser_or_skip
 from support.harness import CHROMIUM_ARGS as ARGS
 
@@ -39,6 +39,17 @@ def captured_rows(a: vitviz.Analysis, cases) -> np.ndarray:
         return a.layer_attention(layer)[h, a.n_prefix + p]
 
     return np.stack([row(*case).astype(np.float32) for case in cases])
+
+
+def wrong_head_miss(a: vitviz.Analysis, cases) -> float:
+    """By how much, at least, a view that swapped two heads of a layer would miss the captured rows of `cases`: the
+    smallest, over the layers and the pairs of heads, of the largest difference between the two heads' rows at the
+    cases' patches. A test of the heads' order needs it far above BOUND."""
+    layers, patches = sorted({c[0] for c in cases}), sorted({c[2] for c in cases})
+    heads = range(a.model.num_heads)
+    rows = {(layer, h): captured_rows(a, [(layer, h, p) for p in patches]) for layer in layers for h in heads}
+    return min(float(np.abs(rows[(layer, h)] - rows[(layer, o)]).max())
+               for layer in layers for h in heads for o in heads if o < h)  # fmt: skip
 
 
 HOVER_ALL = """async (cases) => {
@@ -321,29 +332,44 @@ def test_a_layer_that_fails_is_said_and_asked_again_and_clearing_leaves_nothing(
 
 
 @pytest.mark.browser
-def test_a_key_tied_with_the_top_key_reads_as_a_tie_never_as_minus_zero():
-    """Layer 1's keys made so that two patches score exactly alike for one query (the second key a copy of the
-    top one): the panel names the tie, and shows no "−0.00" and no e^0.00 = 100.0 %."""
+@pytest.mark.parametrize(("gap", "tie"), [(0.0, True), (0.003, True), (0.0049, True), (0.02, False)])
+def test_a_key_within_the_tie_threshold_of_the_top_key_reads_as_a_tie_never_as_minus_zero(gap, tie):
+    """Layer 1's keys made so that a second patch scores `gap` below the top key for one query: an exact copy (0), a
+    near tie above 0 but under the threshold (0.003, 0.0049), or a clear gap (0.02). Under the threshold the row and
+    the sentence name the tie and claim no more than the weight it gets (never "the same weight" for a gap, never
+    "−0.00" nor e^0.00 = 100.0 %); above it the gap is printed."""
     sync_api = browser_or_skip()
-    model = FAMILIES["vit"]()
+    model = sharp_heads(FAMILIES["vit"]())  # scores spread apart: no other key comes near the top one by chance
     a = vitviz.analyze(model, random_image(40, 56, seed=6), longest=56)
     meta, layers = family_meta(a)
     data, head, query = explorer.layer_data(a, 1), 1, a.n_prefix + 7
     width = data.k.shape[1] // model.num_heads
     k = data.k.copy()
     part = slice(head * width, (head + 1) * width)
-    scores = k[:, part] @ data.q[query, part]
+    q = data.q[query, part].astype(np.float64)
+    scores = k[:, part] @ q / np.sqrt(width)
     top = int(np.argmax(scores))  # over every key: the readout's may be the top one
     twin = a.n_prefix + (0 if top != a.n_prefix else 1)
-    k[twin] = k[top]  # the same key: the same score, to the last bit
+    k[twin] = k[top]
+    k[twin, part] = k[top, part] - gap * np.sqrt(width) * q / (q @ q)  # its score: the top one less `gap`
+    made = (k[top, part].astype(np.float64) - k[twin, part]) @ q / np.sqrt(width)
+    assert made == pytest.approx(gap, abs=2e-5) and (made > 0) == (gap > 0)
     layers[1] = explorer.LayerData(data.q, k, data.value_norms).tobytes()
     with sync_api.sync_playwright() as pw:
         browser, page, _ = bare_page(pw, meta, layers)
         page.evaluate(f"() => window.vitviz.explorer.hover(1, {head}, 7)")
         text = page.locator(".vx-mech").inner_text()
         browser.close()
-    assert "tied with the top key" in text, text
     assert "−0.00" not in text and "-0.00" not in text and "100.0 %" not in text, text
+    assert ("tied with the top key" in text) == tie, text
+    names = [meta["prefix"][t] if t < a.n_prefix else f"p{t - a.n_prefix} (" for t in (top, twin)]
+    pair = [next(line for line in text.splitlines() if line.startswith(n)) for n in names]  # their table rows
+    second = [row for row in pair if "(the top key)" not in row]  # the one of the two not shown first
+    assert len(second) == 1 and ("tied with the top key" in second[0]) == tie, pair
+    if tie:
+        assert "so it gets at least 99.5 % of the top key's weight" in text and "the same weight" not in text, text
+    else:
+        assert "−0.02" in text or "-0.02" in text, text
 
 
 def test_every_script_prints_fixed_decimals_through_the_one_formatter_of_text_js():

@@ -13,12 +13,12 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ASSETS, FAMILIES, random_image
+from conftest import ASSETS, FAMILIES, random_image, sharp_heads
 from support.harness import CHROMIUM
 from support.harness import CHROMIUM_ARGS as ARGS
 from support.qk_reference import reference_map, top_keys
 from test_cli import HEAVY, ROOT, usage
-from test_explorer import BOUND, HOVER_ALL, browser_or_skip, captured_rows
+from test_explorer import BOUND, HOVER_ALL, browser_or_skip, captured_rows, wrong_head_miss
 
 import vitviz
 from vitviz import explorer
@@ -82,15 +82,17 @@ def open_offline(pw, path):
 
 @pytest.mark.browser
 def test_the_file_opens_offline_and_shows_the_captured_weights_by_pointer_slider_and_head(tmp_path):
-    """A distilled DeiT (two readout tokens), every layer and head: the handle's rows are the captured ones; a real
+    """A distilled DeiT (two readout tokens) whose heads attend sharply and each its own way, every layer and head:
+    the handle's rows are the captured ones; a real
     pointer moves the query, the slider the layer and the select the head; a layer left out is said to be."""
     sync_api = browser_or_skip()
-    model = FAMILIES["deit"]()
+    model = sharp_heads(FAMILIES["deit"]())
     a = vitviz.analyze(model, random_image(48, 64, seed=9), longest=64)
     gh, gw = a.grid
     path = export_html(a, tmp_path / "deit.html", layers=[0, 1])
     patches = [-1, 0, gw - 1, gh * gw - 1, (gh // 2) * gw + gw // 2]
     cases = [(layer, h, p) for layer in (0, 1) for h in range(model.num_heads) for p in patches]
+    assert wrong_head_miss(a, cases) >= 10 * BOUND  # two heads swapped would miss the bound tenfold
     with sync_api.sync_playwright() as pw:
         browser, page, refused, errors = open_offline(pw, path)
         rows = np.array(page.evaluate(HOVER_ALL, cases))

@@ -11,7 +11,7 @@ import torch
 from conftest import random_image, reference_outputs, tiny_dinov2, tiny_vit
 
 from vitviz.attributions import METHODS
-from vitviz.deletion import faithfulness
+from vitviz.deletion import Faithfulness, RandomBand, band_note, faithfulness
 from vitviz.outputs import Output
 from vitviz.preprocess import prepare_input
 
@@ -79,29 +79,142 @@ def test_mean_colour_replacement_is_zero_after_normalisation():
 
 
 def test_the_verdict_and_the_sentence_follow_the_areas():
+    """On a tiny classifier's own 50 random orders: a map between the lowest and the second lowest of their areas is
+    faithful (below 49 of 50, p = 2/51); between the second and the third it is not (p = 3/51), nor anywhere in the
+    middle; the same, mirrored, for worse than random."""
     model, image = tiny_vit(), random_image(32, 32, seed=13)
-    f = faithfulness(model, image, scores=np.ones((4, 4)), steps=4, random_orders=4, target=1)
-    low, high = f.random_aucs.min(), f.random_aucs.max()
-    for auc, verdict in ((low - 1, "faithful"), (high + 1, "worse than random"), ((low + high) / 2, "no better")):
+    f = faithfulness(model, image, scores=np.ones((4, 4)), steps=4, target=1)
+    areas = np.sort(f.random_aucs)
+    assert len(areas) == 50 and len(set(areas)) == 50
+    cases = (((areas[0] + areas[1]) / 2, "faithful", "faster than 49 of 50 random orders", 2 / 51),
+             ((areas[1] + areas[2]) / 2, "no better than chance", "faster than 48 of 50 random orders", 3 / 51),
+             (areas[0] - 1, "faithful", "faster than 50 of 50 random orders", 1 / 51),
+             ((areas[24] + areas[25]) / 2, "no better than chance", "faster than 25 of 50", 26 / 51),
+             ((areas[-1] + areas[-2]) / 2, "worse than random", "more slowly than 49 of 50 random orders", 2 / 51),
+             ((areas[-2] + areas[-3]) / 2, "no better than chance", "more slowly than 48", 3 / 51))  # fmt: skip
+    for auc, verdict, rank, p in cases:
         f.deletion = f.deletion - f.deletion_auc + auc  # a flat shift moves the area by exactly that much
-        assert f.verdict.startswith(verdict)
-        assert verdict in f.sentence() and f"{f.deletion_auc:.3g}" in f.sentence()
-        assert f"{low:.3g} to {high:.3g}" in f.sentence()
+        said = f.sentence()
+        assert f.verdict == verdict and f": {verdict}" in said and rank in said, said
+        assert f"p = {p:.2g}" in said and min(f.p_faithful, f.p_worse) == pytest.approx(p)
+        assert (": faithful" in said) == (verdict == "faithful")
+        assert ("not a reliable guide" in said) == (verdict != "faithful")
+        gap, spread = auc - areas.mean(), np.std(areas, ddof=1)
+        assert f"{abs(gap):.2g} {'below' if gap < 0 else 'above'} the random orders' mean of {areas.mean():.4g}" in said
+        assert f"their standard deviation {spread:.2g}" in said
+
+
+def made(random_areas, area: float, steps: int = 1) -> Faithfulness:
+    """A check whose random orders have the deletion areas `random_areas` and whose map has `area`: flat curves, whose
+    area is their value, at steps + 1 points."""
+    k, fractions = len(random_areas), np.linspace(0, 1, steps + 1)
+    curves = np.repeat(np.asarray(random_areas, np.float64)[:, None], steps + 1, 1)
+    band = RandomBand(Output("class", 0), "blur", (4, 4), 0, fractions, np.tile(np.arange(16), (k, 1)), curves,
+                      "an input", 0.0)  # fmt: skip
+    flat = np.full(steps + 1, area)
+    return Faithfulness("saliency", "the logit of class 0", "blur", (4, 4), fractions, flat, flat, band,
+                        np.arange(16), 0.0, 0.0)  # fmt: skip
+
+
+def test_a_claim_needs_p_at_most_the_level_and_a_tie_counts_against_it():
+    """50 random areas 0.50, 0.51, ... 0.99: a map that ties the lowest is below 49 (p = 2/51, faithful); one that
+    ties the second lowest is below 48 (p = 3/51 > 0.05): no claim, so close to the threshold."""
+    areas = 0.5 + 0.01 * np.arange(50)
+    for area, verdict, below in ((0.5, "faithful", 49), (0.51, "no better than chance", 48), (0.4, "faithful", 50),
+                                 (0.99, "worse than random", 0), (0.98, "no better than chance", 1)):  # fmt: skip
+        f = made(areas, area)
+        assert f.verdict == verdict and f.below == below, (area, f.verdict, f.below)
+    assert made(areas, 0.51).p_faithful == pytest.approx(3 / 51) and made(areas, 0.5).p_faithful == pytest.approx(
+        2 / 51
+    )
+
+
+def test_too_few_random_orders_make_no_claim_and_say_why():
+    f = made([0.6, 0.7, 0.8, 0.9, 1.0], 0.1)  # below all 5, but p = 1/6
+    said = f.sentence()
+    assert f.verdict == "no better than chance" and ": faithful" not in said
+    assert "with 5 random orders p cannot go below 0.17: a verdict needs at least 19" in said
+    assert "too few for any verdict" in band_note(f.band) and "at least 19" in band_note(f.band)
+    assert "below at least 49 of the 50 for faithful" in band_note(made(np.arange(50.0), 0).band)
+
+
+def test_the_sentence_explains_a_curve_that_rises_at_its_last_step():
+    f = made(np.linspace(0.5, 1, 50), 0.2, steps=4)
+    assert "last point" not in f.sentence()
+    f.deletion = np.array([0.6, 0.4, 0.3, 0.2, 0.45])  # every patch hidden: the replacement alone
+    said = f.sentence()
+    assert "The curve's last point, every patch hidden, is a blur of the image alone, the same for every order" in said
+    assert "there the output is 0.45, above its 0.2 at 75% hidden" in said
+    assert "replacement is no absence to the model" in said
+
+
+def test_one_band_of_random_orders_serves_every_map_of_an_output():
+    """A band drawn once equals the one a check draws itself from the same seed; with it a map's curves cost only
+    the map's own masked images, and every map is ranked against the very same orders."""
+    from vitviz.deletion import passes, random_band
+
+    model, image = tiny_vit(), random_image(32, 32, seed=17)
+    sizes = []
+    real = model.forward
+    object.__setattr__(model, "forward", lambda x, **k: sizes.append(len(x)) or real(x, **k))
+    band = random_band(model, image, steps=4, random_orders=20, seed=3, target=1)
+    drawn = sum(sizes[1:])  # the first call reads the target
+    a, b = np.arange(16.0).reshape(4, 4), np.random.default_rng(0).normal(size=(4, 4))
+    sizes.clear()
+    f = faithfulness(model, image, scores=a, steps=4, target=1, band=band)
+    used = sum(sizes[1:])
+    g = faithfulness(model, image, scores=b, steps=4, target=1, band=band)
+    alone = faithfulness(model, image, scores=a, steps=4, target=1, random_orders=20, seed=3)
+    assert f.band is band and g.band is band
+    np.testing.assert_array_equal(alone.random_order, band.orders)
+    np.testing.assert_allclose(alone.random, band.curves, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(alone.deletion, f.deletion, rtol=1e-5, atol=1e-6)
+    assert used == 2 * 3 and drawn + 2 * used == passes(4, 20, maps=2)  # the band's ends serve the maps
+    again = random_band(model, image, steps=4, random_orders=20, seed=3, target=1)
+    np.testing.assert_array_equal(again.orders, band.orders)
+    other = random_band(model, image, steps=4, random_orders=20, seed=4, target=1)
+    assert not np.array_equal(other.orders, band.orders)
+
+
+def test_a_band_of_another_input_output_or_curve_is_refused():
+    from vitviz.deletion import random_band
+
+    model, image = tiny_vit(), random_image(32, 32, seed=18)
+    band = random_band(model, image, steps=2, random_orders=2, target=1)
+    flat = np.ones((4, 4))
+    for wrong, message in ((dict(image=random_image(32, 32, seed=19)), "drawn on another image"),
+                           (dict(target=2), "follow another output"),
+                           (dict(steps=4), "in 2 steps, not by blur in 4"),
+                           (dict(replacement="black"), "by blur in 2 steps, not by black")):  # fmt: skip
+        arguments = dict(image=image, target=1, steps=2) | wrong
+        with pytest.raises(ValueError, match=message):
+            faithfulness(model, scores=flat, band=band, **arguments)
 
 
 @pytest.mark.slow
 def test_the_oracle_scores_best_and_a_shuffled_map_like_random(embedded, coffee):
     """The oracle: each patch hidden alone, sorted by the drop. A random permutation of it is a random order."""
+    from vitviz.deletion import random_band
+
     drops = faithfulness(embedded, coffee, "occlusion", baseline="blurred", steps=1, random_orders=1)
-    oracle = faithfulness(embedded, coffee, scores=oracle_by_hand(embedded, coffee), random_orders=5, seed=1)
+    band = random_band(embedded, coffee, seed=1)
+    oracle = faithfulness(embedded, coffee, scores=oracle_by_hand(embedded, coffee), band=band)
     shuffled = np.random.default_rng(7).permutation(oracle_by_hand(embedded, coffee).ravel()).reshape(16, 16)
-    shuffle = faithfulness(embedded, coffee, scores=shuffled, random_orders=1, seed=1)
+    shuffle = faithfulness(embedded, coffee, scores=shuffled, band=band)
     np.testing.assert_array_equal(drops.order, oracle.order)  # occlusion with the same replacement is the oracle
-    assert oracle.verdict == "faithful" and oracle.deletion_auc < shuffle.deletion_auc
-    assert oracle.insertion_auc > oracle.random_aucs.max()
-    low, high = oracle.random_aucs.min(), oracle.random_aucs.max()
-    spread = high - low
-    assert low - spread <= shuffle.deletion_auc <= high + spread, (shuffle.deletion_auc, low, high)
+    assert oracle.verdict == "faithful" and oracle.below == 50 and "faster than 50 of 50" in oracle.sentence()
+    assert oracle.deletion_auc < shuffle.deletion_auc and oracle.insertion_auc > oracle.random_aucs.max()
+    assert shuffle.verdict == "no better than chance" and ": faithful" not in shuffle.sentence()
+    assert 3 <= shuffle.below <= 47, shuffle.below  # a shuffled map is one more random order
+
+
+def test_a_curve_of_two_points_makes_no_claim_on_the_embedded_model(embedded, coffee):
+    """With one step every order hides nothing, then everything: all areas tie, p = 1, and nothing is claimed."""
+    f = faithfulness(embedded, coffee, scores=np.arange(256.0).reshape(16, 16), steps=1)
+    assert len(set(f.random_aucs)) == 1 and f.p_faithful == 1 and f.p_worse == 1
+    said = f.sentence()
+    assert f.verdict == "no better than chance" and ": faithful" not in said and ": worse" not in said
+    assert "faster than 0 of 50 random orders did and more slowly than 0" in said
 
 
 _ORACLE: dict = {}
@@ -195,7 +308,7 @@ def test_ties_keep_the_patches_in_scan_order():
     np.testing.assert_array_equal(f.order, np.arange(35))
 
 
-def test_the_defaults_are_ten_steps_five_seeded_random_orders_and_batches_of_sixteen():
+def test_the_defaults_are_ten_steps_fifty_seeded_random_orders_and_batches_of_sixteen():
     model, image = tiny_vit(), random_image(32, 32, seed=15)
     sizes = []
     real = model.forward
@@ -203,9 +316,9 @@ def test_the_defaults_are_ten_steps_five_seeded_random_orders_and_batches_of_six
     f = faithfulness(model, image, scores=np.arange(16.0).reshape(4, 4), target=0)
     np.testing.assert_allclose(f.fractions, np.rint(np.linspace(0, 1, 11) * 16) / 16)
     rng = np.random.default_rng(0)
-    np.testing.assert_array_equal(f.random_order, np.stack([rng.permutation(16) for _ in range(5)]))
-    assert f.random.shape == (5, 11) and f.replacement == "blur"
-    assert max(sizes[1:]) == 16 and sum(sizes[1:]) <= 2 + 7 * 9  # the first call reads the target
+    np.testing.assert_array_equal(f.random_order, np.stack([rng.permutation(16) for _ in range(50)]))
+    assert f.random.shape == (50, 11) and f.replacement == "blur" and f.band.seed == 0
+    assert max(sizes[1:]) == 16 and sum(sizes[1:]) <= 2 + 52 * 9  # the first call reads the target
     assert sum(sizes[1:]) <= __import__("vitviz.deletion", fromlist=["passes"]).passes()
 
 
@@ -213,12 +326,12 @@ def test_the_limits_are_inclusive_and_name_the_argument():
     model, image = tiny_vit(), random_image(32, 32, seed=16)
     flat = np.arange(16.0).reshape(4, 4)
     for edge in (dict(steps=1), dict(steps=100, random_orders=1), dict(random_orders=1, steps=1),
-                 dict(random_orders=100, steps=1), dict(batch=1, steps=1, random_orders=1),
+                 dict(random_orders=1000, steps=1), dict(batch=1, steps=1, random_orders=1),
                  dict(batch=256, steps=1, random_orders=1)):  # fmt: skip
         faithfulness(model, image, scores=flat, target=0, **edge)
     for bad, message in ((dict(steps=101), "steps must be between 1 and 100, got 101"),
-                         (dict(random_orders=0), "random_orders must be between 1 and 100, got 0"),
-                         (dict(random_orders=101), "random_orders must be between 1 and 100, got 101"),
+                         (dict(random_orders=0), "random_orders must be between 1 and 1000, got 0"),
+                         (dict(random_orders=1001), "random_orders must be between 1 and 1000, got 1001"),
                          (dict(batch=0), "batch must be between 1 and 256, got 0"),
                          (dict(batch=257), "batch must be between 1 and 256, got 257"),
                          (dict(replacement="noise"), "use one of blur, mean, black"),
@@ -275,10 +388,11 @@ def test_over_images_averages_each_methods_own_curves_and_names_the_skipped(tmp_
     files[1].write_bytes(b"not a jpeg")
     cv2.imwrite(str(files[2]), random_image(32, 32, seed=2))
     skipped, options = [], dict(steps=2, random_orders=2, target=1)
-    reasons = []
-    rows = over_images(model, files, ["saliency", "rollout"],
+    reasons, bands = [], {}
+    rows = over_images(model, files, ["saliency", "rollout"], bands=bands,
                        on_skip=lambda p, e: skipped.append(p) or reasons.append(e), **options)  # fmt: skip
-    assert skipped == [files[1]]
+    assert skipped == [files[1]] and list(bands) == [files[0], files[2]]  # one band an image, for both methods
+    assert bands[files[0]].curves.shape == (2, 3)
     assert isinstance(reasons[0], ValueError) and str(reasons[0])
     for row in rows:
         each = [faithfulness(model, cv2.imread(str(f))[..., ::-1], row.method, **options) for f in (files[0], files[2])]
@@ -294,4 +408,4 @@ def test_over_images_averages_each_methods_own_curves_and_names_the_skipped(tmp_
     assert lines[2].split()[:2] == [best.method, f"{best.deletion_auc:.4f}"] and f"{best.faithful}/2" in lines[2]
     with pytest.raises(ValueError, match="^no readable image$"):
         over_images(model, [files[1]], ["saliency"], **options)
-    assert passes(3, 2) == 4 * 2 + 2 and passes() == 7 * 9 + 2
+    assert passes(3, 2) == 4 * 2 + 2 and passes() == 52 * 9 + 2 and passes(maps=3) == 56 * 9 + 2

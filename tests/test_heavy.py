@@ -28,24 +28,30 @@ def served(tmp_path):
 
 def seconds_in(label: str) -> int:
     """The seconds a label states: "(about 20 s)", or "(about 2 min)" past 90 s, as 120."""
-    number, unit = label.rsplit("(about ", 1)[1].rstrip(")").split()
+    number, unit = label.rsplit("(about ", 1)[1].rstrip(")").split(",")[0].split()
     return int(number) * (60 if unit == "min" else 1)
+
+
+def said(seconds: float) -> int:
+    """What a label states of `seconds`, in seconds: whole seconds, or whole minutes past 90 s."""
+    return max(1, round(seconds)) if seconds < 90 else 60 * round(seconds / 60)
 
 
 def test_each_button_says_its_time_from_the_images_it_sends_and_the_servers_rate(served):
     server, image, request = served
-    server.pass_seconds = {"forward": 0.5, "gradient": 3.0}
+    server.heavy.measured("forward", 0.5)
+    server.heavy.measured("gradient", 3.0)
     a = server.get_analysis(image, "tiny", "model default", request)
     area = 112 * 224 / 224**2  # the attribution input, 224 x 112, counted at 224 x 224
     assert cost(a, lambda grid: 10) == pytest.approx(10 * area)
     check = rollout.label_check(server, image, "tiny", "model default", request)
-    assert seconds_in(check.value) == round((1 + 3 * passes()) * area * 0.5)
+    assert seconds_in(check.value) == said((1 + passes(maps=3)) * area * 0.5)
     where = (image, "tiny", "model default")
     settings = attributions.Settings.of("Integrated Gradients", "default", "blurred", 16, 0, 0, [])
     ig, faithful, sanity = attributions.relabel(server, where, settings, request)
     ig_passes = 16 + 2  # its path's steps, and the two ends for the convergence delta
     assert seconds_in(ig.value) == round(ig_passes * area * 3.0)
-    assert seconds_in(faithful.value) == round(ig_passes * area * 3.0 + (3 * passes() + 2) * area * 0.5)
+    assert seconds_in(faithful.value) == said(ig_passes * area * 3.0 + (passes(maps=3) + 2) * area * 0.5)
     assert sanity.value.endswith(f"(about {(a.num_layers + 1) * ig_passes * area * 3.0 / 60:.0f} min)")
     settings = attributions.Settings.of("Saliency (|gradient|)", "default", "blurred", 16, 0, 0, [])
     saliency = attributions.relabel(server, where, settings, request)
@@ -54,12 +60,47 @@ def test_each_button_says_its_time_from_the_images_it_sends_and_the_servers_rate
 
 
 def test_a_run_that_ends_updates_the_rate_and_a_stopped_one_does_not(served):
+    """The rate is the median of the recent runs that ended well; a stopped run adds nothing."""
     server, _, request = served
-    server.pass_seconds = {"forward": 1.0, "gradient": 1.0}
+    for rate in (1.0, 2.0):
+        server.heavy.measured("forward", rate)
+    server.heavy.measured("gradient", 1.0)
     with stoppable(server, request, "test", "testing", lambda *a, **k: None, work=("forward", 4)):
         time.sleep(0.4)  # 0.1 s an image
-    assert server.pass_seconds["forward"] == pytest.approx((2 * 1.0 + 0.1) / 3, abs=0.02)
+    assert server.heavy.runs("forward") == 3 and server.heavy.rate("forward", None) == 1.0  # median of 0.1, 1, 2
     with pytest.raises(RuntimeError):
         with stoppable(server, request, "test", "testing", lambda *a, **k: None, work=("gradient", 4)):
             raise RuntimeError("stopped")
-    assert server.pass_seconds["gradient"] == 1.0
+    assert server.heavy.runs("gradient") == 1 and server.heavy.rate("gradient", None) == 1.0
+
+
+def test_before_any_run_the_rate_is_a_probe_timed_here_not_a_constant(served):
+    """A fresh server times one image through the model, forward and forward-backward, once per kind, and leaves
+    the weights' gradients empty."""
+    server, image, request = served
+    a = server.get_analysis(image, "tiny", "model default", request)
+    calls = []
+    real = a.model.forward
+    object.__setattr__(a.model, "forward", lambda x, **k: calls.append(tuple(x.shape)) or real(x, **k))
+    first = server.heavy.rate("gradient", a.model)
+    assert calls == [(1, 3, 224, 224)] and first > 0 and server.heavy.runs("gradient") == 0
+    assert server.heavy.rate("gradient", a.model) == first and len(calls) == 1  # timed once
+    assert server.heavy.rate("forward", a.model) > 0 and len(calls) == 2
+    assert all(w.grad is None for w in a.model.net.parameters())
+
+
+def test_a_button_counts_the_runs_under_way_and_what_they_have_left(served):
+    """A run half done after t seconds has about t left: a button pressed now says its own time plus that, and how
+    many runs are ahead; the run's progress says what it has left."""
+    server, image, request = served
+    server.heavy.measured("forward", 0.5)
+    a = server.get_analysis(image, "tiny", "model default", request)
+    alone = expected(server, a, forward=lambda grid: 10)
+    said = []
+    with stoppable(server, request, "test", "testing", lambda f, desc: said.append(desc), work=None) as report:
+        time.sleep(0.3)
+        report(0.5)
+        busy = expected(server, a, forward=lambda grid: 10)
+    assert ", after" not in alone and busy.endswith(", after 1 run under way")
+    assert said == ["testing: about 1 s left at this pace"]
+    assert expected(server, a, forward=lambda grid: 10) == alone  # the run is over: nothing ahead

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from vitviz import plots
@@ -31,3 +33,16 @@ def test_the_grid_of_grids_is_diverging_and_centred_at_zero():
     sampled = [[float(v) for v in c[4:-1].split(",")] for c in sample_colorscale(scale, [0.0, 0.5, 1.0, 0.75])]
     want = [(33, 102, 172), (247, 247, 247), (178, 24, 43), (212.5, 135.5, 145)]  # 0.5: halfway from white to red
     np.testing.assert_allclose(sampled, want, atol=0.5)
+
+
+def test_the_faithfulness_plots_band_is_the_random_orders_middle_90_percent_and_its_title_the_rule():
+    from test_faithfulness import made
+
+    f = made(np.linspace(0.5, 1.0, 50), 0.2, steps=4)
+    f.band = replace(f.band, curves=f.band.curves + np.random.default_rng(0).normal(size=f.band.curves.shape))
+    fig = plots.faithfulness_curves([f], ["a map"])
+    high, low = (t for t in fig.data[:2])
+    np.testing.assert_allclose(high.y, np.percentile(f.random, 95, 0))
+    np.testing.assert_allclose(low.y, np.percentile(f.random, 5, 0))
+    assert "50 random orders (middle 90 % at each step)" == low.name
+    assert "area below 49 of 50 random orders = faithful" in fig.layout.annotations[0].text

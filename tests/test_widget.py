@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FAMILIES, random_image
+from conftest import FAMILIES, random_image, sharp_heads
 from support.harness import CHROMIUM
 from support.harness import CHROMIUM_ARGS as ARGS
-from test_explorer import BOUND, HOVER_ALL, browser_or_skip, captured_rows
+from test_explorer import BOUND, HOVER_ALL, browser_or_skip, captured_rows, wrong_head_miss
 
 import vitviz
 from vitviz import explorer
@@ -97,7 +97,7 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
     head within 1e-3 of the forward; a new opacity repaints with no layer asked again; its clean-up leaves no
     listener on the model, ten times in a row."""
     sync_api = browser_or_skip()
-    a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)
+    a = vitviz.analyze(sharp_heads(FAMILIES["deit"]()), random_image(48, 64, seed=4), longest=64)
     w = vitviz.explore(a)
     asked = []
 
@@ -107,6 +107,7 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
 
     gh, gw = a.grid
     cases = [(layer, h, p) for layer in range(3) for h in range(a.model.num_heads) for p in (-1, 0, gh * gw - 1, 9)]
+    assert wrong_head_miss(a, cases) >= 10 * BOUND  # two heads swapped would miss the bound tenfold
     with sync_api.sync_playwright() as pw:
         browser, page = stand_in_page(pw, kernel, w.meta)
         page.evaluate(RENDER, ESM)
@@ -136,9 +137,9 @@ def test_the_widgets_module_computes_the_captured_weights_from_the_kernels_layer
 # A cell that ends with the widget: a tiny model of `family` on a random photo
 NOTEBOOK_CELL = """import sys
 sys.path[:0] = [{tests!r}]
-from conftest import FAMILIES, random_image
+from conftest import FAMILIES, random_image, sharp_heads
 import vitviz
-a = vitviz.analyze(FAMILIES[{family!r}](), random_image(48, 64, seed={seed}), longest=64)
+a = vitviz.analyze(sharp_heads(FAMILIES[{family!r}]()), random_image(48, 64, seed={seed}), longest=64)
 vitviz.explore(a, layer=1)"""
 
 
@@ -155,9 +156,10 @@ def test_in_jupyterlab_the_widget_shows_the_captured_weights(tmp_path):
         tmp_path / "explore.ipynb",
         NOTEBOOK_CELL.format(tests=str(Path(__file__).resolve().parent), family="deit", seed=4),
     )
-    a = vitviz.analyze(FAMILIES["deit"](), random_image(48, 64, seed=4), longest=64)  # the cell's, seeded alike
+    a = vitviz.analyze(sharp_heads(FAMILIES["deit"]()), random_image(48, 64, seed=4), longest=64)  # the cell's
     gh, gw = a.grid
     cases = [(layer, h, p) for layer in range(3) for h in range(a.model.num_heads) for p in (-1, 0, gh * gw - 1, 9)]
+    assert wrong_head_miss(a, cases) >= 10 * BOUND  # two heads swapped would miss the bound tenfold
     with running_jupyter(tmp_path) as url, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})

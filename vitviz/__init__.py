@@ -42,6 +42,8 @@ _WHERE = {
     "estimate_depth": "depth",
     "Faithfulness": "deletion",
     "faithfulness": "deletion",
+    "RandomBand": "deletion",
+    "random_band": "deletion",
     "LayerLens": "lens",
     "Output": "outputs",
     "layer_lens": "lens",

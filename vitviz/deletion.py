@@ -3,14 +3,18 @@ hiding random ones?
 
 Deletion (Petsiuk et al. 2018, RISE): replace the patches in the map's order, most relevant first, 10 % at a time,
 and follow the target; a faithful map makes it fall fast (a low area under the curve). Insertion: start from the
-replacement and put the patches back in the same order; a faithful map makes it rise fast (a high area). The
-baseline band is the deletion curve of random orders: a map whose area lies inside it is no better than chance.
+replacement and put the patches back in the same order; a faithful map makes it rise fast (a high area). The map's
+deletion area is ranked against those of 50 random orders drawn from a fixed seed (`random_band`, shared by every map
+of one photo and output): "faithful" only at a one-sided p ≤ 0.05 (`vitviz.odds`), "worse than random" at the
+mirror p, else no better than chance.
 The replacement is a heavy blur of the image by default (the attributions' own "blurred" baseline), so that hidden
 patches do not add the sharp edges that a black square would.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +26,7 @@ from . import methods
 from .attributions import attribute, patch_scores, target_function
 from .methods import absent_input
 from .models import VitModel
+from .odds import FEWEST_DRAWS, LEVEL, needed, p_value
 from .outputs import Box, Output, Text, output_for
 from .preprocess import ImageInput, load_image
 
@@ -29,6 +34,34 @@ REPLACEMENTS = {"blur": "blurred", "mean": "mean colour", "black": "black"}  # -
 # Besides the methods the Attributions tab offers: the other maps that faithfulness scores too (rollout, toward the
 # same output)
 MAPS = tuple(key for key, m in methods.REGISTRY.items() if not m.offered)
+# The random orders a check draws: with K of them the smallest p is 1 / (K + 1), 0.02 here, so a map below 49 of the
+# 50 (p = 0.039) can be called faithful.
+RANDOM_ORDERS = 50
+
+
+@dataclass(frozen=True, eq=False)
+class RandomBand:
+    """The deletion curves of K random orders of one input's patches, for one output: what every map of that output
+    is ranked against. It depends on the input, the output, the steps, the replacement and the seed, never on a map,
+    so one band serves every map of a check, and a slider that changes only the map keeps it.
+
+    orders [K,P]: patch indices, hidden first to last. curves [K,S+1]: the output at each fraction [S+1].
+    input_key: a digest of the model input it was drawn on. seconds: its curves' time."""
+
+    output: Output
+    replacement: str
+    grid: tuple[int, int]
+    seed: int
+    fractions: np.ndarray
+    orders: np.ndarray
+    curves: np.ndarray
+    input_key: str
+    seconds: float
+
+    @property
+    def areas(self) -> np.ndarray:
+        """[K] the random orders' deletion areas."""
+        return np.array([_auc(self.fractions, curve) for curve in self.curves])
 
 
 @dataclass(eq=False)
@@ -36,9 +69,9 @@ class Faithfulness:
     """fractions [S+1]: the share of patches replaced (deletion) or put back (insertion), 0 to 1.
     deletion [S+1]: the target with the top fraction of patches replaced, most relevant first.
     insertion [S+1]: the target on the replacement with the top fraction of patches put back.
-    random [K,S+1]: deletion curves of K random orders, random_order [K,P]. order [P]: patch indices (row-major),
-    most relevant first.
-    seconds: the curves' time; map_seconds: the map's own.
+    band: the random orders it is ranked against (random [K,S+1] their curves, random_order [K,P] their orders).
+    order [P]: patch indices (row-major), most relevant first.
+    seconds: the map's curves' time (and the band's, when drawn for it alone); map_seconds: the map's own.
     """
 
     method: str
@@ -48,12 +81,19 @@ class Faithfulness:
     fractions: np.ndarray
     deletion: np.ndarray
     insertion: np.ndarray
-    random: np.ndarray
-    random_order: np.ndarray
+    band: RandomBand
     order: np.ndarray
     seconds: float
     map_seconds: float
     output: Output | None = None  # the output followed, which the map explains
+
+    @property
+    def random(self) -> np.ndarray:
+        return self.band.curves
+
+    @property
+    def random_order(self) -> np.ndarray:
+        return self.band.orders
 
     @property
     def deletion_auc(self) -> float:
@@ -67,49 +107,192 @@ class Faithfulness:
     def random_aucs(self) -> np.ndarray:
         """[K] the random orders' deletion areas. Putting patches back in a random order is deleting them in
         another random order, backwards: the same band serves insertion."""
-        return np.array([_auc(self.fractions, curve) for curve in self.random])
+        return self.band.areas
 
     @property
     def random_auc(self) -> float:
         return float(self.random_aucs.mean())
 
     @property
+    def random_spread(self) -> float:
+        """The random orders' areas' standard deviation: how far one random order's area strays from their mean."""
+        return float(self.random_aucs.std(ddof=1)) if len(self.random_aucs) > 1 else 0.0
+
+    @property
+    def below(self) -> int:
+        """How many random orders' areas are above the map's: it fell faster than they did."""
+        return int(np.sum(self.random_aucs > self.deletion_auc))
+
+    @property
+    def above(self) -> int:
+        """How many random orders' areas are below the map's: it fell more slowly than they did."""
+        return int(np.sum(self.random_aucs < self.deletion_auc))
+
+    @property
+    def p_faithful(self) -> float:
+        """The one-sided p of a deletion area this low among random orders (`p_value`)."""
+        return p_value(self.deletion_auc, self.random_aucs)
+
+    @property
+    def p_worse(self) -> float:
+        """The one-sided p of a deletion area this high among random orders."""
+        return p_value(-self.deletion_auc, -self.random_aucs)
+
+    @property
     def verdict(self) -> str:
-        """'faithful' (deletion below every random order), 'worse than random' (above every one) or 'no better
-        than random'."""
-        low, high = self.random_aucs.min(), self.random_aucs.max()
-        if self.deletion_auc < low:
+        """'faithful' (p_faithful ≤ LEVEL), 'worse than random' (p_worse ≤ LEVEL) or 'no better than chance'."""
+        if self.p_faithful <= LEVEL:
             return "faithful"
-        return "worse than random" if self.deletion_auc > high else "no better than random"
+        return "worse than random" if self.p_worse <= LEVEL else "no better than chance"
 
     def sentence(self) -> str:
-        """One sentence on this image, from the curves' own numbers."""
-        k, low, high = len(self.random), self.random_aucs.min(), self.random_aucs.max()
+        """One sentence on this image, from the curves' own numbers: the verdict, the map's rank among the random
+        orders with its p, and the area's difference from theirs with their spread."""
+        k, verdict = len(self.random_aucs), self.verdict
         replaced = f"replaced by {_REPLACED[self.replacement]}"
-        whole = f"than all {k} random orders did, over the whole curve"  # the verdict reads areas, not one step
-        if self.verdict == "faithful":
-            how = f"lowers {self.target} faster {whole}: faithful"
-        elif self.verdict == "worse than random":
-            how = f"lowers {self.target} more slowly {whole}: worse than random"
+        whole = "over the whole curve"  # the verdict reads areas, not one step
+        if verdict == "faithful":
+            how = (f"lowers {self.target} faster than {self.below} of {k} random orders did, {whole} "
+                   f"(p = {self.p_faithful:.2g}, one-sided; faithful needs p ≤ {LEVEL:g}): faithful")  # fmt: skip
+        elif verdict == "worse than random":
+            how = (f"lowers {self.target} more slowly than {self.above} of {k} random orders did, {whole} "
+                   f"(p = {self.p_worse:.2g}, one-sided; worse than random needs p ≤ {LEVEL:g}): "
+                   "worse than random")  # fmt: skip
         else:
-            how = f"lowers {self.target} no faster than {k} random orders, over the whole curve: no better than random"
+            p = min(self.p_faithful, self.p_worse)
+            how = (f"lowers {self.target} faster than {self.below} of {k} random orders did and more slowly than "
+                   f"{self.above}, {whole} (p = {p:.2g}; a verdict needs p ≤ {LEVEL:g} either way): no better than "
+                   "chance")  # fmt: skip
+            if k < FEWEST_DRAWS:
+                how += (f" (with {k} random orders p cannot go below {1 / (k + 1):.2g}: a verdict needs at least "
+                        f"{FEWEST_DRAWS})")  # fmt: skip
         if self.deletion[1:].mean() > self.deletion[0]:  # the curve does not fall at all
             how += f"; hiding them raises it on average, from {self.deletion[0]:.3g} to {self.deletion[1:].mean():.3g}"
-        if self.verdict != "faithful":  # a finding about the map, which the reader did nothing to cause
+        if verdict != "faithful":  # a finding about the map, which the reader did nothing to cause
             how += ". So on this image the map is not a reliable guide to what this output uses"
-        return (
-            f"On this image, removing this map's top patches ({replaced}) {how} "
-            f"(area under the deletion curve {self.deletion_auc:.3g}, random orders {low:.3g} to {high:.3g}; "
-            f"lower is better). Putting them back first gives an insertion area of {self.insertion_auc:.3g} "
-            f"(higher is better)."
+        gap = self.deletion_auc - self.random_auc
+        side = "below" if gap < 0 else "above"
+        said = (
+            f"On this image, removing this map's top patches ({replaced}) {how}. Its area under the deletion curve "
+            f"is {self.deletion_auc:.4g}, {abs(gap):.2g} {side} the random orders' mean of {self.random_auc:.4g} "
+            f"(their standard deviation {self.random_spread:.2g}; lower is better)."
         )
+        if len(self.deletion) > 2 and self.deletion[-1] > self.deletion[-2]:
+            said += (
+                f" The curve's last point, every patch hidden, is {_REPLACED[self.replacement]} alone, the same for "
+                f"every order: there the output is {self.deletion[-1]:.3g}, above its {self.deletion[-2]:.3g} at "
+                f"{self.fractions[-2]:.0%} hidden. {_END}"
+            )
+        return said + f" Putting the top patches back first gives an insertion area of {self.insertion_auc:.3g} " \
+                      "(higher is better)."  # fmt: skip
 
 
 _REPLACED = {"blur": "a blur of the image", "mean": "the mean colour", "black": "black"}
+# Why a curve may rise at its end (docs/design.md, "The end of a deletion curve"): true of any output, since none is a
+# sum over patches.
+_END = (
+    "So that step says nothing of this map's order, and its value adds the same to every order's area. The "
+    "replacement is no absence to the model: its output on the replacement alone can be higher than with a few "
+    "patches left."
+)
+
+
+def band_note(band: RandomBand) -> str:
+    """What every verdict of a check is ranked against, said once: how many random orders, from which seed, and
+    why a setting that changes only the map cannot change them."""
+    k = len(band.orders)
+    if k < FEWEST_DRAWS:
+        return (f"Each map is ranked against the same {k} random orders of the patches (seed {band.seed}): too few "
+                f"for any verdict at p ≤ {LEVEL:g}, which needs at least {FEWEST_DRAWS}.")  # fmt: skip
+    return (
+        f"Each map is ranked against the same {k} random orders of the patches (seed {band.seed}, drawn for this "
+        f"photo and this output, {band.seconds:.1f} s), so a setting that changes only the map changes a verdict "
+        f"only when its area crosses theirs. A verdict needs p ≤ {LEVEL:g}, one-sided: below at least "
+        f"{needed(k)} of the {k} for faithful, above at least {needed(k)} for worse than random."
+    )
 
 
 def _auc(fractions: np.ndarray, curve: np.ndarray) -> float:
     return float(np.trapezoid(curve, fractions))
+
+
+@dataclass(eq=False)
+class _Masking:
+    """What masking one input for one output needs: the input x [1,3,h,w], the output as a function of inputs, the
+    output resolved, the replacement `base` [1,3,h,w], the patch grid and the input's digest."""
+
+    rgb: np.ndarray
+    x: torch.Tensor
+    score_fn: object
+    output: Output
+    base: torch.Tensor
+    grid: tuple[int, int]
+    key: str
+
+    def counts(self, steps: int) -> np.ndarray:
+        n = self.grid[0] * self.grid[1]
+        return np.rint(np.linspace(0, 1, steps + 1) * n).astype(int)
+
+    def hidden(self, order: np.ndarray, count: int) -> np.ndarray:
+        mask = np.zeros(self.grid[0] * self.grid[1], bool)
+        mask[order[:count]] = True
+        return mask
+
+
+def _masking(model, image, output, target, box, text, longest, replacement) -> _Masking:
+    rgb = load_image(image)
+    output = output_for(model, target, box, text) if output is None else output
+    x, score_fn, _, output = target_function(model, rgb, output, longest)
+    base = absent_input(REPLACEMENTS[replacement], rgb, x, model)
+    key = hashlib.blake2b(x.detach().cpu().numpy().tobytes(), digest_size=16).hexdigest()
+    return _Masking(rgb, x, score_fn, output, base, score_fn.grid, key)
+
+
+def _check_arguments(replacement: str, steps: int, random_orders: int, batch: int) -> None:
+    if replacement not in REPLACEMENTS:
+        raise ValueError(f"unknown replacement {replacement!r}: use one of {', '.join(REPLACEMENTS)}")
+    if not 1 <= steps <= 100:
+        raise ValueError(f"steps must be between 1 and 100, got {steps}")
+    if not 1 <= random_orders <= 1000:
+        raise ValueError(f"random_orders must be between 1 and 1000, got {random_orders}")
+    if not 1 <= batch <= 256:
+        raise ValueError(f"batch must be between 1 and 256, got {batch}")
+
+
+def _random_orders(n: int, random_orders: int, seed: int) -> np.ndarray:
+    """[K,n] K random orders of n patches, from `seed` alone: the same on every call with it."""
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.permutation(n) for _ in range(random_orders)])
+
+
+def random_band(
+    model: VitModel,
+    image: ImageInput,
+    steps: int = 10,
+    replacement: str = "blur",
+    random_orders: int = RANDOM_ORDERS,
+    seed: int = 0,
+    target: int | None = None,
+    box: Box | None = None,
+    longest: int | None = None,
+    text: Text | None = None,
+    batch: int = 16,
+    progress: Callable[[float], None] | None = None,
+    output: Output | None = None,
+) -> RandomBand:
+    """The deletion curves of `random_orders` random orders (drawn from `seed`) on `image` for one output (as
+    `faithfulness`'s arguments name it): give it to `faithfulness(band=...)` for each map of that output, so that
+    they are ranked against the same orders and the orders' images go through the model once."""
+    _check_arguments(replacement, steps, random_orders, batch)
+    m = _masking(model, image, output, target, box, text, longest, replacement)
+    start = time.perf_counter()
+    orders = _random_orders(m.grid[0] * m.grid[1], random_orders, seed)
+    counts = m.counts(steps)
+    curves = [[m.hidden(o, c) for c in counts] for o in orders]
+    value = _values(model, m, [mask for curve in curves for mask in curve], batch, progress, {})
+    return RandomBand(m.output, replacement, m.grid, seed, counts / counts[-1], orders,
+                      np.array([[value[mask.tobytes()] for mask in curve] for curve in curves], np.float64),
+                      m.key, time.perf_counter() - start)  # fmt: skip
 
 
 def faithfulness(
@@ -118,7 +301,7 @@ def faithfulness(
     method: str = "integrated_gradients",
     steps: int = 10,
     replacement: str = "blur",
-    random_orders: int = 5,
+    random_orders: int = RANDOM_ORDERS,
     seed: int = 0,
     target: int | None = None,
     box: Box | None = None,
@@ -128,35 +311,31 @@ def faithfulness(
     batch: int = 16,
     progress: Callable[[float], None] | None = None,
     output: Output | None = None,
+    band: RandomBand | None = None,
     **options,
 ) -> Faithfulness:
-    """Deletion and insertion curves of one map on `image`, against `random_orders` random orders.
+    """Deletion and insertion curves of one map on `image`, ranked against `random_orders` random orders drawn from
+    `seed` (the same orders on every call with the same seed, whatever the map).
 
     method: a key of `methods.REGISTRY` (an attribution, or rollout toward the same output), made with `options`
     such as n_steps; or give `scores` [gh,gw], one value per patch of the attribution input (method then only
     names it). The curves follow the output the map explains: `output`, or
     the one that target, box and text name (as `attribute`'s). steps: the curves' points less one
     (10: every 10 %). replacement: what a hidden patch shows ("blur", "mean" colour or "black"). batch: the
-    masked inputs per forward pass.
+    masked inputs per forward pass. band: random orders already drawn on this input for this output
+    (`random_band`), used instead of drawing them (random_orders and seed are then the band's).
     """
-    if replacement not in REPLACEMENTS:
-        raise ValueError(f"unknown replacement {replacement!r}: use one of {', '.join(REPLACEMENTS)}")
     if scores is None:
         methods.get(method)  # an unknown one named before any work
-    if not 1 <= steps <= 100:
-        raise ValueError(f"steps must be between 1 and 100, got {steps}")
-    if not 1 <= random_orders <= 100:
-        raise ValueError(f"random_orders must be between 1 and 100, got {random_orders}")
-    if not 1 <= batch <= 256:
-        raise ValueError(f"batch must be between 1 and 256, got {batch}")
-    rgb = load_image(image)
-    output = output_for(model, target, box, text) if output is None else output
-    x, score_fn, _, output = target_function(model, rgb, output, longest)
-    grid, p = score_fn.grid, model.patch_size
+    _check_arguments(replacement, steps, random_orders, batch)
+    m = _masking(model, image, output, target, box, text, longest, replacement)
+    if band is not None:
+        _check_band(band, m, replacement, steps)
+    grid, p = m.grid, model.patch_size
     start = time.perf_counter()
     if scores is None:
         half = None if progress is None else (lambda fraction: progress(fraction / 2))  # the map: the first half
-        r = attribute(model, rgb, method, longest=longest, progress=half, output=output, **options)
+        r = attribute(model, m.rgb, method, longest=longest, progress=half, output=m.output, **options)
         scores = patch_scores(r.raw, p)
     scores = np.asarray(scores, np.float32)
     if scores.shape != grid:
@@ -165,62 +344,80 @@ def faithfulness(
     start = time.perf_counter()
     n = grid[0] * grid[1]
     order = np.argsort(-scores.ravel(), kind="stable")
-    rng = np.random.default_rng(seed)
-    randoms = [rng.permutation(n) for _ in range(random_orders)]
-    counts = np.rint(np.linspace(0, 1, steps + 1) * n).astype(int)
-
-    def hidden(o: np.ndarray, count: int) -> np.ndarray:
-        mask = np.zeros(n, bool)
-        mask[o[:count]] = True
-        return mask
-
-    deletion = [hidden(order, c) for c in counts]
-    insertion = [~hidden(order, c) for c in counts]
-    random = [[hidden(o, c) for c in counts] for o in randoms]
-    masks = {m.tobytes(): m for m in [*deletion, *insertion, *(m for curve in random for m in curve)]}
-    base = absent_input(REPLACEMENTS[replacement], rgb, x, model)
+    counts = m.counts(steps)
+    deletion = [m.hidden(order, c) for c in counts]
+    insertion = [~m.hidden(order, c) for c in counts]
+    orders = _random_orders(n, random_orders, seed) if band is None else band.orders
+    random = [] if band is not None else [[m.hidden(o, c) for c in counts] for o in orders]
+    known = {}
+    if band is not None:  # every order's first and last images are the same: the band's
+        known = {deletion[0].tobytes(): band.curves[0, 0], deletion[-1].tobytes(): band.curves[0, -1]}
     rest = None if progress is None else (lambda fraction: progress(0.5 + fraction / 2))
-    values = _scores(model, score_fn, x, base, list(masks.values()), grid, p, batch, rest)
-    value = dict(zip(masks, values, strict=True))
+    value = _values(model, m, [*deletion, *insertion, *(mask for curve in random for mask in curve)], batch, rest,
+                    known)  # fmt: skip
 
     def curve(ms: list[np.ndarray]) -> np.ndarray:
-        return np.array([value[m.tobytes()] for m in ms], np.float64)
+        return np.array([value[mask.tobytes()] for mask in ms], np.float64)
 
+    seconds = time.perf_counter() - start
+    if band is None:
+        band = RandomBand(m.output, replacement, grid, seed, counts / n, orders,
+                          np.stack([curve(ms) for ms in random]), m.key, seconds)  # fmt: skip
     return Faithfulness(
         method=method,
-        target=output.short(model.labels),
+        target=m.output.short(model.labels),
         replacement=replacement,
         grid=grid,
         fractions=counts / n,
         deletion=curve(deletion),
         insertion=curve(insertion),
-        random=np.stack([curve(ms) for ms in random]),
-        random_order=np.stack(randoms),
+        band=band,
         order=order,
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
         map_seconds=map_seconds,
-        output=output,
+        output=m.output,
     )
 
 
-def passes(steps: int = 10, random_orders: int = 5) -> int:
-    """At most how many images the curves send through the model (forward only), besides the map's own."""
-    return (2 + random_orders) * (steps - 1) + 2
+def _check_band(band: RandomBand, m: _Masking, replacement: str, steps: int) -> None:
+    """A band drawn for another input, output, replacement or number of steps names what differs."""
+    if band.input_key != m.key or band.grid != m.grid:
+        raise ValueError("the random orders were drawn on another image or input size: draw them on this one")
+    if band.output != m.output:
+        raise ValueError(f"the random orders follow another output ({band.output}), not {m.output}")
+    if band.replacement != replacement or len(band.fractions) != steps + 1:
+        raise ValueError(f"the random orders hide patches by {band.replacement} in {len(band.fractions) - 1} steps, "
+                         f"not by {replacement} in {steps}")  # fmt: skip
 
 
-def _scores(model, score_fn, x, base, masks, grid, p, batch, progress) -> list[float]:
-    """The target on x with each mask's patches replaced by `base`, `batch` inputs per forward pass."""
-    values: list[float] = []
-    for i in range(0, len(masks), batch):
-        m = torch.from_numpy(np.stack(masks[i : i + batch]).reshape(-1, 1, *grid).astype(np.float32))
-        m = m.repeat_interleave(p, 2).repeat_interleave(p, 3).to(x.device)
-        inputs = x * (1 - m) + base * m
+def passes(steps: int = 10, random_orders: int = RANDOM_ORDERS, maps: int = 1) -> int:
+    """At most how many images the curves of `maps` maps that share one band of random orders send through the
+    model (forward only), besides the maps' own."""
+    return (2 * maps + random_orders) * (steps - 1) + 2
+
+
+def _values(model, m: _Masking, masks: list[np.ndarray], batch: int, progress, known: dict) -> dict[bytes, float]:
+    """{mask's bytes: the output on x with the mask's patches replaced by the replacement}: `known` as given, the
+    other masks (each once) through the model, `batch` inputs per forward pass."""
+    todo = list({mask.tobytes(): mask for mask in masks if mask.tobytes() not in known}.values())
+    value = dict(known)
+    p = model.patch_size
+    for i in range(0, len(todo), batch):
+        chunk = todo[i : i + batch]
+        w = torch.from_numpy(np.stack(chunk).reshape(-1, 1, *m.grid).astype(np.float32))
+        w = w.repeat_interleave(p, 2).repeat_interleave(p, 3).to(m.x.device)
+        inputs = m.x * (1 - w) + m.base * w
         with model.lock, torch.inference_mode():
             out = model.forward(inputs, attentions=lambda layer, weights: None)
-            values += score_fn.reading.of_output(out).float().cpu().tolist()
+            values = m.score_fn.reading.of_output(out).float().cpu().tolist()
+        value.update(zip((c.tobytes() for c in chunk), values, strict=True))
         if progress is not None:
-            progress(min(1.0, (i + batch) / len(masks)))
-    return values
+            progress(min(1.0, (i + batch) / len(todo)))
+    return value
+
+
+# What draws a band: random_band's own arguments, besides the model, the image and the progress
+_BAND_OPTIONS = set(inspect.signature(random_band).parameters) - {"model", "image", "progress"}
 
 
 @dataclass
@@ -242,11 +439,16 @@ def over_images(
     files: list,
     methods: list[str],
     on_skip: Callable[[object, Exception], None] | None = None,
+    bands: dict | None = None,
     **options,
 ) -> list[MethodSummary]:
-    """Each method's faithfulness on each image (`options` as `faithfulness`'s), summarised per method. A file that
-    cannot be read is skipped and given to `on_skip`; a ValueError if none can."""
+    """Each method's faithfulness on each image (`options` as `faithfulness`'s), summarised per method, every method
+    of an image ranked against one band of random orders drawn once. bands: {file: RandomBand}, kept by the caller
+    across calls (the CLI calls once per method). A file that cannot be read is skipped and given to `on_skip`; a
+    ValueError if none can."""
     results: dict[str, list[Faithfulness]] = {m: [] for m in methods}
+    bands = {} if bands is None else bands
+    drawing = {k: v for k, v in options.items() if k in _BAND_OPTIONS}
     for path in files:
         try:
             rgb = load_image(path)
@@ -254,8 +456,10 @@ def over_images(
             if on_skip is not None:
                 on_skip(path, exc)
             continue
+        if path not in bands:
+            bands[path] = random_band(model, rgb, **drawing)
         for method in methods:
-            results[method].append(faithfulness(model, rgb, method, **options))
+            results[method].append(faithfulness(model, rgb, method, band=bands[path], **options))
     if not any(results.values()):
         raise ValueError("no readable image")
     return [

@@ -21,7 +21,10 @@ from torch import nn
 from . import methods
 from .attributions import attribute, patch_scores
 from .models import VitModel
+from .odds import FEWEST_DRAWS, LEVEL, p_value
 from .preprocess import ImageInput, load_image
+
+SHIFTS = 50  # shifted copies a verdict ranks the last map against: p can reach 1 / 51 ≈ 0.02, under LEVEL
 
 
 @dataclass(eq=False)
@@ -37,8 +40,30 @@ class SanityCheck:
     layers: int
     seconds: float
 
+    @property
+    def shifted(self) -> np.ndarray:
+        """[K] the rank correlations of the original map with shifted copies of the last one (`shifted_correlations`):
+        what the last correlation would be if that map kept its own smoothness but no longer followed the original
+        patch by patch."""
+        return shifted_correlations(self.maps[0], self.maps[-1])
+
+    @property
+    def p_same(self) -> float:
+        """The one-sided p of the last map matching the original this well by chance: (1 + #copies at least as
+        correlated) / (K + 1)."""
+        return p_value(-self.correlation[-1], -self.shifted)
+
+    @property
+    def verdict(self) -> str:
+        """'fails' when the last map still matches the original beyond its shifted copies (p_same ≤ LEVEL): it shows
+        the input, not the weights; 'undecided' on a grid with too few shifts for that level; 'passes' otherwise."""
+        if self.p_same <= LEVEL:
+            return "fails"
+        return "undecided" if len(self.shifted) < FEWEST_DRAWS else "passes"
+
     def sentence(self) -> str:
-        """What the check shows on this image, from its own numbers."""
+        """What the check shows on this image, from its own numbers: the correlations, and the last map's rank
+        among its shifted copies with its p."""
         first, last = self.correlation[1], self.correlation[-1]
         k = int(self.randomised[-1])
         said = f"With the last layer's weights random, the map's rank correlation with the original is {first:.2f}"
@@ -48,11 +73,35 @@ class SanityCheck:
                 f"{said}; with the last {k} of the {self.layers} layers random, {last:.2f}. The map {follows} the "
                 f"last layer's weights; randomise all {self.layers} layers to complete the check."
             )
-        if last > 0.5:
-            verdict = "it barely depends on the model's weights, so it fails the check: it shows the input"
+        copies = self.shifted
+        n, beaten = len(copies), int(np.sum(copies < last))
+        spread = f"their ρ {copies.mean():.2f} ± {copies.std(ddof=1) if n > 1 else 0:.2f}"
+        if self.verdict == "fails":
+            verdict = (f"closer to the original than {beaten} of {n} copies of that map shifted across the grid (p = "
+                       f"{self.p_same:.2g}, one-sided; {spread}), so at least part of it shows the input, not the "
+                       "model's weights: it fails the check")  # fmt: skip
+        elif self.verdict == "undecided":
+            verdict = (f"this grid allows only {n} copies of that map shifted far enough across it, too few for a "
+                       f"verdict at p ≤ {LEVEL:g} (it beats {beaten} of them, p = {self.p_same:.2g}): the check "
+                       "cannot tell")  # fmt: skip
         else:
-            verdict = "it depends on the model's weights, so it passes the check"
+            verdict = (f"not closer to the original than copies of that map shifted across the grid, at p ≤ "
+                       f"{LEVEL:g} (it beats {beaten} of {n}, p = {self.p_same:.2g}; {spread}), so the check finds "
+                       "no sign that it shows the input rather than the model's weights: it passes")  # fmt: skip
         return f"{said}; with all {self.layers} layers random, {last:.2f}: {verdict}."
+
+
+def shifted_correlations(original: np.ndarray, other: np.ndarray, copies: int = SHIFTS, seed: int = 0) -> np.ndarray:
+    """[K] the rank correlation of `original` [gh,gw] with `other` rolled across the grid by K distinct shifts of at
+    least a quarter of its height or width (every such shift when there are fewer), drawn from `seed`: the same on
+    every call. A roll keeps the map's own smoothness, which a shuffle of its patches would destroy, so a smooth map
+    is not called a match merely for being smooth; a shift too small to move it off itself would be one."""
+    gh, gw = original.shape
+    dy, dx = np.meshgrid(np.arange(gh), np.arange(gw), indexing="ij")
+    far = (np.minimum(dy, gh - dy) >= gh / 4) | (np.minimum(dx, gw - dx) >= gw / 4)
+    shifts = np.flatnonzero(far.ravel())
+    chosen = np.random.default_rng(seed).permutation(shifts)[:copies]
+    return np.array([rank_correlation(original, np.roll(other, divmod(int(s), gw), (0, 1))) for s in chosen])
 
 
 def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:

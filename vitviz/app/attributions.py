@@ -8,8 +8,9 @@ import numpy as np
 from .. import methods, plots, render, sanity, views
 from ..analysis import Analysis
 from ..attributions import METHODS, attribute, input_analysis, patch_scores
-from ..deletion import faithfulness, passes
+from ..deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
 from ..maps import DEFAULT_SCALE
+from ..odds import LEVEL, needed
 from .attribution_controls import (
     DEFAULT_METHOD,
     TARGETS,
@@ -58,7 +59,7 @@ COMPUTE, CHECK, SANITY = ("Compute attribution", "Check faithfulness: hide the t
 
 def _buttons(server: Server, a: Analysis, s: Settings) -> tuple:
     """Compute, Check faithfulness and Sanity check, each saying how long it takes on this image here."""
-    curves = lambda grid: 3 * passes() + 2  # noqa: E731  the map's, the rollout's and relevancy's, and their maps
+    curves = lambda grid: passes(maps=3) + 2  # noqa: E731  the three maps' curves, the rollout's and relevancy's maps
     sanity = lambda grid: (a.model.num_layers + 1) * s.passes(grid)  # noqa: E731
     return (gr.Button(f"{COMPUTE} ({expected(server, a, gradient=s.passes)})"),
             gr.Button(f"{CHECK} ({expected(server, a, gradient=s.passes, forward=curves)})"),
@@ -137,30 +138,37 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
     target = s.output_options(a, image)
     shown = kept is not None and kept.key == server.analysis_key(*where) and kept.settings == s
     beside = ["rollout"] + (["relevancy"] if s.method != "relevancy" else [])  # the other maps the tab shows
-    curves = (1 + len(beside)) * passes()
+    maps = 1 + len(beside)
+    curves = passes(maps=maps)
     what = f"The faithfulness of {s.label} and of the maps beside it"
     within_budget(a, lambda grid: (0 if shown else s.passes(grid)) + curves + len(beside), what)
     model = server.get_attribution_model(where[1])
     name = f"The faithfulness check of {s.label}"
     with stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
+        # one band of random orders for the three maps: they explain one output, so they are ranked alike
+        share = passes(maps=0) / passes(maps=maps)
+        band = random_band(model, image, progress=lambda done: report(done * share), **target)
+        rest = lambda i: lambda done: report(share + (1 - share) * (i + done) / maps)  # noqa: E731
         results = [
             faithfulness(
                 model,
                 image,
                 s.method,
                 scores=kept.scores if shown else None,
-                progress=report,
+                band=band,
+                progress=rest(0),
                 **s.attribute_options(),
                 **target,
             ),  # fmt: skip
-            *(faithfulness(model, image, other, progress=report, **target) for other in beside),
-        ]
+            *(faithfulness(model, image, other, band=band, progress=rest(i), **target)
+              for i, other in enumerate(beside, 1)),
+        ]  # fmt: skip
     names = [s.label, *(methods.REGISTRY[m].label for m in beside)]
-    maps = ["The map shown above", *(f"Map {r.map_seconds:.1f} s" for r in results[1:])]
+    made = ["The map shown above", *(f"Map {r.map_seconds:.1f} s" for r in results[1:])]
     if not shown:
-        maps[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
-    text = "\n\n".join(f"**{name}.** {r.sentence()} {made}, curves {r.seconds:.1f} s."
-                       for name, r, made in zip(names, results, maps, strict=True))  # fmt: skip
+        made[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
+    text = "\n\n".join([band_note(band), *(f"**{name}.** {r.sentence()} {m}, curves {r.seconds:.1f} s."
+                                           for name, r, m in zip(names, results, made, strict=True))])  # fmt: skip
     return plots.faithfulness_curves(results, names), text
 
 
@@ -268,7 +276,9 @@ def build(ctx: Context) -> None:
             faithful = gr.Button(CHECK, elem_id="check-faithfulness")
         gr.Markdown(
             "How far to trust the map on **this** image: hide its most relevant patches first (showing a blur of "
-            "the image there) and follow the target. A faithful map makes it fall faster than random orders do.",
+            "the image there) and follow the target. A faithful map makes it fall faster than random orders do: "
+            f"its area must be below {needed(RANDOM_ORDERS)} of {RANDOM_ORDERS} random orders (p ≤ {LEVEL:g}), "
+            "drawn once for this photo and target, the same for every map and setting.",
             elem_classes=["caption"],
         )
         curves = gr.Plot(label="Faithfulness: deletion and insertion curves", elem_id="faithfulness-plot")
@@ -278,7 +288,9 @@ def build(ctx: Context) -> None:
             "Does the map depend on what the model learned? The layers of a copy of the model get random "
             "weights, the last first, and the map is made again after each (Adebayo et al. 2018). Each tile says "
             "how many of the last layers are random, and ρ, the map's rank correlation with the original: a map "
-            "that stays near 1 while the weights turn random shows the input, not the model.",
+            "that stays near 1 while the weights turn random shows the input, not the model. The verdict ranks the "
+            f"last map's ρ against {sanity.SHIFTS} copies of that map shifted across the grid: it fails when it beats "
+            f"{needed(sanity.SHIFTS)} of them (p ≤ {LEVEL:g}).",
             elem_classes=["caption"],
         )
         cascade_plot = gr.Plot(label="Sanity check: rank correlation as the layers turn random", elem_id="sanity-plot")

@@ -39,10 +39,18 @@ def within_budget(a: Analysis, passes_at_grid, what: str) -> None:
 
 def expected(server: Server, a: Analysis, **passes_at_grid) -> str:
     """What a button says of its run before it is pressed ("about 20 s"), from the images it sends through the
-    model by kind (forward=..., gradient=...: forward and backward; each a grid -> images) and this server's own
-    rate of each kind, measured by its earlier runs."""
-    seconds = sum(cost(a, passes) * server.pass_seconds[kind] for kind, passes in passes_at_grid.items())
-    return f"about {max(seconds, 1):.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+    model by kind (forward=..., gradient=...: forward and backward; each a grid -> images) at this server's recent
+    rate of each kind (`HeavyRuns`), after what the heavy runs under way have left: they hold the one heavy slot."""
+    seconds = sum(cost(a, passes) * server.heavy.rate(kind, a.model) for kind, passes in passes_at_grid.items())
+    count, left = server.heavy.ahead()
+    said = f"about {_duration(seconds + left)}"
+    if count:
+        said += f", after {count} run{'s' * (count > 1)} under way"
+    return said
+
+
+def _duration(seconds: float) -> str:
+    return f"{max(seconds, 1):.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 @contextmanager
@@ -51,24 +59,28 @@ def stoppable(server: Server, request: gr.Request, name: str, desc: str, progres
     """A progress callback for one heavy run of this session in `tab`, which ends the run at its next batch when
     that tab's Stop is pressed (or the image changes, or the page closes), and lets other users' new images
     through between batches. Each tab stops its own run: the Rollout tab's Stop leaves an attribution running.
-    work: (kind, images through the model at 224×224): a run that ends well updates the server's rate of that
-    kind, which the buttons' expected times read."""
+    work: (kind, images through the model at 224×224): a run that ends well adds its rate to the server's recent
+    rates of that kind, which the buttons' expected times read; its progress, while it runs, tells them what it has
+    left."""
     key = (session_of(request), tab)
     stopped = server.stopped[key] = threading.Event()  # this run's; Stop sets the latest one
+    run = (key, stopped)
+    server.heavy.begin(run)
     start = time.perf_counter()
 
     def report(fraction: float) -> None:
         if stopped.is_set():
             raise ValueError(f"{name} stopped at {fraction:.0%}")
-        progress(fraction, desc=desc)
+        left = server.heavy.progress(run, fraction)
+        progress(fraction, desc=desc if left is None else f"{desc}: about {_duration(left)} left at this pace")
         server.priority.wait_for_interactive()
 
     try:
         yield report
-        if work is not None and work[1] > 0:  # a moving average: one slow run under load moves it a third
-            rate = (time.perf_counter() - start) / work[1]
-            server.pass_seconds[work[0]] = (2 * server.pass_seconds[work[0]] + rate) / 3
+        if work is not None and work[1] > 0:
+            server.heavy.measured(work[0], (time.perf_counter() - start) / work[1])
     finally:
+        server.heavy.end(run)
         server.freed.set()  # its gradients' memory goes back to the system within seconds, not at the next eviction
         if server.stopped.get(key) is stopped:  # a session keeps no event once its run is over
             del server.stopped[key]

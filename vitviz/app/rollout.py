@@ -7,9 +7,10 @@ import gradio as gr
 
 from .. import plots, sentences, views
 from ..attributions import attribution_size, input_analysis
-from ..deletion import faithfulness, passes
+from ..deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
 from ..derived import Derived
 from ..maps import HEAD_FUSIONS
+from ..odds import LEVEL, needed
 from ..outputs import FOLLOWED, followed
 from .heavy import cost, expected, stop_run, stoppable, within_budget
 from .pictures import picture
@@ -54,6 +55,9 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     work = ("forward", cost(a, _curves))
     with stoppable(server, request, name, f"{name}: hiding patches", progress, tab="rollout", work=work) as report:
         same = input_analysis(model, image)  # one forward, the three rollouts
+        share = passes(maps=0) / passes(maps=len(fusions))
+        # one band of random orders for the three fusions: they explain one output, so they are ranked alike
+        band = random_band(model, image, output=output, progress=lambda done: report(done * share))
         results = [
             faithfulness(
                 model,
@@ -61,7 +65,8 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
                 f"rollout ({f})",
                 scores=same.rollout(f, discard, output),
                 output=output,
-                progress=lambda done, i=i: report((i + done) / len(fusions)),
+                band=band,
+                progress=lambda done, i=i: report(share + (1 - share) * (i + done) / len(fusions)),
             )  # fmt: skip
             for i, f in enumerate(fusions)
         ]
@@ -70,12 +75,12 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     where = sentences.check_forward(discard, size, a.pixel_values.shape[2:], output.name(a.model))
     lines = [f"**{n}.** {r.sentence()} (Curves computed in {r.seconds:.1f} s.)"
              for n, r in zip(names, results, strict=True)]  # fmt: skip
-    return plots.faithfulness_curves(results, names), "\n\n".join([where, *lines])
+    return plots.faithfulness_curves(results, names), "\n\n".join([where, band_note(band), *lines])
 
 
 def _curves(grid) -> int:
     """Images through the model of the check: one for the three rollouts, then each fusion's masked inputs."""
-    return 1 + len(HEAD_FUSIONS) * passes()
+    return 1 + passes(maps=len(HEAD_FUSIONS))
 
 
 CHECK = "Check faithfulness: hide the top patches"
@@ -137,7 +142,8 @@ def build(ctx: Context) -> None:
         gr.Markdown(
             "Does the output that rollout goes toward depend on the patches it makes bright? Hide them first "
             "(showing a blur of the image there) and follow that same output; a faithful map makes it fall faster "
-            "than random orders do. The three head fusions are checked, at the discard ratio above.",
+            f"than random orders do: its area below {needed(RANDOM_ORDERS)} of {RANDOM_ORDERS} (p ≤ {LEVEL:g}). The "
+            "three head fusions are checked, at the discard ratio above, against the same random orders.",
             elem_classes=["caption"],
         )
         curves = gr.Plot(label="Rollout: deletion and insertion", elem_id="rollout-curves")

@@ -1,10 +1,16 @@
 """Who goes first on a shared CPU or GPU: the priorities between requests and background work, each kind of work's
-concurrency slots, the threads' CPU nice values and the micro-batcher that new images may share a forward in."""
+concurrency slots, the threads' CPU nice values, the micro-batcher that new images may share a forward in, and the
+heavy runs' rates and queue that say how long the next one waits."""
 
 from __future__ import annotations
 
+import statistics
 import threading
+import time
+from collections import deque
 from contextlib import contextmanager
+
+import torch
 
 from ..batching import Batcher
 from ..models import resolve_device
@@ -92,3 +98,76 @@ def queue_full(waiting: int, ahead: int, eta_s: float | None) -> str:
         f"{place}, answered in about {wait}; {full}. Try again in {wait}. (The wait is a rough estimate, from the "
         f"average time of the requests answered so far.)"
     )
+
+
+KINDS = ("forward", "gradient")  # images through the model forward only, and forward then backward
+
+
+class HeavyRuns:
+    """This server's heavy runs, as its buttons' times read them: each kind's recent rates (seconds per image at
+    224×224, the median of the last RECENT runs that ended well, or until one has, a probe of one image through
+    the model timed here) and the runs under way with their progress, so that a button says how long its run takes
+    here now, after what the runs ahead of it have left. No rate is a constant."""
+
+    RECENT = 5
+
+    def __init__(self) -> None:
+        self._rates = {kind: deque(maxlen=self.RECENT) for kind in KINDS}
+        self._probed: dict[str, float] = {}
+        self._running: dict[tuple, tuple[float, float]] = {}  # run -> (its start, its fraction done)
+        self._lock = threading.Lock()
+
+    def rate(self, kind: str, model) -> float:
+        """Seconds per image of `kind` here: the recent runs' median, or the probe of `model` until a run ends."""
+        with self._lock:
+            recent = list(self._rates[kind])
+        return statistics.median(recent) if recent else self._probe(kind, model)
+
+    def runs(self, kind: str) -> int:
+        """How many recent runs the rate of `kind` rests on (0: the probe)."""
+        with self._lock:
+            return len(self._rates[kind])
+
+    def measured(self, kind: str, seconds_per_image: float) -> None:
+        with self._lock:
+            self._rates[kind].append(seconds_per_image)
+
+    def _probe(self, kind: str, model) -> float:
+        """One 224×224 image through `model`, forward only or forward and backward (a gradient to the input only,
+        so the weights' own gradients stay empty), timed once per kind."""
+        if kind not in self._probed:
+            x = torch.zeros(1, 3, 224, 224, device=model.device, requires_grad=kind == "gradient")
+            with model.lock:
+                start = time.perf_counter()
+                if kind == "gradient":
+                    out = model.forward(x, attentions=lambda layer, weights: None, grad=True)
+                    torch.autograd.grad(out.hidden_states[-1].float().sum(), x)
+                else:
+                    model.forward(x, attentions=lambda layer, weights: None)
+                self._probed[kind] = time.perf_counter() - start
+        return self._probed[kind]
+
+    def begin(self, run: tuple) -> None:
+        with self._lock:
+            self._running[run] = (time.perf_counter(), 0.0)
+
+    def progress(self, run: tuple, fraction: float) -> float | None:
+        """Record a run's progress; the seconds it has left at its pace so far (None before any)."""
+        with self._lock:
+            start, _ = self._running.get(run, (time.perf_counter(), 0.0))
+            self._running[run] = (start, fraction)
+        elapsed = time.perf_counter() - start
+        return elapsed * (1 - fraction) / fraction if fraction > 0 else None
+
+    def end(self, run: tuple) -> None:
+        with self._lock:
+            self._running.pop(run, None)
+
+    def ahead(self) -> tuple[int, float]:
+        """The runs under way and the seconds they have left at their own pace so far (a run not yet begun to
+        report counts the time it has run, a guess of the same again)."""
+        now = time.perf_counter()
+        with self._lock:
+            running = list(self._running.values())
+        left = [(now - start) * ((1 - f) / f if f > 0 else 1.0) for start, f in running]
+        return len(left), sum(left)

@@ -45,7 +45,16 @@ from ..derived import Derived
 from .head_choice import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, head_arg, head_choices  # noqa: F401 (views' import)
 from .internals import component_key, take_as
 from .pictures import CLICK_DONE_JS, CLICK_TAG_JS, ClickOrder
-from .scheduling import BATCH_MAX, FORWARD_NICE, SLOTS, WARM_NICE, Priority, batcher, slots  # noqa: F401 (views' import)
+from .scheduling import (  # noqa: F401 (views' import)
+    BATCH_MAX,
+    FORWARD_NICE,
+    SLOTS,
+    WARM_NICE,
+    HeavyRuns,
+    Priority,
+    batcher,
+    slots,
+)
 
 log = logging.getLogger("vitviz")
 EXAMPLES = [str(example(name)) for name in EXAMPLE_NAMES]
@@ -130,9 +139,7 @@ class Server:
         self.clicks = ClickOrder()  # the newest click answered on each page's clickable pictures
         self.freed = threading.Event()  # much memory was freed (an eviction, an attribution's end): trim soon
         self.stopped: dict[tuple[str, str], threading.Event] = {}  # (session, tab): the heavy run that Stop ends
-        # seconds per image at 224x224 of heavy runs, forward only and with a backward pass: this CPU's to start
-        # with (docs/benchmarks.md), then each run's own (app/heavy.py)
-        self.pass_seconds = {"forward": 0.07, "gradient": 0.2}
+        self.heavy = HeavyRuns()  # the heavy runs' recent rates and those under way: the buttons' times (scheduling)
         self._models_lock = threading.Lock()
         self._digests: OrderedDict[tuple, str] = OrderedDict()
         self._digests_lock = threading.Lock()

@@ -23,7 +23,8 @@ def add(sub) -> None:
                         f"{', '.join(ASKED_BY_NAME)}, which take minutes a map)")  # fmt: skip
     p.add_argument("--steps", type=positive, default=10, help="points on each curve, less one (10: every 10 %%)")
     p.add_argument("--replacement", default="blur", help="what a hidden patch shows: blur, mean or black")
-    p.add_argument("--random", type=positive, default=5, help="random orders for the baseline band (default 5)")
+    p.add_argument("--random", type=positive, default=50,
+                   help="random orders each map is ranked against (default 50; a verdict needs 19)")  # fmt: skip
     p.set_defaults(run=run)
 
 
@@ -86,12 +87,12 @@ def run(args: argparse.Namespace) -> int:
             skip(path, exc)
 
     maps = _MapsBar(len(files) * len(methods))
-    rows = []
+    rows, bands = [], {}  # each image's random orders, drawn for its first method and kept for the others
     try:
         for method in methods:
-            rows += over_images(model, maps.files(files, method), [method], on_skip=skip_once, longest=args.size,
-                                steps=args.steps, replacement=args.replacement, random_orders=args.random,
-                                progress=maps.progress)  # fmt: skip
+            rows += over_images(model, maps.files(files, method), [method], on_skip=skip_once, bands=bands,
+                                longest=args.size, steps=args.steps, replacement=args.replacement,
+                                random_orders=args.random, progress=maps.progress)  # fmt: skip
     except ValueError as exc:
         if skipped:
             print(f"vitviz: none of the {len(files)} files could be read", file=sys.stderr)
@@ -104,9 +105,15 @@ def run(args: argparse.Namespace) -> int:
 
     target = "each image's top class logit" if model.labels is not None else describe(model, None, None)
     n = len(files) - len(skipped)
+    from ..odds import FEWEST_DRAWS, LEVEL, needed
+
+    if args.random < FEWEST_DRAWS:
+        rule = f"with {args.random} random orders no map can be, at p ≤ {LEVEL:g}: use --random {FEWEST_DRAWS} or more"
+    else:
+        rule = f"below at least {needed(args.random)} of them, p ≤ {LEVEL:g} one-sided"
     print(
         f"{n} image{'s' * (n != 1)}; target: {target}; hidden patches show "
         f"{args.replacement}. Lower deletion and higher insertion areas are better; 'faithful' counts the images "
-        f"where deletion fell faster than every random order."
+        f"where the map's deletion area was below enough of the {args.random} random orders ({rule})."
     )
     return 1 if skipped else 0

@@ -111,7 +111,7 @@ function vitvizMechanism(v) {
   const runnerUp =
     Math.abs(second) < VITVIZ_TIE
       ? `the next key, ${name(order[1])}, is tied with the top key (their scores differ by less than ` +
-        `${VITVIZ_TIE}), so it gets the same weight`
+        `${VITVIZ_TIE}), so it gets at least ${vitvizPct(Math.exp(-VITVIZ_TIE / T))} of the top key's weight`
       : `a key ${vitvizFixed(Math.abs(second), 2)} below the top gets e<sup>${vitvizFixed(exponent, 2)}</sup> = ` +
         `${vitvizPct(Math.exp(exponent))} of the top key's weight`;
   const [first, ...rest] = v.query === VITVIZ_READOUT ? meta.readout.tokens.map((i) => meta.prefix[i]) : [];
