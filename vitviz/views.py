@@ -398,3 +398,17 @@ def live_views(
         return None if v is None else scaled_overlay(base, v, cmap, alpha, scale, nearest, grid, None, "below")
 
     return tuple(drawn(*maps[name]) if name in shown else None for name in LIVE_LAYERS)
+
+
+def whatif_views(
+    w, layer: int, head: int | None, cmap: str = "inferno", alpha: float = 0.6, scale: str = DEFAULT_SCALE
+) -> dict[str, tuple]:
+    """An ablation (`ablation.Ablated`) beside its unablated baseline, each view as (unablated, ablated): "output"
+    (`output_view`'s top-5 and dense map), "attention" (layer `layer`'s head `head`, None for their mean, of the
+    readout query) and "rollout" (mean fusion, toward the output compared, as resolved on the unablated photo)."""
+    pair = (w.baseline, w)
+    return {
+        "output": tuple(output_view(a, cmap, alpha, scale) for a in pair),
+        "attention": tuple(attention_view(a, layer, head, "readout", cmap, alpha, scale=scale)[0] for a in pair),
+        "rollout": tuple(rollout_view(a, "mean", 0.0, cmap, alpha, scale, w.output_read)[0] for a in pair),
+    }
