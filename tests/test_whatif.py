@@ -37,8 +37,22 @@ def percent(text: str) -> float:
 
 def test_ablate_endpoint_says_vitviz_ablates_numbers(client, model):
     """A head switched off through the API: the sentence quotes the very numbers `vitviz.ablate` gives."""
-    out = client.predict(handle_file(PHOTO), "dinov2-small", "224", "head", 9, 3, "zero", "", "keys", "inferno", 0.6,
-                         "log", False, api_name="/ablate")  # fmt: skip
+    out = client.predict(
+        handle_file(PHOTO),
+        "dinov2-small",
+        "224",
+        "head",
+        9,
+        3,
+        "zero",
+        "",
+        "keys",
+        "inferno",
+        0.6,
+        "log",
+        False,
+        api_name="/ablate",
+    )
     off, said = out[0], out[1]
     w = vitviz.ablate(model, PHOTO, heads=[(9, 3)], longest=224)
     assert off == "**Switched off:** layer 9, head 3, zeroed."
@@ -50,14 +64,42 @@ def test_ablate_endpoint_says_vitviz_ablates_numbers(client, model):
 
 
 def test_ablate_endpoint_hides_clicked_patches_and_names_bad_ones(client, model):
-    out = client.predict(handle_file(PHOTO), "dinov2-small", "224", "patches", 11, 0, "zero", "0, 1, 2", "blur",
-                         "inferno", 0.6, "log", False, api_name="/ablate")  # fmt: skip
+    out = client.predict(
+        handle_file(PHOTO),
+        "dinov2-small",
+        "224",
+        "patches",
+        11,
+        0,
+        "zero",
+        "0, 1, 2",
+        "blur",
+        "inferno",
+        0.6,
+        "log",
+        False,
+        api_name="/ablate",
+    )
     w = vitviz.ablate(model, PHOTO, patches=[0, 1, 2], patch_mode="blur", longest=224)
     assert out[0] == "**Switched off:** 3 patches blurred."
     assert out[1] == sentences.ablation_words(w)
     with pytest.raises(Exception, match="patch 9999 out of range"):
-        client.predict(handle_file(PHOTO), "dinov2-small", "224", "patches", 11, 0, "zero", "9999", "keys",
-                       "inferno", 0.6, "log", False, api_name="/ablate")  # fmt: skip
+        client.predict(
+            handle_file(PHOTO),
+            "dinov2-small",
+            "224",
+            "patches",
+            11,
+            0,
+            "zero",
+            "9999",
+            "keys",
+            "inferno",
+            0.6,
+            "log",
+            False,
+            api_name="/ablate",
+        )
 
 
 def test_importance_endpoint_is_vitviz_importance(client, model):

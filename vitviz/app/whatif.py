@@ -20,7 +20,9 @@ TARGETS = {
     "mlp": "A layer's MLP",
     "patches": "Patches (click them on the photo)",
 }
-STOPPED_NOTE = "**Stopped.** Head importance ended at its next layer and kept nothing; press its button to run it again."
+STOPPED_NOTE = (
+    "**Stopped.** Head importance ended at its next layer and kept nothing; press its button to run it again."
+)
 
 
 def parsed_patches(patches: str) -> list[int]:
@@ -54,20 +56,31 @@ def draw(a, target, layer, head, mode, patches, patch_mode, cmap, alpha, colour_
     """(what is off, the difference in words and numbers, top-5 before and after (None without classes), dense map
     before and after (None without a dense head), the layer's attention before and after, rollout before and
     after): one ablated forward against the analysis the app holds (`baseline=`)."""
-    w = ablate(a.model, a.image, longest=_longest(a), baseline=a, **chosen(target, layer, head, mode, patches,
-               patch_mode))  # fmt: skip
+    w = ablate(
+        a.model, a.image, longest=_longest(a), baseline=a, **chosen(target, layer, head, mode, patches, patch_mode)
+    )
     shown_head = int(head) if target == "head" else None
     v = views.whatif_views(w, int(layer), shown_head, cmap, float(alpha), colour_scale)
     (top_before, dense_before), (top_after, dense_after) = v["output"]
     off = "**Switched off:** " + "; ".join(w.ablation.names(a.model)) + "."
-    return (off, sentences.ablation_words(w), dict(top_before) or None, dict(top_after) or None, dense_before,
-            dense_after, *v["attention"], *v["rollout"])  # fmt: skip
+    return (
+        off,
+        sentences.ablation_words(w),
+        dict(top_before) or None,
+        dict(top_after) or None,
+        dense_before,
+        dense_after,
+        *v["attention"],
+        *v["rollout"],
+    )
 
 
 def _longest(a) -> int | None:
-    """The input's longest side that gave the analysis `a` (as `analyze`'s `longest`)."""
-    h, w = a.pixel_values.shape[2:]
-    return max(h, w)
+    """The `longest` (as `analyze`'s) that gives the analysis `a`'s input again: None for a fixed-size model's
+    native input, else the input's longest side (a multiple of the patch, which `analyze` keeps)."""
+    m, (h, w) = a.model, a.pixel_values.shape[2:]
+    native = (m.native_grid[0] * m.patch_size, m.native_grid[1] * m.patch_size)
+    return None if m.fixed_size and (h, w) == native else max(h, w)
 
 
 def tile_at(a, x: float, y: float):
@@ -112,8 +125,9 @@ IMPORTANCE = "Measure every head's importance: each switched off alone"
 
 
 @user_errors
-def measure_importance(server: Server, image, model_name, size, mode="zero", request: gr.Request = None,
-                       progress=gr.Progress()):  # fmt: skip
+def measure_importance(
+    server: Server, image, model_name, size, mode="zero", request: gr.Request = None, progress=gr.Progress()
+):
     """(the head tiles coloured by each head's change of the output, in % of its unablated value, and the sentence
     naming the head that matters most): every head switched off alone, batched (`vitviz.importance`)."""
     a = server.get_analysis(image, model_name, size, request)
@@ -121,8 +135,15 @@ def measure_importance(server: Server, image, model_name, size, mode="zero", req
     forwards = cost(m, tuple(a.pixel_values.shape[2:]))
     name = "Head importance"
     within_budget(a, lambda _: forwards, name)
-    with stoppable(server, request, name, f"{name}: {m.num_layers * m.num_heads} heads, each switched off alone",
-                   progress, tab="whatif", work=("forward", forwards)) as report:  # fmt: skip
+    with stoppable(
+        server,
+        request,
+        name,
+        f"{name}: {m.num_layers * m.num_heads} heads, each switched off alone",
+        progress,
+        tab="whatif",
+        work=("forward", forwards),
+    ) as report:
         grid = importance(m, a.image, mode=mode, longest=_longest(a), progress=report)
     values = grid.change * 100 / abs(grid.before) if grid.relative is not None else grid.change
     unit = "in % of the unablated output" if grid.relative is not None else "in the output's units"
@@ -152,16 +173,34 @@ def build(ctx: Context) -> None:
             with gr.Column(scale=1, min_width=300):
                 tiles = picture(label="Head tiles: click one to switch it off", clickable=True, elem_id="whatif-tiles")
             with gr.Column(scale=1, min_width=300):
-                target = gr.Radio([(v, k) for k, v in TARGETS.items()], value="head", label="Switch off",
-                                  elem_id="whatif-target")  # fmt: skip
+                target = gr.Radio(
+                    [(v, k) for k, v in TARGETS.items()], value="head", label="Switch off", elem_id="whatif-target"
+                )
                 with gr.Row():
-                    layer = gr.Slider(0, m.num_layers - 1, value=m.num_layers - 1, step=1, precision=0, label="Layer",
-                                      elem_id="whatif-layer")  # fmt: skip
-                    head = gr.Slider(0, m.num_heads - 1, value=0, step=1, precision=0, label="Head", elem_id="whatif-head")
-                mode = gr.Radio([(v, k) for k, v in HEAD_MODES.items()], value="zero", label="A head switched off is",
-                                elem_id="whatif-mode")  # fmt: skip
-                patch_mode = gr.Radio([(v, k) for k, v in PATCH_MODES.items()], value="keys",
-                                      label="Chosen patches are", elem_id="whatif-patch-mode")  # fmt: skip
+                    layer = gr.Slider(
+                        0,
+                        m.num_layers - 1,
+                        value=m.num_layers - 1,
+                        step=1,
+                        precision=0,
+                        label="Layer",
+                        elem_id="whatif-layer",
+                    )
+                    head = gr.Slider(
+                        0, m.num_heads - 1, value=0, step=1, precision=0, label="Head", elem_id="whatif-head"
+                    )
+                mode = gr.Radio(
+                    [(v, k) for k, v in HEAD_MODES.items()],
+                    value="zero",
+                    label="A head switched off is",
+                    elem_id="whatif-mode",
+                )
+                patch_mode = gr.Radio(
+                    [(v, k) for k, v in PATCH_MODES.items()],
+                    value="keys",
+                    label="Chosen patches are",
+                    elem_id="whatif-patch-mode",
+                )
                 patches = gr.Textbox(label="Patches (indices, row by row; click the photo)", elem_id="whatif-patches")
                 run = gr.Button("Switch it off and compare", variant="primary", elem_id="whatif-run")
         off = gr.Markdown(elem_id="whatif-off", label="Switched off")
@@ -184,11 +223,27 @@ def build(ctx: Context) -> None:
             halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="whatif-stop")
         importance_note = gr.Markdown(elem_id="whatif-importance-note", label="Head importance")
     bind = ctx.server.bind
-    ctx.on_new_analysis(tab, bind(fresh), ctx.where, [tiles, patches, photo, layer, head, measure],
-                        api_visibility="private", show_progress="hidden")  # fmt: skip
+    ctx.on_new_analysis(
+        tab,
+        bind(fresh),
+        ctx.where,
+        [tiles, patches, photo, layer, head, measure],
+        api_visibility="private",
+        show_progress="hidden",
+    )
     ctx.server.on_click(photo, patch_toggled, [*ctx.where, patches], [patches, photo])
-    outputs = [off, said, top_before, top_after, dense_before, dense_after, attention_before, attention_after,
-               rollout_before, rollout_after]  # fmt: skip
+    outputs = [
+        off,
+        said,
+        top_before,
+        top_after,
+        dense_before,
+        dense_after,
+        attention_before,
+        attention_after,
+        rollout_before,
+        rollout_after,
+    ]
     ctx.view(
         tab,
         draw,
@@ -199,7 +254,8 @@ def build(ctx: Context) -> None:
         concurrency_id="forward",
         clicks=Clicks([tiles], tile_at, [layer, head, target]),
     )
-    measuring = measure.click(bind(measure_importance), [*ctx.where, mode], [tiles, importance_note],
-                              api_name="importance", **slots("heavy"))  # fmt: skip
+    measuring = measure.click(
+        bind(measure_importance), [*ctx.where, mode], [tiles, importance_note], api_name="importance", **slots("heavy")
+    )
     halt.click(bind(stop), None, importance_note, cancels=[measuring], api_visibility="private", queue=False)
     ctx.stop_with_the_photo(stop, importance_note, [measuring])
