@@ -382,7 +382,7 @@ def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str
 
 
 # The head tiles' geometry (px): the layer names' margin at the left, the head names' at the top, one tile's size.
-TILE_LEFT, TILE_TOP, TILE_W, TILE_H = 84, 30, 64, 34
+TILE_LEFT, TILE_TOP, TILE_W, TILE_H = 96, 34, 72, 38
 
 
 def head_tiles(layers: int, heads: int, values: np.ndarray | None = None, chosen: tuple[int, int] | None = None):
@@ -394,16 +394,16 @@ def head_tiles(layers: int, heads: int, values: np.ndarray | None = None, chosen
         top = max(float(np.abs(values).max()), 1e-12)
         colours = colorize(values.astype(np.float64), "diverging", -top, top)
     for h in range(heads):
-        text(img, f"head {h}", (TILE_LEFT + h * TILE_W + 6, TILE_TOP - 10), 0.45)
+        text(img, f"head {h}", (TILE_LEFT + h * TILE_W + 6, TILE_TOP - 10), 0.55)
     for i in range(layers):
         y0 = TILE_TOP + i * TILE_H
-        text(img, f"layer {i}", (6, y0 + TILE_H // 2 + 5), 0.45)
+        text(img, f"layer {i}", (6, y0 + TILE_H // 2 + 6), 0.55)
         for h in range(heads):
             x0 = TILE_LEFT + h * TILE_W
             fill = (225, 225, 225) if values is None else tuple(int(c) for c in colours[i, h])
             cv2.rectangle(img, (x0 + 1, y0 + 1), (x0 + TILE_W - 2, y0 + TILE_H - 2), fill, -1)
             if values is not None:
-                text(img, f"{values[i, h]:+.1f}", (x0 + 8, y0 + TILE_H // 2 + 5), 0.45)
+                text(img, f"{values[i, h]:+.1f}", (x0 + 8, y0 + TILE_H // 2 + 6), 0.55)
     if chosen is not None:
         x0, y0 = TILE_LEFT + chosen[1] * TILE_W, TILE_TOP + chosen[0] * TILE_H
         cv2.rectangle(img, (x0, y0), (x0 + TILE_W - 1, y0 + TILE_H - 1), QUERY, 3)

@@ -189,6 +189,7 @@ def build(ctx: Context) -> None:
                     head = gr.Slider(
                         0, m.num_heads - 1, value=0, step=1, precision=0, label="Head", elem_id="whatif-head"
                     )
+                run = gr.Button("Switch it off and compare", variant="primary", elem_id="whatif-run")
                 mode = gr.Radio(
                     [(v, k) for k, v in HEAD_MODES.items()],
                     value="zero",
@@ -202,7 +203,6 @@ def build(ctx: Context) -> None:
                     elem_id="whatif-patch-mode",
                 )
                 patches = gr.Textbox(label="Patches (indices, row by row; click the photo)", elem_id="whatif-patches")
-                run = gr.Button("Switch it off and compare", variant="primary", elem_id="whatif-run")
         off = gr.Markdown(elem_id="whatif-off", label="Switched off")
         said = gr.Markdown(elem_id="whatif-said", label="The difference")
         with gr.Row(elem_classes=["vitviz-pair"]):
