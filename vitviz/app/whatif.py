@@ -54,13 +54,12 @@ def chosen(target: str, layer, head, mode: str, patches: str, patch_mode: str) -
 @user_errors
 def draw(a, target, layer, head, mode, patches, patch_mode, cmap, alpha, colour_scale, request: gr.Request):
     """(what is off, the difference in words and numbers, top-5 before and after (None without classes), dense map
-    before and after (None without a dense head), the layer's attention before and after, rollout before and
+    before and after (None without a dense head), the last layer's attention before and after, rollout before and
     after): one ablated forward against the analysis the app holds (`baseline=`)."""
     w = ablate(
         a.model, a.image, longest=_longest(a), baseline=a, **chosen(target, layer, head, mode, patches, patch_mode)
     )
-    shown_head = int(head) if target == "head" else None
-    v = views.whatif_views(w, int(layer), shown_head, cmap, float(alpha), colour_scale)
+    v = views.whatif_views(w, cmap, float(alpha), colour_scale)
     (top_before, dense_before), (top_after, dense_after) = v["output"]
     off = "**Switched off:** " + "; ".join(w.ablation.names(a.model)) + "."
     return (
@@ -172,6 +171,10 @@ def build(ctx: Context) -> None:
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 tiles = picture(label="Head tiles: click one to switch it off", clickable=True, elem_id="whatif-tiles")
+                with gr.Row():
+                    measure = gr.Button(IMPORTANCE, elem_id="whatif-importance")
+                    halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="whatif-stop")
+                importance_note = gr.Markdown(elem_id="whatif-importance-note", label="Head importance")
             with gr.Column(scale=1, min_width=300):
                 target = gr.Radio(
                     [(v, k) for k, v in TARGETS.items()], value="head", label="Switch off", elem_id="whatif-target"
@@ -212,16 +215,16 @@ def build(ctx: Context) -> None:
             dense_before = picture(label="Output, as it is", elem_id="whatif-dense-before")
             dense_after = picture(label="Output, with it off", elem_id="whatif-dense-after")
         with gr.Row(elem_classes=["vitviz-pair"]):
-            attention_before = picture(label="Attention of the readout, as it is", elem_id="whatif-attention-before")
-            attention_after = picture(label="Attention of the readout, with it off", elem_id="whatif-attention-after")
+            attention_before = picture(
+                label="Last layer's attention of the readout, as it is", elem_id="whatif-attention-before"
+            )
+            attention_after = picture(
+                label="Last layer's attention of the readout, with it off", elem_id="whatif-attention-after"
+            )
         with gr.Row(elem_classes=["vitviz-pair"]):
             rollout_before = picture(label="Rollout, as it is", elem_id="whatif-rollout-before")
             rollout_after = picture(label="Rollout, with it off", elem_id="whatif-rollout-after")
         photo = picture(label="Your photo: click patches to choose them", clickable=True, elem_id="whatif-photo")
-        with gr.Row():
-            measure = gr.Button(IMPORTANCE, elem_id="whatif-importance")
-            halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="whatif-stop")
-        importance_note = gr.Markdown(elem_id="whatif-importance-note", label="Head importance")
     bind = ctx.server.bind
     ctx.on_new_analysis(
         tab,
