@@ -1146,8 +1146,9 @@ def test_a_multipage_tiff_shows_its_first_page_and_one_over_the_limit_says_why(p
 
 
 def test_a_click_on_a_head_tile_switches_that_head_off_and_says_what_it_did(page, tmp_path):
-    """What if: a click on layer 9's head 3 tile ablates that head in one request; the page names it and its
-    sentence is `ablation_words` of `vitviz.ablate` on the same photo, and the output after differs from before."""
+    """What if: a click on layer 9's head 3 tile ablates that head; the page names it and its sentence is
+    `ablation_words` of `vitviz.ablate` on the same photo, the output after differs from before, and a click on
+    the photo chooses its patch."""
     import vitviz
     from vitviz.app.session import EXAMPLES
     from vitviz.render import TILE_H, TILE_LEFT, TILE_TOP, TILE_W
@@ -1170,4 +1171,6 @@ def test_a_click_on_a_head_tile_switches_that_head_off_and_says_what_it_did(page
     assert page.locator("#whatif-said").inner_text().strip() == ablation_words(w)
     before, after = (src(page, f"#whatif-dense-{s}") for s in ("before", "after"))
     assert before and after and before != after
+    page.locator("#whatif-photo img").first.click(position={"x": 3, "y": 3})  # the top-left patch
+    page.wait_for_function("() => document.querySelector('#whatif-patches textarea').value === '0'", timeout=30_000)
     shot(page, tmp_path, "whatif.png")

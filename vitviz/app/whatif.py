@@ -206,6 +206,9 @@ def build(ctx: Context) -> None:
                     elem_id="whatif-patch-mode",
                 )
                 patches = gr.Textbox(label="Patches (indices, row by row; click the photo)", elem_id="whatif-patches")
+                photo = picture(
+                    label="Your photo: click patches to choose them", clickable=True, elem_id="whatif-photo"
+                )
         off = gr.Markdown(elem_id="whatif-off", label="Switched off")
         said = gr.Markdown(elem_id="whatif-said", label="The difference")
         with gr.Row(elem_classes=["vitviz-pair"]):
@@ -224,7 +227,7 @@ def build(ctx: Context) -> None:
         with gr.Row(elem_classes=["vitviz-pair"]):
             rollout_before = picture(label="Rollout, as it is", elem_id="whatif-rollout-before")
             rollout_after = picture(label="Rollout, with it off", elem_id="whatif-rollout-after")
-        photo = picture(label="Your photo: click patches to choose them", clickable=True, elem_id="whatif-photo")
+        gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])
     bind = ctx.server.bind
     ctx.on_new_analysis(
         tab,
