@@ -9,6 +9,7 @@ import numpy as np
 from .. import render, sentences, views
 from ..ablation import HEAD_MODES, PATCH_MODES, ablate
 from ..head_importance import cost, importance
+from . import heavy
 from .heavy import expected, stop_run, stoppable, within_budget
 from .pictures import picture
 from .session import Server, slots, user_errors
@@ -141,7 +142,7 @@ def measure_importance(
         f"{name}: {m.num_layers * m.num_heads} heads, each switched off alone",
         progress,
         tab="whatif",
-        work=("forward", forwards),
+        work=("forward", heavy.cost(a, lambda _: forwards)),  # counted at 224×224, as `expected` reads the rate
     ) as report:
         grid = importance(m, a.image, mode=mode, longest=_longest(a), progress=report)
     values = grid.change * 100 / abs(grid.before) if grid.relative is not None else grid.change
