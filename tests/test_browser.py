@@ -1143,3 +1143,34 @@ def test_a_multipage_tiff_shows_its_first_page_and_one_over_the_limit_says_why(p
     assert src(page, "#tokens") == shown  # the last photo's, as the status says
     page.locator("#examples img").nth(0).click()
     page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+
+
+def test_a_click_on_a_head_tile_switches_that_head_off_and_says_what_it_did(page, tmp_path):
+    """What if: a click on layer 9's head 3 tile ablates that head; the page names it and its sentence is
+    `ablation_words` of `vitviz.ablate` on the same photo, the output after differs from before, and a click on
+    the photo chooses its patch."""
+    import vitviz
+    from vitviz.app.session import EXAMPLES
+    from vitviz.render import TILE_H, TILE_LEFT, TILE_TOP, TILE_W
+    from vitviz.sentences import ablation_words
+
+    page.get_by_role("tab", name=label("whatif")).click()
+    tiles = page.locator("#whatif-tiles img").first
+    tiles.wait_for(timeout=60_000)
+    page.wait_for_function("() => document.querySelector('#whatif-tiles img').complete", timeout=30_000)
+    scale = page.evaluate("() => { const i = document.querySelector('#whatif-tiles img');"
+                          " return i.getBoundingClientRect().width / i.naturalWidth; }")  # fmt: skip
+    x, y = TILE_LEFT + 3 * TILE_W + TILE_W / 2, TILE_TOP + 9 * TILE_H + TILE_H / 2
+    tiles.click(position={"x": x * scale, "y": y * scale})
+    page.locator("#whatif-off").get_by_text("layer 9, head 3, zeroed").wait_for(timeout=60_000)
+    assert page.locator("#whatif-layer input[type=number]").input_value() == "9"
+    assert page.locator("#whatif-head input[type=number]").input_value() == "3"
+    model = vitviz.load_model(device="cpu")
+    w = vitviz.ablate(model, EXAMPLES[0], heads=[(9, 3)])
+    page.locator("#whatif-said").get_by_text(f"from {w.before:.3g} to {w.after:.3g}").wait_for(timeout=30_000)
+    assert page.locator("#whatif-said").inner_text().strip() == ablation_words(w)
+    before, after = (src(page, f"#whatif-dense-{s}") for s in ("before", "after"))
+    assert before and after and before != after
+    page.locator("#whatif-photo img").first.click(position={"x": 3, "y": 3})  # the top-left patch
+    page.wait_for_function("() => document.querySelector('#whatif-patches textarea').value === '0'", timeout=30_000)
+    shot(page, tmp_path, "whatif.png")

@@ -51,10 +51,19 @@ def show_lens(page) -> None:
     page.locator("#lens-note").get_by_text("output head").wait_for(timeout=60_000)
 
 
+def ask_what_if(page) -> None:
+    """The What-if tab with a head switched off beside the model as it is, and every head's importance."""
+    page.locator("#whatif-run").click()
+    page.locator("#whatif-off").get_by_text("zeroed").wait_for(timeout=60_000)
+    page.locator("#whatif-importance").click()
+    page.locator("#whatif-importance-note").get_by_text("of the 72 heads").wait_for(timeout=300_000)
+
+
 ACTIONS = {
     label("attributions"): check_saliency,
     label("rollout"): check_rollout,
     label("output"): show_lens,
+    label("whatif"): ask_what_if,
 }  # a tab's panels that wait a click
 
 

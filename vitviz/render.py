@@ -379,3 +379,39 @@ def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str
         pos, colour = ("+ pos", (0, 110, 0)) if has_pos else ("no pos", (150, 0, 0))
         text(out, pos, (x + 3, y + cell + 2 * tall + 16), 0.5, colour)
     return out
+
+
+# The head tiles' geometry (px): the layer names' margin at the left, the head names' at the top, one tile's size.
+TILE_LEFT, TILE_TOP, TILE_W, TILE_H = 96, 34, 72, 38
+
+
+def head_tiles(layers: int, heads: int, values: np.ndarray | None = None, chosen: tuple[int, int] | None = None):
+    """A layers × heads table of tiles to click, layers down and heads across: each tile coloured by its value
+    [L,H] where given (signed, on the diverging scale symmetric about 0, its number printed), grey otherwise, and
+    the `chosen` (layer, head) outlined in magenta. `head_tile_at` reads a click on it."""
+    img = np.full((TILE_TOP + layers * TILE_H + 2, TILE_LEFT + heads * TILE_W + 2, 3), 255, np.uint8)
+    if values is not None:
+        top = max(float(np.abs(values).max()), 1e-12)
+        colours = colorize(values.astype(np.float64), "diverging", -top, top)
+    for h in range(heads):
+        text(img, f"head {h}", (TILE_LEFT + h * TILE_W + 6, TILE_TOP - 10), 0.55)
+    for i in range(layers):
+        y0 = TILE_TOP + i * TILE_H
+        text(img, f"layer {i}", (6, y0 + TILE_H // 2 + 6), 0.55)
+        for h in range(heads):
+            x0 = TILE_LEFT + h * TILE_W
+            fill = (225, 225, 225) if values is None else tuple(int(c) for c in colours[i, h])
+            cv2.rectangle(img, (x0 + 1, y0 + 1), (x0 + TILE_W - 2, y0 + TILE_H - 2), fill, -1)
+            if values is not None:
+                text(img, f"{values[i, h]:+.1f}", (x0 + 8, y0 + TILE_H // 2 + 6), 0.55)
+    if chosen is not None:
+        x0, y0 = TILE_LEFT + chosen[1] * TILE_W, TILE_TOP + chosen[0] * TILE_H
+        cv2.rectangle(img, (x0, y0), (x0 + TILE_W - 1, y0 + TILE_H - 1), QUERY, 3)
+    return img
+
+
+def head_tile_at(layers: int, heads: int, x: float, y: float) -> tuple[int, int] | None:
+    """The (layer, head) of the tile under pixel (x, y) of `head_tiles`' picture, or None off the tiles."""
+    layer, head = int((y - TILE_TOP) // TILE_H), int((x - TILE_LEFT) // TILE_W)
+    inside = x >= TILE_LEFT and y >= TILE_TOP and 0 <= layer < layers and 0 <= head < heads
+    return (layer, head) if inside else None

@@ -109,6 +109,12 @@ TABS = (
         ("lesson",),
         FirstScreen(("#lesson-title", "#lesson-back", "#lesson-step", "#lesson-next"), ("#lesson-picture img",)),
     ),
+    Tab(
+        "whatif",
+        "What if",
+        ("ablate", "importance"),
+        FirstScreen(("#whatif-target", "#whatif-run"), ("#whatif-tiles img",)),
+    ),
 )
 BY_ID = {tab.id: tab for tab in TABS}
 ORDER = tuple(BY_ID)

@@ -1,0 +1,148 @@
+"""The What-if tab (vitviz/app/whatif.py): its endpoints against `vitviz.ablate` and `vitviz.importance` directly,
+its head tiles and its sentences against their numbers."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from app_server import running_app
+from conftest import ASSETS
+from gradio_client import handle_file
+
+import vitviz
+from vitviz import render, sentences
+from vitviz.app.whatif import chosen, parsed_patches
+from vitviz.head_importance import importance
+
+PHOTO = str(ASSETS / "chelsea.jpg")
+
+
+@pytest.fixture(scope="module")
+def client():
+    gradio_client = pytest.importorskip("gradio_client")
+    with running_app() as url:
+        yield gradio_client.Client(url, verbose=False, ssl_verify=False)
+
+
+@pytest.fixture(scope="module")
+def model(embedded):
+    return embedded
+
+
+def percent(text: str) -> float:
+    return float(re.search(r"by ([\d.]+) %", text).group(1))
+
+
+def test_ablate_endpoint_says_vitviz_ablates_numbers(client, model):
+    """A head switched off through the API: the sentence quotes the very numbers `vitviz.ablate` gives."""
+    out = client.predict(
+        handle_file(PHOTO),
+        "dinov2-small",
+        "224",
+        "head",
+        9,
+        3,
+        "zero",
+        "",
+        "keys",
+        "inferno",
+        0.6,
+        "log",
+        False,
+        api_name="/ablate",
+    )
+    off, said = out[0], out[1]
+    w = vitviz.ablate(model, PHOTO, heads=[(9, 3)], longest=224)
+    assert off == "**Switched off:** layer 9, head 3, zeroed."
+    assert said == sentences.ablation_words(w)
+    assert f"from {w.before:.3g} to {w.after:.3g}" in said
+    assert percent(said) == pytest.approx(abs(w.relative) * 100, abs=0.06)
+    before, after = (vitviz.load_image(p) for p in (out[4], out[5]))
+    assert before.shape == after.shape and not np.array_equal(before, after)
+
+
+def test_ablate_endpoint_hides_clicked_patches_and_names_bad_ones(client, model):
+    out = client.predict(
+        handle_file(PHOTO),
+        "dinov2-small",
+        "224",
+        "patches",
+        11,
+        0,
+        "zero",
+        "0, 1, 2",
+        "blur",
+        "inferno",
+        0.6,
+        "log",
+        False,
+        api_name="/ablate",
+    )
+    w = vitviz.ablate(model, PHOTO, patches=[0, 1, 2], patch_mode="blur", longest=224)
+    assert out[0] == "**Switched off:** 3 patches blurred."
+    assert out[1] == sentences.ablation_words(w)
+    with pytest.raises(Exception, match="patch 9999 out of range"):
+        client.predict(
+            handle_file(PHOTO),
+            "dinov2-small",
+            "224",
+            "patches",
+            11,
+            0,
+            "zero",
+            "9999",
+            "keys",
+            "inferno",
+            0.6,
+            "log",
+            False,
+            api_name="/ablate",
+        )
+
+
+def test_importance_endpoint_is_vitviz_importance(client, model):
+    """The grid's sentence names the head `vitviz.importance` ranks first, with its change."""
+    _tiles, note = client.predict(handle_file(PHOTO), "dinov2-small", "224", "zero", api_name="/importance")
+    grid = importance(model, PHOTO, longest=224)
+    layer, head, change = grid.ranked()[0]
+    assert note.startswith(sentences.importance_words(grid, model))
+    assert f"layer {layer}'s head {head} alone" in note
+    assert f"from {grid.before:.3g} to {grid.before + change:.3g}" in note
+
+
+def test_the_importance_sentence_quotes_its_numbers(model):
+    grid = importance(model, PHOTO, longest=112)
+    said = sentences.importance_words(grid, model)
+    (layer, head, change), (layer2, head2, _) = grid.ranked()[:2]
+    verb = "raises" if change > 0 else "lowers"
+    assert f"layer {layer}'s head {head} alone {verb}" in said and f"layer {layer2}'s head {head2}" in said
+    share = float(re.search(r": [+−]([\d.]+) %", said).group(1))
+    assert share == pytest.approx(abs(change / grid.before) * 100, rel=0.05, abs=0.006)
+    assert "of the 72 heads" in said
+
+
+@pytest.mark.parametrize("layers, heads", [(12, 6), (2, 3)])
+def test_a_click_on_a_head_tile_names_that_tile(layers, heads):
+    img = render.head_tiles(layers, heads, np.arange(layers * heads, dtype=float).reshape(layers, heads) - 3)
+    for layer in range(layers):
+        for head in range(heads):
+            x = render.TILE_LEFT + head * render.TILE_W + render.TILE_W // 2
+            y = render.TILE_TOP + layer * render.TILE_H + render.TILE_H // 2
+            assert render.head_tile_at(layers, heads, x, y) == (layer, head)
+    assert render.head_tile_at(layers, heads, 3, 3) is None
+    assert render.head_tile_at(layers, heads, img.shape[1] - 1, img.shape[0] - 1) is None
+
+
+def test_the_controls_become_ablate_s_keywords_and_bad_ones_are_named():
+    assert chosen("layer", 4, 2, "mean", "", "keys") == {"heads": [(4, None)], "mode": "mean"}
+    assert chosen("mlp", 4, 2, "zero", "", "keys") == {"mlp": [4]}
+    assert chosen("patches", 0, 0, "zero", "3, 1", "blur") == {"patches": [3, 1], "patch_mode": "blur"}
+    assert parsed_patches(" 3,17  40 ") == [3, 17, 40]
+    with pytest.raises(ValueError, match="whole numbers"):
+        parsed_patches("3, x")
+    with pytest.raises(ValueError, match="no patch chosen"):
+        chosen("patches", 0, 0, "zero", "", "keys")
+    with pytest.raises(ValueError, match="must be one of"):
+        chosen("neurons", 0, 0, "zero", "", "keys")

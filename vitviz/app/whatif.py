@@ -1,0 +1,268 @@
+"""What if: switch off parts of the model (a head, every head of a layer, a layer's MLP, patches) and see the output,
+the attention and the rollout beside the unablated model's; and every head's importance to the output."""
+
+from __future__ import annotations
+
+import gradio as gr
+import numpy as np
+
+from .. import render, sentences, views
+from ..ablation import HEAD_MODES, PATCH_MODES, ablate
+from ..head_importance import cost, importance
+from . import heavy
+from .heavy import expected, stop_run, stoppable, within_budget
+from .pictures import picture
+from .session import Server, slots, user_errors
+from .source import Clicks, Context, view_tab
+
+TARGETS = {
+    "head": "One head",
+    "layer": "Every head of a layer",
+    "mlp": "A layer's MLP",
+    "patches": "Patches (click them on the photo)",
+}
+STOPPED_NOTE = (
+    "**Stopped.** Head importance ended at its next layer and kept nothing; press its button to run it again."
+)
+
+
+def parsed_patches(patches: str) -> list[int]:
+    """The patch indices that the patches box holds ("3, 17, 40"), checked to be whole numbers."""
+    words = [w for w in str(patches or "").replace(",", " ").split() if w]
+    bad = [w for w in words if not w.isdigit()]
+    if bad:
+        raise ValueError(f"patches are whole numbers separated by commas (patch indices, row by row), got {bad[0]!r}")
+    return [int(w) for w in words]
+
+
+def chosen(target: str, layer, head, mode: str, patches: str, patch_mode: str) -> dict:
+    """`vitviz.ablate`'s keywords for the tab's controls."""
+    if target not in TARGETS:
+        raise ValueError(f"what to switch off must be one of {', '.join(TARGETS)}, got {target!r}")
+    layer, head = int(layer), int(head)
+    if target == "head":
+        return {"heads": [(layer, head)], "mode": mode}
+    if target == "layer":
+        return {"heads": [(layer, None)], "mode": mode}
+    if target == "mlp":
+        return {"mlp": [layer]}
+    found = parsed_patches(patches)
+    if not found:
+        raise ValueError("no patch chosen: click patches on the photo (or type their indices), then ablate")
+    return {"patches": found, "patch_mode": patch_mode}
+
+
+@user_errors
+def draw(a, target, layer, head, mode, patches, patch_mode, cmap, alpha, colour_scale, request: gr.Request):
+    """(what is off, the difference in words and numbers, top-5 before and after (None without classes), dense map
+    before and after (None without a dense head), the last layer's attention before and after, rollout before and
+    after): one ablated forward against the analysis the app holds (`baseline=`)."""
+    w = ablate(
+        a.model, a.image, longest=_longest(a), baseline=a, **chosen(target, layer, head, mode, patches, patch_mode)
+    )
+    v = views.whatif_views(w, cmap, float(alpha), colour_scale)
+    (top_before, dense_before), (top_after, dense_after) = v["output"]
+    off = "**Switched off:** " + "; ".join(w.ablation.names(a.model)) + "."
+    return (
+        off,
+        sentences.ablation_words(w),
+        dict(top_before) or None,
+        dict(top_after) or None,
+        dense_before,
+        dense_after,
+        *v["attention"],
+        *v["rollout"],
+    )
+
+
+def _longest(a) -> int | None:
+    """The `longest` (as `analyze`'s) that gives the analysis `a`'s input again: None for a fixed-size model's
+    native input, else the input's longest side (a multiple of the patch, which `analyze` keeps)."""
+    m, (h, w) = a.model, a.pixel_values.shape[2:]
+    native = (m.native_grid[0] * m.patch_size, m.native_grid[1] * m.patch_size)
+    return None if m.fixed_size and (h, w) == native else max(h, w)
+
+
+def tile_at(a, x: float, y: float):
+    """(layer, head, "head") of the head tile clicked, or None off the tiles."""
+    at = render.head_tile_at(a.model.num_layers, a.model.num_heads, x, y)
+    return None if at is None else (at[0], at[1], "head")
+
+
+def patch_toggled(server: Server, image, model_name, size, patches, evt: gr.SelectData, request: gr.Request = None):
+    """The patches box with the clicked patch of the photo added (or removed, if it was chosen), and the photo
+    with the chosen patches outlined."""
+    a = server.get_analysis(image, model_name, size, request)
+    found = parsed_patches(patches)
+    patch = views.patch_at_display(a, *evt.index)
+    if patch is not None:
+        found = [p for p in found if p != patch] if patch in found else sorted([*found, patch])
+    return ", ".join(map(str, found)), marked_photo(a, found)
+
+
+def marked_photo(a, patches: list[int]):
+    """The photo at display size with `patches` outlined."""
+    base = views.display(a)
+    mask = [i in set(patches) for i in range(a.grid[0] * a.grid[1])]
+    return render.mark_boxes(base, a.grid, np.array(mask).reshape(a.grid))
+
+
+def fresh(server: Server, image, model_name, size, request: gr.Request = None):
+    """A new photo or model: grey head tiles to click, no chosen patch, the photo, and the importance button with
+    its stated cost on this photo here."""
+    m = server.get_model(model_name)
+    tiles = render.head_tiles(m.num_layers, m.num_heads)
+    layer, head = gr.Slider(maximum=m.num_layers - 1), gr.Slider(maximum=m.num_heads - 1)
+    if not image:
+        return tiles, "", None, layer, head, gr.skip()
+    a = server.get_analysis(image, model_name, size, request)
+    forwards = cost(a.model, tuple(a.pixel_values.shape[2:]))
+    label = f"{IMPORTANCE} ({forwards:.0f} forwards' work, {expected(server, a, forward=lambda _: forwards)})"
+    return tiles, "", marked_photo(a, []), layer, head, gr.Button(label)
+
+
+IMPORTANCE = "Measure every head's importance: each switched off alone"
+
+
+@user_errors
+def measure_importance(
+    server: Server, image, model_name, size, mode="zero", request: gr.Request = None, progress=gr.Progress()
+):
+    """(the head tiles coloured by each head's change of the output, in % of its unablated value, and the sentence
+    naming the head that matters most): every head switched off alone, batched (`vitviz.importance`)."""
+    a = server.get_analysis(image, model_name, size, request)
+    m = a.model
+    forwards = cost(m, tuple(a.pixel_values.shape[2:]))
+    name = "Head importance"
+    within_budget(a, lambda _: forwards, name)
+    with stoppable(
+        server,
+        request,
+        name,
+        f"{name}: {m.num_layers * m.num_heads} heads, each switched off alone",
+        progress,
+        tab="whatif",
+        work=("forward", heavy.cost(a, lambda _: forwards)),  # counted at 224×224, as `expected` reads the rate
+    ) as report:
+        grid = importance(m, a.image, mode=mode, longest=_longest(a), progress=report)
+    values = grid.change * 100 / abs(grid.before) if grid.relative is not None else grid.change
+    unit = "in % of the unablated output" if grid.relative is not None else "in the output's units"
+    note = f"{sentences.importance_words(grid, m)} (Tiles: each head's change {unit}; {grid.seconds:.1f} s here.)"
+    return render.head_tiles(m.num_layers, m.num_heads, values), note
+
+
+def stop(server: Server, request: gr.Request) -> str:
+    """Stop this session's head importance at its next layer (the Stop button, a new photo, the page closed)."""
+    return STOPPED_NOTE if stop_run(server, request, "whatif") else gr.skip()
+
+
+def build(ctx: Context) -> None:
+    m = ctx.model
+    with view_tab(
+        "whatif",
+        (
+            "Ask the model *what if*: switch off one part of it and run the photo again. Click a head's tile (or "
+            "choose below) to switch that head off: its output zeroed, or replaced by its mean over the photo's "
+            "tokens; or switch off every head of a layer, a layer's MLP, or patches you click on the photo "
+            "(hidden as keys no query may attend to, or blurred). Each picture pair shows the model as it is, "
+            "then with that part off; the sentence says how much the output moved. Attention weights only show "
+            "where a head looks: switching it off measures what it does for the output."
+        ),
+    ) as tab:
+        with gr.Row():
+            with gr.Column(scale=1, min_width=300):
+                tiles = picture(label="Head tiles: click one to switch it off", clickable=True, elem_id="whatif-tiles")
+                with gr.Row():
+                    measure = gr.Button(IMPORTANCE, elem_id="whatif-importance")
+                    halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="whatif-stop")
+                importance_note = gr.Markdown(elem_id="whatif-importance-note", label="Head importance")
+            with gr.Column(scale=1, min_width=300):
+                target = gr.Radio(
+                    [(v, k) for k, v in TARGETS.items()], value="head", label="Switch off", elem_id="whatif-target"
+                )
+                with gr.Row():
+                    layer = gr.Slider(
+                        0,
+                        m.num_layers - 1,
+                        value=m.num_layers - 1,
+                        step=1,
+                        precision=0,
+                        label="Layer",
+                        elem_id="whatif-layer",
+                    )
+                    head = gr.Slider(
+                        0, m.num_heads - 1, value=0, step=1, precision=0, label="Head", elem_id="whatif-head"
+                    )
+                run = gr.Button("Switch it off and compare", variant="primary", elem_id="whatif-run")
+                mode = gr.Radio(
+                    [(v, k) for k, v in HEAD_MODES.items()],
+                    value="zero",
+                    label="A head switched off is",
+                    elem_id="whatif-mode",
+                )
+                patch_mode = gr.Radio(
+                    [(v, k) for k, v in PATCH_MODES.items()],
+                    value="keys",
+                    label="Chosen patches are",
+                    elem_id="whatif-patch-mode",
+                )
+                patches = gr.Textbox(label="Patches (indices, row by row; click the photo)", elem_id="whatif-patches")
+                photo = picture(
+                    label="Your photo: click patches to choose them", clickable=True, elem_id="whatif-photo"
+                )
+        off = gr.Markdown(elem_id="whatif-off", label="Switched off")
+        said = gr.Markdown(elem_id="whatif-said", label="The difference")
+        with gr.Row(elem_classes=["vitviz-pair"]):
+            top_before = gr.Label(num_top_classes=5, label="Top-5, as it is", visible=m.labels is not None)
+            top_after = gr.Label(num_top_classes=5, label="Top-5, with it off", visible=m.labels is not None)
+        with gr.Row(elem_classes=["vitviz-pair"]):
+            dense_before = picture(label="Output, as it is", elem_id="whatif-dense-before")
+            dense_after = picture(label="Output, with it off", elem_id="whatif-dense-after")
+        with gr.Row(elem_classes=["vitviz-pair"]):
+            attention_before = picture(
+                label="Last layer's attention of the readout, as it is", elem_id="whatif-attention-before"
+            )
+            attention_after = picture(
+                label="Last layer's attention of the readout, with it off", elem_id="whatif-attention-after"
+            )
+        with gr.Row(elem_classes=["vitviz-pair"]):
+            rollout_before = picture(label="Rollout, as it is", elem_id="whatif-rollout-before")
+            rollout_after = picture(label="Rollout, with it off", elem_id="whatif-rollout-after")
+        gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])
+    bind = ctx.server.bind
+    ctx.on_new_analysis(
+        tab,
+        bind(fresh),
+        ctx.where,
+        [tiles, patches, photo, layer, head, measure],
+        api_visibility="private",
+        show_progress="hidden",
+    )
+    ctx.server.on_click(photo, patch_toggled, [*ctx.where, patches], [patches, photo])
+    outputs = [
+        off,
+        said,
+        top_before,
+        top_after,
+        dense_before,
+        dense_after,
+        attention_before,
+        attention_after,
+        rollout_before,
+        rollout_after,
+    ]
+    ctx.view(
+        tab,
+        draw,
+        [*ctx.where, target, layer, head, mode, patches, patch_mode, ctx.cmap, ctx.alpha, ctx.scale],
+        outputs,
+        [run.click, target.input, mode.input, patch_mode.input, layer.release, head.release],
+        api_name="ablate",
+        concurrency_id="forward",
+        clicks=Clicks([tiles], tile_at, [layer, head, target]),
+    )
+    measuring = measure.click(
+        bind(measure_importance), [*ctx.where, mode], [tiles, importance_note], api_name="importance", **slots("heavy")
+    )
+    halt.click(bind(stop), None, importance_note, cancels=[measuring], api_visibility="private", queue=False)
+    ctx.stop_with_the_photo(stop, importance_note, [measuring])
