@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--class-size", type=int, default=30)
     parser.add_argument("--json", type=Path, default=None, help="also write each figure as a JSON line here")
     parser.add_argument("--no-app-class", action="store_true", help="skip the class through the app")
+    parser.add_argument("--profile", type=Path, default=None, help="the app's class sampled by py-spy into this file")
     args = parser.parse_args(argv)
     out = args.json.open("a") if args.json else None
     from playwright.sync_api import sync_playwright
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     httpd.shutdown()
     class_through_site(site, args.class_size, out)
     if not args.no_app_class:
-        class_through_app(args.class_size)
+        class_through_app(args.class_size, args.profile)
     print(f"load average after: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)")
 
 
@@ -316,12 +317,12 @@ def one_thread(browser, site: Path, repeats: int, out) -> None:
     plain.shutdown()
 
 
-def class_through_app(students: int) -> None:
+def class_through_app(students: int, profile: Path | None = None) -> None:
     """Today's class of `students` through the app, in this run: benchmarks.classroom's own figures, as it prints
-    them (one round, plain HTTP)."""
+    them (one round, plain HTTP), with its CPU by stage where `profile` names a file for py-spy's samples."""
     print(f"the same class through the app (python -m benchmarks.classroom --users {students} --rounds 1 --http):")
     cmd = [sys.executable, "-m", "benchmarks.classroom", "--users", str(students), "--rounds", "1", "--http"]
-    subprocess.run(cmd, check=False)
+    subprocess.run([*cmd, *(["--profile", str(profile)] if profile else [])], check=False)
 
 
 def class_through_site(site: Path, students: int, out) -> None:
