@@ -26,6 +26,10 @@ WAITING = {
     # Captum's `attribute(inputs, target, **options)`: a method's options move to the method's record
     "vitviz/attributions.py:attribute": "waits for a method's options to move to its record",
     "vitviz/deletion.py:faithfulness": "waits for a method's options to move to its record",
+    # the random orders take faithfulness' arguments for one output (its target, box, text, size): one record with it
+    "vitviz/deletion.py:random_band": "waits, with faithfulness, for an output's arguments to become one record",
+    # #63's keyword call (heads=, mode=, patches=, ...): its parts are an `Ablation` record already
+    "vitviz/ablation.py:ablate": "waits to take its `Ablation` record as one argument beside the issue's keywords",
     # the Live tab's camera stream is wired by hand, not by `Context.view`, which makes the records
     "vitviz/app/live.py:frame": "waits for its stream to be wired by Context.view",
     # the display settings (cmap, alpha, scale) become one record when the views move to one module per tab
