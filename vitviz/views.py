@@ -436,7 +436,7 @@ def whatif_views(w, cmap: str = "inferno", alpha: float = 0.6, scale: str = DEFA
     "rollout" (mean fusion, toward the output compared, as resolved on the unablated photo)."""
     pair, last = (w.baseline, w), w.model.num_layers - 1
     return {
-        "output": tuple(output_view(a, cmap, alpha, scale) for a in pair),
+        "output": tuple(output_view(a, cmap, alpha, scale)[:2] for a in pair),
         "attention": tuple(attention_view(a, last, None, "readout", cmap, alpha, scale=scale)[0] for a in pair),
         "rollout": tuple(rollout_view(a, "mean", 0.0, cmap, alpha, scale, w.output_read)[0] for a in pair),
     }
