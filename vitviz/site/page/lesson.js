@@ -216,18 +216,8 @@ function vitvizLessonSteps(run, cfg, orderings) {
 
   const values = vitvizRolloutShares(run, "output", "mean", 0),
     toCls = vitvizRolloutShares(run, "readout", "mean", 0);
-  const patchMeans = vitvizRolloutStart(
-    "output",
-    n,
-    prefix,
-    [],
-    run.out.dense.data,
-    run.input.height,
-    run.input.width,
-    m.grid,
-  );
   const rho = vitvizSpearman(values, toCls),
-    own = vitvizSpearman(values, patchMeans.subarray(prefix)),
+    own = vitvizSpearman(values, vitvizDensePatchMeans(run)),
     best = arg(Array.from(values), (a, b) => a > b);
   const same = rho >= f.alike ? "nearly the same map" : rho >= f.partly ? "a similar map" : "a different map";
   steps.push({

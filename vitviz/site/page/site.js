@@ -230,6 +230,18 @@
     draw();
   });
 
+  // every view of `run` from now on: the engines' source, the tab shown drawn again
+  function showRun(run) {
+    if (state.run) state.run.cancel(); // the last photo's summaries stop between two layers
+    state.run = run;
+    document.body.classList.add("site-has-photo");
+    fit();
+    explorer.apply(run.source);
+    inside.apply(run.source);
+    qk.apply(run.source);
+    draw();
+  }
+
   // ---- a photo: decoded here, one forward here, every view from it
   async function analyse(blob, given, size = longest) {
     const name = esc(given),
@@ -245,15 +257,8 @@
       const t0 = performance.now();
       const run = await vitvizRun(cfg, state.session, photo, size, given).finally(() => photo.bitmap.close());
       if (state.busy !== mine) return null;
-      if (state.run) state.run.cancel(); // the last photo's summaries stop between two layers
-      state.run = run;
       state.error = null;
-      document.body.classList.add("site-has-photo");
-      fit();
-      explorer.apply(run.source);
-      inside.apply(run.source);
-      qk.apply(run.source);
-      draw();
+      showRun(run);
       run.firstViewMs = performance.now() - t0;
       const [gh, gw] = run.meta.grid;
       status(
@@ -316,13 +321,7 @@
       const run = await vitvizRun(cfg, small, photo, p.size, p.name, outputs).finally(() => photo.bitmap.close());
       if (run.meta.tokens !== outputs.tokens.dims[0]) throw new Error("its numbers are not of this photo's size");
       if (state.busy || state.run) return;
-      state.run = run;
-      document.body.classList.add("site-has-photo");
-      fit();
-      explorer.apply(run.source);
-      inside.apply(run.source);
-      qk.apply(run.source);
-      draw();
+      showRun(run);
       status(
         `While the model loads, the views show <b>${esc(p.name)}</b> at ${p.size} px from numbers computed when ` +
           `this site was built, by the same model, and kept as float16 (about 3 significant digits). Your own photo ` +

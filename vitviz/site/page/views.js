@@ -94,16 +94,7 @@ function vitvizRolloutView(el, run, settings) {
     canvas = el.querySelector("canvas");
   const top = shown.reduce((b, v, i) => (v > shown[b] ? i : b), 0);
   vitvizDrawMap(canvas, Float32Array.from(shown), sc, m, run.photo, top, null);
-  const dense = vitvizRolloutStart(
-    "output",
-    n,
-    prefix,
-    [],
-    run.out.dense.data,
-    run.input.height,
-    run.input.width,
-    m.grid,
-  ).subarray(prefix);
+  const dense = vitvizDensePatchMeans(run);
   const rhoBoth = vitvizSpearman(shown, other),
     rhoOut = vitvizSpearman(settings.toward === "output" ? shown : other, dense);
   const rhoCls = vitvizSpearman(settings.toward === "output" ? other : shown, dense);
@@ -120,6 +111,14 @@ function vitvizRolloutView(el, run, settings) {
     rhoOut,
     rhoCls,
   );
+}
+
+// [P] the dense map's mean over each patch, as weights summing to 1 (outputs.patch_weights): the output's own map
+function vitvizDensePatchMeans(run) {
+  const m = run.meta,
+    prefix = m.prefix.length,
+    { height: h, width: w } = run.input;
+  return vitvizRolloutStart("output", m.tokens, prefix, [], run.out.dense.data, h, w, m.grid).subarray(prefix);
 }
 
 // [P] each patch's share of the rollout toward "output" or "readout" (%), the heads fused by `fusion`, at `discard`
