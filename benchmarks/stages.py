@@ -56,6 +56,24 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait(60)
 
 
+# Innermost frames that wait rather than work: an event loop in epoll, a worker on its queue, the main thread in
+# Gradio's launch. py-spy counts them as active (it does not know their system calls as idle); left in, the web
+# server's idle loop would take a share of the CPU apportioned.
+WAITS = (
+    "Selector.select (selectors.py",
+    "Condition.wait (threading.py",
+    "Event.wait (threading.py",
+    "Blocks.block_thread (gradio/blocks.py",
+    "Queue.get (queue.py",
+)
+
+
+def waiting(stack: str) -> bool:
+    """Whether a sampled stack (frames joined by ";", outermost first) is a thread waiting for work."""
+    innermost = stack.rsplit(";", 1)[-1]
+    return any(w in innermost for w in WAITS)
+
+
 def stage_of(stack: str) -> str:
     for name, markers in STAGES:
         if any(m in stack for m in markers):
@@ -68,7 +86,7 @@ def seconds_by_stage(path: Path, rate: int = RATE) -> dict[str, float]:
     out: collections.Counter[str] = collections.Counter()
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        if stack and count.isdigit():
+        if stack and count.isdigit() and not waiting(stack):
             out[stage_of(stack)] += int(count) / rate
     return dict(out)
 

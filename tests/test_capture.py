@@ -10,6 +10,7 @@ from conftest import random_image, tiny_vit
 import vitviz
 from vitviz import maps
 from vitviz.capture import ForwardFusions
+from vitviz.derived import Derived
 from vitviz.outputs import Output
 
 
@@ -47,17 +48,20 @@ def test_a_roll_that_fails_is_logged_and_the_analysis_makes_its_rollouts_when_as
     np.testing.assert_array_equal(a.rollout("max", 0.4), vitviz.analyze(model, image, roll=True).rollout("max", 0.4))
 
 
-def test_a_dense_models_forward_also_rolls_toward_its_readout_undiscarded(embedded, coffee):
-    """For a model whose output reads the patches, the forward also makes the rollout toward the readout (CLS) at
-    no discard, which the lesson and the Rollout tab's other choice show: the same as one made when asked, and
-    no fused heads are made for it later."""
+def test_a_dense_models_forward_also_rolls_toward_its_readout_at_every_discard_of_the_slider(embedded, coffee):
+    """For a model whose output reads the patches, the forward also makes the rollouts toward the readout (CLS) at
+    the slider's discards, which the lesson, the Rollout tab's other choice and its note (the two starts compared
+    at the shown discard) read: the same as those made when asked, and no fused heads are made for them later."""
     rolled = vitviz.analyze(embedded, coffee, longest=224, roll=True)
-    assert ("readout", "mean", 0) in rolled.held().rollouts
-    to_cls = rolled.rollout("mean", 0.0, Output("readout"))
-    assert not rolled.held().fused
-    fresh = vitviz.analyze(embedded, coffee, longest=224).rollout("mean", 0.0, Output("readout"))
-    np.testing.assert_allclose(to_cls, fresh, rtol=1e-4, atol=1e-7)
-    assert not np.allclose(to_cls / to_cls.sum(), rolled.rollout("mean", 0.0) / rolled.rollout("mean", 0.0).sum())
+    assert {("readout", "mean", p) for p in Derived.ROLLOUT_PERCENTS} <= rolled.held().rollouts
+    made = rolled.rollouts_made
+    to_cls = {r: rolled.rollout("mean", r, Output("readout")) for r in (0.0, 0.3, 0.9)}
+    assert not rolled.held().fused and rolled.rollouts_made == made
+    fresh = vitviz.analyze(embedded, coffee, longest=224)
+    for r, got in to_cls.items():
+        np.testing.assert_allclose(got, fresh.rollout("mean", r, Output("readout")), rtol=1e-4, atol=1e-7)
+    own = rolled.rollout("mean", 0.0)
+    assert not np.allclose(to_cls[0.0] / to_cls[0.0].sum(), own / own.sum())
 
 
 def test_the_apps_forward_answers_first_and_its_rollouts_come_from_its_fused_heads_when_first_needed():

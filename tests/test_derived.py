@@ -328,12 +328,19 @@ def test_a_rollout_toward_another_output_is_kept_apart_from_the_models_own():
     start[1:] = record.captured_dense[0].reshape(4, 8, 4, 8).mean((1, 3)).ravel()
     want = reference_rollout(reference_fused(record.attentions, "mean"), 0.2, start / start.sum(), ())
     np.testing.assert_allclose(toward, want[1:].reshape(4, 4), rtol=1e-5, atol=1e-7)
-    assert d.held().rollouts == {(dense, "mean", p) for p in Derived.ROLLOUT_PERCENTS}
+    # the readout's rollouts (here the model's own output's) are made with them, from the same fused heads: the
+    # Rollout tab's note compares the two at each discard
+    slider = Derived.ROLLOUT_PERCENTS
+    assert d.held().rollouts == {(dense, "mean", p) for p in slider} | {("mean", p) for p in slider}
+    assert d.rollouts_made == 2 * len(slider)
     own = d.rollout("mean", 0.2)
-    assert not np.allclose(own, toward) and d.rollouts_made == 2 * len(Derived.ROLLOUT_PERCENTS)
+    assert not np.allclose(own, toward) and d.rollouts_made == 2 * len(slider) and d.rollouts_served == 1
+    cls = np.eye(record.num_tokens)[0]  # the readout: the CLS token, its column never discarded
+    want_own = reference_rollout(reference_fused(record.attentions, "mean"), 0.2, cls, (0,))
+    np.testing.assert_allclose(own, want_own[1:].reshape(4, 4), rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(d.rollout("mean", 0.2, toward=Output("class", index=3)), own)
     np.testing.assert_array_equal(d.rollout("mean", 0.2, toward=dense), toward)
-    assert d.rollouts_served == 2
+    assert d.rollouts_served == 3
     assert d.dense_map() is record.captured_dense[0] and d.held().dense_map
     off = reference_rollout(reference_fused(record.attentions, "mean"), 0.123, start / start.sum(), ())
     np.testing.assert_allclose(d.rollout("mean", 0.123, toward=dense), off[1:].reshape(4, 4), rtol=1e-5, atol=1e-7)

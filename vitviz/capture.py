@@ -194,11 +194,13 @@ class ForwardFusions:
             rolled = maps.rollouts(fused, [p / 100 for p in percents], chosen, starts, keep)
             for a, thresholds_of, rows in zip(analyses, thresholds.unbind(1), rolled, strict=True):
                 a.fill(fusion, percents, rows, thresholds=thresholds_of)
-            if not analyses[0].output.reads_readout:  # the lesson's and the tab's other start, undiscarded
+            if not analyses[0].output.reads_readout:  # the lesson's and the tab's other start, at each discard
                 starts = np.stack([a.rollout_start(fusion, "readout")[0] for a in analyses])
-                rolled = maps.rollouts(fused, [0.0], None, starts, analyses[0].model.readout.tokens)
+                rolled = maps.rollouts(
+                    fused, [p / 100 for p in percents], chosen, starts, analyses[0].model.readout.tokens
+                )
                 for a, rows in zip(analyses, rolled, strict=True):
-                    a.fill(fusion, [0], rows, start="readout")
+                    a.fill(fusion, percents, rows, start="readout")
             del fused
 
 

@@ -220,11 +220,16 @@ class Derived:
         else:
             fused = self.fused(head_fusion)
         thresholds = self.percent_thresholds(head_fusion, fused)
-        thresholds = thresholds.index_select(1, maps.indices(tuple(todo), thresholds.device))
-        first, keep = self.rollout_start(head_fusion, start)
-        rows = maps.rollouts(fused, [p / 100 for p in todo], thresholds, first, keep)
-        self.rollouts_made += len(todo)
-        self.fill(head_fusion, todo, rows, start)
+        # the Rollout tab's note compares the rollouts toward the output and toward the readout at each discard:
+        # both are made from the fused heads in hand, since a later request for the other would recompute them
+        for each in (start,) if start == "readout" else (start, "readout"):
+            left = [p for p in todo if self._key(head_fusion, p, each) not in self._rollouts]
+            if left:
+                chosen = thresholds.index_select(1, maps.indices(tuple(left), thresholds.device))
+                first, keep = self.rollout_start(head_fusion, each)
+                rows = maps.rollouts(fused, [p / 100 for p in left], chosen, first, keep)
+                self.rollouts_made += len(left)
+                self.fill(head_fusion, left, rows, each)
 
     def fill(self, head_fusion: str, percents: list[int], rows: np.ndarray, start=None, thresholds=None) -> None:
         """Keep the rollouts [R,N] from `start` (default: the model's own output's) that discard `percents`, as

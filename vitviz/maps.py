@@ -151,52 +151,40 @@ def rollouts(
 def discard_thresholds(fused: torch.Tensor | Sequence[torch.Tensor], ratios: list[float]) -> torch.Tensor:
     """[L,N,N] -> [L,R]: per layer, the value below which a fraction `ratio` of weights lie.
 
-    It is the k-th smallest weight, k = max(1, int(N² · ratio)): weights at or below it are dropped.
-    Exact, by counting rather than sorting, which is several times faster (docs/benchmarks.md): a float's bits,
-    read as an integer (see `_ordered`),
-    order as the floats do. float16 weights have 65,536 bit patterns, so one count of them gives every
-    threshold, for every layer at once. float32 weights are counted by their top 20 bits (2^-11 of an octave
-    per bin), a layer at a time; then only the weights in the bins that hold a k-th smallest are sorted. On a
-    GPU float32 layers are sorted whole, which takes less than those steps. Returns float16 for float16 input,
-    else float32, on `fused`'s device.
+    It is the k-th smallest weight, k = max(1, int(N² · ratio)): weights at or below it are dropped. Exact, and
+    never by a whole sort. float16 weights are counted: a float's bits, read as an integer (see `_ordered`), order
+    as the floats do, and float16 has 65,536 bit patterns, so one count gives every threshold, for every layer at
+    once. float32 weights on a CPU are selected a layer at a time by NumPy's introselect for all the k at once,
+    on one thread: in a class's storm, where the cores are shared, that took half the time of counting their top
+    20 bits and sorting the bins that hold a k-th (docs/benchmarks.md). On a GPU, float32 layers are sorted whole,
+    which takes less than either there, and float16 ones counted. Returns float16 for float16 input, else
+    float32, on `fused`'s device.
     """
     if not isinstance(fused, torch.Tensor):  # L layers [N,N]
         fused = torch.stack(list(fused))
     flat = fused.reshape(fused.shape[0], -1)
     if flat.dtype not in (torch.float16, torch.float32):
         flat = flat.float()
-    bits = 16 if flat.dtype == torch.float16 else 32
-    top, ints, offset = min(bits, 20), flat.view(torch.int16 if bits == 16 else torch.int32), 0
     ks = indices(tuple(max(1, int(flat.shape[1] * r)) for r in ratios), flat.device)
-    if flat.is_cuda and bits == 32:  # a GPU sorts each row in less time than the count below steps through them
-        return flat.sort(dim=1).values[:, ks - 1]
+    if flat.dtype == torch.float32:
+        if flat.is_cuda:  # a GPU sorts each row in less time than a count steps through them
+            return flat.sort(dim=1).values[:, ks - 1]
+        at = ks.numpy() - 1
+        wanted = np.unique(at)
+        return torch.from_numpy(np.stack([np.partition(row, wanted)[at] for row in flat.detach().numpy()]))
+    ints, offset, rows = flat.view(torch.int16), 0, flat.shape[0]
     if flat.is_cuda or bool((ints < 0).any()):  # a sign bit set (a negative weight, or -0.0); a GPU is not asked,
-        ints, offset = _ordered(ints.int(), bits), 2 ** (top - 1)  # which would wait for its queued work
-    rows = flat.shape[0]
-    if bits == 16:  # each bit pattern its own bin: one count of every row at once gives every threshold
-        bins = ints.int() + offset + torch.arange(rows, device=flat.device, dtype=torch.int32)[:, None] * 2**16
-        if flat.is_cuda:  # a count by index_add_: bincount would wait for the GPU, to learn the largest bin
-            one = torch.ones((), dtype=torch.long, device=flat.device).expand(bins.numel())
-            counts = torch.zeros(rows * 2**16, dtype=torch.long, device=flat.device).index_add_(0, bins.flatten(), one)
-        else:
-            counts = torch.bincount(bins.flatten(), minlength=rows * 2**16)
-        counts = counts.view(rows, 2**16)
-        key = torch.searchsorted(counts.cumsum(1), ks.expand(rows, -1).contiguous()) - offset  # the k-th's bin
-        return (_ordered(key, bits) if offset else key).to(torch.int16).view(flat.dtype)
-    out = torch.empty(rows, len(ks), dtype=flat.dtype, device=flat.device)
-    for i in range(rows):
-        bins = (ints[i] >> (bits - top)) + offset
-        counts = torch.bincount(bins, minlength=2**top)
-        cumulative = counts.cumsum(0)
-        where = torch.searchsorted(cumulative, ks)  # the bin that holds the k-th smallest
-        below = cumulative[where] - counts[where]  # weights in lower bins
-        needed, slot = torch.unique(where, return_inverse=True)
-        mask = torch.zeros(2**top, dtype=torch.bool, device=flat.device)
-        mask[needed] = True
-        chosen = flat[i][mask[bins]].sort().values  # the needed bins' weights, in order
-        start = counts[needed].cumsum(0) - counts[needed]  # where each needed bin starts among them
-        out[i] = chosen[start[slot] + ks - below - 1]
-    return out
+        ints, offset = _ordered(ints.int(), 16), 2**15  # which would wait for its queued work
+    # each bit pattern its own bin: one count of every row at once gives every threshold
+    bins = ints.int() + offset + torch.arange(rows, device=flat.device, dtype=torch.int32)[:, None] * 2**16
+    if flat.is_cuda:  # a count by index_add_: bincount would wait for the GPU, to learn the largest bin
+        one = torch.ones((), dtype=torch.long, device=flat.device).expand(bins.numel())
+        counts = torch.zeros(rows * 2**16, dtype=torch.long, device=flat.device).index_add_(0, bins.flatten(), one)
+    else:
+        counts = torch.bincount(bins.flatten(), minlength=rows * 2**16)
+    counts = counts.view(rows, 2**16)
+    key = torch.searchsorted(counts.cumsum(1), ks.expand(rows, -1).contiguous()) - offset  # the k-th's bin
+    return (_ordered(key, 16) if offset else key).to(torch.int16).view(flat.dtype)
 
 
 def _ordered(bits: torch.Tensor, width: int) -> torch.Tensor:
