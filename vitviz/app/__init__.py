@@ -74,9 +74,10 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     own process; `close()` stops it). server: a `session.Server` to serve from (a test's or the benchmark's,
     holding its own model objects); by default a new one on --device."""
     args = parse_args(argv, prog)
-    from .. import memory
+    from .. import blas, memory
 
     memory.tune_malloc()  # before any worker thread starts
+    blas.one_thread()
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     logging.basicConfig(level=logging.INFO)
     say("importing Gradio, torch and transformers (a first start compiles them: a minute or two)…")
