@@ -7,8 +7,6 @@ import os
 import subprocess
 import sys
 
-from vitviz import blas
-
 PROBE = """import json, numpy
 from vitviz import blas
 before = blas.threads()
@@ -30,4 +28,3 @@ def test_the_app_sets_one_thread_in_its_main_before_it_serves():
 
     source = inspect.getsource(app.main)
     assert source.index("blas.one_thread()") < source.index("demo.launch(")
-
