@@ -432,8 +432,9 @@ SMOOTH = np.dstack([*np.meshgrid(np.linspace(40, 210, 72), np.linspace(60, 190, 
 def test_the_explorer_paints_with_the_pages_colormap_opacity_and_colour_scale_as_the_server_does(cmap, alpha, scale):
     """The large map of one head, read back from its canvas at each patch's centre, against the server's own overlay
     of the same map (`views.attention.attention_view`: same photo, layer, head, query and settings) at the same
-    places. The photo under it is a JPEG in the browser (quality 88): on a smooth photo that costs at most 3 levels of 255, the
-    colour index's rounding one more step of the colormap. Painted again with the default settings, it differs."""
+    places. The photo under it is a JPEG in the browser (quality 88): on a smooth photo that costs at most 3 levels of
+    255, the colour index's rounding one more step of the colormap. Painted again with the default settings, it
+    differs."""
     sync_api = browser_or_skip()
     a = vitviz.analyze(FAMILIES["dinov2_registers"](), SMOOTH.astype(np.uint8), longest=72)
     layer, head, patch = 1, 2, 12
