@@ -60,7 +60,7 @@ def crowded(package: Path = ROOT / "vitviz") -> dict[str, int]:
 
 
 def test_no_function_takes_more_than_ten_parameters():
-    """A handler takes a settings record (`vitviz.app.source.Clicks`, `Progress`, or a record its draw declares);
+    """A handler takes a settings record (`vitviz.app.context.Clicks`, `Progress`, or a record its draw declares);
     a function that needs more is a sign that a record is missing. The waiting list only shrinks: an entry that
     no longer takes more must go."""
     found = crowded()
