@@ -9,7 +9,7 @@ asks); with `--roll`, each image's slider rollouts too, made from the forward's 
 makes them (`ForwardFusions`); with `--dense`, each image's dense-head map too, made by one more forward of the
 batch at 224 px, as the app's forward makes them. Medians of N runs after one untimed run of each shape; on a
 GPU each time is taken between `torch.cuda.synchronize()` calls. The app batches by default only where this
-shows a gain (see `vitviz.app.session.batcher`).
+shows a gain (see `vitviz.app.scheduling.batcher`).
 """
 
 from __future__ import annotations

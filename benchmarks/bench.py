@@ -193,7 +193,7 @@ def app_in_process(model: VitModel) -> Iterator[str]:
 
     from tests.support.harness import free_port
     from vitviz.app import main as serve
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     server = Server(device=model.device.type)
     server.models[model.name] = model
@@ -267,16 +267,16 @@ def api_call(move: tuple, image, model_name: str, size: str) -> tuple:
 def bench_live(model: VitModel, frames: int = 20) -> None:
     """Server time of one live camera frame: a 640x480 frame analysed at the square live input, with the
     CLS attention, the rollout and the dense head drawn (target >= 5 frames a second on this CPU)."""
-    from vitviz import views
     from vitviz.capture import analyze_frame
+    from vitviz.views.live import live_views
 
     rng = np.random.default_rng(1)
     shots = [rng.integers(0, 256, (480, 640, 3), dtype=np.uint8) for _ in range(4)]
-    views.live_views(analyze_frame(model, shots[0]), model.num_layers - 1, None)
+    live_views(analyze_frame(model, shots[0]), model.num_layers - 1, None)
     times = []
     for i in range(frames):
         start = time.perf_counter()
-        views.live_views(analyze_frame(model, shots[i % 4]), model.num_layers - 1, None)
+        live_views(analyze_frame(model, shots[i % 4]), model.num_layers - 1, None)
         if model.device.type == "cuda":
             torch.cuda.synchronize()
         times.append((time.perf_counter() - start) * 1000)
@@ -405,7 +405,9 @@ def bench_interactions(model: VitModel, count: int = 60) -> None:
     heads (and the all-heads grid), queries, fusions and discard ratios. Server time of what the app's
     handlers draw, pictures and numbers (target <= 30 ms): once the background has filled the analysis, as
     the app does in the first second after an upload, and with nothing filled."""
-    from vitviz import sentences, views
+    from vitviz import sentences
+    from vitviz.views.attention import attention_view
+    from vitviz.views.rollout import rollout_view
 
     image = np.random.default_rng(0).integers(0, 256, (448, 448, 3), dtype=np.uint8)
     print(f"\n{count} mixed interactions on a fresh 448x448 analysis, first touches included (target p95 <= 30 ms)")
@@ -416,10 +418,10 @@ def bench_interactions(model: VitModel, count: int = 60) -> None:
         for move in mixed_moves(model, a.grid[0] * a.grid[1], count):
             start = time.perf_counter()
             if move[0] == "attention":
-                views.attention_view(a, *move[1:])
+                attention_view(a, *move[1:])
                 sentences.attention_note(a, *move[1:])
             else:
-                views.rollout_view(a, *move[1:])
+                rollout_view(a, *move[1:])
             times.append((time.perf_counter() - start) * 1000)
         p50, p95, top = np.percentile(times, [50, 95, 100])
         label = "background filled" if filled else "nothing filled   "
@@ -428,19 +430,21 @@ def bench_interactions(model: VitModel, count: int = 60) -> None:
 
 def bench_views(a: Derived) -> None:
     """Server time of one slider move in the app: a view drawn from the cached analysis."""
-    from vitviz import views
+    from vitviz.views.attention import ALL_HEADS, attention_view
+    from vitviz.views.inside import inside_views
+    from vitviz.views.rollout import rollout_view
 
-    views.rollout_view(a, "max", 0.5)  # first use of a fusion sorts its thresholds once
+    rollout_view(a, "max", 0.5)  # first use of a fusion sorts its thresholds once
     last, mid = a.model.num_layers - 1, a.grid[0] * a.grid[1] // 2
     layers, heads = itertools.cycle(range(last + 1)), itertools.cycle(range(a.model.num_heads))
     cases = {
-        "attention, one head": lambda: views.attention_view(a, last, 2, "cls"),
-        "attention, clicked patch": lambda: views.attention_view(a, 3, None, mid),
-        "attention, all heads grid": lambda: views.attention_view(a, 5, views.ALL_HEADS, mid),
-        "rollout, mean": lambda: views.rollout_view(a, "mean", 0.0),
-        "rollout, max, discard 0.5": lambda: views.rollout_view(a, "max", 0.5),
-        "inside a head, new layer": lambda: views.inside_views(a, next(layers), 1, mid),
-        "inside a head, other head": lambda: views.inside_views(a, last, next(heads), mid),
+        "attention, one head": lambda: attention_view(a, last, 2, "cls"),
+        "attention, clicked patch": lambda: attention_view(a, 3, None, mid),
+        "attention, all heads grid": lambda: attention_view(a, 5, ALL_HEADS, mid),
+        "rollout, mean": lambda: rollout_view(a, "mean", 0.0),
+        "rollout, max, discard 0.5": lambda: rollout_view(a, "max", 0.5),
+        "inside a head, new layer": lambda: inside_views(a, next(layers), 1, mid),
+        "inside a head, other head": lambda: inside_views(a, last, next(heads), mid),
     }
     print(f"\napp views on the cached {a.pixel_values.shape[3]}x{a.pixel_values.shape[2]} analysis (target <= 50 ms)")
     for name, fn in cases.items():

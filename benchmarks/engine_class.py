@@ -25,9 +25,11 @@ import time
 import numpy as np
 import torch
 
-from vitviz import load_model, views
+from vitviz import load_model
 from vitviz.batching import Batcher
 from vitviz.capture import analyze
+from vitviz.views.attention import attention_view
+from vitviz.views.rollout import rollout_view
 
 from .bench import figures, mixed_moves, run_together
 from .stacks import Stacks
@@ -46,7 +48,7 @@ def user(model, photo: np.ndarray, batcher: Batcher | None, moves: int, think: t
         start = time.perf_counter()
         a = (batcher.analyze if batcher else analyze)(model, photo, 448, roll=True, dense=True)  # as the server's
         with draws:
-            views.attention_view(a, model.num_layers - 1, None, "readout")
+            attention_view(a, model.num_layers - 1, None, "readout")
         synchronize(device)
         out["upload"] = time.perf_counter() - start
         patches = a.grid[0] * a.grid[1]
@@ -55,9 +57,9 @@ def user(model, photo: np.ndarray, batcher: Batcher | None, moves: int, think: t
             start = time.perf_counter()
             with draws:
                 if move[0] == "attention":
-                    views.attention_view(a, *move[1:])
+                    attention_view(a, *move[1:])
                 else:
-                    views.rollout_view(a, *move[1:])
+                    rollout_view(a, *move[1:])
                 synchronize(device)
             out.setdefault("moves", []).append(time.perf_counter() - start)
             out.setdefault("kinds", []).append(move[0])
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     batcher = None if args.batch_ms == "off" else Batcher(float(args.batch_ms) / 1000, 8)
     rng = np.random.default_rng(0)
     warm = rng.integers(0, 256, (448, 448, 3), dtype=np.uint8)  # kernels and allocator warmed, untimed
-    views.rollout_view(analyze(model, warm, 448), "mean", 0.5)
+    rollout_view(analyze(model, warm, 448), "mean", 0.5)
     if batcher and not args.cold:
         batcher.warm(model, 448)  # as the server warms a model it loads where it batches
     print(f"{model.name} on {model.device}; {args.users} users x (1 upload + {args.moves} moves) x {args.rounds} "

@@ -35,7 +35,7 @@ STAGES = (
     ("the forward", ("VitModel.forward", "vitviz/capture.py", "vitviz/forward_hooks.py", "transformers/")),
     ("the Explorer's layers", ("vitviz/explorer.py", "vitviz/app/explorer.py")),
     ("the statistics and maps", ("vitviz/maps.py", "vitviz/derived.py", "vitviz/analysis.py", "vitviz/inside.py")),
-    ("drawing", ("vitviz/render.py", "vitviz/views.py", "vitviz/plots.py", "vitviz/app/pictures.py", "cv2", "PIL/")),
+    ("drawing", ("vitviz/render.py", "vitviz/views/", "vitviz/plots.py", "vitviz/app/pictures.py", "cv2", "PIL/")),
     ("the lesson and sentences", ("vitviz/lesson.py", "vitviz/sentences.py")),
     ("Gradio and its web server", ("gradio/", "starlette/", "uvicorn/", "fastapi/", "anyio/", "h11/", "httptools")),
 )

@@ -161,7 +161,8 @@ def test_a_broken_upload_fails_alone_and_a_failed_forward_fails_its_whole_batch(
 def test_the_server_batches_where_asked_and_only_on_a_gpu_by_default(tmp_path):
     from types import SimpleNamespace
 
-    from vitviz.app.session import BATCH_MAX, SLOTS, Server, batcher, slots
+    from vitviz.app.scheduling import BATCH_MAX, SLOTS, batcher, slots
+    from vitviz.app.server import Server
 
     assert batcher("auto", "cpu") is None and batcher("off", "cpu") is None
     assert batcher("3", "cpu").window_s == pytest.approx(0.003) and batcher("3", "cpu").max_batch == BATCH_MAX
@@ -209,7 +210,7 @@ def test_a_server_that_batches_warms_each_model_it_loads_with_one_full_batch_tha
     another fusion's rollout (from the forward's held rows) and every layer's statistics, each layer recomputed
     once, as the heads view asks: the first class's uploads would otherwise set up the kernels and memory. The
     warm is no upload: no batch size is counted and nothing is cached. Without a batcher (a CPU) nothing runs."""
-    from vitviz.app import session
+    from vitviz.app import server as server_module
 
     model = FAMILIES["vit"]()
     batches, recomputed = [], []
@@ -221,22 +222,22 @@ def test_a_server_that_batches_warms_each_model_it_loads_with_one_full_batch_tha
 
     monkeypatch.setattr(model, "forward", counted)
     monkeypatch.setattr(vitviz.Analysis, "device_scores", lambda a, i: recomputed.append(i) or scores(a, i))
-    monkeypatch.setattr(session, "load_model", lambda name, device: model)
-    server = session.Server(device="cpu", batch_ms="5")
+    monkeypatch.setattr(server_module, "load_model", lambda name, device: model)
+    server = server_module.Server(device="cpu", batch_ms="5")
     assert server.get_model("tiny") is model and server.get_model("tiny") is model  # loaded and warmed once
     assert batches == [(server.batcher.max_batch, True)]  # one full batch, its heads fused as it ran
     assert sorted(recomputed) == list(range(model.num_layers))  # once each, for the statistics
     assert not server.batcher.sizes and len(server.cache) == 0
     batches.clear()
-    assert session.Server(device="cpu", batch_ms="off").get_model("other") is model and batches == []
+    assert server_module.Server(device="cpu", batch_ms="off").get_model("other") is model and batches == []
 
 
 def test_a_warm_that_fails_is_logged_and_the_model_is_served(monkeypatch, caplog):
-    from vitviz.app import session
+    from vitviz.app import server as server_module
 
     model = FAMILIES["vit"]()
-    monkeypatch.setattr(session, "load_model", lambda name, device: model)
+    monkeypatch.setattr(server_module, "load_model", lambda name, device: model)
     monkeypatch.setattr(Batcher, "warm", lambda self, model: 1 / 0)
     with caplog.at_level("ERROR", logger="vitviz"):
-        assert session.Server(device="cpu", batch_ms="5").get_model("tiny") is model
+        assert server_module.Server(device="cpu", batch_ms="5").get_model("tiny") is model
     assert "warming tiny" in caplog.text and "ZeroDivisionError" in caplog.text

@@ -18,10 +18,10 @@ from support.harness import CHROMIUM, fake_camera, fetch_picture, photos, start_
 from support.harness import CHROMIUM_ARGS as ARGS
 
 from vitviz.app.layout import VIEWS
-from vitviz.app.source import NO_PHOTO
+from vitviz.app.photo import NO_PHOTO
 from vitviz.render import LARGE_LABEL_PX
 from vitviz.tabs import ORDER, TABS, label
-from vitviz.views import SHEET_TILE
+from vitviz.views.attention import SHEET_TILE
 
 pytestmark = pytest.mark.app  # every test here drives the served app
 
@@ -1058,9 +1058,12 @@ def test_every_click_picks_the_patch_under_the_pointer(page, tmp_path, embedded)
 
 
 def click_every_picture(page, a, shape: str) -> None:
-    from vitviz import render, views
+    from vitviz import render
+    from vitviz.views.common import display
+    from vitviz.views.inside import INSIDE_SIDE
+    from vitviz.views.positions import POS_MAP_SIDE
 
-    (gh, gw), photo = a.grid, views.display(a).shape[:2]
+    (gh, gw), photo = a.grid, display(a).shape[:2]
     corners = [(0, 0), (0, gw - 1), (gh - 1, 0), (gh - 1, gw - 1), (gh // 2, gw // 3)]
     rapid = [(1, 1), (gh - 2, 2), (2, gw - 3), (gh // 2, gw // 2), (gh // 3, 1)]
 
@@ -1078,9 +1081,9 @@ def click_every_picture(page, a, shape: str) -> None:
     rapid_clicks(page, "#picker", a.grid, photo, rapid, patch_of("#patch"))
 
     if shape != "portrait":  # Inside a head's maps and the position map are the portrait's; their mapping of
-        return  # a landscape photo is in tests/test_session.py -k click
+        return  # a landscape photo is in tests/test_server.py -k click
     page.get_by_role("tab", name=label("inside")).click()
-    inside = render.fit(views.display(a), views.INSIDE_SIDE).shape[:2]
+    inside = render.fit(display(a), INSIDE_SIDE).shape[:2]
     for selector in STEPS:
         wait_for_width(page, selector, max(inside[1], render.MIN_BAR_BELOW))
         order = [3, 2, 1, 0, 4] if selector == STEPS[1] else range(5)  # each first click moves the query
@@ -1096,7 +1099,7 @@ def click_every_picture(page, a, shape: str) -> None:
     def position():
         return tuple(int(page.locator(f"#pos-{s} input[type=number]").input_value()) for s in ("row", "col"))
 
-    side = (views.POS_MAP_SIDE, views.POS_MAP_SIDE)
+    side = (POS_MAP_SIDE, POS_MAP_SIDE)
     cells = [(0, 0), (0, g[1] - 1), (g[0] - 1, 0), (g[0] - 1, g[1] - 1), (g[0] // 3, g[1] // 4)]
     click_patches(page, "#pos-large", g, side, cells, position)
     rapid_clicks(page, "#pos-large", g, side, [(1, 2), (3, 4), (5, 6), (7, 8), (2, 9)], position)
@@ -1150,7 +1153,7 @@ def test_a_click_on_a_head_tile_switches_that_head_off_and_says_what_it_did(page
     `ablation_words` of `vitviz.ablate` on the same photo, the output after differs from before, and a click on
     the photo chooses its patch."""
     import vitviz
-    from vitviz.app.session import EXAMPLES
+    from vitviz.app.server import EXAMPLES
     from vitviz.render import TILE_H, TILE_LEFT, TILE_TOP, TILE_W
     from vitviz.sentences import ablation_words
 

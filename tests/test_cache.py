@@ -103,7 +103,7 @@ def test_a_warm_step_fills_a_cached_analysis_and_skips_one_the_cache_let_go():
     import gc
     import weakref
 
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     server = Server(device="cpu")
     a = cached(tiny_vit(), random_image(32, 32))
@@ -171,7 +171,7 @@ def test_eviction_counts_what_it_dropped_and_keeps_only_the_newest_over_the_cap(
 def test_entries_that_grow_in_place_are_brought_back_under_the_cap():
     """A background warm fills fused heads into analyses already cached: the total may then pass the cap
     until `enforce_cap` evicts the oldest, which the app's warm step calls after each step."""
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     model = tiny_vit()
     analyses = [cached(model, random_image(32, 32, seed=i)) for i in range(4)]
@@ -197,9 +197,9 @@ def test_entries_that_grow_in_place_are_brought_back_under_the_cap():
 
 def test_what_drawings_keep_counts_toward_the_cap():
     """The image at display size, made once per analysis by the views, is part of what the cache's cap counts."""
-    from vitviz import views
+    from vitviz.views.common import display
 
     a = cached(tiny_vit(), random_image(300, 500))
     before = a.nbytes
-    shown = views.display(a)
-    assert views.display(a) is shown and a.nbytes == before + shown.nbytes
+    shown = display(a)
+    assert display(a) is shown and a.nbytes == before + shown.nbytes

@@ -12,10 +12,11 @@ import torch
 from conftest import FAMILIES, random_image, reference_fused, reference_rollout, reference_threshold, tiny_vit
 
 import vitviz
-from vitviz import maps, views
+from vitviz import maps
 from vitviz.cache import AnalysisCache
 from vitviz.derived import Derived
 from vitviz.outputs import Output
+from vitviz.views.common import display
 
 
 def test_the_record_keeps_nothing_it_derives_and_answers_as_the_cache_does():
@@ -24,8 +25,8 @@ def test_the_record_keeps_nothing_it_derives_and_answers_as_the_cache_does():
     assert before == sum(x.nbytes for x in (a.image, a.pixel_values, a.hidden_states, a.tokens, a.update_norms))
     first = a.rollout("max", 0.3)
     answers = (a.fused("mean"), a.percent_thresholds("min"), a.layer_statistics(1), a.projections(2),
-               a.layer_updates(0), a.dense_map(), a.attention_entropy, views.display(a))  # fmt: skip
-    assert answers[-1] is not views.display(a)  # made anew: not kept
+               a.layer_updates(0), a.dense_map(), a.attention_entropy, display(a))  # fmt: skip
+    assert answers[-1] is not display(a)  # made anew: not kept
     assert a.nbytes == before and not hasattr(a, "held") and not hasattr(a, "warm_step")
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.tokens = None

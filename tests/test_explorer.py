@@ -22,6 +22,8 @@ import vitviz
 from vitviz import explorer
 from vitviz.app.explorer import STATIC, TOKEN_HEADER, script
 from vitviz.tabs import label
+from vitviz.views.attention import attention_view
+from vitviz.views.common import display
 
 BOUND = 1e-3  # the issue's bound on a row; the float16 capture alone rounds by up to 2.4e-4
 
@@ -429,16 +431,17 @@ SMOOTH = np.dstack([*np.meshgrid(np.linspace(40, 210, 72), np.linspace(60, 190, 
                                                 ("magma", 0.9, "robust")])  # fmt: skip
 def test_the_explorer_paints_with_the_pages_colormap_opacity_and_colour_scale_as_the_server_does(cmap, alpha, scale):
     """The large map of one head, read back from its canvas at each patch's centre, against the server's own overlay
-    of the same map (`views.attention_view`: same photo, layer, head, query and settings) at the same places. The
-    photo under it is a JPEG in the browser (quality 88): on a smooth photo that costs at most 3 levels of 255, the
-    colour index's rounding one more step of the colormap. Painted again with the default settings, it differs."""
+    of the same map (`views.attention.attention_view`: same photo, layer, head, query and settings) at the same
+    places. The photo under it is a JPEG in the browser (quality 88): on a smooth photo that costs at most 3 levels of
+    255, the colour index's rounding one more step of the colormap. Painted again with the default settings, it
+    differs."""
     sync_api = browser_or_skip()
     a = vitviz.analyze(FAMILIES["dinov2_registers"](), SMOOTH.astype(np.uint8), longest=72)
     layer, head, patch = 1, 2, 12
     meta, layers = family_meta(a)
     meta.update(explorer.look(cmap, alpha, scale))
-    server = vitviz.views.attention_view(a, layer, head, patch, cmap, alpha, scale=scale)[0]
-    photo = vitviz.views.display(a)
+    server = attention_view(a, layer, head, patch, cmap, alpha, scale=scale)[0]
+    photo = display(a)
     gh, gw = a.grid
     centres = [((r + 0.5) / gh, (c + 0.5) / gw) for r in range(gh) for c in range(gw) if r * gw + c != patch]
     want = np.array([server[int(y * photo.shape[0]), int(x * photo.shape[1])] for y, x in centres], float)

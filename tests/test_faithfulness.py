@@ -259,7 +259,7 @@ def test_the_apps_default_method_is_the_most_faithful_on_the_docs_table():
     column that every method has: the app opens on the lowest."""
     from pathlib import Path
 
-    from vitviz.app.attributions import DEFAULT_METHOD
+    from vitviz.app.tabs.attributions import DEFAULT_METHOD
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md").read_text()
     lines = text[text.index("## Faithfulness of the maps") :].splitlines()

@@ -10,9 +10,9 @@ import cv2
 import pytest
 from conftest import FAMILIES, random_image
 
-from vitviz.app import attributions, rollout
 from vitviz.app.heavy import cost, expected, stoppable
-from vitviz.app.session import Server
+from vitviz.app.server import Server
+from vitviz.app.tabs import attributions, rollout
 from vitviz.deletion import passes
 
 

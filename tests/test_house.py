@@ -30,13 +30,13 @@ WAITING = {
     "vitviz/deletion.py:random_band": "waits, with faithfulness, for an output's arguments to become one record",
     # the What-if tab's draw: its choice of patches (indices, how) becomes one settings record; a first try made
     # the clicks' path pass the record's first input alone
-    "vitviz/app/whatif.py:draw": "waits for its patches and their mode to become one settings record",
+    "vitviz/app/tabs/whatif.py:draw": "waits for its patches and their mode to become one settings record",
     # #63's keyword call (heads=, mode=, patches=, ...): its parts are an `Ablation` record already
     "vitviz/ablation.py:ablate": "waits to take its `Ablation` record as one argument beside the issue's keywords",
     # the Live tab's camera stream is wired by hand, not by `Context.view`, which makes the records
-    "vitviz/app/live.py:frame": "waits for its stream to be wired by Context.view",
-    # the display settings (cmap, alpha, scale) become one record when the views move to one module per tab
-    "vitviz/views.py:scaled_overlay": "waits for the views' display settings to become one record",
+    "vitviz/app/tabs/live.py:frame": "waits for its stream to be wired by Context.view",
+    # the display settings (cmap, alpha, scale) are to become one record
+    "vitviz/views/common.py:scaled_overlay": "waits for the views' display settings to become one record",
 }
 MOST_PARAMETERS = 10
 
@@ -60,7 +60,7 @@ def crowded(package: Path = ROOT / "vitviz") -> dict[str, int]:
 
 
 def test_no_function_takes_more_than_ten_parameters():
-    """A handler takes a settings record (`vitviz.app.source.Clicks`, `Progress`, or a record its draw declares);
+    """A handler takes a settings record (`vitviz.app.context.Clicks`, `Progress`, or a record its draw declares);
     a function that needs more is a sign that a record is missing. The waiting list only shrinks: an entry that
     no longer takes more must go."""
     found = crowded()

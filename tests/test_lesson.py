@@ -11,6 +11,13 @@ from support.trend_reference import exact_p_by_formula, rho_by_formula, scipy_tr
 
 import vitviz
 from vitviz import lesson
+from vitviz.views.attention import attention_view
+from vitviz.views.common import display
+from vitviz.views.depth import depth_view
+from vitviz.views.inside import inside_views
+from vitviz.views.output import output_view
+from vitviz.views.positions import pos_embed_map
+from vitviz.views.rollout import rollout_view
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +27,7 @@ def chelsea(embedded):
 
 def test_every_step_has_a_picture_that_differs_from_the_last(chelsea):
     default = lesson.lesson_step(chelsea, 6)[1]  # the app's colours: inferno at opacity 0.6, log scale
-    np.testing.assert_array_equal(default, vitviz.views.rollout_view(chelsea, "mean", 0.0, "inferno", 0.6, "log")[0])
+    np.testing.assert_array_equal(default, rollout_view(chelsea, "mean", 0.0, "inferno", 0.6, "log")[0])
     previous = None
     for step in range(1, len(lesson.STEPS) + 1):
         title, picture, text = lesson.lesson_step(chelsea, step)
@@ -109,7 +116,7 @@ def test_with_a_depth_model_the_last_step_shows_its_depth_map(chelsea, tmp_path)
     tiny_dpt().save_pretrained(tmp_path)
     depth = vitviz.estimate_depth(vitviz.load_depth_model(str(tmp_path), device="cpu"), ASSETS / "chelsea.jpg")
     title, picture, text = lesson.lesson_step(chelsea, 8, depth=depth)
-    np.testing.assert_array_equal(picture, vitviz.views.depth_view(depth, "magma")[1])
+    np.testing.assert_array_equal(picture, depth_view(depth, "magma")[1])
     reassembled = [s for s in depth.stages if s.kind == "reassemble"]
     sizes = ", ".join(f"{s.shape[1]}×{s.shape[2]}" for s in reassembled)
     assert len(reassembled) == 4 and f"made maps of {sizes} cells (rows × columns) from its ViT's tokens" in text
@@ -222,14 +229,14 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
     (r, c), g = want["r, c"], m.native_grid
     assert f"(row {r}, column {c} of the {g[0]} rows × {g[1]} columns grid" in text
     assert f"cosine {want['near']:.2f} with its right-hand neighbour, {want['far']:.2f} with the top-left" in text
-    np.testing.assert_array_equal(steps[1][1], vitviz.views.pos_embed_map(m, m.pos_embed_similarity(), r, c))
+    np.testing.assert_array_equal(steps[1][1], pos_embed_map(m, m.pos_embed_similarity(), r, c))
     centre, row, col = want["centre"]
     layer, head = np.unravel_index(int(np.argmin(d)), d.shape)
     text = steps[2][2]
     assert f"**layer {layer}, head {head}**: its queries look {d[layer, head]:.0f} px away" in text
     assert f"the centre patch, patch {centre} (row {row}, column {col})" in text
     assert f"Layer 0's heads look {d[0].mean():.0f} px away" in text
-    drawn = vitviz.views.attention_view(a, int(layer), int(head), centre, "magma", 0.5, True, "robust")[0]
+    drawn = attention_view(a, int(layer), int(head), centre, "magma", 0.5, True, "robust")[0]
     np.testing.assert_array_equal(steps[2][1], drawn)
     far_layer, far_head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
     far_layer += deep
@@ -240,7 +247,7 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
     assert f"the last third of the layers looks {late:.0f} px away on average, layer 0 {early:.0f} px" in text
     assert f"**layer {far_layer}, head {far_head}**: {d[far_layer, far_head]:.0f} px on average, against " in text
     assert f"against {d.min():.0f} px for the most local head" in text
-    drawn = vitviz.views.attention_view(a, int(far_layer), int(far_head), centre, "magma", 0.5, True, "robust")[0]
+    drawn = attention_view(a, int(far_layer), int(far_head), centre, "magma", 0.5, True, "robust")[0]
     np.testing.assert_array_equal(steps[3][1], drawn)
     text, means = steps[4][2], d.mean(1)
     assert f"from {means[0]:.0f} px in layer 0 to {means[-1]:.0f} px in layer {len(means) - 1}" in text
@@ -267,7 +274,7 @@ def test_every_steps_sentences_parse_back_to_this_analysis(name, seed, embedded)
     else:
         where = "itself" if m.n_prefix == 1 else f"the prefix tokens ({vitviz.sentences.prefix_phrase(a)})"
         assert f"the readout keeps {want['readout share']:.0%} of its attention on {where}" in text
-    np.testing.assert_array_equal(steps[5][1], vitviz.views.rollout_view(a, "mean", 0.0, "magma", 0.5, "robust")[0])
+    np.testing.assert_array_equal(steps[5][1], rollout_view(a, "mean", 0.0, "magma", 0.5, "robust")[0])
 
 
 @pytest.mark.parametrize("name", ["vit", "deit", "embedded"])
@@ -288,16 +295,16 @@ def test_the_inside_and_dense_steps_parse_back_to_this_analysis(name, embedded):
     assert f"(left, d = {model.config.hidden_size // model.num_heads})" in text
     assert f"largest weight is {row.max():.3f}" in text and f"of {len(row)} keys" in text
     assert f"hold {d.top_share:.0%}" in text and f"about {d.effective_keys:.0f} of" in text
-    scores, weights, *_ = vitviz.views.inside_views(a, last, 0, query, "magma", 0.5, "robust")
+    scores, weights, *_ = inside_views(a, last, 0, query, "magma", 0.5, "robust")
     np.testing.assert_array_equal(picture, np.concatenate([scores, weights], axis=1))
     title, picture, text = lesson.lesson_step(a, 8, "magma", 0.5, "robust")
     assert_well_formed(text)
     if model.dense_head is not None:
         share = (a.dense_map() >= 0.5).mean()
         assert f"{share:.0%} of the pixels above 0.5" in text and 0 < share < 1
-        np.testing.assert_array_equal(picture, vitviz.views.output_view(a, "magma", 0.5, "robust")[1])
+        np.testing.assert_array_equal(picture, output_view(a, "magma", 0.5, "robust")[1])
     else:
         best = model.labels[int(ref.logits[0].argmax())]
         assert f"(its top class here: {best}" in text
-        expected = vitviz.render.upsample_rgb(a.pca_rgb(), vitviz.views.display(a).shape[:2])
+        expected = vitviz.render.upsample_rgb(a.pca_rgb(), display(a).shape[:2])
         np.testing.assert_array_equal(picture, expected)

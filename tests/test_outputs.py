@@ -15,11 +15,15 @@ import torch
 from conftest import FAMILIES, random_image, reference_outputs, tiny_dinov2, tiny_vit
 
 import vitviz
-from vitviz import lesson, sentences, views
+from vitviz import lesson, sentences
 from vitviz.attributions import attribute, input_analysis
 from vitviz.deletion import faithfulness
 from vitviz.outputs import Output, default_output, output_for
 from vitviz.preprocess import prepare_input
+from vitviz.views.heads import heads_views
+from vitviz.views.output import output_view
+from vitviz.views.rollout import rollout_truth_note, rollout_view
+from vitviz.views.tokens import tokens_view
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +122,8 @@ def test_each_map_its_check_and_its_sentence_follow_one_output_and_change_with_i
     said = []
     for output in outputs:
         values = coffee_224.rollout("mean", 0.0, output)
-        picture, note = views.rollout_view(coffee_224, "mean", 0.0, toward=output)
-        np.testing.assert_array_equal(picture, views.rollout_view(coffee_224, "mean", 0.0, toward=output)[0])
+        picture, note = rollout_view(coffee_224, "mean", 0.0, toward=output)
+        np.testing.assert_array_equal(picture, rollout_view(coffee_224, "mean", 0.0, toward=output)[0])
         assert note == sentences.rollout_note(coffee_224, values, output)
         assert sentences.toward_phrase(coffee_224, output) in note
         check = faithfulness(embedded, coffee, "rollout", output=output, steps=2, random_orders=1)
@@ -152,11 +156,11 @@ def readout_claims(text: str) -> list[tuple[str, bool]]:
 def every_sentence(a: vitviz.Analysis) -> list[str]:
     """What the tabs say about this model on this image: tokens, attention, inside a head, rollout toward either
     output, heads, every lesson step, and the layer lens."""
-    texts = [views.tokens_view(a)[1], sentences.attention_note(a, a.num_layers - 1, None, "readout")]
+    texts = [tokens_view(a)[1], sentences.attention_note(a, a.num_layers - 1, None, "readout")]
     texts.append(sentences.inside_note(a, a.inside_head(a.num_layers - 1, 0, 0), a.layer_updates(a.num_layers - 1)))
-    texts += [views.rollout_view(a, "mean", 0.0, toward=o)[1] for o in (a.output, Output("readout"))]
-    texts += [views.rollout_truth_note(a, "mean", 0.0), views.output_view(a)[2]]
-    texts.append(views.heads_views(a)[4])
+    texts += [rollout_view(a, "mean", 0.0, toward=o)[1] for o in (a.output, Output("readout"))]
+    texts += [rollout_truth_note(a, "mean", 0.0), output_view(a)[2]]
+    texts.append(heads_views(a)[4])
     texts += [lesson.lesson_step(a, step)[2] for step in range(1, len(lesson.STEPS) + 1)]
     texts.append(vitviz.layer_lens(a.model, a.image).sentence())
     return texts
@@ -167,7 +171,7 @@ def test_no_sentence_says_the_readout_feeds_an_output_that_does_not_read_it(embe
     reads the readout denies it; on a classifier, they affirm it and none denies it. The tabs' own fixed texts
     (every Markdown of the app) make no claim either way for the embedded model."""
     from vitviz.app.layout import build
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     dense = [c for t in every_sentence(coffee_224) for c in readout_claims(t)]
     assert dense and not [s for s, says in dense if says], [s for s, says in dense if says]

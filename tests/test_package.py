@@ -37,7 +37,8 @@ def test_the_wheel_and_sdist_carry_the_examples_licence_and_tests(built):
     for photo in ("chelsea", "coffee", "astronaut", "rocket"):
         assert f"vitviz/assets/{photo}.jpg" in names
     assert "vitviz/assets/README.md" in names and f"vitviz-{version}.dist-info/licenses/LICENSE" in names
-    assert "vitviz/app/live.py" in names and "vitviz/app/lesson.py" in names
+    assert "vitviz/app/tabs/live.py" in names and "vitviz/app/tabs/lesson.py" in names
+    assert "vitviz/views/common.py" in names and "vitviz/views/whatif.py" in names
     for script in ("attention.js", "explorer.js", "explorer.css"):  # the Explorer runs them in the browser
         assert f"vitviz/static/{script}" in names
     assert "vitviz/static/app.css" in names  # the app's page style, read when the app is built

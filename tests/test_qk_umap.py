@@ -15,7 +15,7 @@ from support.qk_reference import check_map_words, page_map
 
 import vitviz
 from vitviz import explorer, qk
-from vitviz.app.qk import umap_response
+from vitviz.app.tabs.qk import umap_response
 
 
 def test_the_umap_route_names_what_is_wrong_before_any_work():

@@ -21,8 +21,9 @@ from conftest import ASSETS
 from support.harness import running_app
 
 import vitviz
-from vitviz.app import depth, explorer, live, qk
+from vitviz.app import explorer
 from vitviz.app.access import CONTENT_SECURITY_POLICY, needs_no_login
+from vitviz.app.tabs import depth, live, qk
 
 LIMIT = 2**20  # --max-upload-mb 1: not the default (25), so that a limit not passed on is seen
 

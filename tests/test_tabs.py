@@ -16,7 +16,7 @@ README = (Path(__file__).parents[1] / "README.md").read_text()
 def api() -> dict:
     """The built app's named endpoints, as `Client.view_api()` lists them (no server needed)."""
     from vitviz.app.layout import build
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     return build(Server(device="cpu"), "dinov2-small").get_api_info()["named_endpoints"]
 

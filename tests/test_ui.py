@@ -12,7 +12,7 @@ from app_server import running_app
 from conftest import ASSETS, tiny_depth_anything
 
 import vitviz
-from vitviz.app.source import NO_PHOTO
+from vitviz.app.photo import NO_PHOTO
 from vitviz.outputs import Output
 
 LAYOUT_BLOCKS = {"tabs", "tabitem", "row", "column", "group", "accordion", "sidebar", "form"}
@@ -179,14 +179,14 @@ def test_bad_upload_is_an_error_and_the_app_keeps_serving(client, tmp_path, payl
 
 
 def test_offline_model_change_keeps_the_current_model(tmp_path, monkeypatch):
-    from vitviz.app import source
-    from vitviz.app.session import Server
+    from vitviz.app.photo import change_model
+    from vitviz.app.server import Server
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     start = time.perf_counter()
     with pytest.warns(UserWarning, match="no network"):
-        result = source.change_model(Server(device="cpu"), "google/vit-base-patch16-224", "dinov2-small")
+        result = change_model(Server(device="cpu"), "google/vit-base-patch16-224", "dinov2-small")
     assert time.perf_counter() - start < 5.0
     assert result[0] == "dinov2-small" and result[1] == "dinov2-small"
 
@@ -271,8 +271,8 @@ def test_a_display_setting_recolours_the_attribution_without_running_it_again(mo
     attribution is not run again), and a result of another image is never redrawn."""
     import gradio as gr
 
-    from vitviz.app import attributions
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
+    from vitviz.app.tabs import attributions
 
     server = Server(device="cpu")
     analysis_key = server.analysis_key
@@ -304,7 +304,7 @@ def test_no_event_sets_off_a_request_that_sets_off_the_others_again():
     from collections import defaultdict
 
     from vitviz.app.layout import build
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     config = build(Server(device="cpu"), "dinov2-small").get_config_file()
     kinds = {c["id"]: c["type"] for c in config["components"]}
@@ -341,7 +341,7 @@ def test_no_event_of_the_page_waits_for_one_request_before_sending_the_next():
     from collections import defaultdict
 
     from vitviz.app.layout import build
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     config = build(Server(device="cpu"), "dinov2-small").get_config_file()
     kinds = {c["id"]: c["type"] for c in config["components"]}
@@ -372,7 +372,7 @@ def test_no_request_has_a_layout_block_as_output():
     bar as an output (the Lesson's deep link) made every upload copy 280 components' props some 70 times (2.5 s
     in the page). So no request has a layout block as an output, or shows its progress on one."""
     from vitviz.app.layout import build
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     config = build(Server(device="cpu"), "dinov2-small").get_config_file()
     layouts = {c["id"]: c["type"] for c in config["components"] if c["type"] in LAYOUT_BLOCKS}
@@ -551,8 +551,8 @@ def test_stop_ends_a_long_attribution_at_its_next_batch():
 
     import gradio as gr
 
-    from vitviz.app import attributions
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
+    from vitviz.app.tabs import attributions
 
     class Request:
         session_hash = "stop-test"
@@ -622,7 +622,7 @@ def test_the_app_serves_from_a_process_that_goes_on(embedded):
     from support.harness import free_port
 
     from vitviz.app import main
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     server = Server(device="cpu")
     server.models[embedded.name] = embedded
@@ -653,7 +653,7 @@ def test_a_full_queue_is_refused_in_the_apps_words(embedded):
 
     from vitviz.app import main
     from vitviz.app.scheduling import queue_full
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     server = Server(device="cpu")
     server.models[embedded.name] = embedded
@@ -676,9 +676,9 @@ def test_inside_a_head_asks_the_centre_patch_of_a_model_without_a_readout_token(
     centre patch, where the readout would be an error. A model with a CLS token keeps the readout."""
     from conftest import random_image, tiny_siglip_vision
 
-    from vitviz.app.attention import PATCH_QUERY, controls_fitter
-    from vitviz.app.inside import single_heads
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
+    from vitviz.app.tabs.attention import PATCH_QUERY, controls_fitter
+    from vitviz.app.tabs.inside import single_heads
 
     server, path = Server(device="cpu"), tmp_path / "photo.png"
     cv2.imwrite(str(path), random_image(40, 56))
@@ -703,8 +703,8 @@ def gr_skip():
 @pytest.mark.slow
 def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(monkeypatch):
     """After Compute, the check reuses the map on screen (no second attribution); other settings make a new one."""
-    from vitviz.app import attributions
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
+    from vitviz.app.tabs import attributions
 
     server, quiet = Server(device="cpu"), dict(request=None, progress=lambda *a, **k: None)
     where = (str(ASSETS / "coffee.jpg"), "dinov2-small", "224")
@@ -729,8 +729,8 @@ def test_the_attributions_tab_explains_a_text_target_on_a_model_with_a_text_towe
     from conftest import random_image, tiny_clip
     from test_attributions import word_tokenizer
 
-    from vitviz.app import attributions
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
+    from vitviz.app.tabs import attributions
 
     server, path, quiet = (
         Server(device="cpu"),
@@ -760,7 +760,7 @@ def test_each_request_shows_its_progress_on_one_shown_output_or_on_none():
     the depth view on its map. So the components whose props the page copies at each loading status are under
     half of the outputs."""
     from vitviz.app.layout import build
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     config = build(Server(device="cpu"), "dinov2-small").get_config_file()
     components = {c["id"]: c for c in config["components"]}
@@ -789,8 +789,8 @@ def test_each_request_shows_its_progress_on_one_shown_output_or_on_none():
 def test_a_draws_settings_record_is_made_from_its_fields_inputs_and_the_api_names_them():
     """`Context.view` gives a parameter annotated with a dataclass that record, from as many inputs as it has
     fields, in their order; the endpoint names those inputs by the fields."""
-    from vitviz.app.attention import Query, draw
-    from vitviz.app.source import gathered, input_names, settings_records
+    from vitviz.app.context import gathered, input_names, settings_records
+    from vitviz.app.tabs.attention import Query, draw
 
     records = settings_records(draw)
     assert records == {"asked": Query}

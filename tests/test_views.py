@@ -12,9 +12,20 @@ import torch
 from conftest import FAMILIES, random_image
 
 import vitviz
-from vitviz import maps, plots, render, sentences, views
+from vitviz import maps, plots, render, sentences
 from vitviz.derived import Derived
 from vitviz.outputs import Output
+from vitviz.views.attention import ALL_HEADS, SHEET_TILE, WEIGHT, WEIGHT_VALUE, attention_sheet, attention_view
+from vitviz.views.attributions import ATTRIBUTION_SIDE, attribution_inputs, attribution_pictures
+from vitviz.views.common import CLIPPED, display, patch_at_display, scaled_overlay
+from vitviz.views.depth import decoder_stage_views, depth_view
+from vitviz.views.heads import heads_views
+from vitviz.views.inside import INSIDE_SIDE, inside_views, patch_at_inside
+from vitviz.views.live import LIVE_DISPLAY, LIVE_LAYERS, live_views
+from vitviz.views.output import output_view
+from vitviz.views.positions import POS_MAP_SIDE, pos_embed_map, position_at
+from vitviz.views.rollout import rollout_truth_note, rollout_view
+from vitviz.views.tokens import tokens_view
 
 
 @pytest.fixture(scope="module")
@@ -40,15 +51,15 @@ def test_a_click_on_inside_a_heads_maps_picks_the_patch_drawn_there(wide, corner
     patch = {"top left": 0, "top right": gw - 1, "bottom left": (gh - 1) * gw, "bottom right": gh * gw - 1}.get(
         corner, (gh // 2) * gw + gw // 2 + 1
     )
-    for picture in views.inside_views(wide, 1, 2, patch)[:3]:
-        assert views.patch_at_inside(wide, *marker_centre(picture)) == patch
+    for picture in inside_views(wide, 1, 2, patch)[:3]:
+        assert patch_at_inside(wide, *marker_centre(picture)) == patch
 
 
 def test_a_click_on_the_attention_picker_picks_the_patch_drawn_there(wide):
     gh, gw = wide.grid
     for patch in (0, gw - 1, (gh - 1) * gw, gh * gw - 1, 2 * gw + 3):
-        picker = views.attention_view(wide, 1, None, patch)[1]
-        assert views.patch_at_display(wide, *marker_centre(picker)) == patch
+        picker = attention_view(wide, 1, None, patch)[1]
+        assert patch_at_display(wide, *marker_centre(picker)) == patch
 
 
 # ---- sentences parsed back and held against the numbers they describe
@@ -64,7 +75,7 @@ def coffee_224(embedded, coffee) -> Derived:
     return Derived(vitviz.analyze(embedded, coffee, longest=224))
 
 
-@pytest.mark.parametrize("head", [None, 2, views.ALL_HEADS])
+@pytest.mark.parametrize("head", [None, 2, ALL_HEADS])
 def test_the_attention_note_gives_the_selected_heads_own_numbers(coffee_224, wide, head):
     distances = coffee_224.layer_statistics(3)[0]
     assert abs(distances[2] - distances.mean()) > 5  # the layer's mean would not pass for head 2's own
@@ -117,7 +128,7 @@ def test_the_lessons_head_steps_draw_the_head_they_name_and_say_what_depth_shows
         title, picture, text = step(a, "inferno", 0.6, "log")
         layer, head = (int(x) for x in re.search(r"\*\*layer (\d+), head (\d+)\*\*", text).groups())
         centre = (a.grid[0] // 2) * a.grid[1] + a.grid[1] // 2
-        np.testing.assert_array_equal(picture, views.attention_view(a, layer, head, centre, "inferno", 0.6)[0])
+        np.testing.assert_array_equal(picture, attention_view(a, layer, head, centre, "inferno", 0.6)[0])
         best = d.argmin() if step is lesson.local_head else d[d.shape[0] * 2 // 3 :].argmax()
         chosen = np.unravel_index(int(best), d.shape if step is lesson.local_head else d[d.shape[0] * 2 // 3 :].shape)
         expected = (int(chosen[0]) + (0 if step is lesson.local_head else d.shape[0] * 2 // 3), int(chosen[1]))
@@ -149,7 +160,7 @@ def test_the_readout_sentences_name_the_models_own_readout(name):
 
     a = vitviz.analyze(FAMILIES[name](), random_image(48, 64, seed=12), longest=64)
     text = lesson.readout(a, "inferno", 0.6, "log")[2]
-    tokens = views.tokens_view(a)[1]
+    tokens = tokens_view(a)[1]
     assert "readout token*" not in text + tokens
     if name == "siglip":
         assert "attention-pooling probe" in text and "no prefix token" in tokens and "no CLS token" in tokens
@@ -170,12 +181,12 @@ def test_every_view_draws_an_extreme_panorama(shape):
     a = vitviz.analyze(FAMILIES["dinov2_registers"](), random_image(*shape, seed=10), longest=256)
     assert 1 in a.grid
     pictures = [
-        views.attention_view(a, 1, None, "cls")[0],
-        views.attention_view(a, 1, views.ALL_HEADS, "cls")[0],
-        views.rollout_view(a, "mean", 0.0)[0],
-        views.tokens_view(a)[0],
-        *views.inside_views(a, 1, 0, 0)[:3],
-        views.heads_views(a)[2],
+        attention_view(a, 1, None, "cls")[0],
+        attention_view(a, 1, ALL_HEADS, "cls")[0],
+        rollout_view(a, "mean", 0.0)[0],
+        tokens_view(a)[0],
+        *inside_views(a, 1, 0, 0)[:3],
+        heads_views(a)[2],
         *(step(a, "inferno", 0.6, "log")[1] for step in lesson.STEPS[:-1]),
     ]
     for picture in pictures:
@@ -205,16 +216,16 @@ def test_the_live_view_overlays_each_map_of_the_frame_it_analysed(embedded, coff
 
     a = analyze_frame(embedded, coffee)
     maps = [a.attention_map(11, None, "readout"), a.rollout("mean"), a.dense_map()]
-    pictures = views.live_views(a, 11, None, views.LIVE_LAYERS, "gray", 1.0, "min-max")
+    pictures = live_views(a, 11, None, LIVE_LAYERS, "gray", 1.0, "min-max")
     assert len(pictures) == 3 and all(p is not None for p in pictures)
     for values, picture in zip(maps, pictures, strict=True):
-        fh, fw = render.fit(a.image, views.LIVE_DISPLAY).shape[:2]
+        fh, fw = render.fit(a.image, LIVE_DISPLAY).shape[:2]
         shown = picture[:fh, :fw]  # the frame, top left; its colour scale is under it
         small = cv2.resize(values.astype(np.float32), (shown.shape[1], shown.shape[0]), interpolation=cv2.INTER_AREA)
         grey = shown.mean(-1)
         assert np.corrcoef(grey.ravel(), small.ravel())[0, 1] > 0.8
-    base = render.fit(a.image, views.LIVE_DISPLAY)
-    want = views.scaled_overlay(base, maps[2], "gray", 1.0, "min-max", False, None, None, "below")
+    base = render.fit(a.image, LIVE_DISPLAY)
+    want = scaled_overlay(base, maps[2], "gray", 1.0, "min-max", False, None, None, "below")
     assert np.array_equal(pictures[2], want)
 
 
@@ -239,53 +250,53 @@ def test_an_overlay_outlines_exactly_the_patches_above_its_clip_and_the_flagged_
     flagged = np.zeros((5, 9), bool)
     flagged.flat[30] = True
     args = (GREY, values, "gray", 0.6, "min-max", True)
-    out = views.scaled_overlay(*args, (5, 9), (0.0, 2.0), None, flagged)
-    cyan, green = pixels_of(out, views.CLIPPED), pixels_of(out, (0, 255, 0))
+    out = scaled_overlay(*args, (5, 9), (0.0, 2.0), None, flagged)
+    cyan, green = pixels_of(out, CLIPPED), pixels_of(out, (0, 255, 0))
     assert inside_box(cyan, render.patch_box((5, 9), (50, 90), 7))  # 2.0 is the clip: at it is not above it
     assert inside_box(green, render.patch_box((5, 9), (50, 90), 30))
-    assert not pixels_of(views.scaled_overlay(*args, None, (0.0, 2.0), None, flagged), views.CLIPPED).any()
-    assert not pixels_of(views.scaled_overlay(*args, None, (0.0, 2.0), None), (0, 255, 0)).any()
+    assert not pixels_of(scaled_overlay(*args, None, (0.0, 2.0), None, flagged), CLIPPED).any()
+    assert not pixels_of(scaled_overlay(*args, None, (0.0, 2.0), None), (0, 255, 0)).any()
 
 
 @pytest.mark.parametrize("nearest", [True, False])
 def test_an_overlay_colours_its_values_on_the_limits_given_with_its_colour_scale_where_asked(nearest):
     values = np.random.default_rng(0).uniform(1, 2, (5, 9)).astype(np.float32)
-    bare = views.scaled_overlay(GREY, values, "magma", 0.7, "min-max", nearest, (5, 9), (0.0, 10.0), None)
+    bare = scaled_overlay(GREY, values, "magma", 0.7, "min-max", nearest, (5, 9), (0.0, 10.0), None)
     assert np.array_equal(bare, render.overlay(GREY, values, "magma", 0.7, 0.0, 10.0, nearest=nearest))
     _, lo, hi, _ = maps.colour_scale(values, "robust")
-    bare = views.scaled_overlay(GREY, values, "magma", 0.7, "robust", nearest, colorbar=None)
-    right = views.scaled_overlay(GREY, values, "magma", 0.7, "robust", nearest)  # beside it, by default
-    below = views.scaled_overlay(GREY, values, "magma", 0.7, "robust", nearest, colorbar="below")
+    bare = scaled_overlay(GREY, values, "magma", 0.7, "robust", nearest, colorbar=None)
+    right = scaled_overlay(GREY, values, "magma", 0.7, "robust", nearest)  # beside it, by default
+    below = scaled_overlay(GREY, values, "magma", 0.7, "robust", nearest, colorbar="below")
     assert np.array_equal(right, render.with_colorbar(bare, "magma", lo, hi, "robust"))
     assert np.array_equal(below, render.with_colorbar_below(bare, "magma", lo, hi, "robust"))
 
 
 def test_a_pictures_display_is_made_once_per_analysis_the_server_holds(wide):
-    assert views.display(wide) is views.display(wide) and views.display(wide).shape[:2] == (356, 640)
-    np.testing.assert_array_equal(views.display(wide.analysis), views.display(wide))  # a record's: made anew
+    assert display(wide) is display(wide) and display(wide).shape[:2] == (356, 640)
+    np.testing.assert_array_equal(display(wide.analysis), display(wide))  # a record's: made anew
 
 
 @pytest.mark.parametrize("head", [2, None])
-@pytest.mark.parametrize("measure", [views.WEIGHT, views.WEIGHT_VALUE])
+@pytest.mark.parametrize("measure", [WEIGHT, WEIGHT_VALUE])
 def test_the_attention_view_draws_the_chosen_heads_map_of_the_chosen_measure(wide, head, measure):
-    one = wide.attention_map if measure == views.WEIGHT else wide.contribution_map
-    values, quantity = (one(1, head, 7) * 100, "% of the query's attention") if measure == views.WEIGHT else (
+    one = wide.attention_map if measure == WEIGHT else wide.contribution_map
+    values, quantity = (one(1, head, 7) * 100, "% of the query's attention") if measure == WEIGHT else (
         one(1, head, 7), "weight x value norm")  # fmt: skip
-    want = views.scaled_overlay(views.display(wide), values, "inferno", 0.6, "log", True, wide.grid, query=7,
+    want = scaled_overlay(display(wide), values, "inferno", 0.6, "log", True, wide.grid, query=7,
                                 quantity=quantity)  # fmt: skip
-    assert np.array_equal(views.attention_view(wide, 1, head, 7, scale="log", measure=measure)[0], want)
+    assert np.array_equal(attention_view(wide, 1, head, 7, scale="log", measure=measure)[0], want)
 
 
 def test_the_attention_views_all_heads_is_the_sheet_of_every_head_with_the_controls_given(wide):
     heads = list(range(wide.model.num_heads))
-    got = views.attention_view(wide, 1, views.ALL_HEADS, 7, "magma", 0.5, False, "min-max", views.WEIGHT_VALUE)[0]
+    got = attention_view(wide, 1, ALL_HEADS, 7, "magma", 0.5, False, "min-max", WEIGHT_VALUE)[0]
     assert np.array_equal(
-        got, views.attention_sheet(wide, 1, heads, 7, "magma", 0.5, False, "min-max", "weight × value norm")
+        got, attention_sheet(wide, 1, heads, 7, "magma", 0.5, False, "min-max", "weight × value norm")
     )
-    shared = views.attention_view(wide, 1, views.ALL_HEADS, "readout")[0]
-    assert np.array_equal(shared, views.attention_sheet(wide, 1, heads, "readout", "inferno", 0.6, True, "log"))
+    shared = attention_view(wide, 1, ALL_HEADS, "readout")[0]
+    assert np.array_equal(shared, attention_sheet(wide, 1, heads, "readout", "inferno", 0.6, True, "log"))
     with pytest.raises(ValueError, match="measure must be 'weight' or 'weight × value norm', got 'value'"):
-        views.attention_view(wide, 1, None, 7, measure="value")
+        attention_view(wide, 1, None, 7, measure="value")
 
 
 @pytest.mark.parametrize(
@@ -306,41 +317,39 @@ def test_the_sheet_tiles_each_head_then_their_mean_labelled_in_rows_of_three_or_
     more in rows of 4, or in the columns asked (a phone's one, with the projector's labels); on one colour
     scale under the sheet, or each tile on its own."""
     heads = [h % wide.model.num_heads for h in range(n - 1)]
-    one = wide.attention_map if measure == views.WEIGHT else wide.contribution_map
+    one = wide.attention_map if measure == WEIGHT else wide.contribution_map
     values = [one(1, h, 7) for h in heads] + [one(1, None, 7)]
-    if measure == views.WEIGHT:  # in % of the query's attention, the bar says
+    if measure == WEIGHT:  # in % of the query's attention, the bar says
         values, quantity = [v * 100 for v in values], "% of the query's attention"
     else:
         quantity = "weight x value norm"
     _, lo, hi, _ = maps.colour_scale(np.stack(values), "robust")
-    small = render.fit(views.display(wide), views.SHEET_TILE)
+    small = render.fit(display(wide), SHEET_TILE)
     limits, bar = ((lo, hi), None) if shared else (None, "right")
-    tiles = [
-        views.scaled_overlay(small, v, "viridis", 0.4, "robust", True, wide.grid, limits, bar, query=7) for v in values
-    ]
+    tiles = [scaled_overlay(small, v, "viridis", 0.4, "robust", True, wide.grid, limits, bar, query=7) for v in values]
     with render.large_labels(columns == 1):  # a phone's single column: labels at the projector's size
         want = render.tile(tiles, [f"head {h}" for h in heads] + ["mean of heads"], cols)
         want = render.with_colorbar_below(want, "viridis", lo, hi, "robust", quantity) if shared else want
-    got = views.attention_sheet(wide, 1, heads, 7, "viridis", 0.4, shared, "robust", measure, columns)
+    got = attention_sheet(wide, 1, heads, 7, "viridis", 0.4, shared, "robust", measure, columns)
     assert np.array_equal(got, want)
     if columns:
         assert got.shape[1] == max(cols * (small.shape[1] + 6) - 6, render.MIN_BAR_BELOW) or not shared
         with pytest.raises(ValueError, match="columns must be 0"):
-            views.attention_sheet(wide, 1, heads, 7, columns=-1)
+            attention_sheet(wide, 1, heads, 7, columns=-1)
 
 
 def test_the_sheets_defaults_are_the_readouts_weights_on_one_scale(wide):
     heads = [0, 1, 2]
-    want = views.attention_sheet(wide, 1, heads, "readout", "inferno", 0.6, True, maps.DEFAULT_SCALE, views.WEIGHT)
-    assert np.array_equal(views.attention_sheet(wide, 1, heads), want)
+    want = attention_sheet(wide, 1, heads, "readout", "inferno", 0.6, True, maps.DEFAULT_SCALE, WEIGHT)
+    assert np.array_equal(attention_sheet(wide, 1, heads), want)
 
 
 def test_the_rollout_view_draws_the_fusion_and_discard_chosen_with_its_sentence(wide):
     values = wide.rollout("max", 0.5)
-    picture, note = views.rollout_view(wide, "max", 0.5, "magma", scale="robust")  # robust: the clip is outlined
+    picture, note = rollout_view(wide, "max", 0.5, "magma", scale="robust")  # robust: the clip is outlined
     shares, named = values / values.sum() * 100, "% of the flow to the readout"  # the note's unit, named on the bar
-    want = views.scaled_overlay(views.display(wide), shares, "magma", 0.6, "robust", False, wide.grid, quantity=named)
-    assert np.array_equal(picture, want) and pixels_of(picture, views.CLIPPED).any()
+    want = scaled_overlay(display(wide), shares, "magma", 0.6, "robust", False, wide.grid, quantity=named)
+    assert np.array_equal(picture, want) and pixels_of(picture, CLIPPED).any()
     assert note == sentences.rollout_note(wide, values, wide.output)
 
 
@@ -352,11 +361,11 @@ def test_the_position_map_colours_a_signed_similarity_diverging_from_zero_and_ma
     g0, g1 = model.native_grid
     sim = np.random.default_rng(1).uniform(-1, 1, (g0, g1, g0, g1)).astype(np.float32)
     sim[2, 1, 0, 0], sim[2, 1, 3, 3], sim[2, 1, 1, 2], sim[2, 1, 0, 3] = -1.0, 0.0, 1.0, 0.5
-    picture = views.pos_embed_map(model, sim, 2, 1)
-    assert views.position_at(model, *marker_centre(picture)) == (2, 1)
+    picture = pos_embed_map(model, sim, 2, 1)
+    assert position_at(model, *marker_centre(picture)) == (2, 1)
     blue, white, red = (33, 102, 172), (247, 247, 247), (178, 24, 43)  # ColorBrewer RdBu's, by hand
     halfway = tuple(round(w + (r - w) * 0.5) for w, r in zip(white, red, strict=True))
-    cell = views.POS_MAP_SIDE / g0
+    cell = POS_MAP_SIDE / g0
 
     def at(r: int, c: int) -> tuple[int, ...]:
         return tuple(int(v) for v in picture[int((r + 0.5) * cell), int((c + 0.5) * cell)])
@@ -364,10 +373,10 @@ def test_the_position_map_colours_a_signed_similarity_diverging_from_zero_and_ma
     assert (at(0, 0), at(3, 3), at(1, 2), at(0, 3)) == (blue, white, red, halfway)
     sim[0, 3] = np.abs(sim[0, 3])  # a position alike or unrelated to every other: 0 is still white, not blue
     sim[0, 3, 2, 2] = 0.0
-    assert tuple(views.pos_embed_map(model, sim, 0, 3)[int(2.5 * cell), int(2.5 * cell)]) == white
+    assert tuple(pos_embed_map(model, sim, 0, 3)[int(2.5 * cell), int(2.5 * cell)]) == white
     colours = render.colorize(sim[2, 1], "diverging", -1.0, 1.0)
     assert all(at(r, c) == tuple(colours[r, c]) for r in range(g0) for c in range(g1) if (r, c) != (2, 1))
-    side = views.POS_MAP_SIDE
+    side = POS_MAP_SIDE
     bar = render.with_colorbar(
         np.zeros((side, side, 3), np.uint8), "diverging", -1.0, 1.0, quantity="cosine similarity"
     )
@@ -380,21 +389,21 @@ def test_the_position_map_colours_a_signed_similarity_diverging_from_zero_and_ma
 
 def test_a_click_on_the_position_map_picks_the_position_under_it_clamped_to_the_table():
     model = type("M", (), {"native_grid": (3, 5)})()  # a table of 3 rows and 5 columns, drawn 480 px square
-    side = views.POS_MAP_SIDE
-    assert views.position_at(model, 0, 0) == (0, 0)
-    assert views.position_at(model, side - 1, side - 1) == (2, 4)
-    assert views.position_at(model, side / 5 * 3 + 1, side / 3 + 1) == (1, 3)
-    assert views.position_at(model, side * 2, side * 2) == (2, 4)
-    assert views.position_at(model, 100, 100) == (0, 1)  # 100 px: within row 0 (160 px), in column 1 (96 px)
+    side = POS_MAP_SIDE
+    assert position_at(model, 0, 0) == (0, 0)
+    assert position_at(model, side - 1, side - 1) == (2, 4)
+    assert position_at(model, side / 5 * 3 + 1, side / 3 + 1) == (1, 3)
+    assert position_at(model, side * 2, side * 2) == (2, 4)
+    assert position_at(model, 100, 100) == (0, 1)  # 100 px: within row 0 (160 px), in column 1 (96 px)
 
 
 def test_the_heads_view_draws_the_norms_with_their_outliers_boxed_and_the_pca_beside_the_photo(wide):
-    distance, entropy, outliers, pca, note = views.heads_views(wide, "magma", "robust")
-    norms, base = wide.token_norms(), views.display(wide)
+    distance, entropy, outliers, pca, note = heads_views(wide, "magma", "robust")
+    norms, base = wide.token_norms(), display(wide)
     flagged = maps.high_norm_tokens(norms)
-    want = views.scaled_overlay(base, norms, "magma", 0.65, "robust", True, wide.grid, flagged=flagged,
+    want = scaled_overlay(base, norms, "magma", 0.65, "robust", True, wide.grid, flagged=flagged,
                                 quantity="output token norm")  # fmt: skip
-    assert np.array_equal(outliers, want) and pixels_of(outliers, views.CLIPPED).any()
+    assert np.array_equal(outliers, want) and pixels_of(outliers, CLIPPED).any()
     gap = np.full((base.shape[0], 8, 3), 255, np.uint8)
     assert np.array_equal(pca, np.concatenate([base, gap, render.upsample_rgb(wide.pca_rgb(), base.shape[:2])], axis=1))
     assert pca.dtype == np.uint8
@@ -424,7 +433,7 @@ def test_the_heads_views_sentence_counts_the_tokens_that_stand_apart(wide, outli
     norms = np.ones(wide.grid, np.float32)
     norms.flat[:outliers] = 5.0
     a.token_norms = lambda: norms
-    boxed, note = views.heads_views(a)[2:5:2]
+    boxed, note = heads_views(a)[2:5:2]
     green = pixels_of(boxed, (0, 255, 0))
     assert green.any() == (outliers > 0)
     if outliers:
@@ -442,12 +451,12 @@ def test_the_output_view_gives_the_top_classes_and_the_dense_heads_map(coffee_22
     tiny = vitviz.analyze(vitviz.wrap(tf.ViTForImageClassification(cfg), "eight"), random_image(32, 32), longest=32)
     probs = torch.softmax(torch.from_numpy(tiny.logits), 0).numpy()
     best = {f"class {i}": float(probs[i]) for i in np.argsort(-probs)[:5]}  # five of the eight
-    assert views.output_view(tiny)[:2] == (best, None)
-    said = views.output_view(tiny)[2]
+    assert output_view(tiny)[:2] == (best, None)
+    said = output_view(tiny)[2]
     assert said == "The classes come from this analysis' own forward, on its 32 px high × 32 px wide input."
-    top, picture, note = views.output_view(coffee_224)
-    want = views.scaled_overlay(
-        views.display(coffee_224),
+    top, picture, note = output_view(coffee_224)
+    want = scaled_overlay(
+        display(coffee_224),
         coffee_224.dense_map(),
         "inferno",
         0.6,
@@ -460,11 +469,11 @@ def test_the_output_view_gives_the_top_classes_and_the_dense_heads_map(coffee_22
 
 def test_inside_a_head_draws_its_scores_shifted_to_zero_its_weights_and_values_and_names_its_keys(wide):
     d, u, n = wide.inside_head(1, 2, 7), wide.layer_updates(1), wide.n_prefix
-    scores, weights, values, strips, bars, note = views.inside_views(wide, 1, 2, 7, "magma", scale="min-max")
-    base = render.fit(views.display(wide), views.INSIDE_SIDE)
+    scores, weights, values, strips, bars, note = inside_views(wide, 1, 2, 7, "magma", scale="min-max")
+    base = render.fit(display(wide), INSIDE_SIDE)
     for picture, v, quantity in ((weights, d.weights * 100, "% of the query's attention"),
                                  (values, d.contributions, "weight x value norm")):  # fmt: skip
-        want = views.scaled_overlay(base, v[n:].reshape(wide.grid), "magma", 0.6, "min-max", True, wide.grid,
+        want = scaled_overlay(base, v[n:].reshape(wide.grid), "magma", 0.6, "min-max", True, wide.grid,
                                     colorbar="below", query=7, quantity=quantity)  # fmt: skip
         assert np.array_equal(picture, want)
     shifted = (d.scores[n:] - d.scores.max()).reshape(wide.grid)  # softmax ignores the shift: 0 is the top key
@@ -490,23 +499,23 @@ def test_inside_a_head_draws_its_scores_shifted_to_zero_its_weights_and_values_a
 
 
 def test_the_live_view_draws_only_what_is_shown_with_the_controls_given(wide):
-    base = render.fit(wide.image, views.LIVE_DISPLAY)
-    attention, rollout, dense = views.live_views(wide, 1, 2, ("attention", "rollout"), "magma", 0.5, "robust")
-    want = views.scaled_overlay(
+    base = render.fit(wide.image, LIVE_DISPLAY)
+    attention, rollout, dense = live_views(wide, 1, 2, ("attention", "rollout"), "magma", 0.5, "robust")
+    want = scaled_overlay(
         base, wide.attention_map(1, 2, "readout"), "magma", 0.5, "robust", True, wide.grid, None, "below"
     )
     assert np.array_equal(attention, want)
-    want = views.scaled_overlay(base, wide.rollout("mean"), "magma", 0.5, "robust", False, None, None, "below")
+    want = scaled_overlay(base, wide.rollout("mean"), "magma", 0.5, "robust", False, None, None, "below")
     assert np.array_equal(rollout, want)
-    assert dense is None and views.live_views(wide, 1, None, ("rollout",))[0] is None
-    want = views.scaled_overlay(
+    assert dense is None and live_views(wide, 1, None, ("rollout",))[0] is None
+    want = scaled_overlay(
         base, wide.attention_map(1, None, "readout"), "inferno", 0.6, maps.DEFAULT_SCALE, True, wide.grid, None, "below"
     )
-    assert np.array_equal(views.live_views(wide, 1, None, ("attention",))[0], want)
+    assert np.array_equal(live_views(wide, 1, None, ("attention",))[0], want)
     with pytest.raises(
         ValueError, match=r"the live view draws \('attention', 'rollout', 'dense head'\), not \['depth'\]"
     ):
-        views.live_views(wide, 1, None, ("depth", "rollout"))
+        live_views(wide, 1, None, ("depth", "rollout"))
 
 
 def test_the_depth_view_draws_the_depth_bright_near_and_each_decoder_map_with_its_row_of_the_table():
@@ -515,12 +524,12 @@ def test_the_depth_view_draws_the_depth_bright_near_and_each_decoder_map_with_it
     from vitviz.depth import wrap_depth
 
     r = vitviz.estimate_depth(wrap_depth(tiny_dpt(), "tiny-dpt"), random_image(48, 80, seed=3), longest=112)
-    base, picture = views.depth_view(r)
+    base, picture = depth_view(r)
     assert np.array_equal(base, render.fit(r.encoder.image))
     lo, hi = float(r.depth.min()), float(r.depth.max())
     want = render.overlay(base, render.fit(r.depth, max(base.shape[:2])), "magma", 1.0, lo, hi, nearest=False)
     assert np.array_equal(picture, render.with_colorbar(want, "magma", lo, hi))
-    pictures, table = views.decoder_stage_views(r, side=120)
+    pictures, table = decoder_stage_views(r, side=120)
     lines = table.splitlines()
     assert lines[:2] == ["| map | made from | cells (rows × columns) | channels | 1 cell = |", "|---|---|---|---|---|"]
     assert len(pictures) == len(r.stages) == len(lines) - 2 > 0
@@ -532,7 +541,7 @@ def test_the_depth_view_draws_the_depth_bright_near_and_each_decoder_map_with_it
         )
         assert drawn.shape[:2] == (max(1, round(h * 120 / max(h, w))), max(1, round(w * 120 / max(h, w))))
         assert np.array_equal(drawn, render.upsample_rgb(s.picture, drawn.shape[:2]))  # one flat square per cell
-    assert max(views.decoder_stage_views(r)[0][0][0].shape[:2]) == 240
+    assert max(decoder_stage_views(r)[0][0][0].shape[:2]) == 240
 
 
 def an_attribution(method: str, values: np.ndarray, grid: tuple[int, int]) -> vitviz.Attribution:
@@ -544,17 +553,17 @@ def test_the_attributions_view_draws_signed_maps_around_zero_and_the_others_on_t
     rng = np.random.default_rng(2)
     r = an_attribution(method, rng.normal(size=(400, 720)), wide.grid)
     rel = an_attribution("relevancy", rng.uniform(size=(20, 36)), wide.grid)
-    inputs = views.attribution_inputs(wide, r, rel)
-    base = render.fit(views.display(wide), views.ATTRIBUTION_SIDE)
+    inputs = attribution_inputs(wide, r, rel)
+    base = render.fit(display(wide), ATTRIBUTION_SIDE)
     assert np.array_equal(inputs[0], base) and inputs[1] is signed
     assert np.array_equal(inputs[2], render.fit(r.map, max(base.shape[:2])))  # larger than shown: area-averaged
     assert np.array_equal(inputs[3], wide.rollout("mean", 0.0)) and inputs[4] is rel.map  # smaller: kept as it is
     roll = rng.uniform(size=wide.grid)
-    assert views.attribution_inputs(wide, r, None, roll)[3:] == (roll, None)
-    got = views.attribution_pictures(inputs, "magma", 0.5, "robust")
+    assert attribution_inputs(wide, r, None, roll)[3:] == (roll, None)
+    got = attribution_pictures(inputs, "magma", 0.5, "robust")
 
     def unsigned(values: np.ndarray, quantity: str) -> np.ndarray:
-        return views.scaled_overlay(base, values, "magma", 0.5, "robust", False, colorbar="below", quantity=quantity)
+        return scaled_overlay(base, values, "magma", 0.5, "robust", False, colorbar="below", quantity=quantity)
 
     limit = float(np.percentile(np.abs(inputs[2]), 99.5))  # Captum's own clip of a signed map
     signed_map = render.overlay(base, inputs[2], "diverging", 0.5, -limit, limit, nearest=False)
@@ -570,11 +579,11 @@ def test_the_attributions_view_draws_signed_maps_around_zero_and_the_others_on_t
             and np.array_equal(picture[: w.shape[0]], w)
             and (picture[w.shape[0] :] == 255).all()
         )
-    assert views.attribution_pictures(inputs[:4] + (None,))[2] is None
-    defaults = views.attribution_pictures(inputs)
+    assert attribution_pictures(inputs[:4] + (None,))[2] is None
+    defaults = attribution_pictures(inputs)
     assert all(
         np.array_equal(x, y)
-        for x, y in zip(defaults, views.attribution_pictures(inputs, "inferno", 0.6, maps.DEFAULT_SCALE), strict=True)
+        for x, y in zip(defaults, attribution_pictures(inputs, "inferno", 0.6, maps.DEFAULT_SCALE), strict=True)
     )
 
 
@@ -582,12 +591,12 @@ def test_the_attributions_view_draws_signed_maps_around_zero_and_the_others_on_t
 def test_a_signed_map_almost_all_zero_is_scaled_by_its_largest_value_or_one(wide, peak, limit):
     values = np.zeros((20, 36), np.float32)
     values[0, 0] = -peak  # one pixel in 720: the 99.5th percentile of the magnitudes is 0
-    inputs = views.attribution_inputs(wide, an_attribution("occlusion", values, wide.grid), None)
+    inputs = attribution_inputs(wide, an_attribution("occlusion", values, wide.grid), None)
     base = inputs[0]
     want = render.overlay(base, values, "diverging", 0.6, -limit, limit, nearest=False)
     said = "red pushes the output up, blue down"
     assert np.array_equal(
-        views.attribution_pictures(inputs)[0],
+        attribution_pictures(inputs)[0],
         render.with_colorbar_below(want, "diverging", -limit, limit, "signed", said),
     )
 
@@ -596,7 +605,7 @@ def test_a_signed_map_almost_all_zero_is_scaled_by_its_largest_value_or_one(wide
 def test_the_tokens_sentence_counts_the_patches_and_names_the_prefix_tokens(name):
     a = vitviz.analyze(FAMILIES[name](), random_image(40, 72, seed=4), longest=72)
     (gh, gw), m = a.grid, a.model
-    text = views.tokens_view(a)[1]
+    text = tokens_view(a)[1]
     assert (
         f"**{gh} rows × {gw} columns = {gh * gw} patch tokens** of 8×8 pixels (the model sees the image at "
         "40 px high × 72 px wide)" in text
@@ -705,8 +714,8 @@ def test_the_legend_names_each_mark_in_one_line():
 def test_the_rollout_note_of_a_dense_model_says_which_output_the_map_follows(coffee_224):
     """Toward the dense head's output: its patches; toward the readout: the CLS token, which that output does not
     read. Each note quotes its own map's brightest share, and neither compares a rollout with the dense map."""
-    output = views.rollout_view(coffee_224, "mean", 0.0)[1]
-    readout = views.rollout_view(coffee_224, "mean", 0.0, toward=Output("readout"))[1]
+    output = rollout_view(coffee_224, "mean", 0.0)[1]
+    readout = rollout_view(coffee_224, "mean", 0.0, toward=Output("readout"))[1]
     assert output.startswith("Rollout toward the output: it starts from the patch tokens that the dense head reads")
     assert readout.startswith("Rollout toward the readout, the CLS token: DINOv2's image summary, which this model's "
                               "output (its dense head) does not read: it follows attention back")  # fmt: skip
@@ -730,13 +739,13 @@ def test_inside_a_heads_strips_show_cls_then_the_three_keys_weighted_most_each_o
     assert len(cases) == 2
     for head, q, top in cases.values():
         keys = [0] + [j for j in top if j != 0]
-        strips = views.inside_views(wide, 1, head, q)[3]
+        strips = inside_views(wide, 1, head, q)[3]
         assert list(strips.data[1].y) == [f"v · {sentences.token_name(wide, j).split(' (')[0]}" for j in keys]
 
 
 def test_an_overlays_colour_scale_goes_right_below_or_nowhere():
     with pytest.raises(ValueError, match="colorbar must be 'right', 'below' or None, got 'left'"):
-        views.scaled_overlay(GREY, np.ones((5, 9)), "gray", 0.5, "min-max", True, colorbar="left")
+        scaled_overlay(GREY, np.ones((5, 9)), "gray", 0.5, "min-max", True, colorbar="left")
 
 
 def test_the_default_limit_of_enlargement_is_four_times(wide):
@@ -855,15 +864,15 @@ def every_picture(a: vitviz.Analysis) -> list[np.ndarray]:
     saliency = attribute(model, a.image, "saliency", longest=max(a.pixel_values.shape[2:]))
     sim, g = model.pos_embed_similarity(), model.native_grid[0]
     return [
-        views.tokens_view(a)[0],
-        views.attention_view(a, layer, None, "cls")[0],
-        views.attention_view(a, layer, views.ALL_HEADS, "cls")[0],
-        views.rollout_view(a, "mean", 0.0)[0],
-        views.pos_embed_map(model, sim, g // 2, g - 1),
-        views.heads_views(a)[2],
-        *views.inside_views(a, layer, 0, 0)[:3],
-        *views.attribution_pictures(views.attribution_inputs(a, saliency, saliency)),
-        *(p for p in views.live_views(a, layer, None, views.LIVE_LAYERS) if p is not None),
+        tokens_view(a)[0],
+        attention_view(a, layer, None, "cls")[0],
+        attention_view(a, layer, ALL_HEADS, "cls")[0],
+        rollout_view(a, "mean", 0.0)[0],
+        pos_embed_map(model, sim, g // 2, g - 1),
+        heads_views(a)[2],
+        *inside_views(a, layer, 0, 0)[:3],
+        *attribution_pictures(attribution_inputs(a, saliency, saliency)),
+        *(p for p in live_views(a, layer, None, LIVE_LAYERS) if p is not None),
         *(step(a, "inferno", 0.6, "log")[1] for step in lesson.STEPS),
     ]
 
@@ -912,7 +921,7 @@ def test_a_map_and_its_check_explain_the_forward_that_the_tab_draws_or_name_the_
         last = a.model.net(pixel_values=torch.from_numpy(a.pixel_values)).last_hidden_state  # after its final norm
         patches = last[:, a.n_prefix :].reshape(1, gh, gw, -1).permute(0, 3, 1, 2)
         own = a.model.dense_head(patches, (h, w))[0, 0].double().numpy()
-    _, picture, note = views.output_view(a)
+    _, picture, note = output_view(a)
     np.testing.assert_allclose(a.dense_map(), own, atol=1e-4)
     size = sentences.pixel_words(h, w)
     assert f"the final tokens of this analysis' own forward, the {size} input that every tab draws" in note
@@ -953,7 +962,7 @@ def test_the_rollout_tab_says_how_alike_the_two_starts_are_and_how_each_follows_
     for fusion, discard in (("mean", 0.0), ("max", 0.5)):
         out, cls = a.rollout(fusion, discard).ravel(), a.rollout(fusion, discard, Output("readout")).ravel()
         both = spearmanr(out, cls).statistic
-        said = views.rollout_truth_note(a, fusion, discard)
+        said = rollout_truth_note(a, fusion, discard)
         assert f"rank correlation **{sentences.fixed(both, 3)}**" in said
         assert f"are **{sentences.fixed(spearmanr(out, own).statistic)}** (toward the output)" in said
         assert f"and **{sentences.fixed(spearmanr(cls, own).statistic)}** (toward the CLS token)" in said
@@ -963,5 +972,5 @@ def test_the_rollout_tab_says_how_alike_the_two_starts_are_and_how_each_follows_
     words = [sentences.rollout_truth(12, "the CLS token", b, 0.1, 0.2) for b in (0.95, 0.7, 0.2)]
     assert "rank the patches alike:" in words[0] and "partly alike:" in words[1] and "differently:" in words[2]
     classifier = vitviz.analyze(FAMILIES["vit"](), random_image(32, 32), longest=32)
-    said = views.rollout_truth_note(classifier, "mean", 0.0)
+    said = rollout_truth_note(classifier, "mean", 0.0)
     assert "This model's output reads the CLS token, where rollout toward it starts." in said

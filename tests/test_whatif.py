@@ -1,4 +1,4 @@
-"""The What-if tab (vitviz/app/whatif.py): its endpoints against `vitviz.ablate` and `vitviz.importance` directly,
+"""The What-if tab (vitviz/app/tabs/whatif.py): its endpoints against `vitviz.ablate` and `vitviz.importance` directly,
 its head tiles and its sentences against their numbers."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from gradio_client import handle_file
 
 import vitviz
 from vitviz import render, sentences
-from vitviz.app.whatif import chosen, parsed_patches
+from vitviz.app.tabs.whatif import chosen, parsed_patches
 from vitviz.head_importance import importance
 
 PHOTO = str(ASSETS / "chelsea.jpg")

@@ -22,9 +22,10 @@ import cv2
 import numpy as np
 import torch
 
-from . import inside, maps, plots, render, views
+from . import inside, maps, plots, render
 from .analysis import Analysis
 from .derived import Derived
+from .views.common import display
 
 LUT_COLORMAPS = ("inferno", "viridis", "magma", "turbo", "gray")  # what the browser can paint with
 STATIC = Path(__file__).resolve().parent / "static"
@@ -65,7 +66,7 @@ def meta(a: Analysis) -> dict:
     """What the browser needs besides the layers: sizes, token names, the photo and the colormaps."""
     m = a.model
     gh, gw = a.grid
-    photo = views.display(a)  # the display image the server-drawn views use, made once per analysis
+    photo = display(a)  # the display image the server-drawn views use, made once per analysis
     ok, jpeg = cv2.imencode(".jpg", photo[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 88])
     if not ok:
         raise ValueError("the photo could not be encoded for the Explorer")
@@ -108,7 +109,7 @@ def look(cmap: str, alpha: float, scale: str) -> dict:
     }
 
 
-DEFAULT_CMAP, DEFAULT_OPACITY = "inferno", 0.6  # the app's page opens with these (app/source.py)
+DEFAULT_CMAP, DEFAULT_OPACITY = "inferno", 0.6  # the app's page opens with these (app/photo.py)
 
 
 def analysis_of(image_or_analysis, model=None, size: int | None = None) -> Analysis:

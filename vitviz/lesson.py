@@ -8,12 +8,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import render, sentences, tabs, trend, views
+from . import render, sentences, tabs, trend
 from .analysis import Analysis
 from .depth import DepthResult
 from .maps import DEFAULT_SCALE
 from .outputs import Output, patch_weights
 from .sanity import rank_correlation
+from .views.attention import attention_view
+from .views.common import display
+from .views.depth import depth_view
+from .views.inside import inside_views
+from .views.output import output_view
+from .views.positions import pos_embed_map
+from .views.rollout import rollout_view
+from .views.tokens import tokens_view
 
 Step = tuple[str, np.ndarray, str]  # (title, picture, text)
 
@@ -39,7 +47,7 @@ def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult 
         f"linear map turns each patch into a vector: a **patch token**.{front} {sentences.readout_phrase(a)} So "
         f"the transformer reads a sequence of **{a.num_tokens} tokens**, numbered in scan order as in the picture."
     )
-    return "Patches become tokens", views.tokens_view(a)[0], text
+    return "Patches become tokens", tokens_view(a)[0], text
 
 
 def positions(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
@@ -58,11 +66,11 @@ def positions(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResu
         "the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches belong "
         "together."
     )
-    return "Position embeddings", views.pos_embed_map(m, sim, r, c), text
+    return "Position embeddings", pos_embed_map(m, sim, r, c), text
 
 
 def _head_picture(a: Analysis, layer: int, head: int, cmap: str, alpha: float, scale: str) -> np.ndarray:
-    return views.attention_view(a, layer, head, _centre(a), cmap, alpha, True, scale)[0]
+    return attention_view(a, layer, head, _centre(a), cmap, alpha, True, scale)[0]
 
 
 def local_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
@@ -135,7 +143,7 @@ def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth:
 
 
 def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
-    picture, note = views.rollout_view(a, "mean", 0.0, cmap, alpha, scale)
+    picture, note = rollout_view(a, "mean", 0.0, cmap, alpha, scale)
     last = a.query_rows(a.model.num_layers - 1, "readout")  # [H,N]
     trace = ("*Attention rollout* multiplies the attention of all layers (adding the residual path) to estimate "
              "how much of each patch reaches the tokens that the output reads; the picture is the rollout toward "
@@ -180,7 +188,7 @@ def inside(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult 
     layer, head = a.model.num_layers - 1, 0
     # the readout where it is one token; else (SigLIP's probe, DeiT's two tokens) the centre patch
     query = "readout" if len(a.model.readout.tokens) == 1 else _centre(a)
-    scores, weights, *_ = views.inside_views(a, layer, head, query, cmap, alpha, scale)
+    scores, weights, *_ = inside_views(a, layer, head, query, cmap, alpha, scale)
     d = a.inside_head(layer, head, query)
     text = (
         f"How one head makes its weights, for the query {sentences.token_name(a, d.query)} in layer {layer}, "
@@ -209,8 +217,8 @@ def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult |
             f"{sizes} cells (rows × columns) from its ViT's tokens, and the fusion stages brought them to the depth "
             "map in the picture (bright = near; relative depth, unknown scale)."
         )
-        return "Dense decoding", views.depth_view(depth, "magma")[1], text
-    top, picture, note = views.output_view(a, cmap, alpha, scale)
+        return "Dense decoding", depth_view(depth, "magma")[1], text
+    top, picture, note = output_view(a, cmap, alpha, scale)
     if picture is not None:
         sal = a.dense_map()
         text = (
@@ -225,7 +233,7 @@ def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult |
         "thing: its final patch tokens squeezed to three colours (PCA). Patches of one colour have similar "
         "tokens, which is what a dense decoder builds on."
     )
-    return "Dense decoding", render.upsample_rgb(a.pca_rgb(), views.display(a).shape[:2]), text
+    return "Dense decoding", render.upsample_rgb(a.pca_rgb(), display(a).shape[:2]), text
 
 
 STEPS: list[Callable[..., Step]] = [

@@ -9,17 +9,13 @@ import numpy as np
 from . import plots, render
 from .analysis import Analysis
 from .depth import DepthResult
-from .views import (
-    ALL_HEADS,
-    attention_view,
-    decoder_stage_views,
-    depth_view,
-    display,
-    inside_views,
-    output_view,
-    rollout_view,
-    tokens_view,
-)
+from .views.attention import ALL_HEADS, attention_view
+from .views.common import display
+from .views.depth import decoder_stage_views, depth_view
+from .views.inside import inside_views
+from .views.output import output_view
+from .views.rollout import rollout_view
+from .views.tokens import tokens_view
 
 SHOWN = ("tokens", "attention", "rollout", "inside", "pca", "dense", "distance", "entropy")
 

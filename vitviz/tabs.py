@@ -19,9 +19,9 @@ class FirstScreen:
 
 @dataclass(frozen=True)
 class Tab:
-    """One tab: its id (the app module `vitviz/app/<id>.py`, and the page's tab id), the title its bar shows, the
-    HTTP API's endpoints its handlers expose, and its first screen, or why no first-screen test can measure it
-    (`exempt`, naming the test that does instead)."""
+    """One tab: its id (the app module `vitviz/app/tabs/<id>.py`, its drawing's `vitviz/views/<id>.py` where it has
+    one, and the page's tab id), the title its bar shows, the HTTP API's endpoints its handlers expose, and its first
+    screen, or why no first-screen test can measure it (`exempt`, naming the test that does instead)."""
 
     id: str
     title: str

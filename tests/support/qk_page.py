@@ -11,7 +11,7 @@ from starlette.requests import Request
 from vitviz import explorer, qk
 from vitviz.analysis import Analysis
 from vitviz.app.explorer import STATIC
-from vitviz.app.qk import script, umap_response
+from vitviz.app.tabs.qk import script, umap_response
 
 from .harness import CHROMIUM, CHROMIUM_ARGS
 

@@ -1,9 +1,10 @@
 """The Gradio app: `python app.py [--host H] [--port P] [--share] [--auth USER:PASS] [--model M] [--device D]
 [--depth-model M]`.
 
-One module per view, named as its tab in `vitviz.tabs` (which lists them in order), each holding its layout,
-handlers and events; `session` holds what they share, `source` the image panel, `internals` every reach into
-Gradio's internals, and `layout.build` composes them. Gradio is imported only once the arguments parse.
+One module per view in `tabs/`, named as its tab in `vitviz.tabs` (which lists them in order), each holding its
+layout, handlers and events. Beside them the plumbing: `server` holds what they share (the `Server`), `context` the
+components every view reads and the wiring of one view (`Context.view`), `photo` the photo panel, `internals` every
+reach into Gradio's internals, and `layout.build` composes them. Gradio is imported only once the arguments parse.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def login(text: str) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None, prog: str | None = None, block: bool = True, server=None):
     """Serve the app; with block=False return the running Blocks at once (the benchmark serves it from its
-    own process; `close()` stops it). server: a `session.Server` to serve from (a test's or the benchmark's,
+    own process; `close()` stops it). server: a `server.Server` to serve from (a test's or the benchmark's,
     holding its own model objects); by default a new one on --device."""
     args = parse_args(argv, prog)
     from .. import blas, memory
@@ -85,15 +86,16 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
     from starlette.middleware import Middleware
 
     from .. import ASSETS
-    from . import qk, session
     from .access import Access, Guard, from_own_page
     from .explorer import routes
     from .internals import allow_origins, say_when_full
     from .layout import CSS, build
     from .scheduling import queue_full
+    from .server import EXAMPLES, Server
     from .site import HostedSite
+    from .tabs import qk
 
-    server = (server or session.Server(device=args.device)).start()
+    server = (server or Server(device=args.device)).start()
     site = HostedSite().start()  # the static site at /site/, written in the background
     if not site.ready.is_set():
         say("writing the class's site in the background (/site/ says so until it is there)…")
@@ -119,8 +121,8 @@ def main(argv: list[str] | None = None, prog: str | None = None, block: bool = T
         theme=gr.themes.Soft(font=SYSTEM_FONTS, font_mono=("ui-monospace", "monospace")),
         css=CSS,
         # the example photos alone: never the weights beside them (`blocked_paths` wins over the others)
-        allowed_paths=list(session.EXAMPLES),
-        blocked_paths=[str(p) for p in sorted(ASSETS.iterdir()) if str(p) not in session.EXAMPLES],
+        allowed_paths=list(EXAMPLES),
+        blocked_paths=[str(p) for p in sorted(ASSETS.iterdir()) if str(p) not in EXAMPLES],
         max_file_size=max_upload,
         state_session_capacity=server.STATES_KEPT,
         # Python answers every request, so that the guard sees each: no Node server in front, no file workers beside

@@ -14,7 +14,7 @@ from ..attributions import METHODS, model_passes, targets
 from ..maps import DEFAULT_SCALE
 from ..outputs import output_for
 from .internals import take
-from .session import Server
+from .server import Server
 
 METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
 # the most faithful method on docs/benchmarks.md's table (the lowest mean deletion area on 20 photos)
@@ -90,7 +90,8 @@ class Display:
 @dataclass(frozen=True)
 class Kept:
     """A session's last attribution: the analysis it was made for, what its pictures are drawn from
-    (`views.attribution_inputs`), its settings and its map's patch scores (which the faithfulness check reuses)."""
+    (`views.attributions.attribution_inputs`), its settings and its map's patch scores (which the faithfulness check
+    reuses)."""
 
     key: str | None
     inputs: tuple

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from .. import explorer
 from ..maps import DEFAULT_SCALE
-from .session import Server, session_of, user_errors
+from .server import Server, session_of, user_errors
 
 STATIC = explorer.STATIC
 LAYER_PATH = "/vitviz/explorer/layer"
@@ -158,7 +158,7 @@ def routes(server: Server) -> list[Route]:
 
 
 # How to use it, said for a pointer and keys or for a finger (a touch screen has no keys to press); the page shows
-# the one that fits (source.CSS)
+# the one that fits (layout.PAGE_CSS)
 POINTER_HELP = (
     "**Move the pointer over the photo**: the patch under it is the *query*. Click to pin it there, and click it "
     "again to unpin; with the photo clicked, ← → change the layer and ↑ ↓ the head."

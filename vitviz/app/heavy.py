@@ -12,7 +12,7 @@ import gradio as gr
 
 from ..analysis import Analysis
 from ..attributions import attribution_size
-from .session import Server, session_of
+from .server import Server, session_of
 
 # Images through the model (forward and backward), counted at 224x224, that one request may cost: the UI's
 # maximum settings would hold a CPU for many times longer than a class waits (docs/benchmarks.md).

@@ -144,15 +144,18 @@ def _write_pictures(a, layers: list[int], heads: list[int], out: Path) -> str:
     import cv2
     import numpy as np
 
-    from .. import views
     from ..notebook import show
+    from ..views.attention import attention_sheet
+    from ..views.output import output_view
+    from ..views.rollout import rollout_view
+    from ..views.tokens import tokens_view
 
-    pictures = {"tokens.png": views.tokens_view(a)[0], "rollout.png": views.rollout_view(a, "mean", 0.0)[0]}
+    pictures = {"tokens.png": tokens_view(a)[0], "rollout.png": rollout_view(a, "mean", 0.0)[0]}
     for layer in layers:
-        pictures[f"attention_layer{layer:02d}.png"] = views.attention_sheet(a, layer, heads)
+        pictures[f"attention_layer{layer:02d}.png"] = attention_sheet(a, layer, heads)
     pictures["pca.png"] = np.asarray(show(a, "pca"))
     if a.dense_map() is not None:
-        pictures["dense.png"] = views.output_view(a)[1]
+        pictures["dense.png"] = output_view(a)[1]
     for file, picture in pictures.items():
         cv2.imwrite(str(out / file), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
     (out / "summary.json").write_text(json.dumps(summary(a, sorted(pictures)), indent=2))

@@ -1,6 +1,6 @@
 // The Q·K view's boot in the app: gr.HTML's js_on_load, with `element`, `props` and `watch` in scope. props.value
 // is vitviz.qk.meta with the session and the analysis key; the layers come from the Explorer's route and the UMAP
-// maps of one or several photos from GET /vitviz/qk/umap (vitviz/app/qk.py).
+// maps of one or several photos from GET /vitviz/qk/umap (vitviz/app/tabs/qk.py).
 {
   const view = vitvizQkView(element);
   window.vitviz ||= {};

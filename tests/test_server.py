@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import vitviz
-from vitviz.app.session import user_errors
+from vitviz.app.server import user_errors
 from vitviz.outputs import Output
 
 
@@ -101,11 +101,12 @@ def test_no_module_imports_one_that_imports_it_back_and_the_engine_never_imports
         if d.startswith("vitviz.app") and not m.startswith("vitviz.app")
     )
     assert upward == [("vitviz.cli", "vitviz.app")]
-    assert len(graph) > 40 and graph["vitviz.views"] >= {"vitviz.render", "vitviz.sentences"}
+    drawn_with = set().union(*(deps for m, deps in graph.items() if m.startswith("vitviz.views.")))
+    assert len(graph) > 40 and drawn_with >= {"vitviz.render", "vitviz.sentences", "vitviz.views.common"}
 
 
 def test_a_server_stops_its_threads():
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     server = Server(device="cpu").start()
     assert all(t.is_alive() for t in server.threads) and len(server.threads) == 2
@@ -118,9 +119,9 @@ def test_each_tab_stops_only_its_own_heavy_run():
     says so only where one was running (the Attributions tab's "Stopped." must not be taken by the other tab)."""
     from types import SimpleNamespace
 
-    from vitviz.app import attributions, rollout
     from vitviz.app.heavy import stop_run, stoppable
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
+    from vitviz.app.tabs import attributions, rollout
 
     server, request = Server(device="cpu"), SimpleNamespace(session_hash="s")
     with stoppable(server, request, "an attribution", "", lambda *a, **k: None) as attribution:
@@ -137,7 +138,7 @@ def test_each_tab_stops_only_its_own_heavy_run():
 
 
 def test_each_session_has_its_own_page_token_which_the_server_holds_until_it_has_too_many():
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     server = Server(device="cpu")
     server.TOKENS_KEPT = 2
@@ -157,7 +158,7 @@ def server(tmp_path):
     """A server whose "tiny" model is a tiny random DINOv2 with registers (nothing is loaded)."""
     from conftest import FAMILIES
 
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     s = Server(device="cpu", cache_mb=256)
     s.models["tiny"] = FAMILIES["dinov2_registers"]()
@@ -205,17 +206,17 @@ def test_sessions_that_ask_for_the_same_photo_at_once_share_one_forward(server, 
     import threading
     from types import SimpleNamespace
 
-    from vitviz.app import session
+    from vitviz.app import server as server_module
 
     calls, gate = [], threading.Event()
 
     def slow_analyze(*args, **kwargs):  # holds the forward until every session has asked
         calls.append(args)
         gate.wait(30)
-        return session.analyze.__wrapped__(*args, **kwargs)
+        return server_module.analyze.__wrapped__(*args, **kwargs)
 
-    slow_analyze.__wrapped__ = session.analyze
-    monkeypatch.setattr(session, "analyze", slow_analyze)
+    slow_analyze.__wrapped__ = server_module.analyze
+    monkeypatch.setattr(server_module, "analyze", slow_analyze)
     same, got = photo(tmp_path, "example.png", 7), {}
     users = [
         threading.Thread(target=lambda n=n: got.update({n: server.get_analysis(same, "tiny", "224", SimpleNamespace(
@@ -238,7 +239,7 @@ def test_sessions_that_ask_for_the_same_photo_at_once_share_one_forward(server, 
         calls.append(args)
         raise RuntimeError("out of memory")
 
-    monkeypatch.setattr(session, "analyze", broken)
+    monkeypatch.setattr(server_module, "analyze", broken)
     other = photo(tmp_path, "other.png", 8)
     for who in ("ann", "ben"):
         with pytest.raises(RuntimeError, match="out of memory"):
@@ -286,13 +287,13 @@ def test_the_background_warm_fills_an_analysis_the_cache_holds_and_leaves_one_it
 def test_the_rollout_sliders_moves_are_served_from_what_the_uploads_forward_rolled(server, tmp_path):
     """The server hands the views its `Derived` of the analysis: every move of the slider (mean fusion, the tab's
     first) reads a rollout that the one forward made, and none recomputes a layer or a rollout."""
-    from vitviz import views
     from vitviz.derived import Derived
+    from vitviz.views.rollout import rollout_view
 
     a = server.get_analysis(photo(tmp_path, "a.png", 10), "tiny", "model default", None)
     assert isinstance(a, Derived)
     for percent in Derived.ROLLOUT_PERCENTS:
-        picture, note = views.rollout_view(a, "mean", percent / 100)
+        picture, note = rollout_view(a, "mean", percent / 100)
         np.testing.assert_allclose(a.rollout("mean", percent / 100), a.analysis.rollout("mean", percent / 100),
                                    rtol=1e-4, atol=1e-7)  # fmt: skip
     moves = len(Derived.ROLLOUT_PERCENTS)
@@ -367,7 +368,7 @@ def test_the_attribution_model_is_a_copy_with_its_own_lock_made_once(server):
 
 
 def test_the_cache_caps_come_from_the_arguments_or_else_the_environment_or_else_two_and_one_gib(monkeypatch):
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     monkeypatch.delenv("VITVIZ_CACHE_MB", raising=False)
     monkeypatch.delenv("VITVIZ_DEPTH_CACHE_MB", raising=False)
@@ -383,7 +384,7 @@ def test_the_cache_caps_come_from_the_arguments_or_else_the_environment_or_else_
 def test_the_head_menu_offers_the_mean_every_head_at_once_and_each_head_and_refuses_others():
     from conftest import FAMILIES
 
-    from vitviz.app.session import head_arg, head_choices
+    from vitviz.app.head_choice import head_arg, head_choices
 
     model = FAMILIES["vit"]()  # 4 heads
     heads = [(f"head {h}", h) for h in range(4)]
@@ -398,7 +399,8 @@ def test_a_bound_handler_gets_the_server_first_and_shows_gradio_only_the_rest(tm
     import inspect
     import tempfile
 
-    from vitviz.app.session import Server, slots
+    from vitviz.app.scheduling import slots
+    from vitviz.app.server import Server
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its scratch folder goes with the test's
     s = Server()
@@ -416,7 +418,7 @@ def test_a_bound_handler_gets_the_server_first_and_shows_gradio_only_the_rest(tm
 def test_background_work_waits_while_anyone_waits_for_an_answer():
     import threading
 
-    from vitviz.app.session import Priority
+    from vitviz.app.scheduling import Priority
 
     p, done = Priority(), threading.Event()
     with p.interactive():
@@ -435,16 +437,18 @@ def test_a_click_on_a_picture_makes_the_patch_drawn_under_it_the_query(server, t
     """The app's handlers for the Attention tab's pictures and inside a head's maps, on a wide grid: the centre of each
     corner patch and of one middle patch, as drawn, picks that patch; a click outside the picture does nothing."""
 
-    from vitviz import render, views
-    from vitviz.app import attention, inside
-    from vitviz.app.attention import PATCH_QUERY
+    from vitviz import render
+    from vitviz.app.tabs import attention, inside
+    from vitviz.app.tabs.attention import PATCH_QUERY
+    from vitviz.views.common import display
+    from vitviz.views.inside import INSIDE_SIDE
 
     path = photo(tmp_path, "a.png", 12)
     a = server.get_analysis(path, "tiny", "224", None)
     gh, gw = a.grid
     assert gw > gh
-    inside_size = render.fit(views.display(a), views.INSIDE_SIDE).shape[:2]
-    for pick, size in ((attention.pick_patch, views.display(a).shape[:2]), (inside.pick_patch, inside_size)):
+    inside_size = render.fit(display(a), INSIDE_SIDE).shape[:2]
+    for pick, size in ((attention.pick_patch, display(a).shape[:2]), (inside.pick_patch, inside_size)):
         for patch in (0, gw - 1, (gh - 1) * gw, gh * gw - 1, 2 * gw + 6):
             x0, y0, x1, y1 = render.patch_box(a.grid, size, patch)
             assert pick(a, (x0 + x1) / 2, (y0 + y1) / 2) == (patch, PATCH_QUERY)
@@ -454,27 +458,27 @@ def test_a_click_on_a_picture_makes_the_patch_drawn_under_it_the_query(server, t
 def test_a_click_on_the_position_map_picks_the_row_and_column_under_it(server):
     from types import SimpleNamespace
 
-    from vitviz import views
-    from vitviz.app.positions import pick_position
+    from vitviz.app.tabs.positions import pick_position
+    from vitviz.views.positions import POS_MAP_SIDE, pos_embed_map
 
     g0, g1 = server.models["tiny"].native_grid
-    cell = views.POS_MAP_SIDE / g0, views.POS_MAP_SIDE / g1
+    cell = POS_MAP_SIDE / g0, POS_MAP_SIDE / g1
     click = SimpleNamespace(index=(cell[1] * 2.5, cell[0] * 1.5))  # x in column 2, y in row 1
     row, col, picture = pick_position(server, "tiny", False, click)
     assert (row, col) == (1, 2)
     model = server.get_model("tiny")
-    assert np.array_equal(picture, views.pos_embed_map(model, model.pos_embed_similarity(), 1, 2))
+    assert np.array_equal(picture, pos_embed_map(model, model.pos_embed_similarity(), 1, 2))
 
 
 def test_clicks_on_the_attributions_picture_set_a_boxs_corners_in_the_photos_pixels(server, tmp_path, embedded):
     from types import SimpleNamespace
 
-    from vitviz import views
-    from vitviz.app.attributions import pick_corner
+    from vitviz.app.tabs.attributions import pick_corner
+    from vitviz.views.common import display
 
     server.models[embedded.name] = embedded
     path = photo(tmp_path, "a.png", 13, (300, 500))
-    scale = 500 / views.display(server.get_analysis(path, embedded.name, "224", None)).shape[1]
+    scale = 500 / display(server.get_analysis(path, embedded.name, "224", None)).shape[1]
     first, picture = pick_corner(server, path, embedded.name, "224", [], SimpleNamespace(index=(10, 20)), None)
     assert first == [[10 * scale, 20 * scale]] and picture.shape[1] == 640
     both = pick_corner(server, path, embedded.name, "224", first, SimpleNamespace(index=(100, 200)), None)[0]
@@ -489,7 +493,7 @@ def test_each_model_has_its_own_analysis_of_a_photo_and_a_new_one_reports_its_pr
     """A model not yet loaded is loaded once, on the server's device, saying so; the forward says so too."""
     from conftest import FAMILIES
 
-    from vitviz.app import session
+    from vitviz.app import server as server_module
 
     loaded = []
 
@@ -497,7 +501,7 @@ def test_each_model_has_its_own_analysis_of_a_photo_and_a_new_one_reports_its_pr
         loaded.append((name, device))
         return FAMILIES["vit"]()
 
-    monkeypatch.setattr(session, "load_model", load_model)
+    monkeypatch.setattr(server_module, "load_model", load_model)
     said = []
 
     def progress(fraction, desc):
@@ -515,10 +519,12 @@ def test_each_model_has_its_own_analysis_of_a_photo_and_a_new_one_reports_its_pr
 
 
 def test_a_depth_model_is_loaded_once_on_the_servers_device(server, monkeypatch):
-    from vitviz.app import session
+    from vitviz.app import server as server_module
 
     loaded = []
-    monkeypatch.setattr(session, "load_depth_model", lambda name, device: loaded.append((name, device)) or object())
+    monkeypatch.setattr(
+        server_module, "load_depth_model", lambda name, device: loaded.append((name, device)) or object()
+    )
     first = server.get_depth_model("dpt")
     assert server.get_depth_model("dpt") is first and loaded == [("dpt", "cpu")]
 
@@ -574,7 +580,7 @@ def test_a_new_images_forward_yields_the_cpu_to_redraws_and_brings_its_dense_map
     """The forward runs on a thread of lower CPU priority than the request's (a redraw someone waits for goes
     first on a busy CPU) and above the warm's; the dense head's map comes with it, so that no redraw waits for
     the model's lock."""
-    from vitviz.app import session
+    from vitviz.app import server as server_module
 
     seen = []
 
@@ -582,10 +588,10 @@ def test_a_new_images_forward_yields_the_cpu_to_redraws_and_brings_its_dense_map
         seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
         return vitviz.analyze(*args, **kwargs)
 
-    monkeypatch.setattr(session, "analyze", analyze)
+    monkeypatch.setattr(server_module, "analyze", analyze)
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())  # `nice -n 10 pytest`'s 10
     a = server.get_analysis(photo(tmp_path, "a.png", 17), "tiny", "224", None)
-    assert seen == [max(session.FORWARD_NICE, own)] and 0 < session.FORWARD_NICE < session.WARM_NICE
+    assert seen == [max(server_module.FORWARD_NICE, own)] and 0 < server_module.FORWARD_NICE < server_module.WARM_NICE
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # the request's own thread
     assert a.held().dense_map  # made (None: the tiny model has no dense head)
     broken = tmp_path / "broken.png"
@@ -615,18 +621,20 @@ def test_one_upload_runs_one_forward_of_the_model_for_every_view_of_its_output(t
     head) and the rollouts made after the answer, cost the one forward of the upload."""
     from conftest import tiny_dense
 
-    from vitviz import lesson, views
-    from vitviz.app.session import Server
+    from vitviz import lesson
+    from vitviz.app.server import Server
+    from vitviz.views.output import output_view
+    from vitviz.views.rollout import rollout_truth_note, rollout_view
 
     s = Server(device="cpu", cache_mb=256)
     model = s.models["tiny"] = tiny_dense()
     a = s.get_analysis(photo(tmp_path, "a.png", 23), "tiny", "model default", None)
     assert model.forwards == 1
     a.settle()
-    views.output_view(a)
+    output_view(a)
     for toward in (a.output, Output("readout")):
-        views.rollout_view(a, "max", 0.3, toward=toward)
-    views.rollout_truth_note(a, "mean", 0.0)
+        rollout_view(a, "max", 0.3, toward=toward)
+    rollout_truth_note(a, "mean", 0.0)
     for step in (6, 8):
         lesson.lesson_step(a, step)
     assert model.forwards == 1 and a.held().dense_map
@@ -635,14 +643,14 @@ def test_one_upload_runs_one_forward_of_the_model_for_every_view_of_its_output(t
 def test_a_request_without_a_session_is_the_local_session():
     from types import SimpleNamespace
 
-    from vitviz.app.session import session_of
+    from vitviz.app.server import session_of
 
     assert session_of(None) == "local" and session_of(SimpleNamespace(session_hash=None)) == "local"
     assert session_of(SimpleNamespace(session_hash="abc")) == "abc"
 
 
 def test_a_server_starts_with_nothing_loaded_on_its_device():
-    from vitviz.app.session import Server
+    from vitviz.app.server import Server
 
     s = Server()
     assert s.device == "auto" and Server(device="cpu").device == "cpu"
@@ -668,10 +676,10 @@ def test_a_picture_has_its_caption_above_it_and_a_clickable_one_no_button_over_i
 def test_the_janitor_gives_memory_back_soon_after_much_was_freed():
     import threading
 
-    from vitviz.app import session
+    from vitviz.app import server as server_module
 
     trims = threading.Event()
-    server = session.Server()
+    server = server_module.Server()
     server.trim = trims.set
     janitor = threading.Thread(target=server.janitor, args=(0.05,), daemon=True)
     janitor.start()
@@ -688,10 +696,10 @@ def test_the_janitor_gives_memory_back_once_the_server_is_quiet_after_work():
     never while one runs, and not again until another ends."""
     import threading
 
-    from vitviz.app import session
+    from vitviz.app import server as server_module
 
     trims = threading.Semaphore(0)
-    server = session.Server()
+    server = server_module.Server()
     server.trim = trims.release
     janitor = threading.Thread(target=server.janitor, args=(0.05,), daemon=True)
     janitor.start()
@@ -711,7 +719,7 @@ def test_the_janitor_gives_memory_back_once_the_server_is_quiet_after_work():
 
 
 def test_the_live_view_says_the_camera_is_off_until_a_frame_comes(server):
-    from vitviz.app.live import CAMERA_OFF, frame
+    from vitviz.app.tabs.live import CAMERA_OFF, frame
 
     assert frame(server, None, "tiny", 2, -1, ["attention"], "inferno", 0.6, "log", False, None) == (None,) * 4 + (
         CAMERA_OFF,
@@ -753,12 +761,13 @@ def test_an_older_click_that_reaches_the_server_after_a_newer_one_is_not_answere
 
 def test_each_live_frame_is_drawn_from_itself_never_from_the_frame_before(server):
     """Two different frames in a row, past the CPU's frame interval: each answer's pictures are those of its own
-    frame (`views.live_views` on `analyze_frame` of it), the second differs from the first, and "freeze" keeps it."""
+    frame (`views.live.live_views` on `analyze_frame` of it), the second differs from the first, and "freeze" keeps
+    it."""
     from conftest import random_image
 
-    from vitviz import views
-    from vitviz.app.live import frame
+    from vitviz.app.tabs.live import frame
     from vitviz.capture import analyze_frame
+    from vitviz.views.live import live_views
 
     model, shown = server.models["tiny"], ["attention", "rollout"]
     frames = [random_image(48, 64, seed=21), random_image(48, 64, seed=22)]
@@ -768,7 +777,7 @@ def test_each_live_frame_is_drawn_from_itself_never_from_the_frame_before(server
         started = answer[-1] - 1.0  # as if the last frame had come a second ago: none is dropped
         answers.append(answer)
     for camera, answer in zip(frames, answers, strict=True):
-        want = views.live_views(analyze_frame(model, camera), 2, None, tuple(shown), "inferno", 0.6, "log")
+        want = live_views(analyze_frame(model, camera), 2, None, tuple(shown), "inferno", 0.6, "log")
         for got, expected in zip(answer[:3], want, strict=True):
             assert (got is None and expected is None) or np.array_equal(got, expected)
         assert answer[3] is camera

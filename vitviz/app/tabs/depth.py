@@ -8,21 +8,18 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, tabs, views
-from ..depth import save_depth
-from ..hub import hub_cached, hub_reachable
-from ..render import large_labels
-from ..sentences import grid_words, pixel_words
-from .pictures import picture
-from .session import (
-    MEAN_OF_HEADS_VALUE,
-    Server,
-    head_arg,
-    head_choices,
-    slots,
-    user_errors,
-)
-from .source import Context, Progress, view_tab
+from ... import DEFAULT_DEPTH_MODEL, DEPTH_CATALOGUE, DepthResult, ModelUnavailableError, plots, tabs
+from ...depth import save_depth
+from ...hub import hub_cached, hub_reachable
+from ...render import large_labels
+from ...sentences import grid_words, pixel_words
+from ...views.attention import attention_view
+from ...views.depth import decoder_stage_views, depth_view
+from ..context import Context, Progress, view_tab
+from ..head_choice import MEAN_OF_HEADS_VALUE, head_arg, head_choices
+from ..pictures import picture
+from ..scheduling import slots
+from ..server import Server, user_errors
 
 ENCODER_ALPHA = 0.6  # the encoder's attention keeps the image visible whatever the depth opacity
 DOWNLOADS_KEPT = 32  # depth results whose files stay on disk, newest first
@@ -65,7 +62,7 @@ def status(r: DepthResult) -> str:
 def encoder_attention(r: DepthResult, layer: int, head: int, cmap: str):
     encoder = r.encoder.model
     layer = min(int(layer), encoder.num_layers - 1)
-    return views.attention_view(r.encoder, layer, head_arg(head, encoder), "cls", cmap, ENCODER_ALPHA)[0]
+    return attention_view(r.encoder, layer, head_arg(head, encoder), "cls", cmap, ENCODER_ALPHA)[0]
 
 
 @user_errors
@@ -78,13 +75,13 @@ def draw(image, depth_name, cmap, alpha, layer, head, server: Server, request: g
         r = server.get_depth(image, depth_name, key)
     except ModelUnavailableError as exc:
         return (unavailable(str(exc)),) + (None,) * 7
-    original, overlay = views.depth_view(r, cmap, float(alpha))
+    original, overlay = depth_view(r, cmap, float(alpha))
     return (
         status(r),
         original,
         overlay,
         plots.depth_cloud(r.depth, r.encoder.image),
-        *views.decoder_stage_views(r),
+        *decoder_stage_views(r),
         encoder_attention(r, layer, head, cmap),
         downloads(server, r, image, key),
     )
@@ -111,7 +108,7 @@ def fit_controls(server: Server, depth_name, layer, head):
     )
 
 
-# On a projector the results' parts take their places in the tab's layout (source.CSS), the pictures on the left
+# On a projector the results' parts take their places in the tab's layout (layout.PAGE_CSS), the pictures on the left
 CSS = """body.vitviz-large #depth-results { display: contents; }
 body.vitviz-large :where(#depth-results) > * { grid-column: 1 / -1; }"""
 

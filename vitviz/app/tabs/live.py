@@ -9,13 +9,14 @@ import cv2
 import gradio as gr
 import numpy as np
 
-from .. import views
-from ..capture import analyze_frame
-from ..render import large_labels
-from ..sentences import grid_words, pixel_words
-from .pictures import picture
-from .session import MEAN_OF_HEADS_VALUE, Server, head_choices, user_errors
-from .source import Context, view_tab
+from ...capture import analyze_frame
+from ...render import large_labels
+from ...sentences import grid_words, pixel_words
+from ...views.live import LIVE_LAYERS, live_views
+from ..context import Context, view_tab
+from ..head_choice import MEAN_OF_HEADS_VALUE, head_choices
+from ..pictures import picture
+from ..server import Server, user_errors
 
 STREAM_EVERY_S = 0.1  # how often the browser sends a frame; a busy server keeps only the newest one
 # On a CPU a stream could take every core: at most 5 frames a second per stream leaves the other users a
@@ -54,7 +55,7 @@ def frame(server: Server, camera, model_name, layer, head, shown, cmap, alpha, c
     which = None if head in (None, MEAN_OF_HEADS_VALUE) else int(head)
     layer = min(int(layer), a.model.num_layers - 1)
     with large_labels(large_text):
-        pictures = views.live_views(a, layer, which, tuple(shown), cmap, float(alpha), colour_scale)
+        pictures = live_views(a, layer, which, tuple(shown), cmap, float(alpha), colour_scale)
     ms = (time.perf_counter() - start) * 1000
     h, w = a.pixel_values.shape[2:]
     text = f"input {pixel_words(h, w)}, {grid_words(*a.grid)} of patches · {ms:.0f} ms on the server for this frame"
@@ -124,9 +125,7 @@ def build(ctx: Context) -> None:
                         min_width=160,
                         elem_id="live-head",
                     )
-                shown = gr.CheckboxGroup(
-                    list(views.LIVE_LAYERS), value=list(views.LIVE_LAYERS), label="Draw", elem_id="live-draw"
-                )
+                shown = gr.CheckboxGroup(list(LIVE_LAYERS), value=list(LIVE_LAYERS), label="Draw", elem_id="live-draw")
                 freeze_button = gr.Button("Freeze: analyse this frame in every view", elem_id="freeze")
         with gr.Row():
             attention = picture(label="The readout's attention", elem_id="live-attention")

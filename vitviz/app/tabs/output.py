@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import plots, views
-from ..lens import analysis_lens
-from ..outputs import FOLLOWED, followed
-from .pictures import picture
-from .session import Server, slots, user_errors
-from .source import Context, view_tab
+from ... import plots
+from ...lens import analysis_lens
+from ...outputs import FOLLOWED, followed
+from ...views.output import output_view
+from ..context import Context, view_tab
+from ..pictures import picture
+from ..scheduling import slots
+from ..server import Server, user_errors
 
 
 @user_errors
 def draw(a, cmap, alpha, colour_scale, request: gr.Request):
     """(top-5 {label: probability} or None, dense-head overlay or None, which forward the output comes from)."""
-    top5, dense, note = views.output_view(a, cmap, float(alpha), colour_scale)
+    top5, dense, note = output_view(a, cmap, float(alpha), colour_scale)
     return top5 or None, dense, note
 
 

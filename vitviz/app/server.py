@@ -1,4 +1,4 @@
-"""What every view shares: the caches, the model getters, the analysis key and the error wrapper.
+"""The `Server`, what every view shares: the caches, the model getters, the analysis key and the error wrapper.
 
 Views never run a model themselves: they ask `get_analysis` for the cached capture of the
 session's image, which runs one forward pass only when the cache has none.

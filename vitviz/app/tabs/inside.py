@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import sentences, views
-from ..models import VitModel
-from . import explorer
+from ... import sentences
+from ...models import VitModel
+from ...views.inside import inside_views, patch_at_inside
+from .. import explorer
+from ..context import Clicks, Context, view_tab
+from ..pictures import picture
+from ..server import user_errors
 from .attention import QUERY_CHOICES, READOUT_QUERY, controls_fitter, patch_locator, query_of
-from .pictures import picture
-from .session import user_errors
-from .source import Clicks, Context, view_tab
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
@@ -25,10 +26,10 @@ def draw(a, layer, head, query_mode, patch, cmap, alpha, colour_scale, request: 
     head = int(head)
     if not 0 <= head < a.model.num_heads:
         raise ValueError(f"head must be in [0, {a.model.num_heads}) here (one head, not the mean), got {head}")
-    return views.inside_views(a, int(layer), head, query_of(query_mode, patch), cmap, float(alpha), colour_scale)
+    return inside_views(a, int(layer), head, query_of(query_mode, patch), cmap, float(alpha), colour_scale)
 
 
-pick_patch = patch_locator(views.patch_at_inside)  # its three maps are drawn smaller, each a colour scale below
+pick_patch = patch_locator(patch_at_inside)  # its three maps are drawn smaller, each a colour scale below
 
 
 def build(ctx: Context) -> None:

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import plots, sentences, views
-from ..attributions import attribution_size, input_analysis
-from ..deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
-from ..derived import Derived
-from ..maps import HEAD_FUSIONS
-from ..odds import LEVEL, needed
-from ..outputs import FOLLOWED, followed
-from .heavy import cost, expected, stop_run, stoppable, within_budget
-from .pictures import picture
-from .session import Server, slots, user_errors
-from .source import Context, view_tab
+from ... import plots, sentences
+from ...attributions import attribution_size, input_analysis
+from ...deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
+from ...derived import Derived
+from ...maps import HEAD_FUSIONS
+from ...odds import LEVEL, needed
+from ...outputs import FOLLOWED, followed
+from ...views.rollout import rollout_truth_note, rollout_view
+from ..context import Context, view_tab
+from ..heavy import cost, expected, stop_run, stoppable, within_budget
+from ..pictures import picture
+from ..scheduling import slots
+from ..server import Server, user_errors
 
 STOPPED_NOTE = (
     "**Stopped.** The faithfulness check ended at its next batch and kept nothing; press Check to run it again."
@@ -34,8 +36,8 @@ def draw(a, fusion, discard, toward, cmap, alpha, colour_scale, request: gr.Requ
     """Attention rollout toward the chosen output, with head fusion and discard ratio: (the picture, its note, what
     the rollouts can tell on this photo)."""
     fusion, discard = _settings(fusion, discard)
-    picture, note = views.rollout_view(a, fusion, discard, cmap, float(alpha), colour_scale, followed(a.output, toward))
-    return picture, note, views.rollout_truth_note(a, fusion, discard)
+    picture, note = rollout_view(a, fusion, discard, cmap, float(alpha), colour_scale, followed(a.output, toward))
+    return picture, note, rollout_truth_note(a, fusion, discard)
 
 
 @user_errors

@@ -5,13 +5,15 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
-from .. import methods, plots, render, sanity, views
-from ..analysis import Analysis
-from ..attributions import METHODS, attribute, input_analysis, patch_scores
-from ..deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
-from ..maps import DEFAULT_SCALE
-from ..odds import LEVEL, needed
-from .attribution_controls import (
+from ... import methods, plots, render, sanity
+from ...analysis import Analysis
+from ...attributions import METHODS, attribute, input_analysis, patch_scores
+from ...deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
+from ...maps import DEFAULT_SCALE
+from ...odds import LEVEL, needed
+from ...views import common
+from ...views.attributions import attribution_inputs, attribution_pictures
+from ..attribution_controls import (
     DEFAULT_METHOD,
     TARGETS,
     Display,
@@ -23,14 +25,11 @@ from .attribution_controls import (
     parse_box,
     target_choices,
 )
-from .heavy import cost, expected, stop_run, stoppable, within_budget
-from .pictures import picture
-from .session import (
-    Server,
-    slots,
-    user_errors,
-)
-from .source import Context, view_tab
+from ..context import Context, view_tab
+from ..heavy import cost, expected, stop_run, stoppable, within_budget
+from ..pictures import picture
+from ..scheduling import slots
+from ..server import Server, user_errors
 
 # On a projector the three maps come right under the controls, on one screen with them; the box to draw and the
 # summary follow them.
@@ -39,7 +38,7 @@ body.vitviz-large #attr-box-row { order: 1; }"""
 
 
 def box_picture(a: Analysis, points) -> np.ndarray:
-    base = views.display(a)
+    base = common.display(a)
     box = parse_box(points)
     return base if box is None else render.draw_box(base, box, base.shape[1] / a.image.shape[1])
 
@@ -80,7 +79,7 @@ def pick_corner(server: Server, image, model_name, size, points, evt: gr.SelectD
     a = server.get_analysis(image, model_name, size, request)
     if a.model.dense_head is None:
         raise ValueError("A box only applies to the embedded model's dense head; this model's target is one class.")
-    scale = a.image.shape[1] / views.display(a).shape[1]
+    scale = a.image.shape[1] / common.display(a).shape[1]
     point = [evt.index[0] * scale, evt.index[1] * scale]
     points = [point] if not points or len(points) >= 2 else [points[0], point]
     return points, box_picture(a, points)
@@ -110,9 +109,9 @@ def run(server: Server, where: tuple, s: Settings, display: Display = Display(),
         r = attribute(model, image, s.method, progress=report, **s.attribute_options(), **target)
         rel = r if s.method == "relevancy" else attribute(model, image, "relevancy", **target)
     same = input_analysis(model, image).rollout("mean", 0.0, r.output)  # on its input, toward its output
-    kept = Kept(server.analysis_key(*where), views.attribution_inputs(a, r, rel, same), s,
+    kept = Kept(server.analysis_key(*where), attribution_inputs(a, r, rel, same), s,
                 patch_scores(r.raw, a.model.patch_size))  # fmt: skip
-    shown, roll, rel_img = views.attribution_pictures(kept.inputs, display.cmap, float(display.alpha), display.scale)
+    shown, roll, rel_img = attribution_pictures(kept.inputs, display.cmap, float(display.alpha), display.scale)
     size = f"{r.grid[0] * a.model.patch_size} px high × {r.grid[1] * a.model.patch_size} px wide"
     lines = [f"**{s.label}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
              f"rollout and relevancy beside it · {r.seconds:.1f} s"]  # fmt: skip
@@ -203,7 +202,7 @@ def recolour(server: Server, kept: Kept | None, key, cmap, alpha, colour_scale, 
     if kept is None or kept.key != key:
         return gr.skip(), gr.skip(), gr.skip()
     with server.redraws.interactive(), render.large_labels(large_text):  # the warm waits for it
-        return views.attribution_pictures(kept.inputs, cmap, float(alpha), colour_scale)
+        return attribution_pictures(kept.inputs, cmap, float(alpha), colour_scale)
 
 
 STOPPED_NOTE = "**Stopped.** The attribution ended at its next batch and kept nothing; press Compute to run it again."

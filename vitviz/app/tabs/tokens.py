@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import views
-from .pictures import picture
-from .session import user_errors
-from .source import Context, view_tab
+from ...views.tokens import tokens_view
+from ..context import Context, view_tab
+from ..pictures import picture
+from ..server import user_errors
 
 # On a phone the picture is as tall as its width makes it, with no blank band above and under it
 CSS = "@media (max-width: 600px) { #tokens { height: auto !important; } }"
@@ -16,7 +16,7 @@ CSS = "@media (max-width: 600px) { #tokens { height: auto !important; } }"
 @user_errors
 def draw(a, request: gr.Request):
     """The patch grid with the scan order, and a sentence on the token sequence."""
-    return views.tokens_view(a)
+    return tokens_view(a)
 
 
 def build(ctx: Context) -> None:

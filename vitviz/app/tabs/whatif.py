@@ -6,14 +6,17 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
-from .. import render, sentences, views
-from ..ablation import HEAD_MODES, PATCH_MODES, ablate
-from ..head_importance import cost, importance
-from . import heavy
-from .heavy import expected, stop_run, stoppable, within_budget
-from .pictures import picture
-from .session import Server, slots, user_errors
-from .source import Clicks, Context, view_tab
+from ... import render, sentences
+from ...ablation import HEAD_MODES, PATCH_MODES, ablate
+from ...head_importance import cost, importance
+from ...views.common import display, patch_at_display
+from ...views.whatif import whatif_views
+from .. import heavy
+from ..context import Clicks, Context, view_tab
+from ..heavy import expected, stop_run, stoppable, within_budget
+from ..pictures import picture
+from ..scheduling import slots
+from ..server import Server, user_errors
 
 TARGETS = {
     "head": "One head",
@@ -60,7 +63,7 @@ def draw(a, target, layer, head, mode, patches, patch_mode, cmap, alpha, colour_
     w = ablate(
         a.model, a.image, longest=_longest(a), baseline=a, **chosen(target, layer, head, mode, patches, patch_mode)
     )
-    v = views.whatif_views(w, cmap, float(alpha), colour_scale)
+    v = whatif_views(w, cmap, float(alpha), colour_scale)
     (top_before, dense_before), (top_after, dense_after) = v["output"]
     off = "**Switched off:** " + "; ".join(w.ablation.names(a.model)) + "."
     return (
@@ -94,7 +97,7 @@ def patch_toggled(server: Server, image, model_name, size, patches, evt: gr.Sele
     with the chosen patches outlined."""
     a = server.get_analysis(image, model_name, size, request)
     found = parsed_patches(patches)
-    patch = views.patch_at_display(a, *evt.index)
+    patch = patch_at_display(a, *evt.index)
     if patch is not None:
         found = [p for p in found if p != patch] if patch in found else sorted([*found, patch])
     return ", ".join(map(str, found)), marked_photo(a, found)
@@ -102,7 +105,7 @@ def patch_toggled(server: Server, image, model_name, size, patches, evt: gr.Sele
 
 def marked_photo(a, patches: list[int]):
     """The photo at display size with `patches` outlined."""
-    base = views.display(a)
+    base = display(a)
     mask = [i in set(patches) for i in range(a.grid[0] * a.grid[1])]
     return render.mark_boxes(base, a.grid, np.array(mask).reshape(a.grid))
 

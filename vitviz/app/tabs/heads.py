@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import sentences, views
-from .pictures import picture
-from .session import user_errors
-from .source import Context, Progress, view_tab
+from ... import sentences
+from ...views.heads import heads_views
+from ..context import Context, Progress, view_tab
+from ..pictures import picture
+from ..server import user_errors
 
 # On a projector the two charts come on the first screen, under the tab bar: this tall (px, before the page's zoom)
 PROJECTOR_CHART_HEIGHT = 424
@@ -17,7 +18,7 @@ PROJECTOR_CHART_HEIGHT = 424
 def draw(a, cmap, colour_scale, large_text, request: gr.Request, progress=gr.Progress()):
     """(attention distance, entropy, token norms, PCA); the statistics read every weight once per analysis."""
     progress(0.2, desc="Statistics over every layer's and head's attention (once per image)")
-    distance, entropy, *rest = views.heads_views(a, cmap, colour_scale)
+    distance, entropy, *rest = heads_views(a, cmap, colour_scale)
     if large_text:
         for chart in (distance, entropy):
             chart.update_layout(height=PROJECTOR_CHART_HEIGHT)

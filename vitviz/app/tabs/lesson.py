@@ -6,10 +6,10 @@ import json
 
 import gradio as gr
 
-from .. import lesson, tabs
-from .pictures import picture
-from .session import user_errors
-from .source import Context, view_tab
+from ... import lesson, tabs
+from ..context import Context, view_tab
+from ..pictures import picture
+from ..server import user_errors
 
 LAST = len(lesson.STEPS)
 # A deep link selects the Lesson's tab in the browser (its button's click), and lands on the lesson itself, not on

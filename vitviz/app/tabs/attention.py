@@ -7,12 +7,15 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .. import sentences, tabs, views
-from ..models import VitModel
-from . import explorer
-from .pictures import picture
-from .session import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, Server, head_arg, head_choices, user_errors
-from .source import PHONE, Clicks, Context, view_tab
+from ... import sentences, tabs
+from ...models import VitModel
+from ...views.attention import WEIGHT, WEIGHT_VALUE, attention_view
+from ...views.common import patch_at_display
+from .. import explorer
+from ..context import PHONE, Clicks, Context, view_tab
+from ..head_choice import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, head_arg, head_choices
+from ..pictures import picture
+from ..server import Server, user_errors
 
 READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click one in a picture)"  # the API's values
 # What the radio shows: inside a head has three clickable pictures, none of them "on the left" on a phone.
@@ -63,7 +66,7 @@ def draw(a, asked: Query, measure, cmap, alpha, grid_scale, colour_scale, column
             f"got {query}"
         )
     shared, which = grid_scale != PER_HEAD, head_arg(head, a.model)
-    overlay, picker = views.attention_view(
+    overlay, picker = attention_view(
         a, int(layer), which, query, cmap, float(alpha), shared, colour_scale, measure, int(columns or 0)
     )
     return overlay, picker, sentences.attention_note(a, int(layer), which, query)
@@ -116,7 +119,7 @@ def patch_locator(locate: Callable) -> Callable:
     return pick_patch
 
 
-pick_patch = patch_locator(views.patch_at_display)
+pick_patch = patch_locator(patch_at_display)
 
 
 def build(ctx: Context) -> None:
@@ -140,8 +143,8 @@ def build(ctx: Context) -> None:
                 patch = gr.Number(value=-1, precision=0, label="Query patch (index)", minimum=-1, elem_id="patch")
                 grid_scale = gr.Radio([SHARED, PER_HEAD], value=SHARED, label="Colour scale of the all-heads grid")
                 measure = gr.Radio(
-                    [views.WEIGHT, views.WEIGHT_VALUE],
-                    value=views.WEIGHT,
+                    [WEIGHT, WEIGHT_VALUE],
+                    value=WEIGHT,
                     label="Show",
                     info=f"weight × value norm: ‖α·W_O v‖, what each key passes on (tab {tabs.number('inside')})",
                 )

@@ -5,11 +5,13 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
-from .. import VitModel, plots, sentences, views
-from ..render import large_labels
-from .pictures import picture
-from .session import Server, slots, user_errors
-from .source import Context, view_tab
+from ... import VitModel, plots, sentences
+from ...render import large_labels
+from ...views.positions import pos_embed_map, position_at
+from ..context import Context, view_tab
+from ..pictures import picture
+from ..scheduling import slots
+from ..server import Server, user_errors
 
 
 def similarity(server: Server, model: VitModel) -> np.ndarray:
@@ -27,7 +29,7 @@ def position_map(server: Server, model_name, row, col):
     g = model.native_grid[0]
     if not (0 <= int(row) < g and 0 <= int(col) < g):
         raise ValueError(f"row and col must be in [0, {g}) for {model.name}'s {g}×{g} grid, got ({row}, {col})")
-    return views.pos_embed_map(model, similarity(server, model), int(row), int(col))
+    return pos_embed_map(model, similarity(server, model), int(row), int(col))
 
 
 @user_errors
@@ -64,7 +66,7 @@ def fit_controls(server: Server, model_name, row, col):
 def pick_position(server: Server, model_name, large_text, evt: gr.SelectData):
     """A click on the large similarity map picks the position to show: its row, its column and its map, in one
     answer (the sliders' change would draw the map once for each)."""
-    row, col = views.position_at(server.get_model(model_name), *evt.index)
+    row, col = position_at(server.get_model(model_name), *evt.index)
     with large_labels(large_text):
         return row, col, position_map(server, model_name, row, col)
 

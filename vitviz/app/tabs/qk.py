@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from .. import explorer, qk
-from .explorer import STATIC, refused_page, route_meta
-from .session import Server, user_errors
-from .source import Context, view_tab
+from ... import explorer, qk
+from ..context import Context, view_tab
+from ..explorer import STATIC, refused_page, route_meta
+from ..server import Server, user_errors
 
 UMAP_PATH = "/vitviz/qk/umap"
 # One UMAP at a time over every user: seconds of both cores each. A request that waits longer gets 503 (the page
