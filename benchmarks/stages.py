@@ -33,7 +33,7 @@ STAGES = (
     ("fusions", ("ForwardFusions", "_fused_layers", "fused (vitviz/")),
     ("decoding", ("vitviz/preprocess.py",)),
     ("the forward", ("VitModel.forward", "vitviz/capture.py", "vitviz/forward_hooks.py", "transformers/")),
-    ("the Explorer's layers", ("vitviz/explorer.py", "vitviz/app/explorer.py")),
+    ("the Explorer's layers", ("vitviz/explorer.py", "vitviz/app/tabs/explorer.py")),
     ("the statistics and maps", ("vitviz/maps.py", "vitviz/derived.py", "vitviz/analysis.py", "vitviz/inside.py")),
     ("drawing", ("vitviz/render.py", "vitviz/views/", "vitviz/plots.py", "vitviz/app/pictures.py", "cv2", "PIL/")),
     ("the lesson and sentences", ("vitviz/lesson.py", "vitviz/sentences.py")),

@@ -325,7 +325,8 @@ def test_in_jupyterlab_the_qk_view_maps_the_kernels_layers_and_a_point_lights_it
         tmp_path / "qk.ipynb",
         NOTEBOOK_CELL.format(tests=str(Path(__file__).resolve().parent), family="dinov2_registers", seed=7),
     )
-    a = vitviz.analyze(sharp_heads(FAMILIES["dinov2_registers"]()), random_image(48, 64, seed=7), longest=64)  # the cell's
+    model = sharp_heads(FAMILIES["dinov2_registers"]())  # the cell's
+    a = vitviz.analyze(model, random_image(48, 64, seed=7), longest=64)
     maps = {}
     with running_jupyter(tmp_path) as url, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
