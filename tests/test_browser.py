@@ -928,6 +928,68 @@ def test_clearing_the_photo_or_closing_the_page_ends_a_running_attribution_and_f
     page.locator("#status").get_by_text("grid 21 rows × 32 columns").wait_for(timeout=60_000)
 
 
+# Every layer of the depth model's encoder takes half a second more, in the app's process: a run is long enough to
+# be cleared while it runs, and each of its layers ends well within the 2 s a stop is given.
+SLOW_DEPTH = """
+import time
+import vitviz.app.session as session
+load = session.load_depth_model
+def slowed(*args, **kwargs):
+    model = load(*args, **kwargs)
+    for block in model.encoder.blocks:
+        block.register_forward_pre_hook(lambda *_: time.sleep(0.5))
+    return model
+session.load_depth_model = slowed
+"""
+
+
+def test_clearing_the_photo_ends_a_running_depth_estimate_and_frees_the_heavy_slot(page, tmp_path):
+    """A tiny random DPT of 40 layers, slowed to 20 s a run: while one student's Depth tab runs it, another's depth
+    (through the API) waits for the one heavy slot. Clear ends the run: the page says "Stopped." and the other's
+    run starts, each within 2 s."""
+    gradio_client = pytest.importorskip("gradio_client")
+    import transformers as tf
+    from conftest import TINY_ENCODER, TINY_NECK
+    from gradio_client.utils import Status
+
+    from vitviz.app.head_choice import MEAN_OF_HEADS_VALUE
+
+    folder = tmp_path / "deep-dpt"
+    config = {**TINY_ENCODER, "num_hidden_layers": 40}
+    tf.DPTForDepthEstimation(tf.DPTConfig(**config, backbone_out_indices=[9, 19, 29, 39], **TINY_NECK)).save_pretrained(
+        folder
+    )
+    with running_app(["--depth-model", str(folder)], setup=SLOW_DEPTH) as url:
+        view = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            view.goto(url)
+            view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+            view.get_by_role("tab", name=label("depth")).click()  # the tab draws its depth when shown
+            view.get_by_text("the encoder's layers").first.wait_for(timeout=30_000)  # its progress: it runs
+            other = gradio_client.Client(url, verbose=False, ssl_verify=False)
+            image = gradio_client.handle_file(str(ASSETS / "coffee.jpg"))
+            waiting = other.submit(
+                image, str(folder), "inferno", 0.6, 39, MEAN_OF_HEADS_VALUE, False, api_name="/depth"
+            )
+            deadline = time.monotonic() + 10
+            while waiting.status().code != Status.IN_QUEUE and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert waiting.status().code == Status.IN_QUEUE  # behind the run, in the one heavy slot
+            cleared = time.perf_counter()
+            view.locator("#upload button[aria-label='Clear']").first.click()
+            view.locator("#depth-note").get_by_text("Stopped.").wait_for(timeout=2_000)
+            started = {Status.PROCESSING, Status.PROGRESS, Status.ITERATING, Status.FINISHED}
+            while waiting.status().code not in started and time.perf_counter() - cleared < 2:
+                time.sleep(0.05)
+            assert waiting.status().code in started, waiting.status().code
+            view.wait_for_timeout(1000)
+            assert "Stopped." in view.locator("#depth-note").inner_text()  # it stays said
+            shot(view, tmp_path, "depth-stopped.png")
+            waiting.cancel()
+        finally:
+            view.close()
+
+
 LOADED = "s => { const i = document.querySelector(s + ' img'); return i && i.complete && i.naturalWidth > 0; }"
 CONTENT_BOX = """([sel, size]) => {  // where the picture's pixels are on the page: object-fit may letterbox them
   const i = document.querySelector(sel + ' img');  // size: its pixel size, for a picture that is still loading
