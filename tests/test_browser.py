@@ -1180,29 +1180,53 @@ def test_a_full_queue_says_in_the_page_where_the_photo_stood(page):
             view.close()
 
 
-def test_a_multipage_tiff_shows_its_first_page_and_one_over_the_limit_says_why(page, tmp_path):
-    """A TIFF of three pages is analysed from its first; one over the upload limit (25 MB: three 3-megapixel pages)
-    is refused with its reason in the page, and the status says that the views keep the last photo, which they do."""
+def tokens_grey(page) -> float:
+    """The median grey of the Tokens view's picture: its photo's, under the patch grid and the numbers."""
+    picture = page.request.get(src(page, "#tokens")).body()
+    return float(np.median(cv2.imdecode(np.frombuffer(picture, np.uint8), cv2.IMREAD_GRAYSCALE)))
+
+
+def test_a_multipage_tiff_shows_its_first_page_and_a_refused_upload_says_why_and_leaves_the_views(page, tmp_path):
+    """A TIFF of three pages (greys 40, 120 and 200) is analysed from its first: the status says so and how to see
+    another, and the Tokens view shows that page. One over the upload limit (25 MB: three 3-megapixel pages) is
+    refused with its reason in a toast, and a file that is no image with its reason in the status; each time the
+    status says that the views keep the last photo, and the Tokens view still shows the TIFF's first page. Each step
+    waits for what it checks, not for a time: the server may be loaded."""
     from PIL import Image
 
+    from vitviz.app.source import not_read
+    from vitviz.sentences import first_picture_note
+
     rng = np.random.default_rng(0)
-    small, large = tmp_path / "pages.tiff", tmp_path / "large.tiff"
-    pages = [Image.fromarray(np.full((300, 400, 3), 60 * i, np.uint8)) for i in range(3)]
+    small, large, junk = tmp_path / "pages.tiff", tmp_path / "large.tiff", tmp_path / "notes.png"
+    pages = [Image.fromarray(np.full((300, 400, 3), 40 + 80 * i, np.uint8)) for i in range(3)]
     pages[0].save(small, save_all=True, append_images=pages[1:])
     pages = [Image.fromarray(rng.integers(0, 255, (1500, 2000, 3), np.uint8)) for _ in range(3)]
     pages[0].save(large, save_all=True, append_images=pages[1:])
     assert large.stat().st_size > 25 * 2**20
+    junk.write_bytes(b"not a picture")
     page.get_by_role("tab", name=label("tokens")).click()
-    before = src(page, "#tokens")
     page.locator("#upload button[aria-label='Clear']").first.click()
     page.locator("#upload input[type=file]").set_input_files(str(small))
-    page.locator("#status").get_by_text("input 336 px high × 448 px wide").wait_for(timeout=60_000)  # 300 × 400
-    shown = wait_for_src_change(page, "#tokens", before)
+    said = first_picture_note("TIFF", 3).split("**")[1]  # its words, without the markdown around them
+    page.locator("#status").get_by_text(said).wait_for(timeout=60_000)
+    assert "input 336 px high × 448 px wide" in page.locator("#status").inner_text()  # 300 × 400
+    deadline = time.monotonic() + 60
+    while abs(tokens_grey(page) - 40) > 8 and time.monotonic() < deadline:  # the view lands after the status
+        page.wait_for_timeout(250)
+    assert abs(tokens_grey(page) - 40) <= 8  # the first page, not the last photo
+    shown = src(page, "#tokens")
     page.locator("#upload button[aria-label='Clear']").first.click()
     page.locator("#upload input[type=file]").set_input_files(str(large))
     page.locator(".toast-body").get_by_text("exceed the maximum allowed size of 25.0 Mb").wait_for(timeout=60_000)
     page.locator("#status").get_by_text(NO_PHOTO).wait_for(timeout=30_000)
     assert src(page, "#tokens") == shown  # the last photo's, as the status says
+    page.locator("#upload input[type=file]").set_input_files(str(junk))  # the refused file left the box empty
+    reason = "notes.png is not an image (unrecognised file format)"
+    page.locator("#status").get_by_text(not_read(reason).split("**")[2].strip()).wait_for(timeout=60_000)
+    page.locator(".toast-body").get_by_text(reason).wait_for(timeout=10_000)
+    shot(page, tmp_path, "tiff-refused.png")
+    assert src(page, "#tokens") == shown and abs(tokens_grey(page) - 40) <= 8
     page.locator("#examples img").nth(0).click()
     page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
 
