@@ -11,7 +11,7 @@ import pytest
 from conftest import FAMILIES, random_image
 
 from vitviz.app import attributions, rollout
-from vitviz.app.heavy import cost, expected, stoppable
+from vitviz.app.heavy import Stopped, cost, expected, stoppable
 from vitviz.app.session import Server
 from vitviz.deletion import passes
 
@@ -136,7 +136,7 @@ def test_a_depth_run_stops_at_its_encoders_next_layer_frees_the_heavy_run_and_ke
     def run() -> None:
         try:
             depth.depth_of(server, str(path), "tiny-dpt", request, lambda *a, **k: None)
-        except ValueError as exc:
+        except Stopped as exc:
             ended.append((time.perf_counter(), str(exc)))
 
     thread = threading.Thread(target=run)

@@ -76,10 +76,10 @@ def user_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except gr.Error:  # said already (a ValueError too: caught first, not said twice)
+            raise
         except (ValueError, ModelUnavailableError) as exc:
             raise user_error(str(exc), fn.__name__) from None
-        except gr.Error:
-            raise
         except Exception as exc:  # keep serving; say what happened
             log.exception("unexpected error")
             raise gr.Error(f"vitviz hit an unexpected error: {type(exc).__name__}: {exc}") from None

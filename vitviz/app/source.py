@@ -23,6 +23,7 @@ from ..explorer import STATIC
 from ..maps import DEFAULT_SCALE
 from ..preprocess import pictures_in
 from ..render import COLORMAPS, large_labels
+from .heavy import Stopped
 from .internals import take
 from .pictures import picture
 from .routing import NOTHING, TabSteps, wire_routes
@@ -262,7 +263,10 @@ class Context:
             else:
                 # a redraw takes milliseconds: the background warm waits for it
                 with server.redraws.interactive() if concurrency_id == "draw" else nullcontext():
-                    out = call(args, request, progress)
+                    try:
+                        out = call(args, request, progress)
+                    except Stopped:  # the page says "Stopped."; the view stays as it was, and is drawn next time
+                        return (gr.skip(),) * (n + 1)
             return (*(out if isinstance(out, tuple) else (out,)), (key, *args))
 
         def render(*values):  # key, *inputs, request, progress
