@@ -13,12 +13,12 @@ SERVING: dict[str, int] = {}  # the URL of each app that runs now -> its process
 
 
 @contextmanager
-def running_app(args: list[str] = (), timeout: float = 120.0):
-    """Yields the app's URL (`pid_of` gives its process)."""
+def running_app(args: list[str] = (), timeout: float = 120.0, setup: str = ""):
+    """Yields the app's URL (`pid_of` gives its process). setup: Python run before the app starts, in its process."""
     cache = ROOT / ".pytest_cache"
     log = open(cache / "app.log", "a") if cache.is_dir() else None  # noqa: SIM115 (closed below)
     try:
-        with app_process(list(args), timeout, log) as (url, pid):
+        with app_process(list(args), timeout, log, setup) as (url, pid):
             SERVING[url] = pid
             try:
                 yield url

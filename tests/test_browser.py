@@ -928,6 +928,70 @@ def test_clearing_the_photo_or_closing_the_page_ends_a_running_attribution_and_f
     page.locator("#status").get_by_text("grid 21 rows × 32 columns").wait_for(timeout=60_000)
 
 
+# Every layer of the depth model's encoder takes half a second more, in the app's process: a run is long enough to
+# be cleared while it runs, and each of its layers ends well within the 2 s a stop is given.
+SLOW_DEPTH = """
+import time
+import vitviz.app.server as session
+load = session.load_depth_model
+def slowed(*args, **kwargs):
+    model = load(*args, **kwargs)
+    for block in model.encoder.blocks:
+        block.register_forward_pre_hook(lambda *_: time.sleep(0.5))
+    return model
+session.load_depth_model = slowed
+"""
+
+
+def test_clearing_the_photo_ends_a_running_depth_estimate_and_frees_the_heavy_slot(page, tmp_path):
+    """A tiny random DPT of 40 layers, slowed to 20 s a run: while one student's Depth tab runs it, another's depth
+    (through the API) waits for the one heavy slot. Clear ends the run: the page says "Stopped." and the other's
+    run starts, each within 2 s, and no toast or picture calls the stop an error."""
+    gradio_client = pytest.importorskip("gradio_client")
+    import transformers as tf
+    from conftest import TINY_ENCODER, TINY_NECK
+    from gradio_client.utils import Status
+
+    from vitviz.app.head_choice import MEAN_OF_HEADS_VALUE
+
+    folder = tmp_path / "deep-dpt"
+    config = {**TINY_ENCODER, "num_hidden_layers": 40}
+    tf.DPTForDepthEstimation(tf.DPTConfig(**config, backbone_out_indices=[9, 19, 29, 39], **TINY_NECK)).save_pretrained(
+        folder
+    )
+    with running_app(["--depth-model", str(folder)], setup=SLOW_DEPTH) as url:
+        view = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            view.goto(url)
+            view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+            view.get_by_role("tab", name=label("depth")).click()  # the tab draws its depth when shown
+            view.get_by_text("the encoder's layers").first.wait_for(timeout=30_000)  # its progress: it runs
+            other = gradio_client.Client(url, verbose=False, ssl_verify=False)
+            image = gradio_client.handle_file(str(ASSETS / "coffee.jpg"))
+            waiting = other.submit(
+                image, str(folder), "inferno", 0.6, 39, MEAN_OF_HEADS_VALUE, False, api_name="/depth"
+            )
+            deadline = time.monotonic() + 10
+            while waiting.status().code != Status.IN_QUEUE and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert waiting.status().code == Status.IN_QUEUE  # behind the run, in the one heavy slot
+            cleared = time.perf_counter()
+            view.locator("#upload button[aria-label='Clear']").first.click()
+            view.locator("#depth-note").get_by_text("Stopped.").wait_for(timeout=2_000)
+            started = {Status.PROCESSING, Status.PROGRESS, Status.ITERATING, Status.FINISHED}
+            while waiting.status().code not in started and time.perf_counter() - cleared < 2:
+                time.sleep(0.05)
+            assert waiting.status().code in started, waiting.status().code
+            view.wait_for_timeout(1500)
+            assert "Stopped." in view.locator("#depth-note").inner_text()  # it stays said
+            assert view.locator(".toast-body").count() == 0  # and nothing calls the stop an error
+            assert view.locator("#depth-tab").get_by_text("Error", exact=True).count() == 0
+            shot(view, tmp_path, "depth-stopped.png")
+            waiting.cancel()
+        finally:
+            view.close()
+
+
 LOADED = "s => { const i = document.querySelector(s + ' img'); return i && i.complete && i.naturalWidth > 0; }"
 CONTENT_BOX = """([sel, size]) => {  // where the picture's pixels are on the page: object-fit may letterbox them
   const i = document.querySelector(sel + ' img');  // size: its pixel size, for a picture that is still loading
@@ -1121,29 +1185,53 @@ def test_a_full_queue_says_in_the_page_where_the_photo_stood(page):
             view.close()
 
 
-def test_a_multipage_tiff_shows_its_first_page_and_one_over_the_limit_says_why(page, tmp_path):
-    """A TIFF of three pages is analysed from its first; one over the upload limit (25 MB: three 3-megapixel pages)
-    is refused with its reason in the page, and the status says that the views keep the last photo, which they do."""
+def tokens_grey(page) -> float:
+    """The median grey of the Tokens view's picture: its photo's, under the patch grid and the numbers."""
+    picture = page.request.get(src(page, "#tokens")).body()
+    return float(np.median(cv2.imdecode(np.frombuffer(picture, np.uint8), cv2.IMREAD_GRAYSCALE)))
+
+
+def test_a_multipage_tiff_shows_its_first_page_and_a_refused_upload_says_why_and_leaves_the_views(page, tmp_path):
+    """A TIFF of three pages (greys 40, 120 and 200) is analysed from its first: the status says so and how to see
+    another, and the Tokens view shows that page. One over the upload limit (25 MB: three 3-megapixel pages) is
+    refused with its reason in a toast, and a file that is no image with its reason in the status; each time the
+    status says that the views keep the last photo, and the Tokens view still shows the TIFF's first page. Each step
+    waits for what it checks, not for a time: the server may be loaded."""
     from PIL import Image
 
+    from vitviz.app.photo import not_read
+    from vitviz.sentences import first_picture_note
+
     rng = np.random.default_rng(0)
-    small, large = tmp_path / "pages.tiff", tmp_path / "large.tiff"
-    pages = [Image.fromarray(np.full((300, 400, 3), 60 * i, np.uint8)) for i in range(3)]
+    small, large, junk = tmp_path / "pages.tiff", tmp_path / "large.tiff", tmp_path / "notes.png"
+    pages = [Image.fromarray(np.full((300, 400, 3), 40 + 80 * i, np.uint8)) for i in range(3)]
     pages[0].save(small, save_all=True, append_images=pages[1:])
     pages = [Image.fromarray(rng.integers(0, 255, (1500, 2000, 3), np.uint8)) for _ in range(3)]
     pages[0].save(large, save_all=True, append_images=pages[1:])
     assert large.stat().st_size > 25 * 2**20
+    junk.write_bytes(b"not a picture")
     page.get_by_role("tab", name=label("tokens")).click()
-    before = src(page, "#tokens")
     page.locator("#upload button[aria-label='Clear']").first.click()
     page.locator("#upload input[type=file]").set_input_files(str(small))
-    page.locator("#status").get_by_text("input 336 px high × 448 px wide").wait_for(timeout=60_000)  # 300 × 400
-    shown = wait_for_src_change(page, "#tokens", before)
+    said = first_picture_note("TIFF", 3).split("**")[1]  # its words, without the markdown around them
+    page.locator("#status").get_by_text(said).wait_for(timeout=60_000)
+    assert "input 336 px high × 448 px wide" in page.locator("#status").inner_text()  # 300 × 400
+    deadline = time.monotonic() + 60
+    while abs(tokens_grey(page) - 40) > 8 and time.monotonic() < deadline:  # the view lands after the status
+        page.wait_for_timeout(250)
+    assert abs(tokens_grey(page) - 40) <= 8  # the first page, not the last photo
+    shown = src(page, "#tokens")
     page.locator("#upload button[aria-label='Clear']").first.click()
     page.locator("#upload input[type=file]").set_input_files(str(large))
     page.locator(".toast-body").get_by_text("exceed the maximum allowed size of 25.0 Mb").wait_for(timeout=60_000)
     page.locator("#status").get_by_text(NO_PHOTO).wait_for(timeout=30_000)
     assert src(page, "#tokens") == shown  # the last photo's, as the status says
+    page.locator("#upload input[type=file]").set_input_files(str(junk))  # the refused file left the box empty
+    reason = "notes.png is not an image (unrecognised file format)"
+    page.locator("#status").get_by_text(not_read(reason).split("**")[2].strip()).wait_for(timeout=60_000)
+    page.locator(".toast-body").get_by_text(reason).wait_for(timeout=10_000)
+    shot(page, tmp_path, "tiff-refused.png")
+    assert src(page, "#tokens") == shown and abs(tokens_grey(page) - 40) <= 8
     page.locator("#examples img").nth(0).click()
     page.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
 

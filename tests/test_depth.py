@@ -123,3 +123,39 @@ def test_bad_input_size_names_the_problem(depth_folder):
     dm = vitviz.load_depth_model(str(folder), device="cpu")
     with pytest.raises(ValueError, match="input size"):
         vitviz.estimate_depth(dm, random_image(64, 64), longest=4000)
+
+
+class Halt(Exception):
+    """What the progress callback raises to stop a run (the app's `heavy.stoppable` raises a ValueError)."""
+
+
+def test_progress_follows_the_encoders_layers_and_what_it_raises_ends_the_forward(depth_folder):
+    """progress gets the fraction of the encoder's layers done right after each one ran, as hooks of the test's own
+    on the same blocks count them; what it raises ends the forward there: the decoder never runs, the model's lock
+    is free, and no hook is left behind for the next run."""
+    _, folder = depth_folder
+    dm = vitviz.load_depth_model(str(folder), device="cpu")
+    blocks, ran = dm.encoder.blocks, []
+    for i, block in enumerate(blocks):
+        block.register_forward_hook(lambda _m, _i, _o, i=i: ran.append(i))
+    fused = []
+    dm.stage_modules()["fusion"].register_forward_hook(lambda *_: fused.append(True))
+    said = []
+    vitviz.estimate_depth(dm, random_image(64, 64), progress=lambda f: said.append((f, len(ran))))
+    n = len(blocks)
+    assert said == [((i + 1) / n, i + 1) for i in range(n)] and fused == [True]
+
+    def halt_at_half(fraction: float) -> None:
+        if fraction >= 0.5:
+            raise Halt
+
+    ran.clear()
+    fused.clear()
+    with pytest.raises(Halt):
+        vitviz.estimate_depth(dm, random_image(64, 64), progress=halt_at_half)
+    assert ran == list(range(n // 2)) and fused == []
+    assert dm.lock.acquire(blocking=False)
+    dm.lock.release()
+    ran.clear()
+    vitviz.estimate_depth(dm, random_image(64, 64))  # no progress: nothing of the last run's calls it
+    assert ran == list(range(n))

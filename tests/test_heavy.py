@@ -10,7 +10,7 @@ import cv2
 import pytest
 from conftest import FAMILIES, random_image
 
-from vitviz.app.heavy import cost, expected, stoppable
+from vitviz.app.heavy import Stopped, cost, expected, stoppable
 from vitviz.app.server import Server
 from vitviz.app.tabs import attributions, rollout
 from vitviz.deletion import passes
@@ -104,3 +104,49 @@ def test_a_button_counts_the_runs_under_way_and_what_they_have_left(served):
     assert ", after" not in alone and busy.endswith(", after 1 run under way")
     assert said == ["testing: about 1 s left at this pace"]
     assert expected(server, a, forward=lambda grid: 10) == alone  # the run is over: nothing ahead
+
+
+def test_a_depth_run_stops_at_its_encoders_next_layer_frees_the_heavy_run_and_keeps_nothing(tmp_path):
+    """The Depth tab's run (`app.depth.depth_of`), its layers slowed to 0.3 s each by the test's own hooks: the
+    photo's stop (`app.depth.stop`) in the second layer says "Stopped." and ends the run at that layer's end, the
+    server counts no heavy run under way, nothing is cached, and a second stop finds nothing to stop."""
+    import threading
+
+    import gradio as gr
+    from conftest import tiny_dpt
+
+    from vitviz.app.tabs import depth
+    from vitviz.depth import wrap_depth
+
+    server, request = Server(device="cpu"), SimpleNamespace(session_hash="s")
+    model = server.depth_models["tiny-dpt"] = wrap_depth(tiny_dpt(), "tiny-dpt")
+    second = threading.Event()  # the encoder's second layer has begun
+
+    def slow(layer: int) -> None:
+        if layer == 1:
+            second.set()
+        time.sleep(0.3)
+
+    for i, block in enumerate(model.encoder.blocks):
+        block.register_forward_pre_hook(lambda *_, i=i: slow(i))
+    path = tmp_path / "photo.png"
+    cv2.imwrite(str(path), random_image(64, 64, seed=3))
+    ended: list = []
+
+    def run() -> None:
+        try:
+            depth.depth_of(server, str(path), "tiny-dpt", request, lambda *a, **k: None)
+        except Stopped as exc:
+            ended.append((time.perf_counter(), str(exc)))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert second.wait(10)
+    assert server.heavy.ahead()[0] == 1
+    stopped = time.perf_counter()
+    assert depth.stop(server, request) == depth.STOPPED_NOTE
+    thread.join(5)
+    ((at, said),) = ended
+    assert at - stopped < 2.0 and "stopped at 50%" in said  # at the end of the layer under way
+    assert server.heavy.ahead() == (0, 0) and len(server.depth_cache) == 0
+    assert isinstance(depth.stop(server, request), type(gr.skip()))

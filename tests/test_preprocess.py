@@ -390,3 +390,29 @@ def test_a_cut_multi_picture_jpeg_is_called_truncated():
     assert load_image(data).shape == (32, 48, 3)
     with pytest.raises(ValueError, match="truncated MPO file"):
         load_image(data[: len(data) // 4])
+
+
+@pytest.mark.parametrize(
+    "ext, fmt, count",
+    [("tiff", "TIFF", 3), ("gif", "GIF", 3), ("webp", "WEBP", 3), ("png", "PNG", 3), ("mpo", "MPO", 1)],
+)
+def test_pictures_in_counts_the_pages_or_frames_written_and_load_image_reads_the_first(tmp_path, ext, fmt, count):
+    """Three pictures of different greys written as one file: a TIFF's pages, a GIF's, WebP's or PNG's frames
+    count 3, and `load_image` reads the first; an MPO (a phone's JPEG with its depth or HDR versions) counts 1."""
+    from vitviz.preprocess import pictures_in
+
+    pages = [Image.fromarray(np.full((30, 40, 3), 40 + 80 * i, np.uint8)) for i in range(3)]
+    path = tmp_path / f"pages.{ext}"
+    pages[0].save(path, format=fmt, save_all=True, append_images=pages[1:])
+    assert pictures_in(path) == (fmt, count)
+    assert abs(load_image(path).astype(float).mean() - 40) < 3  # the first (lossy formats move it a little)
+
+
+def test_pictures_in_a_file_that_is_no_image_is_one_and_load_image_says_why(tmp_path):
+    from vitviz.preprocess import pictures_in
+
+    path = tmp_path / "notes.png"
+    path.write_bytes(b"not a picture")
+    assert pictures_in(path) == (None, 1)
+    with pytest.raises(ValueError, match="not an image"):
+        load_image(path)

@@ -798,3 +798,45 @@ def test_a_draws_settings_record_is_made_from_its_fields_inputs_and_the_api_name
     assert input_names(own, records) == ["layer", "head", "query_mode", "patch", "measure", "cmap"]
     asked, measure, cmap = gathered([3, -1, "readout", 7, "weight", "inferno"], own, records)
     assert asked == Query(3, -1, "readout", 7) and (measure, cmap) == ("weight", "inferno")
+
+
+def test_a_multipage_tiff_is_read_from_its_first_page_and_the_status_says_so(tmp_path):
+    """The status of a three-page TIFF says that the views show its first page alone and how to see another, and
+    the preview is that page (a tiny DINOv2); a one-page photo's status says nothing of pages."""
+    from conftest import FAMILIES
+    from PIL import Image
+
+    from vitviz.app import photo
+    from vitviz.app.server import Server
+    from vitviz.sentences import first_picture_note
+
+    server, quiet = Server(device="cpu"), dict(request=None, progress=lambda *a, **k: None)
+    server.models["tiny"] = FAMILIES["dinov2"]()
+    path, single = tmp_path / "pages.tiff", tmp_path / "one.tiff"
+    pages = [Image.fromarray(np.full((30, 40, 3), 40 + 80 * i, np.uint8)) for i in range(3)]
+    pages[0].save(path, save_all=True, append_images=pages[1:])
+    pages[1].save(single)
+    preview, status, _ = photo.analyze_image(server, str(path), "tiny", "model default", **quiet)
+    assert status.endswith(first_picture_note("TIFF", 3)) and "holds 3 pages" in status
+    assert np.all(preview == 40)  # the first page's grey
+    _, status, _ = photo.analyze_image(server, str(single), "tiny", "model default", **quiet)
+    assert "pages" not in status and "tokens" in status
+
+
+def test_an_upload_the_page_cannot_analyse_says_why_in_the_status_and_leaves_the_views(tmp_path):
+    """In the page (`analyze_in_page`), a file that is not an image: a toast and the status give the reason, and
+    the preview, the key and the views' routing are left as they were (gr.skip), as the status says."""
+    import gradio as gr
+
+    from vitviz.app import photo
+    from vitviz.app.server import Server
+
+    bad = tmp_path / "upload.jpg"
+    bad.write_bytes(b"this is not a picture")
+    with pytest.warns(UserWarning, match="upload.jpg is not an image"):
+        preview, status, key, seen = photo.analyze_in_page(
+            Server(device="cpu"), str(bad), "dinov2-small", "model default", None, lambda *a, **k: None
+        )
+    assert status == photo.not_read("upload.jpg is not an image (unrecognised file format)")
+    assert status.startswith("**Not analysed:** upload.jpg is not an image") and "show the last photo" in status
+    assert all(isinstance(x, type(gr.skip())) for x in (preview, key, seen))

@@ -9,6 +9,7 @@ them coarse to fine, and a small head turns the finest block into depth.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,12 +194,16 @@ def depth_input_size(model: DepthModel, height: int, width: int, longest: int | 
     return input_size(height, width, model.patch_size, side)
 
 
-def estimate_depth(model: DepthModel, image: ImageInput, longest: int | None = None) -> DepthResult:
+def estimate_depth(
+    model: DepthModel, image: ImageInput, longest: int | None = None, progress: Callable[[float], None] | None = None
+) -> DepthResult:
     """Run the depth model once on the whole image (no crop) and keep the decoder's stages.
 
     The model's output is resized back to the image with the same bicubic interpolation as
     transformers' `post_process_depth_estimation`, so it is aligned with the full image:
     the input is the whole image resized, never cropped or padded.
+    progress: called with the fraction of the encoder's layers done, after each one; what it raises ends the
+    forward there (the app's Stop: a DPT-Large layer is a fraction of a second on a CPU, its forward many).
     """
     rgb = load_image(image)
     size = depth_input_size(model, *rgb.shape[:2], longest)
@@ -208,6 +213,12 @@ def estimate_depth(model: DepthModel, image: ImageInput, longest: int | None = N
         module.register_forward_hook(lambda _m, _i, out, kind=kind: captured.__setitem__(kind, list(out)))
         for kind, module in model.stage_modules().items()
     ]
+    if progress is not None:
+        layers = model.encoder.blocks
+        hooks += [
+            block.register_forward_hook(lambda _m, _i, _out, done=done: progress(done))
+            for block, done in zip(layers, [(i + 1) / len(layers) for i in range(len(layers))], strict=True)
+        ]
     try:
         out = model.forward(torch.from_numpy(pixel_values))
     finally:

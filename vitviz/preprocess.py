@@ -56,6 +56,17 @@ def load_image(src: ImageInput) -> np.ndarray:
     raise ValueError(f"cannot read an image from a {type(src).__name__}")
 
 
+def pictures_in(path: str | os.PathLike) -> tuple[str | None, int]:
+    """(format, how many pictures) of an image file, from its header: a TIFF's pages, an animated GIF's, WebP's or
+    PNG's frames, of which `load_image` reads the first alone. An MPO (a phone's JPEG) counts 1: its other pictures
+    are the first one's depth or HDR versions, not other photos. A file Pillow cannot open: (None, 1)."""
+    try:
+        with Image.open(path) as header:
+            return header.format, 1 if header.format == "MPO" else int(getattr(header, "n_frames", 1))
+    except Exception:  # `load_image` says what is wrong with it
+        return None, 1
+
+
 def _pil_to_array_mode(im: Image.Image) -> Image.Image:
     """A PIL image in a mode `_to_rgb8` reads: palettes keep their transparency, 16- and 32-bit integers
     become 16-bit (clipped to 0..65535), LA and RGBA stay, and every other mode becomes RGB (the rare

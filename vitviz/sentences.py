@@ -51,6 +51,15 @@ def upscale_note(a: Analysis, limit: float = 4.0) -> str:
             f"blurred pixels, and each patch covers less than one pixel of the original")  # fmt: skip
 
 
+def first_picture_note(fmt: str | None, count: int) -> str:
+    """What the status adds for a file of several pictures (`preprocess.pictures_in`): vitviz reads the first."""
+    if count <= 1:
+        return ""
+    what = "pages" if fmt == "TIFF" else "frames"
+    return (f" · **this {fmt} holds {count} {what}, and vitviz reads one photo: the views show the first**; to see "
+            f"another, save it as a PNG or JPEG")  # fmt: skip
+
+
 def grid_words(rows: int, columns: int) -> str:
     """A grid's size as every sentence says it: rows first, named."""
     return f"{rows} rows × {columns} columns"

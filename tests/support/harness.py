@@ -29,10 +29,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_app(args: list[str] = (), timeout: float = 180.0, log=None) -> Iterator[tuple[str, int]]:
-    """The app in a subprocess on a free loopback port, offline: yields (url, pid). log: a file for its output."""
+def running_app(args: list[str] = (), timeout: float = 180.0, log=None, setup: str = "") -> Iterator[tuple[str, int]]:
+    """The app in a subprocess on a free loopback port, offline: yields (url, pid). log: a file for its output.
+    setup: Python run in that process before the app starts (a test's slowed model)."""
     port = free_port()
-    code = f"from vitviz.app import main; main({['--port', str(port), '--device', 'cpu', *args]!r})"
+    code = f"{setup}\nfrom vitviz.app import main; main({['--port', str(port), '--device', 'cpu', *args]!r})"
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
     out = log or subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=out, stderr=subprocess.STDOUT)

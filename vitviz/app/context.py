@@ -17,6 +17,7 @@ from gradio.events import Dependency
 
 from .. import VitModel, tabs
 from ..render import large_labels
+from .heavy import Stopped
 from .internals import take
 from .routing import NOTHING, TabSteps, wire_routes
 from .scheduling import slots
@@ -196,9 +197,10 @@ class Context:
         progress: Progress = Progress(),
         prepare: tuple[Callable, Sequence, Sequence] | None = None,
         clicks: Clicks | None = None,
-    ) -> None:
-        """Wire one view. draw(*inputs, request) returns its outputs. A draw whose first parameter is `a` gets the
-        session's analysis in place of the first three inputs (ctx.where: image, model and size), one with a
+    ) -> list[Dependency]:
+        """Wire one view, and return the listeners that draw it (a heavy view's, for `stop_with_the_photo` to
+        cancel). draw(*inputs, request) returns its outputs. A draw whose first parameter is `a` gets the session's
+        analysis in place of the first three inputs (ctx.where: image, model and size), one with a
         `server` parameter gets the server, and a parameter annotated with a settings record (a dataclass) gets that
         record, made from as many inputs as it has fields (`settings_records`). Every draw runs in the projector
         mode's labels (`large_labels`) when it is on: its endpoint takes `large_text` last, which a draw with a
@@ -246,7 +248,10 @@ class Context:
             else:
                 # a redraw takes milliseconds: the background warm waits for it
                 with server.redraws.interactive() if concurrency_id == "draw" else nullcontext():
-                    out = call(args, request, progress)
+                    try:
+                        out = call(args, request, progress)
+                    except Stopped:  # the page says "Stopped."; the view stays as it was, and is drawn next time
+                        return (gr.skip(),) * (n + 1)
             return (*(out if isinstance(out, tuple) else (out,)), (key, *args))
 
         def render(*values):  # key, *inputs, request, progress
@@ -284,12 +289,12 @@ class Context:
         drawing = dict(trigger_mode="always_last", show_progress=progress.show, **slots(concurrency_id))
         if progress.on is not None:  # else the first output shown (`internals.narrow_progress`)
             drawing["show_progress_on"] = [progress.on]
+        draw_now = dict(fn=render, inputs=[self.key, *inputs], outputs=[*outputs, drawn], **drawing)
+        draws = []
         if events or api_name:  # a view without controls gets its endpoint through a button nobody sees
             visibility = "public" if api_name else "private"
-            gr.on(events or [hidden.click], render, [self.key, *inputs], [*outputs, drawn], api_name=api_name,
-                  api_visibility=visibility, **drawing)  # fmt: skip
-        for listener in after:
-            listener.then(render, [self.key, *inputs], [*outputs, drawn], api_visibility="private", **drawing)
+            draws.append(gr.on(events or [hidden.click], api_name=api_name, api_visibility=visibility, **draw_now))
+        draws += [listener.then(api_visibility="private", **draw_now) for listener in after]
         redraw = dict(fn=refresh, inputs=[self.key, drawn, *inputs], outputs=[*outputs, drawn], **drawing)
         steps = self._steps(tab)
         if prepare is not None:  # fit the view's controls to the new analysis first (cheap: not queued)
@@ -298,8 +303,8 @@ class Context:
                                           show_progress="hidden")  # fmt: skip
         else:
             fitted = steps.on_fitted
-        for step in (fitted, steps.on_restyled):
-            step.then(api_visibility="private", **redraw)
+        draws += [step.then(api_visibility="private", **redraw) for step in (fitted, steps.on_restyled)]
+        return draws
 
 
 @contextmanager

@@ -19,6 +19,15 @@ from .server import Server, session_of
 BUDGET = int(os.environ.get("VITVIZ_ATTRIBUTION_BUDGET", 600))
 
 
+class Stopped(gr.Error):
+    """What a heavy run raises at its next batch once it is stopped. The page says so already ("Stopped."), so it
+    is no user's error: every `user_errors` lets it through, and a view that it ends (`Context.view`) keeps what it
+    showed, with no error on its pictures."""
+
+    def __init__(self, message: str):
+        super().__init__(message, print_exception=False)
+
+
 def cost(a: Analysis, passes_at_grid) -> float:
     """Images through the model, counted at 224×224, of work on `a`'s attribution input. passes_at_grid: the
     attribution grid (gh, gw) -> images through the model."""
@@ -70,7 +79,7 @@ def stoppable(server: Server, request: gr.Request, name: str, desc: str, progres
 
     def report(fraction: float) -> None:
         if stopped.is_set():
-            raise ValueError(f"{name} stopped at {fraction:.0%}")
+            raise Stopped(f"{name} stopped at {fraction:.0%}")
         left = server.heavy.progress(run, fraction)
         progress(fraction, desc=desc if left is None else f"{desc}: about {_duration(left)} left at this pace")
         server.priority.wait_for_interactive()

@@ -14,6 +14,7 @@ from gradio_client import handle_file
 
 from .. import CATALOGUE, ModelUnavailableError, VitModel, sentences
 from ..maps import DEFAULT_SCALE
+from ..preprocess import pictures_in
 from ..render import COLORMAPS
 from ..views.common import display
 from .context import PHONE, Context
@@ -44,6 +45,11 @@ def status_text(a) -> str:
 NO_PHOTO = "No photo chosen: the views show the last one until you choose another."
 
 
+def not_read(reason: str) -> str:
+    """The status for an upload that could not be analysed: why, and what the views show meanwhile."""
+    return f"**Not analysed:** {reason.rstrip('.')}. The views show the last photo until you choose another."
+
+
 @user_errors
 def analyze_image(server: Server, image, model_name, size, request: gr.Request, progress=gr.Progress()):
     """Analyse an image: one forward pass, cached. Clearing the upload leaves the key as it is, and the views show
@@ -51,13 +57,19 @@ def analyze_image(server: Server, image, model_name, size, request: gr.Request, 
     if not image:
         return None, NO_PHOTO, gr.skip()
     a = server.get_analysis(image, model_name, size, request, progress)
-    return display(a), status_text(a), server.analysis_key(image, model_name, size)
+    status = status_text(a) + sentences.first_picture_note(*pictures_in(image))
+    return display(a), status, server.analysis_key(image, model_name, size)
 
 
 def analyze_in_page(server: Server, image, model_name, size, request: gr.Request, progress=gr.Progress()):
     """The page's analysis: `analyze_image`, and its key again for the page, which routes it (`Context.seen`):
-    "" while no photo is in, so that the same photo chosen again is routed anew."""
-    *shown, key = analyze_image(server, image, model_name, size, request, progress)
+    "" while no photo is in, so that the same photo chosen again is routed anew. An upload that cannot be analysed
+    leaves the preview, the key and the views as they were, and the status says why (`not_read`), as a toast does."""
+    try:
+        *shown, key = analyze_image(server, image, model_name, size, request, progress)
+    except gr.Error as exc:
+        gr.Warning(exc.message)
+        return gr.skip(), not_read(exc.message), gr.skip(), gr.skip()
     return *shown, key, key if image else ""
 
 

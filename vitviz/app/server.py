@@ -76,10 +76,10 @@ def user_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except gr.Error:  # said already (a ValueError too: caught first, not said twice)
+            raise
         except (ValueError, ModelUnavailableError) as exc:
             raise user_error(str(exc), fn.__name__) from None
-        except gr.Error:
-            raise
         except Exception as exc:  # keep serving; say what happened
             log.exception("unexpected error")
             raise gr.Error(f"vitviz hit an unexpected error: {type(exc).__name__}: {exc}") from None
@@ -383,11 +383,12 @@ class Server:
     def depth_key(self, image: str | None, depth_name: str, request: gr.Request | None) -> tuple:
         return session_of(request), depth_name, self.digest(image)
 
-    def get_depth(self, image: str | None, depth_name: str, key: tuple) -> DepthResult:
-        """The cached depth result for `key` (from depth_key), or one forward pass of the depth model."""
+    def get_depth(self, image: str | None, depth_name: str, key: tuple, progress=None) -> DepthResult:
+        """The cached depth result for `key` (from depth_key), or one forward pass of the depth model, which calls
+        progress(fraction) after each encoder layer (`estimate_depth`: what it raises ends the pass)."""
         r = self.depth_cache.get(key)
         if r is None:
-            r = estimate_depth(self.get_depth_model(depth_name), image)
+            r = estimate_depth(self.get_depth_model(depth_name), image, progress=progress)
             if self.depth_cache.put(key, r):
                 self.freed.set()
         return r

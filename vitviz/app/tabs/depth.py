@@ -17,12 +17,17 @@ from ...views.attention import attention_view
 from ...views.depth import decoder_stage_views, depth_view
 from ..context import Context, Progress, view_tab
 from ..head_choice import MEAN_OF_HEADS_VALUE, head_arg, head_choices
+from ..heavy import stop_run, stoppable
 from ..pictures import picture
 from ..scheduling import slots
 from ..server import Server, user_errors
 
 ENCODER_ALPHA = 0.6  # the encoder's attention keeps the image visible whatever the depth opacity
 DOWNLOADS_KEPT = 32  # depth results whose files stay on disk, newest first
+STOPPED_NOTE = (
+    "**Stopped.** The depth estimate ended at its encoder's next layer and kept nothing; press Estimate depth to "
+    "run it again."
+)
 OFFLINE = (
     "this machine cannot reach the model hub, and keeps no depth model's weights. Connect once to download one, "
     "or give a local folder in save_pretrained layout instead."
@@ -65,14 +70,27 @@ def encoder_attention(r: DepthResult, layer: int, head: int, cmap: str):
     return attention_view(r.encoder, layer, head_arg(head, encoder), "cls", cmap, ENCODER_ALPHA)[0]
 
 
+def depth_of(server: Server, image, depth_name: str, request: gr.Request, progress) -> DepthResult:
+    """This session's depth of `image`: the cached one, or a run that holds the heavy slot and ends at the encoder's
+    next layer when the photo changes or is cleared, or the page closes (`stop`)."""
+    name = f"Depth with {depth_name}"
+    with stoppable(server, request, name, f"{name}: the encoder's layers", progress, tab="depth") as report:
+        return server.get_depth(image, depth_name, server.depth_key(image, depth_name, request), report)
+
+
+def stop(server: Server, request: gr.Request) -> str:
+    """End this session's depth run at its encoder's next layer (a new, cleared or resized photo, another model,
+    the page closed: `Context.stop_with_the_photo`), and say so."""
+    return STOPPED_NOTE if stop_run(server, request, "depth") else gr.skip()
+
+
 @user_errors
 def draw(image, depth_name, cmap, alpha, layer, head, server: Server, request: gr.Request,
          progress=gr.Progress(track_tqdm=True)):  # fmt: skip
     """Depth over the image, 3-D cloud, decoder stages and table, encoder attention, downloads."""
     progress(0.1, desc=f"Depth with {depth_name} (a hub model downloads once)")
-    key = server.depth_key(image, depth_name, request)
     try:
-        r = server.get_depth(image, depth_name, key)
+        r = depth_of(server, image, depth_name, request, progress)
     except ModelUnavailableError as exc:
         return (unavailable(str(exc)),) + (None,) * 7
     original, overlay = depth_view(r, cmap, float(alpha))
@@ -83,14 +101,15 @@ def draw(image, depth_name, cmap, alpha, layer, head, server: Server, request: g
         plots.depth_cloud(r.depth, r.encoder.image),
         *decoder_stage_views(r),
         encoder_attention(r, layer, head, cmap),
-        downloads(server, r, image, key),
+        downloads(server, r, image, server.depth_key(image, depth_name, request)),
     )
 
 
 @user_errors
-def draw_attention(server: Server, image, depth_name, layer, head, cmap, large_text, request: gr.Request):
+def draw_attention(server: Server, image, depth_name, layer, head, cmap, large_text, request: gr.Request,
+                   progress=gr.Progress()):  # fmt: skip
     """The depth encoder's CLS attention in one layer: one head, the mean, or all heads."""
-    r = server.get_depth(image, depth_name, server.depth_key(image, depth_name, request))
+    r = depth_of(server, image, depth_name, request, progress)
     with large_labels(large_text):
         return encoder_attention(r, layer, head, cmap)
 
@@ -175,7 +194,7 @@ def build(ctx: Context) -> None:
             attention = picture(label="Encoder attention of the CLS token", height=480)
             files = gr.File(label="Download the depth: .npy (float32) and 16-bit PNG")
     fitted = model.change(ctx.server.bind(fit_controls), [model, layer, head], [layer, head], api_visibility="private")
-    ctx.view(
+    draws = ctx.view(
         tab,
         draw,
         [ctx.image, model, ctx.cmap, ctx.alpha, layer, head],
@@ -185,7 +204,7 @@ def build(ctx: Context) -> None:
         concurrency_id="heavy",
         progress=Progress("full", overlay),
     )
-    gr.on(
+    redraw_attention = gr.on(
         [layer.change, head.change],
         ctx.server.bind(draw_attention),
         [ctx.image, model, layer, head, ctx.cmap, ctx.large],
@@ -195,3 +214,4 @@ def build(ctx: Context) -> None:
         show_progress="minimal",
         **slots("heavy"),  # it computes the depth first if there is none yet
     )
+    ctx.stop_with_the_photo(stop, note, [*draws, redraw_attention])
