@@ -703,6 +703,7 @@ def gr_skip():
 @pytest.mark.slow
 def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(monkeypatch):
     """After Compute, the check reuses the map on screen (no second attribution); other settings make a new one."""
+    from vitviz import deletion
     from vitviz.app import attributions
     from vitviz.app.session import Server
 
@@ -712,9 +713,9 @@ def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(mon
     *_, kept = attributions.run(server, where, attributions.Settings.of(*controls), **quiet)
     calls = []
     quick = dict(steps=2)  # what is checked is which map is scored, not the curves
+    real, band = deletion.faithfulness, deletion.random_band
     monkeypatch.setattr(attributions, "faithfulness", lambda *a, **k: calls.append(k) or real(*a, **k, **quick))
-    monkeypatch.setattr(attributions, "random_band", lambda *a, **k: band(*a, **k, random_orders=1, **quick))
-    real, band = (getattr(__import__("vitviz.deletion", fromlist=["x"]), f) for f in ("faithfulness", "random_band"))
+    monkeypatch.setattr(deletion, "random_band", lambda *a, **k: band(*a, **k, random_orders=1, **quick))
     _, text = attributions.check_faithfulness(server, where, attributions.Settings.of(*controls), kept, **quiet)
     assert calls[0]["scores"] is kept.scores and "The map shown above" in text
     other = (*controls[:5], 10, [])  # another Grad-CAM block: a saliency map is the same, but the settings differ

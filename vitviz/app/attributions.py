@@ -8,7 +8,7 @@ import numpy as np
 from .. import methods, plots, render, sanity, views
 from ..analysis import Analysis
 from ..attributions import METHODS, attribute, input_analysis, patch_scores
-from ..deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
+from ..deletion import RANDOM_ORDERS, band_note, faithfulness, passes
 from ..maps import DEFAULT_SCALE
 from ..odds import LEVEL, needed
 from .attribution_controls import (
@@ -145,9 +145,10 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
     model = server.get_attribution_model(where[1])
     name = f"The faithfulness check of {s.label}"
     with stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
-        # one band of random orders for the three maps: they explain one output, so they are ranked alike
+        # one band of random orders for the three maps: they explain one output, so they are ranked alike (and it
+        # is kept: a later check of another method or its options on this output reuses it)
         share = passes(maps=0) / passes(maps=maps)
-        band = random_band(model, image, progress=lambda done: report(done * share), **target)
+        band = server.bands.get(model, image, progress=lambda done: report(done * share), **target)
         rest = lambda i: lambda done: report(share + (1 - share) * (i + done) / maps)  # noqa: E731
         results = [
             faithfulness(
