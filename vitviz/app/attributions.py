@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
-from .. import methods, plots, render, sanity, views
+from .. import methods, plots, render, sanity, sentences, views
 from ..analysis import Analysis
 from ..attributions import METHODS, attribute, input_analysis, patch_scores
 from ..deletion import RANDOM_ORDERS, band_note, faithfulness, passes
@@ -168,7 +168,9 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
     made = ["The map shown above", *(f"Map {r.map_seconds:.1f} s" for r in results[1:])]
     if not shown:
         made[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
-    text = "\n\n".join([band_note(band), *(f"**{name}.** {r.sentence()} {m}, curves {r.seconds:.1f} s."
+    size = tuple(g * a.model.patch_size for g in band.grid)
+    forward_said = sentences.attribution_check_forward(size, a.pixel_values.shape[2:], band.output.name(a.model))
+    text = "\n\n".join([forward_said, band_note(band), *(f"**{name}.** {r.sentence()} {m}, curves {r.seconds:.1f} s."
                                            for name, r, m in zip(names, results, made, strict=True))])  # fmt: skip
     return plots.faithfulness_curves(results, names), text
 
