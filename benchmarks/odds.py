@@ -1,8 +1,8 @@
 """A verdict's odds over many photos: `python -m benchmarks.odds [FOLDER...] [--tiny] [--outputs all]`.
 
-For every photo (the bundled ones and the folders' images), each output asked for and every map (each attribution
-method but those `--skip` names, by default occlusion, whose map alone takes ~40 s; and rollout toward that same
-output), the map's rank among the
+For every photo (the bundled ones, unless `--no-bundled`, and the folders' images), each output asked for and every
+map (each attribution method but those `--skip` names, by default occlusion, whose map alone takes ~40 s; and
+rollout toward that same output), the map's rank among the
 app's 50 random orders (how many of them its deletion area is below), its verdict at the 5 % level, and the same
 against 50 other random orders drawn from another seed: how often a verdict changes with the seed alone. The map's
 curves do not depend on the seed, so each map's curves are made once and ranked against both bands. A line per
@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=16, help="masked images per forward (the app's: 16)")
     parser.add_argument("--minutes", type=float, default=float("inf"), help="start no photo after this long")
     parser.add_argument("--skip", default=",".join(SLOW), help="maps left out, comma-separated")
+    parser.add_argument("--no-bundled", action="store_true", help="the folders' photos only, not the bundled ones")
     parser.add_argument(
         "--threads",
         type=int,
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    files = [example(name) for name in EXAMPLES] + (image_files(args.folders) if args.folders else [])
+    bundled = [] if args.no_bundled else [example(name) for name in EXAMPLES]
+    files = bundled + (image_files(args.folders) if args.folders else [])
     if args.tiny:
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
         from conftest import tiny_vit

@@ -401,7 +401,9 @@ ENGINE_WORDS = ("attention.js", "text.js", "inside.js")
 @pytest.mark.browser
 def test_the_browsers_numbers_are_pythons_and_never_minus_zero():
     """vitvizFixed equals sentences.fixed on values that round to zero from below, exact halves, binary near-halves
-    and random ones; inside a head's range, a top patch 1e-4 below a prefix token's score reads "0.00 (bright)"."""
+    and random ones. Inside a head's range line, a top patch below a prefix token's score by a near tie (1e-4, and
+    0.0049: above 0, under the threshold) reads "0.00" and names the tie; by a clear gap (0.02) it reads "-0.02"
+    and no tie; a patch that is the top key reads "0.00" and names it."""
     sync_api = browser_or_skip()
     rng = np.random.default_rng(4)
     values = [-0.001, -0.004999, -0.005, 0.125, -0.125, 2.675, -0.0, -0.4, 1234.5, 0.5, -12.3456, -1e-4, 7.0]
@@ -410,17 +412,26 @@ def test_the_browsers_numbers_are_pythons_and_never_minus_zero():
     with sync_api.sync_playwright() as pw:
         browser, page = engine_page(pw)
         said = page.evaluate("(cases) => cases.map(([x, d]) => vitvizFixed(x, d))", cases)
-        ranges = page.evaluate("""() => {
-            const ranges = [{}, {}], scores = new Float32Array([1.0, 1.0 - 1e-4, 0.5, 0.3, 0.2]);
+        lines = page.evaluate(
+            """(tops) => tops.map(([cls, patch]) => {
+            const ranges = [{}, {}], scores = new Float32Array([cls, patch, 0.5, 0.3, 0.2]);
             const v = {meta: {prefix: ["CLS"], grid: [2, 2], scaleName: "log scale"}, scores,
                        row: new Float32Array([0.4, 0.3, 0.1, 0.1, 0.1]), norms: new Float32Array(5).fill(1)};
             vitvizPaintSteps([null, null], ranges, v, () => {}, () => ({log: false, lo: 0, hi: 1}));
-            return ranges.map((r) => r.textContent);
-        }""")
+            return ranges[0].textContent;
+        })""",
+            [[1.0, 1.0 - 1e-4], [1.0, 1.0 - 0.0049], [1.0, 0.98], [0.9, 1.0]],
+        )
         browser.close()
     assert said == [vitviz.sentences.fixed(x, digits) for x, digits in cases]
     assert "-0.00" not in said
-    assert ranges[0] == "colour: -0.80 (dark) to 0.00 (bright); 0 is the top key, CLS, not on the photo"
+    tie = "colour: -0.80 (dark) to 0.00 (bright, the top patch tied with the top key); 0 is the top key, CLS, not on"
+    assert lines == [
+        f"{tie} the photo",
+        f"{tie} the photo",
+        "colour: -0.80 (dark) to -0.02 (bright); 0 is the top key, CLS, not on the photo",
+        "colour: -0.80 (dark) to 0.00 (bright); 0 is the top key, p0 (0, 0)",
+    ]
 
 
 SMOOTH = np.dstack([*np.meshgrid(np.linspace(40, 210, 72), np.linspace(60, 190, 40)), np.full((40, 72), 128.0)])

@@ -703,6 +703,7 @@ def gr_skip():
 @pytest.mark.slow
 def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(monkeypatch):
     """After Compute, the check reuses the map on screen (no second attribution); other settings make a new one."""
+    from vitviz import deletion
     from vitviz.app.server import Server
     from vitviz.app.tabs import attributions
 
@@ -712,15 +713,47 @@ def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(mon
     *_, kept = attributions.run(server, where, attributions.Settings.of(*controls), **quiet)
     calls = []
     quick = dict(steps=2)  # what is checked is which map is scored, not the curves
+    real, band = deletion.faithfulness, deletion.random_band
     monkeypatch.setattr(attributions, "faithfulness", lambda *a, **k: calls.append(k) or real(*a, **k, **quick))
-    monkeypatch.setattr(attributions, "random_band", lambda *a, **k: band(*a, **k, random_orders=1, **quick))
-    real, band = (getattr(__import__("vitviz.deletion", fromlist=["x"]), f) for f in ("faithfulness", "random_band"))
+    monkeypatch.setattr(deletion, "random_band", lambda *a, **k: band(*a, **k, random_orders=1, **quick))
     _, text = attributions.check_faithfulness(server, where, attributions.Settings.of(*controls), kept, **quiet)
     assert calls[0]["scores"] is kept.scores and "The map shown above" in text
     other = (*controls[:5], 10, [])  # another Grad-CAM block: a saliency map is the same, but the settings differ
     _, text = attributions.check_faithfulness(server, where, attributions.Settings.of(*other), kept, **quiet)
     assert len(calls) == 6  # the method, the rollout and the relevancy beside it, twice
     assert calls[3]["scores"] is None and "press Compute first" in text
+
+
+@pytest.mark.parametrize(("family", "same"), [("vit", False), ("dinov2", True)])
+def test_the_attributions_check_explains_the_forward_of_its_maps_and_names_it_beside_the_analysis(tmp_path, family,
+                                                                                                   same):  # fmt: skip
+    """Through the tab's handler: the check's curves are the Python API's on the forward that the map explains (its
+    input, as `attribute` makes it), and its note names that input, and the analysis that the other tabs draw only
+    where it is another forward (a classifier's native square against the 448 px analysis; an aspect-kept encoder
+    reads the analysis' own input)."""
+    from conftest import FAMILIES, random_image
+    from vitviz.app.server import Server
+
+    from vitviz.app.tabs import attributions
+
+    server, path = Server(device="cpu"), tmp_path / "photo.png"
+    cv2.imwrite(str(path), random_image(40, 56))
+    model = FAMILIES[family]()
+    server.models[model.name] = model
+    where, p = (str(path), model.name, "224"), model.patch_size
+    a = server.get_analysis(*where, None)
+    settings = attributions.Settings.of("saliency", "default", "blurred", 8, 0, 1, [])
+    figure, note = attributions.check_faithfulness(server, where, settings, None, request=None,
+                                                   progress=lambda *a, **k: None)  # fmt: skip
+    r = vitviz.attribute(model, str(path), "saliency", output=settings.output_options(a, str(path))["output"])
+    (h, w), (ah, aw) = (r.grid[0] * p, r.grid[1] * p), a.pixel_values.shape[2:]
+    assert ((h, w) == (ah, aw)) == same, ((h, w), (ah, aw))
+    said = f"on the forward that the maps above explain, the {h} px high × {w} px wide input: "
+    said += "the forward that the other tabs draw too." if same else (
+        f"not the {ah} px high × {aw} px wide analysis that the other tabs draw.")  # fmt: skip
+    assert said in note and f"The curves follow {r.output.name(model)} on that forward." in note, note
+    f, *_ = curves_of(model, str(path), [{"method": "saliency", "output": r.output}])
+    assert_the_panel_shows(f, "Saliency (|gradient|)", [t.to_plotly_json() for t in figure.data], note)
 
 
 def test_the_attributions_tab_explains_a_text_target_on_a_model_with_a_text_tower(tmp_path):

@@ -280,6 +280,21 @@ def check_forward(discard: float, size: tuple[int, int], shown: tuple[int, int],
     )
 
 
+def attribution_check_forward(size: tuple[int, int], analysis: tuple[int, int], output: str) -> str:
+    """Which forward the Attributions tab's check reads: its maps' own input of `size` (h, w), where it hides
+    patches and follows `output` (its name), and whether that is the analysis that the other tabs draw (`analysis`,
+    its input's (h, w)) or another forward, named."""
+    other = (
+        "the forward that the other tabs draw too."
+        if tuple(size) == tuple(analysis)
+        else f"not the {pixel_words(*analysis)} analysis that the other tabs draw."
+    )
+    return (
+        f"The check hides patches on the forward that the maps above explain, the {pixel_words(*size)} input: "
+        f"{other} The curves follow {output} on that forward."
+    )
+
+
 def toward_phrase(a: Analysis, toward: Output) -> str:
     """Which tokens a rollout toward `toward` starts from, and whether the model's output reads them."""
     if not toward.reads_readout:

@@ -40,6 +40,7 @@ from .. import (
     load_model,
     memory,
 )
+from ..bands import RandomBands
 from ..cache import AnalysisCache
 from ..derived import Derived
 from .head_choice import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, head_arg, head_choices  # noqa: F401 (views' import)
@@ -134,6 +135,7 @@ class Server:
         self.depth_models: dict[str, DepthModel] = {}
         self.attribution_models: dict[str, VitModel] = {}
         self.similarity: dict[str, object] = {}  # each model's position-embedding similarity, computed once
+        self.bands = RandomBands()  # the checks' random orders, one band per photo, model and output
         self.priority = Priority()  # new images' forward passes: attributions and the warm wait for them
         self.redraws = Priority()  # redraws from the cache: only the warm waits for them (an attribution would starve)
         self.clicks = ClickOrder()  # the newest click answered on each page's clickable pictures

@@ -27,8 +27,10 @@ function vitvizPaintSteps(canvases, ranges, v, draw, scaleOf) {
   const wvScale = scaleOf([wv]),
     wvEnd = (x) => (wvScale.log ? 10 ** x : x).toPrecision(3);
   draw(canvases[1], wv, wvScale);
+  // a prefix token on top and a patch within the tie threshold of it: the bright end is that tie, not "0.00" alone
+  const tied = best < n && Math.abs(patchTop) < VITVIZ_TIE ? ", the top patch tied with the top key" : "";
   ranges[0].textContent =
-    `colour: ${vitvizFixed(lo, 2)} (dark) to ${vitvizFixed(patchTop, 2)} (bright); 0 is the top key, ` +
+    `colour: ${vitvizFixed(lo, 2)} (dark) to ${vitvizFixed(patchTop, 2)} (bright${tied}); 0 is the top key, ` +
     `${best < n ? `${meta.prefix[best]}, not on the photo` : vitvizShortName(meta, best)}`;
   ranges[1].textContent = `colour: ${meta.scaleName}, ${wvEnd(wvScale.lo)} to ${wvEnd(wvScale.hi)}`;
 }

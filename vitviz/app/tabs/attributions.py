@@ -5,10 +5,10 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
-from ... import methods, plots, render, sanity
+from ... import methods, plots, render, sanity, sentences
 from ...analysis import Analysis
 from ...attributions import METHODS, attribute, input_analysis, patch_scores
-from ...deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
+from ...deletion import RANDOM_ORDERS, band_note, faithfulness, passes
 from ...maps import DEFAULT_SCALE
 from ...odds import LEVEL, needed
 from ...views import common
@@ -144,9 +144,10 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
     model = server.get_attribution_model(where[1])
     name = f"The faithfulness check of {s.label}"
     with stoppable(server, request, name, f"{name}: hiding patches", progress) as report:
-        # one band of random orders for the three maps: they explain one output, so they are ranked alike
+        # one band of random orders for the three maps: they explain one output, so they are ranked alike (and it
+        # is kept: a later check of another method or its options on this output reuses it)
         share = passes(maps=0) / passes(maps=maps)
-        band = random_band(model, image, progress=lambda done: report(done * share), **target)
+        band = server.bands.get(model, image, progress=lambda done: report(done * share), **target)
         rest = lambda i: lambda done: report(share + (1 - share) * (i + done) / maps)  # noqa: E731
         results = [
             faithfulness(
@@ -166,7 +167,9 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
     made = ["The map shown above", *(f"Map {r.map_seconds:.1f} s" for r in results[1:])]
     if not shown:
         made[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
-    text = "\n\n".join([band_note(band), *(f"**{name}.** {r.sentence()} {m}, curves {r.seconds:.1f} s."
+    size = tuple(g * a.model.patch_size for g in band.grid)
+    forward_said = sentences.attribution_check_forward(size, a.pixel_values.shape[2:], band.output.name(a.model))
+    text = "\n\n".join([forward_said, band_note(band), *(f"**{name}.** {r.sentence()} {m}, curves {r.seconds:.1f} s."
                                            for name, r, m in zip(names, results, made, strict=True))])  # fmt: skip
     return plots.faithfulness_curves(results, names), text
 

@@ -7,7 +7,7 @@ import gradio as gr
 
 from ... import plots, sentences
 from ...attributions import attribution_size, input_analysis
-from ...deletion import RANDOM_ORDERS, band_note, faithfulness, passes, random_band
+from ...deletion import RANDOM_ORDERS, band_note, faithfulness, passes
 from ...derived import Derived
 from ...maps import HEAD_FUSIONS
 from ...odds import LEVEL, needed
@@ -58,8 +58,9 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     with stoppable(server, request, name, f"{name}: hiding patches", progress, tab="rollout", work=work) as report:
         same = input_analysis(model, image)  # one forward, the three rollouts
         share = passes(maps=0) / passes(maps=len(fusions))
-        # one band of random orders for the three fusions: they explain one output, so they are ranked alike
-        band = random_band(model, image, output=output, progress=lambda done: report(done * share))
+        # one band of random orders for the three fusions: they explain one output, so they are ranked alike (and
+        # it is kept: a later check with another fusion or discard ratio reuses it)
+        band = server.bands.get(model, image, output=output, progress=lambda done: report(done * share))
         results = [
             faithfulness(
                 model,
