@@ -65,7 +65,6 @@ def test_a_second_check_that_changes_only_the_map_sends_no_random_order_through_
     Attributions tab's with another method, run exactly a band's forwards fewer than the first check (that band
     drawn apart on the same input counts them) and rank their maps against the very same random orders."""
     from vitviz.app.server import Server
-
     from vitviz.app.tabs import attributions, rollout
 
     server, path = Server(device="cpu"), tmp_path / "photo.png"

@@ -732,8 +732,8 @@ def test_the_attributions_check_explains_the_forward_of_its_maps_and_names_it_be
     where it is another forward (a classifier's native square against the 448 px analysis; an aspect-kept encoder
     reads the analysis' own input)."""
     from conftest import FAMILIES, random_image
-    from vitviz.app.server import Server
 
+    from vitviz.app.server import Server
     from vitviz.app.tabs import attributions
 
     server, path = Server(device="cpu"), tmp_path / "photo.png"
