@@ -53,7 +53,8 @@ def assert_same_analysis(batched: vitviz.Analysis, alone: vitviz.Analysis, rolle
             np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
     if rolled:  # made from the batch's forward (roll=True, as the app asks) when first needed: each image's own
         slider = {(f, p) for f in ForwardFusions.FUSIONS for p in Derived.ROLLOUT_PERCENTS}
-        readout = set() if alone.output.reads_readout else {("readout", f, 0) for f in ForwardFusions.FUSIONS}
+        # and toward the readout at the same discards, where the output is not the readout (the Rollout tab's note)
+        readout = set() if alone.output.reads_readout else {("readout", *key) for key in slider}
         held = batched.held()
         assert held.pending_roll or held.rollouts == slider | readout  # another image of the batch rolled them all
         batched.settle()
