@@ -112,7 +112,8 @@ def test_a_dense_head_that_fails_leaves_each_analysis_whole_and_its_view_says_wh
             batched.dense_map()
         monkeypatch.undo()
         alone = vitviz.analyze(embedded, image, longest=224)
-        np.testing.assert_allclose(batched.dense_map(), alone.dense_map(), atol=1e-6)
+        # a batch of two and a forward alone round apart (float32, ~1e-6 on this [0,1] map), as the test above allows
+        np.testing.assert_allclose(batched.dense_map(), alone.dense_map(), atol=1e-5)
         monkeypatch.setattr(embedded, "dense_map", broken)
 
 
