@@ -9,7 +9,8 @@ timed by its view). With `--http`, each user's page also fetches the Explorer's 
 time, as a browser does after an upload. Each round uses new photos. It prints, per round and over all rounds, the
 p50, p95 and max from upload to view and of a move, the errors, the forward passes the server ran (one per upload
 means that no move re-ran one), and the server's RSS before the round, at its peak (sampled every 0.25 s) and
-30 s after it, and the CPU seconds that the server and the clients used: here both share the same cores,
+30 s after it, the CPU seconds that the server and the clients used, and what a student cost the server
+in bare forwards of its model timed in this run: here both share the same cores,
 where a class's clients run on 30 devices. `--http` makes each user plain HTTP requests (`loadtest.HttpApi`)
 in place of gradio_client, whose polling and downloads cost this process more CPU. The app runs on a free
 loopback port: only 127.0.0.1 is contacted, and every loop is bounded.
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from tests.support.harness import photos, running_app
 from vitviz.maps import DEFAULT_SCALE
@@ -155,6 +157,23 @@ def cpu_s(pid: int | str = "self") -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def forward_cpu_s(image: Path, device: str, repeats: int = 5) -> float:
+    """The CPU seconds of one bare eager forward of the server's model on a student's photo at the app's size,
+    in this process before the app starts, on as many torch threads as the server's: what a student would cost
+    if the server did nothing but their forward."""
+    from vitviz.capture import analyze
+    from vitviz.models import load_model
+
+    model = load_model(device=device)
+    x = torch.from_numpy(analyze(model, image).pixel_values).to(model.device)
+    with torch.inference_mode():
+        model.net(pixel_values=x)
+        start = cpu_s()
+        for _ in range(repeats):
+            model.net(pixel_values=x)
+    return (cpu_s() - start) / repeats
+
+
 def peak_rss(pid: int, stop: threading.Event, into: list[int]) -> None:
     while not stop.wait(0.25):
         into.append(rss_bytes(pid))
@@ -176,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     images = photos(args.users * args.rounds, folder, prefix="student")
     uploads, moves, errors, views, layers, by_kind, server_total = [], [], [], {}, [], {}, 0.0
     log = folder / "server.log"
+    forward = forward_cpu_s(images[0], args.device)
     with open(log, "w") as out, running_app(["--device", args.device], log=out) as (url, pid):  # the last wins
         client = "plain HTTP" if args.http else "gradio_client"
         print(f"{client}, {os.cpu_count()} cores")
@@ -217,6 +237,10 @@ def main(argv: list[str] | None = None) -> None:
                   f"{': ' + round_errors[0] if round_errors else ''}")  # fmt: skip
             cores_s = took * os.cpu_count()
             print(f"  CPU: the server {server_cpu:.0f} s, the clients {client_cpu:.0f} s, of {cores_s:.0f} s")
+            print(
+                f"  a student cost the server {server_cpu / args.users:.2f} CPU-s, "
+                f"{server_cpu / args.users / forward:.2f} bare forwards of {forward:.2f} CPU-s (this run)"
+            )
             print(f"  upload to view  {figures(round_uploads)}")
             print(f"  a move          {figures(round_moves)}")
             last = max(u.uploaded_at for u in users)

@@ -487,9 +487,9 @@ def test_robust_scale_marks_only_values_above_the_clip():
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
 def test_discard_thresholds_count_exactly_what_a_sort_finds(dtype, device):
-    """The counting select against a full sort: many weights per 20-bit bin (a heavy tail near 0, as in
-    attention), ties, negative numbers and -0.0, in float16 (one count) and float32 (two passes on a CPU, a
-    sort on a GPU)."""
+    """The counting select against a full sort: many weights per 16-bit bin (a heavy tail near 0, as in
+    attention), ties, negative numbers and -0.0, in float16 (one count) and float32 (its top 16 bits counted on
+    a CPU, a sort on a GPU)."""
     g = torch.Generator().manual_seed(7)
     heavy = torch.rand(2, 300, 300, generator=g) ** 8  # most weights crowd into a few bins
     ties = torch.randint(0, 5, (2, 40, 40), generator=g).float() / 4

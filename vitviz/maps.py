@@ -154,11 +154,10 @@ def discard_thresholds(fused: torch.Tensor | Sequence[torch.Tensor], ratios: lis
     It is the k-th smallest weight, k = max(1, int(N² · ratio)): weights at or below it are dropped. Exact, and
     never by a whole sort. float16 weights are counted: a float's bits, read as an integer (see `_ordered`), order
     as the floats do, and float16 has 65,536 bit patterns, so one count gives every threshold, for every layer at
-    once. float32 weights on a CPU are selected a layer at a time by NumPy's introselect for all the k at once,
-    on one thread: in a class's storm, where the cores are shared, that took half the time of counting their top
-    20 bits and sorting the bins that hold a k-th (docs/benchmarks.md). On a GPU, float32 layers are sorted whole,
-    which takes less than either there, and float16 ones counted. Returns float16 for float16 input, else
-    float32, on `fused`'s device.
+    once. float32 weights on a CPU are counted by their top 16 bits, a layer at a time, and only the weights in
+    the bins that hold a k-th are sorted (`_float32_thresholds`): a fifth of NumPy's introselect's time at 448 px
+    (docs/benchmarks.md). On a GPU, float32 layers are sorted whole, which takes less than either there, and
+    float16 ones counted. Returns float16 for float16 input, else float32, on `fused`'s device.
     """
     if not isinstance(fused, torch.Tensor):  # L layers [N,N]
         fused = torch.stack(list(fused))
@@ -169,9 +168,7 @@ def discard_thresholds(fused: torch.Tensor | Sequence[torch.Tensor], ratios: lis
     if flat.dtype == torch.float32:
         if flat.is_cuda:  # a GPU sorts each row in less time than a count steps through them
             return flat.sort(dim=1).values[:, ks - 1]
-        at = ks.numpy() - 1
-        wanted = np.unique(at)
-        return torch.from_numpy(np.stack([np.partition(row, wanted)[at] for row in flat.detach().numpy()]))
+        return torch.from_numpy(np.stack([_float32_thresholds(row, ks.numpy()) for row in flat.detach().numpy()]))
     ints, offset, rows = flat.view(torch.int16), 0, flat.shape[0]
     if flat.is_cuda or bool((ints < 0).any()):  # a sign bit set (a negative weight, or -0.0); a GPU is not asked,
         ints, offset = _ordered(ints.int(), 16), 2**15  # which would wait for its queued work
@@ -185,6 +182,27 @@ def discard_thresholds(fused: torch.Tensor | Sequence[torch.Tensor], ratios: lis
     counts = counts.view(rows, 2**16)
     key = torch.searchsorted(counts.cumsum(1), ks.expand(rows, -1).contiguous()) - offset  # the k-th's bin
     return (_ordered(key, 16) if offset else key).to(torch.int16).view(flat.dtype)
+
+
+def _float32_thresholds(row: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """[M] float32 -> the k-th smallest of `row` for each k of `ks` (1 to M). Non-negative floats' bits order as
+    the floats do: one count of their top 16 bits finds the bin that holds each k-th, and only those bins' weights
+    are sorted, a few thousand of a layer's million at 448 px, where attention's weights spread over many octaves.
+    A sign bit set (a negative weight, or -0.0) is selected by introselect instead."""
+    bits = row.view(np.int32)
+    if bits.min() < 0:
+        return np.partition(row, np.unique(ks - 1))[ks - 1]
+    top = bits >> 16
+    counts = np.bincount(top, minlength=1 << 15)
+    below = np.cumsum(counts) - counts  # the weights in lower bins
+    bins = np.searchsorted(below + counts, ks)  # the bin of each k-th: the first whose count reaches k
+    chosen = np.unique(bins)
+    wanted = np.zeros(1 << 15, dtype=bool)
+    wanted[chosen] = True
+    candidates = np.sort(row[wanted[top]])  # the chosen bins' weights, bin after bin
+    starts = np.cumsum(counts[chosen]) - counts[chosen]  # each chosen bin's first place among them
+    at = np.searchsorted(chosen, bins)
+    return candidates[starts[at] + ks - 1 - below[bins]]
 
 
 def _ordered(bits: torch.Tensor, width: int) -> torch.Tensor:
