@@ -98,3 +98,45 @@ def test_a_second_check_that_changes_only_the_map_sends_no_random_order_through_
     note = [line for line in notes[0].split("\n\n") if line.startswith("Each map is ranked against")]
     assert note and note[0] in notes[1]  # the same orders, drawn in the same seconds
     assert notes[0] != notes[1]  # the maps differ
+
+
+@pytest.mark.parametrize("tab", ["rollout", "attributions"])
+def test_a_check_button_says_less_once_its_random_orders_are_kept(tmp_path, tab):
+    """The faithfulness check's button reads whether this photo and output have a kept band: its expected time
+    then leaves the random orders' images out, and `holds` asks without counting a reuse."""
+    import re
+
+    from vitviz.app.heavy import cost
+    from vitviz.app.server import Server
+    from vitviz.app.tabs import attributions, rollout
+
+    server, path = Server(device="cpu"), tmp_path / "photo.png"
+    cv2.imwrite(str(path), random_image(32, 32))
+    model = tiny_vit()
+    server.models[model.name] = model
+    where = (str(path), model.name, "224")
+    for _ in range(3):
+        server.heavy.measured("forward", 0.5)  # half a second an image: the two estimates' minutes and seconds
+    a = server.get_analysis(*where, None)
+    if tab == "rollout":
+        label = lambda: rollout.label_check(server, *where, "output", request=None).value  # noqa: E731
+        output = dict(output=a.output)
+    else:
+        s = attributions.Settings.of("saliency", "default", "blurred", 8, 0, 1, [])
+        label = lambda: attributions.relabel(server, where, s)[1].value  # noqa: E731
+        output = s.output_options(a, str(path))
+    said = re.compile(r"about (\d+) (s|min)")
+    first = said.search(label()).groups()
+    used = server.get_attribution_model(model.name)
+    assert not server.bands.holds(used, str(path), **output)
+    server.bands.get(used, str(path), **output)
+    assert server.bands.holds(used, str(path), **output) and server.bands.reused == 0
+    maps, more = (len(rollout.HEAD_FUSIONS), 1) if tab == "rollout" else (3, 2)  # the rollouts' forward, or two maps'
+    before, after = (0.5 * cost(a, lambda grid, n=n: passes(maps=maps, random_orders=n) + more) for n in (50, 0))
+    assert first == _duration(before) and said.search(label()).groups() == _duration(after), (before, after)
+    assert after < before / 4
+
+
+def _duration(seconds: float) -> tuple[str, str]:
+    """As the buttons say it (`heavy._duration`), split into its number and unit."""
+    return (f"{max(seconds, 1):.0f}", "s") if seconds < 90 else (f"{seconds / 60:.0f}", "min")

@@ -42,9 +42,7 @@ class RandomBands:
         pixels) and options (the output, steps, replacement, random_orders, seed, longest, ...) drew one before,
         else drawn now and kept. `progress` hears the drawing's fractions, or 1.0 at once for a kept band."""
         rgb = load_image(image)
-        pixels = hashlib.blake2b(np.asarray(rgb.shape).tobytes(), digest_size=16)
-        pixels.update(rgb.tobytes())
-        key = (id(model), pixels.hexdigest(), *sorted(options.items(), key=lambda item: item[0]))
+        key = _key(model, rgb, options)
         with self._lock:
             kept = self._items.get(key)
             if kept is not None and kept[0] is model:
@@ -63,10 +61,26 @@ class RandomBands:
                 self._items.popitem(last=False)
         return band
 
+    def holds(self, model: VitModel | None, image: ImageInput, **options) -> bool:
+        """Whether `get` with these arguments would reuse a kept band, drawing nothing: what a button's expected
+        time reads, without counting as a reuse. None (a model not loaded yet) holds none."""
+        if model is None:
+            return False
+        with self._lock:
+            kept = self._items.get(_key(model, load_image(image), options))
+        return kept is not None and kept[0] is model
+
     @property
     def nbytes(self) -> int:
         """The kept bands' arrays' bytes (their orders, curves and fractions)."""
         return sum(_nbytes(band) for _, band in list(self._items.values()))
+
+
+def _key(model: VitModel, rgb: np.ndarray, options: dict) -> tuple:
+    """A band's key: the model, the photo's pixels and the drawing's options."""
+    pixels = hashlib.blake2b(np.asarray(rgb.shape).tobytes(), digest_size=16)
+    pixels.update(rgb.tobytes())
+    return (id(model), pixels.hexdigest(), *sorted(options.items(), key=lambda item: item[0]))
 
 
 def _nbytes(band: deletion.RandomBand) -> int:

@@ -56,9 +56,13 @@ COMPUTE, CHECK, SANITY = ("Compute attribution", "Check faithfulness: hide the t
                           "Sanity check: randomise the model from the top")  # fmt: skip
 
 
-def _buttons(server: Server, a: Analysis, s: Settings) -> tuple:
-    """Compute, Check faithfulness and Sanity check, each saying how long it takes on this image here."""
-    curves = lambda grid: passes(maps=3) + 2  # noqa: E731  the three maps' curves, the rollout's and relevancy's maps
+def _buttons(server: Server, a: Analysis, s: Settings, where: tuple) -> tuple:
+    """Compute, Check faithfulness and Sanity check, each saying how long it takes on this image here: the check
+    less once a check on this photo and output kept its random orders (`Server.bands`)."""
+    image, model = where[0], server.attribution_models.get(where[1])
+    kept = server.bands.holds(model, image, **s.output_options(a, image))
+    orders = 0 if kept else RANDOM_ORDERS
+    curves = lambda grid: passes(maps=3, random_orders=orders) + 2  # noqa: E731  and the rollout's and relevancy's maps
     sanity = lambda grid: (a.model.num_layers + 1) * s.passes(grid)  # noqa: E731
     return (gr.Button(f"{COMPUTE} ({expected(server, a, gradient=s.passes)})"),
             gr.Button(f"{CHECK} ({expected(server, a, gradient=s.passes, forward=curves)})"),
@@ -70,7 +74,7 @@ def relabel(server: Server, where: tuple, s: Settings, request: gr.Request = Non
     """The buttons' expected times, for a new image, method or options."""
     if not where[0]:
         return (gr.skip(),) * 3
-    return _buttons(server, server.get_analysis(*where, request), s)
+    return _buttons(server, server.get_analysis(*where, request), s, where)
 
 
 @user_errors
@@ -338,6 +342,7 @@ def build(ctx: Context) -> None:
         api_name="faithfulness",
         **slots("heavy"),
     )
+    checking.then(bind(endpoint(relabel)), controls, labels, **relabelled)  # its random orders are kept now
     cascading = randomising.click(
         bind(endpoint(check_sanity, display, {"colour_scale": DEFAULT_SCALE, "text": ""})),
         [*controls, ctx.cmap, ctx.alpha, ctx.scale, text],

@@ -52,9 +52,11 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     output = followed(a.output, toward)
     fusions = [fusion, *(f for f in HEAD_FUSIONS if f != fusion)]
     name = "The faithfulness check of the rollout"
-    within_budget(a, _curves, name)
     model = server.get_attribution_model(model_name)
-    work = ("forward", cost(a, _curves))
+    kept = server.bands.holds(model, image, output=output)
+    curves = lambda grid: _curves(grid, kept)  # noqa: E731
+    within_budget(a, curves, name)
+    work = ("forward", cost(a, curves))
     with stoppable(server, request, name, f"{name}: hiding patches", progress, tab="rollout", work=work) as report:
         same = input_analysis(model, image)  # one forward, the three rollouts
         share = passes(maps=0) / passes(maps=len(fusions))
@@ -81,21 +83,25 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     return plots.faithfulness_curves(results, names), "\n\n".join([where, band_note(band), *lines])
 
 
-def _curves(grid) -> int:
-    """Images through the model of the check: one for the three rollouts, then each fusion's masked inputs."""
-    return 1 + passes(maps=len(HEAD_FUSIONS))
+def _curves(grid, band_kept: bool = False) -> int:
+    """Images through the model of the check: one for the three rollouts, then each fusion's masked inputs, and the
+    random orders' unless a band of them is kept for this photo and output (`Server.bands`)."""
+    return 1 + passes(maps=len(HEAD_FUSIONS), random_orders=0 if band_kept else RANDOM_ORDERS)
 
 
 CHECK = "Check faithfulness: hide the top patches"
 
 
 @user_errors
-def label_check(server: Server, image, model_name, size, request: gr.Request):
-    """The check's button, with how long it takes on this image here."""
+def label_check(server: Server, image, model_name, size, toward="output", request: gr.Request = None):
+    """The check's button, with how long it takes on this image here: less once a check on this photo and output
+    kept its random orders."""
     if not image:
         return gr.skip()
     a = server.get_analysis(image, model_name, size, request)
-    return gr.Button(f"{CHECK} ({expected(server, a, forward=_curves)})")
+    model = server.attribution_models.get(model_name)
+    kept = server.bands.holds(model, image, output=followed(a.output, toward))
+    return gr.Button(f"{CHECK} ({expected(server, a, forward=lambda grid: _curves(grid, kept))})")
 
 
 def stop(server: Server, request: gr.Request) -> str:
@@ -159,11 +165,14 @@ def build(ctx: Context) -> None:
         [rollout, note, truth],
         [fusion.change, discard.change, toward.change],
         api_name="rollout",
-        prepare=(ctx.server.bind(label_check), ctx.where, [check]),
+        prepare=(ctx.server.bind(label_check), [*ctx.where, toward], [check]),
     )
     bind = ctx.server.bind
     checking = check.click(bind(check_faithfulness), [*ctx.where, fusion, discard, toward], [curves, verdict],
                            api_name="rollout_faithfulness", **slots("heavy"))  # fmt: skip
+    relabelled = dict(api_visibility="private", show_progress="hidden")
+    checking.then(bind(label_check), [*ctx.where, toward], [check], **relabelled)  # its band is kept now
+    toward.change(bind(label_check), [*ctx.where, toward], [check], **relabelled)
     halt.click(bind(stop), None, verdict, cancels=[checking], api_visibility="private", queue=False)
     ctx.stop_with_the_photo(stop, verdict, [checking])
     # The curves belong to one image: a new image clears them. They name their own settings, so a new fusion or
