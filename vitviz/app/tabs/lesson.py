@@ -14,7 +14,7 @@ from ..heavy import stop_run
 from ..pictures import picture
 from ..scheduling import slots
 from ..server import Server, user_errors
-from .whatif import importance_cost, measured_importance
+from .whatif import importance_time, measured_importance
 
 LAST = len(lesson.ALL_STEPS)
 KEPT_PHOTOS = 8  # the photos whose guess (and measured grid) a session keeps
@@ -54,7 +54,7 @@ def guess_step(server: Server, a, guess: lesson.Guess | None) -> lesson.Step:
     where they are, and before the grid, what measuring it costs on this server."""
     title, shown, text = lesson.lesson_step(a, lesson.GUESS, guess=guess)
     if guess is None or guess.grid is None:
-        text += f" On this server: {importance_cost(server, a)}."
+        text += f" On this server that takes {importance_time(server, a)}."
     return title, shown, text
 
 
@@ -83,13 +83,14 @@ def guessed(server: Server, image, model_name, size, step, guesses, large, evt: 
 
 
 @user_errors
-def measure_guess(server: Server, image, model_name, size, guesses, large, request: gr.Request = None,
+def measure_guess(server: Server, image, model_name, size, step, guesses, large, request: gr.Request = None,
                   progress=gr.Progress()):  # fmt: skip
     """The guess revealed: every head's importance measured on this photo (a heavy run of the Lesson's, stopped by
-    a new photo, Clear or another step), kept with the guess; nothing where the photo's grid is kept already."""
+    a new photo, Clear or another step), kept with the guess; nothing off the guessing step, or where the photo's
+    grid is kept already."""
     key = server.analysis_key(image, model_name, size)
     guess = (guesses or {}).get(key)
-    if not image or guess is None or guess.grid is not None:
+    if not image or int(step) != lesson.GUESS or guess is None or guess.grid is not None:
         return gr.skip(), gr.skip(), gr.skip()
     a = server.get_analysis(image, model_name, size, request)
     guess = lesson.Guess(guess.layer, guess.head, measured_importance(server, a, "zero", request, progress, "lesson"))
@@ -118,9 +119,9 @@ def build(ctx: Context) -> None:
         server = ctx.server
         a = server.get_analysis(image, model_name, size, request)
         step = int(step)
-        if step == lesson.GUESS:
+        if step == lesson.GUESS:  # a guess whose measurement was stopped is asked again
             guess = (guesses or {}).get(server.analysis_key(image, model_name, size))
-            title, shown, text = guess_step(server, a, guess)
+            title, shown, text = guess_step(server, a, guess if guess and guess.grid else None)
             return f"### Step {step} of {LAST} · {title}", shown, text
         depth = None
         if step == lesson.DENSE and ctx.depth_model is not None:
@@ -159,7 +160,7 @@ def build(ctx: Context) -> None:
     clicked = ctx.server.on_click(shown, guessed, [*ctx.where, step, guesses, ctx.large], [guesses, shown, text])
     measuring = clicked.then(
         ctx.server.bind(measure_guess),
-        [*ctx.where, guesses, ctx.large],
+        [*ctx.where, step, guesses, ctx.large],
         [guesses, shown, text],
         api_visibility="private",
         show_progress_on=[shown],

@@ -1,5 +1,6 @@
-"""What if: switch off parts of the model (a head, every head of a layer, a layer's MLP, patches) and see the output,
-the attention and the rollout beside the unablated model's; and every head's importance to the output."""
+"""What if: switch off parts of the model (a head, every head of a layer, a layer's MLP, a set of layers, patches) and
+see the output, the attention and the rollout beside the unablated model's; and every head's importance to the
+output."""
 
 from __future__ import annotations
 
@@ -151,11 +152,16 @@ def fresh(server: Server, image, model_name, size, request: gr.Request = None):
 IMPORTANCE = "Measure every head's importance: each switched off alone"
 
 
+def importance_time(server: Server, a) -> str:
+    """How long measuring every head's importance on `a`'s photo takes here, before it starts: "about 12 s"."""
+    forwards = cost(a.model, tuple(a.pixel_values.shape[2:]))
+    return expected(server, a, forward=lambda _: forwards)
+
+
 def importance_cost(server: Server, a) -> str:
     """What measuring every head's importance on `a`'s photo costs, before it is pressed: "40 forwards' work, about
     12 s"."""
-    forwards = cost(a.model, tuple(a.pixel_values.shape[2:]))
-    return f"{forwards:.0f} forwards' work, {expected(server, a, forward=lambda _: forwards)}"
+    return f"{cost(a.model, tuple(a.pixel_values.shape[2:])):.0f} forwards' work, {importance_time(server, a)}"
 
 
 def measured_importance(server: Server, a, mode: str, request: gr.Request, progress, tab: str):
@@ -206,7 +212,8 @@ def build(ctx: Context) -> None:
         (
             "Ask the model *what if*: switch off one part of it and run the photo again. Click a head's tile (or "
             "choose below) to switch that head off: its output zeroed, or replaced by its mean over the photo's "
-            "tokens; or switch off every head of a layer, a layer's MLP, or patches you click on the photo "
+            "tokens; or switch off every head of a layer, a layer's MLP, a set of layers, or patches you click on "
+            "the photo "
             "(hidden as keys no query may attend to, or blurred). Each picture pair shows the model as it is, "
             "then with that part off; the sentence says how much the output moved. Attention weights only show "
             "where a head looks: switching it off measures what it does for the output."
