@@ -382,14 +382,14 @@ def test_the_guess_step_asks_marks_then_reveals_and_every_number_is_the_grids(sm
     best = vitviz.ablate(embedded, ASSETS / "chelsea.jpg", heads=[(top_layer, top_head)], longest=112, baseline=a)
     assert (int(found[1]), int(found[2])) == (layer, head) and (int(found[11]), int(found[12])) == ranked[0][:2]
     assert found[3] == ("raises" if mine.change > 0 else "lowers") and found[4] == a.output.name(embedded)
-    assert float(found[5]) == pytest.approx(abs(mine.relative) * 100, abs=0.06)
+    assert f"{found[5]} %" == percent_words(mine.relative)  # the digits its size needs, of one forward's change
     assert (found[6], found[7]) == (f"{mine.before:.3g}", f"{mine.after:.3g}")
     rank, tied = reference_rank(list(np.abs(grid.change).ravel()), abs(grid.change[layer, head]), grid.noise)
     said_rank = int(found[8] or found[9])
     assert said_rank == rank and int(found[10] or 0) == tied and 10 < rank < 60
     assert found[13] == ("+" if best.change > 0 else "−")
-    assert float(found[14]) == pytest.approx(abs(best.relative) * 100, rel=0.01, abs=0.06)
-    assert float(found[15]) == pytest.approx(abs(mine.change / best.change) * 100, rel=0.01, abs=0.06)
+    assert f"{found[14]} %" == percent_words(best.relative)
+    assert f"{found[15]} %" == percent_words(mine.change / best.change)
     assert "Each head was zeroed alone on this photo, exact to float32 rounding" in text
     assert_well_formed(text)
 
