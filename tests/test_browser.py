@@ -1327,7 +1327,7 @@ def test_the_lessons_guess_is_measured_revealed_and_kept_for_the_photo_and_clear
         view.goto(page.url.split("?")[0] + "?step=9")
         view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
         choose(view, "#size", "224")
-        view.locator("#status").get_by_text("16 rows × 16 columns").wait_for(timeout=60_000)
+        view.locator("#status").get_by_text("× 16 columns").wait_for(timeout=60_000)  # chelsea, 224 px wide
         view.locator("#lesson-title").get_by_text("Step 9 of 9").wait_for(timeout=60_000)
         view.locator("#lesson-text").get_by_text("Click its tile.").wait_for(timeout=60_000)
         view.wait_for_function("() => document.querySelector('#lesson-picture img')?.complete", timeout=30_000)
