@@ -274,8 +274,7 @@ class Context:
                 *args, evt, request, progress = values
                 if not args[0]:
                     return nothing
-                with large_labels(args[-1]):  # a picture's layout may follow its labels' size (`head_tiles`)
-                    chosen = locate(server.get_analysis(*args[:3], request), *evt.index)
+                chosen = locate(server.get_analysis(*args[:3], request), *evt.index)
                 if chosen is None:
                     return nothing
                 for i, value in zip(at, chosen, strict=True):

@@ -166,6 +166,7 @@ def build(ctx: Context) -> None:
         switch_off = gr.Button(
             "Switch off the head shown: what does the output do without it?", elem_id="explorer-switch-off"
         )
+        shown_head = gr.JSON(None, visible=False)  # the Explorer's {layer, head}, set in the page (`SHOWN_HEAD`)
         with gr.Column(visible=False) as results:
             off = gr.Markdown(elem_id="explorer-off", label="Switched off")
             said = gr.Markdown(elem_id="explorer-said", label="The difference")
@@ -201,7 +202,6 @@ def build(ctx: Context) -> None:
             columns = gr.Number(0, precision=0, minimum=0, maximum=16, visible=False, label="Columns of the sheet")
     ctx.demo.load(None, None, columns, js=PHONE_COLUMNS, api_visibility="private", queue=False)
     ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale], [shown], api_name="explorer")
-    shown_head = gr.JSON(None, visible=False)
     switch_off.click(
         ctx.server.bind(switch_off_shown),
         [*ctx.where, shown_head, ctx.cmap, ctx.alpha, ctx.scale, ctx.large],

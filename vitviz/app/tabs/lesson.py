@@ -109,8 +109,6 @@ def leave(server: Server, request: gr.Request) -> None:
 
 
 def build(ctx: Context) -> None:
-    guesses = gr.State({})  # {analysis key: lesson.Guess}: the session's guess on each photo, its grid once measured
-
     @user_errors
     def draw(image, model_name, size, step, guesses, cmap, alpha, colour_scale, request: gr.Request):
         """(the step's title, its picture, its sentences). The dense-decoding step shows the depth model's map when
@@ -149,6 +147,7 @@ def build(ctx: Context) -> None:
                 shown = picture(label="This step on your image", clickable=True, elem_id="lesson-picture")
             with gr.Column(scale=2, min_width=280, elem_classes=["vitviz-beside"]):
                 text = gr.Markdown(label="Step text", elem_id="lesson-text")
+        guesses = gr.State({})  # {analysis key: lesson.Guess}: each photo's guess, its grid once measured
     ctx.view(
         tab,
         draw,
