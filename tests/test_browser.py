@@ -554,7 +554,7 @@ def lesson_picture(page) -> bytes:
 
 def test_the_lesson_walks_every_step_and_a_link_opens_one(page, tmp_path):
     """Next goes through all the steps, each with its own picture; ?step=3 opens step 3 directly."""
-    from vitviz.lesson import STEPS
+    from vitviz.lesson import ALL_STEPS as STEPS
 
     page.get_by_role("tab", name=label("lesson")).click()
     page.locator("#lesson-title").get_by_text(f"Step 1 of {len(STEPS)}").wait_for(timeout=60_000)
@@ -653,7 +653,7 @@ def test_the_projector_shows_each_tabs_controls_and_main_picture_on_its_first_sc
     """At 1024x768 with large text, from the page's top right after a photo is uploaded: the tab bar, and for each
     tab its first screen's controls and main pictures (its `Tab` record's), whole (every lesson step's too), under
     the tab bar within the 768 px; the Explorer's text 18 px or more."""
-    from vitviz.lesson import STEPS
+    from vitviz.lesson import ALL_STEPS as STEPS
 
     view = on_a_projector(page.context.browser.new_page, page.url)
     try:
@@ -815,7 +815,7 @@ def test_the_projector_mode_shows_the_labels_in_pictures_and_charts_18_px_tall(p
     lesson's tables) shows them at least 18 px tall on the screen, measured from the picture served and the
     size the page shows it at; Plotly's text is 18 px or more too, and no chart's text, legend or colour bar is
     cut off. (test_the_projector_shows_each_tabs_controls_and_main_picture_on_its_first_screen: where they are.)"""
-    from vitviz.lesson import STEPS
+    from vitviz.lesson import ALL_STEPS as STEPS
 
     view = on_a_projector(page.context.browser.new_page, page.url)
     try:
@@ -1296,3 +1296,94 @@ def test_a_click_on_a_head_tile_switches_that_head_off_and_says_what_it_did(page
     page.locator("#whatif-photo img").first.click(position={"x": 3, "y": 3})  # the top-left patch
     page.wait_for_function("() => document.querySelector('#whatif-patches textarea').value === '0'", timeout=30_000)
     shot(page, tmp_path, "whatif.png")
+
+
+def test_the_explorers_head_switched_off_puts_the_output_beside_it_and_says_by_how_much(page, tmp_path):
+    """Attention: the Explorer's test handle shows layer 9's head 3, and *Switch off the head shown* ablates that
+    head: the page names it, its sentence is `ablation_words` of `vitviz.ablate` on the same photo with the numbers
+    it quotes, and the output with the head off is Python's ablated dense map, beside the unablated one."""
+    import vitviz
+    from vitviz.app.server import EXAMPLES
+    from vitviz.sentences import ablation_words
+    from vitviz.views.output import output_view
+
+    page.get_by_role("tab", name=label("attention")).click()
+    page.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length > 0", timeout=60_000)
+    page.evaluate("() => window.vitviz.explorer.hover(9, 3, -1)")
+    assert [page.evaluate("() => window.vitviz.explorer.state()")[k] for k in ("layer", "head")] == [9, 3]
+    page.locator("#explorer-switch-off").click()
+    page.locator("#explorer-off").get_by_text("layer 9, head 3, zeroed").wait_for(timeout=60_000)
+    model = vitviz.load_model(device="cpu")
+    w = vitviz.ablate(model, EXAMPLES[0], heads=[(9, 3)])
+    said = page.locator("#explorer-said").inner_text().strip()
+    assert said == ablation_words(w)
+    shown = float(re.search(r"by ([\d.]+) % on this photo", said)[1])
+    assert shown == pytest.approx(abs(w.relative) * 100, abs=0.06) and shown > 0.01
+    assert f"from {w.before:.3g} to {w.after:.3g}" in said
+    before, after = (fetch_picture(src(page, f"#explorer-dense-{s}")) for s in ("before", "after"))
+    want_before, want_after = (output_view(a, "inferno", 0.6, "log")[1] for a in (w.baseline, w))
+    assert before.shape == want_before.shape and after.shape == want_after.shape
+    assert np.abs(after.astype(int) - want_after).mean() < 3 < np.abs(after.astype(int) - want_before).mean() * 10
+    assert np.abs(before.astype(int) - want_before).mean() < 3
+    shot(page, tmp_path, "explorer-switch-off.png")
+
+
+def tile_click(view, selector: str, layer: int, head: int) -> None:
+    """A click on the middle of head (layer, head)'s tile in the head tiles `selector`, drawn in the page's labels'
+    mode (`large`), at the scale the page shows them."""
+    from vitviz.render import large_labels, tile_geometry
+
+    large = view.evaluate("() => document.querySelector('#large-text input')?.checked ?? false")
+    with large_labels(large):
+        left, top, width, height, _ = tile_geometry()
+    img = view.locator(f"{selector} img").first
+    scale = view.evaluate(f"() => {{ const i = document.querySelector('{selector} img');"
+                          " return i.getBoundingClientRect().width / i.naturalWidth; }")  # fmt: skip
+    x, y = left + head * width + width / 2, top + layer * height + height / 2
+    img.click(position={"x": x * scale, "y": y * scale})
+
+
+def test_the_lessons_guess_is_measured_revealed_and_kept_for_the_photo_and_clear_stops_it(page, tmp_path):
+    """Step 9 at 224 px: a click on layer 11's head 0 is the guess; every head's importance is measured in the
+    page's heavy slot and the step says `guess_words` of `vitviz.importance` run here, every number in it; back to
+    step 8 and on to 9 shows it again at once, with no click (the photo's grid is kept); a guess on another photo
+    is stopped by Clear, which says so."""
+    import vitviz
+    from vitviz.app.server import EXAMPLES
+    from vitviz.head_importance import importance
+    from vitviz.sentences import guess_words
+
+    view = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        view.goto(page.url.split("?")[0] + "?step=9")
+        view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        choose(view, "#size", "224")
+        view.locator("#status").get_by_text("× 16 columns").wait_for(timeout=60_000)  # chelsea, 224 px wide
+        view.locator("#lesson-title").get_by_text("Step 9 of 9").wait_for(timeout=60_000)
+        view.locator("#lesson-text").get_by_text("Click its tile.").wait_for(timeout=60_000)
+        view.wait_for_function("() => document.querySelector('#lesson-picture img')?.complete", timeout=30_000)
+        assert "forwards' work" in view.locator("#lesson-text").inner_text()
+        tile_click(view, "#lesson-picture", 11, 0)
+        view.locator("#lesson-text").get_by_text("by the size of that change").wait_for(timeout=300_000)
+        model = vitviz.load_model(device="cpu")
+        grid = importance(model, EXAMPLES[0], longest=224)
+        want = guess_words(grid, model, 11, 0).replace("**", "")
+        assert view.locator("#lesson-text").inner_text().strip().startswith(want)
+        revealed = src(view, "#lesson-picture")
+        view.locator("#lesson-back").click()
+        view.locator("#lesson-title").get_by_text("Step 8 of 9").wait_for(timeout=60_000)
+        view.locator("#lesson-next").click()
+        view.locator("#lesson-title").get_by_text("Step 9 of 9").wait_for(timeout=60_000)
+        view.locator("#lesson-text").get_by_text("by the size of that change").wait_for(timeout=10_000)
+        assert view.locator("#lesson-text").inner_text().strip().startswith(want) and src(view, "#lesson-picture")
+        assert fetch_picture(src(view, "#lesson-picture")).shape == fetch_picture(revealed).shape
+        choose(view, "#size", "model default")  # another photo for the lesson: nothing kept for it
+        view.locator("#lesson-text").get_by_text("Click its tile.").wait_for(timeout=60_000)
+        view.wait_for_function("() => document.querySelector('#lesson-picture img')?.complete", timeout=30_000)
+        tile_click(view, "#lesson-picture", 5, 2)
+        view.locator("#lesson-text").get_by_text("You guessed layer 5, head 2.").wait_for(timeout=30_000)
+        view.get_by_text("each switched off alone").first.wait_for(timeout=30_000)  # the run's progress: it started
+        view.locator("#upload button[aria-label='Clear']").first.click()
+        view.locator("#lesson-text").get_by_text("Stopped.").wait_for(timeout=10_000)
+    finally:
+        view.close()

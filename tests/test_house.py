@@ -28,9 +28,6 @@ WAITING = {
     "vitviz/deletion.py:faithfulness": "waits for a method's options to move to its record",
     # the random orders take faithfulness' arguments for one output (its target, box, text, size): one record with it
     "vitviz/deletion.py:random_band": "waits, with faithfulness, for an output's arguments to become one record",
-    # the What-if tab's draw: its choice of patches (indices, how) becomes one settings record; a first try made
-    # the clicks' path pass the record's first input alone
-    "vitviz/app/tabs/whatif.py:draw": "waits for its patches and their mode to become one settings record",
     # #63's keyword call (heads=, mode=, patches=, ...): its parts are an `Ablation` record already
     "vitviz/ablation.py:ablate": "waits to take its `Ablation` record as one argument beside the issue's keywords",
     # the Live tab's camera stream is wired by hand, not by `Context.view`, which makes the records

@@ -11,6 +11,9 @@ from support.trend_reference import exact_p_by_formula, rho_by_formula, scipy_tr
 
 import vitviz
 from vitviz import lesson
+from vitviz.head_importance import Importance, cost, importance
+from vitviz.outputs import Output
+from vitviz.sentences import percent_words
 from vitviz.views.attention import attention_view
 from vitviz.views.common import display
 from vitviz.views.depth import depth_view
@@ -97,6 +100,14 @@ def test_every_family_gets_every_step_and_the_inside_step_names_its_query(name):
     pictures = [lesson.lesson_step(a, s)[1] for s in range(1, len(lesson.STEPS) + 1)]
     assert all(p.dtype == np.uint8 and p.ndim == 3 for p in pictures)
     assert "PCA" in lesson.lesson_step(a, 8)[2]
+    title, tiles, text = lesson.lesson_step(a, 9)
+    m = a.model
+    np.testing.assert_array_equal(tiles, vitviz.render.head_tiles(m.num_layers, m.num_heads))
+    assert f"Which of the {m.num_layers * m.num_heads} heads matters most for {a.output.name(m)}" in text
+    grid = importance(m, a.image, longest=40)
+    said = lesson.lesson_step(a, 9, guess=lesson.Guess(m.num_layers - 1, 0, grid))[2]
+    assert said.startswith(f"You guessed **layer {m.num_layers - 1}, head 0**. Switched off alone, it ")
+    assert_well_formed(said)
     text = lesson.lesson_step(a, 7)[2]
     query = "readout" if len(a.model.readout.tokens) == 1 else (a.grid[0] // 2) * a.grid[1] + a.grid[1] // 2
     d = a.inside_head(a.model.num_layers - 1, 0, query)
@@ -104,10 +115,16 @@ def test_every_family_gets_every_step_and_the_inside_step_names_its_query(name):
     assert f"largest weight is {d.weights.max():.3f}" in text
 
 
-@pytest.mark.parametrize("step", [0, 9, -1])
+@pytest.mark.parametrize("step", [0, 10, -1])
 def test_a_step_out_of_range_says_which_are_allowed(chelsea, step):
-    with pytest.raises(ValueError, match=r"step must be in \[1, 8\]"):
+    with pytest.raises(ValueError, match=r"step must be in \[1, 9\]"):
         lesson.lesson_step(chelsea, step)
+
+
+def test_the_chapter_keeps_its_eight_steps_and_the_guess_comes_after_them():
+    """The static site's lesson mirrors the chapter's steps one by one (vitviz/site): the exercise comes after."""
+    assert len(lesson.STEPS) == 8 and lesson.ALL_STEPS == [*lesson.STEPS, lesson.guess_head]
+    assert (lesson.DENSE, lesson.GUESS) == (8, 9)
 
 
 def test_with_a_depth_model_the_last_step_shows_its_depth_map(chelsea, tmp_path):
@@ -308,3 +325,130 @@ def test_the_inside_and_dense_steps_parse_back_to_this_analysis(name, embedded):
         assert f"(its top class here: {best}" in text
         expected = vitviz.render.upsample_rgb(a.pca_rgb(), display(a).shape[:2])
         np.testing.assert_array_equal(picture, expected)
+
+
+@pytest.fixture(scope="module")
+def small(embedded):
+    """The embedded model on chelsea at 112 px (8 × 5 patches), and its head importance measured there."""
+    a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg", longest=112)
+    return a, importance(embedded, ASSETS / "chelsea.jpg", longest=112)
+
+
+def reference_rank(sizes: list[float], own: float, noise: float) -> tuple[int, int]:
+    """(rank, others tied) by walking the heads one by one: each clearly larger one pushes the guess down a place,
+    each within `noise` of it shares its place."""
+    larger = tied = 0
+    for size in sizes:
+        if size - own > noise:
+            larger += 1
+        elif abs(size - own) <= noise:
+            tied += 1
+    return larger + 1, tied - 1  # the guess is within noise of itself
+
+
+GUESSED = re.compile(
+    r"You guessed \*\*layer (\d+), head (\d+)\*\*\. Switched off alone, it (raises|lowers) (.+?) by ([\d.]+) %, "
+    r"from (\S+) to (\S+); it (?:ranks \*\*(\d+)\w\w of the 72 heads\*\*|shares the \*\*(\d+)\w\w place of the 72 "
+    r"heads\*\* with (\d+) others?) by the size of that change, and the head that matters most, \*\*layer (\d+), "
+    r"head (\d+)\*\*, moves it by ([+−])([\d.]+) %, so yours does ([\d.]+) % of its change\."
+)
+
+
+def test_the_guess_step_asks_marks_then_reveals_and_every_number_is_the_grids(small, embedded):
+    """Before the guess: grey tiles and the question, with the work it costs; a guess alone: its tile outlined; with
+    the grid: the tiles coloured by each head's change, and one sentence whose every number is checked against
+    the guessed and the top head switched off by `vitviz.ablate` (one forward each, no batching) and whose rank is
+    a walk over the grid's heads."""
+    a, grid = small
+    title, picture, text = lesson.lesson_step(a, 9)
+    assert title == "Guess the head that matters most"
+    np.testing.assert_array_equal(picture, vitviz.render.head_tiles(12, 6))
+    assert "Which of the 72 heads matters most for" in text and "**Click its tile.**" in text
+    assert f"{cost(embedded, (a.pixel_values.shape[2], a.pixel_values.shape[3])):.0f} forwards' work" in text
+    assert_well_formed(text)
+    ranked = grid.ranked()
+    layer, head, _ = ranked[len(ranked) // 2]  # a head in the middle: neither the top one nor tied with it
+    _, marked, text = lesson.lesson_step(a, 9, guess=lesson.Guess(layer, head))
+    np.testing.assert_array_equal(marked, vitviz.render.head_tiles(12, 6, chosen=(layer, head)))
+    assert text.startswith(f"You guessed **layer {layer}, head {head}**.") and "forwards' work" in text
+    _, revealed, text = lesson.lesson_step(a, 9, guess=lesson.Guess(layer, head, grid))
+    top_layer, top_head, _ = ranked[0]
+    values = grid.change / abs(grid.before) * 100
+    want = vitviz.render.head_tiles(12, 6, values, (layer, head), (top_layer, top_head))
+    np.testing.assert_array_equal(revealed, want)
+    found = GUESSED.search(text)
+    assert found, text
+    mine = vitviz.ablate(embedded, ASSETS / "chelsea.jpg", heads=[(layer, head)], longest=112, baseline=a)
+    best = vitviz.ablate(embedded, ASSETS / "chelsea.jpg", heads=[(top_layer, top_head)], longest=112, baseline=a)
+    assert (int(found[1]), int(found[2])) == (layer, head) and (int(found[11]), int(found[12])) == ranked[0][:2]
+    assert found[3] == ("raises" if mine.change > 0 else "lowers") and found[4] == a.output.name(embedded)
+    assert f"{found[5]} %" == percent_words(mine.relative)  # the digits its size needs, of one forward's change
+    assert (found[6], found[7]) == (f"{mine.before:.3g}", f"{mine.after:.3g}")
+    rank, tied = reference_rank(list(np.abs(grid.change).ravel()), abs(grid.change[layer, head]), grid.noise)
+    said_rank = int(found[8] or found[9])
+    assert said_rank == rank and int(found[10] or 0) == tied and 10 < rank < 60
+    assert found[13] == ("+" if best.change > 0 else "−")
+    assert f"{found[14]} %" == percent_words(best.relative)
+    assert f"{found[15]} %" == percent_words(mine.change / best.change)
+    assert "Each head was zeroed alone on this photo, exact to float32 rounding" in text
+    assert_well_formed(text)
+
+
+def test_the_top_head_guessed_ranks_first(small):
+    a, grid = small
+    layer, head, change = grid.ranked()[0]
+    text = lesson.lesson_step(a, 9, guess=lesson.Guess(layer, head, grid))[2]
+    assert "it ranks **1st of the 72 heads** by the size of that change" in text
+    assert (
+        f"and the largest change is {vitviz.sentences.importance_change(grid, change)} (layer {layer}, head {head})"
+        in text
+    )
+    assert_well_formed(text)
+
+
+def made_grid(changes: np.ndarray, before: float = 2.0) -> Importance:
+    return Importance(before + np.asarray(changes, np.float64), before, Output("dense"), "zero", 40.0, 1.0)
+
+
+def test_heads_within_float32_rounding_share_a_rank_that_no_run_can_flip(embedded):
+    """Three heads whose changes differ by float32 rounding (1e-6 of the output, `Importance.noise` 2e-4 here),
+    measured twice in the two orders: the guessed one's rank and ties are the same both times, and said so."""
+    changes = -np.linspace(0.015, 0.725, 72)[::-1].reshape(12, 6)  # the largest change at layer 0, head 0
+    changes[5, 1], changes[5, 2], changes[5, 3] = -0.3, -0.3 + 1e-6, -0.3 - 1e-6
+    flipped = changes.copy()
+    flipped[5, 2], flipped[5, 3] = changes[5, 3], changes[5, 2]
+    a, b = made_grid(changes), made_grid(flipped)
+    for layer, head in ((5, 1), (5, 2), (5, 3)):
+        assert a.rank(layer, head) == b.rank(layer, head)
+    larger = int((np.abs(changes) > 0.3 + a.noise).sum())
+    assert a.rank(5, 2) == (larger + 1, 2) == reference_rank(list(np.abs(changes).ravel()), abs(changes[5, 2]), a.noise)
+    place = f"shares the **{vitviz.sentences.ordinal(larger + 1)} place of the 72 heads** with 2 others"
+    assert place in sentences_of(a, embedded, 5, 2) and place in sentences_of(b, embedded, 5, 2)
+
+
+def sentences_of(grid: Importance, model, layer: int, head: int) -> str:
+    return vitviz.sentences.guess_words(grid, model, layer, head)
+
+
+def test_a_guess_that_moves_nothing_or_a_photo_where_no_head_matters_is_said_so(embedded):
+    changes = np.full((12, 6), -1e-7)
+    text = sentences_of(made_grid(changes), embedded, 3, 4)
+    assert "no head alone moves" in text and "all 72 heads share the 1st place, your guess too" in text
+    changes[11, 5] = -0.5
+    text = sentences_of(made_grid(changes), embedded, 3, 4)
+    assert "it leaves" in text and "within float32 rounding" in text and "ranks **2nd of the 72 heads**" not in text
+    assert "shares the **2nd place of the 72 heads** with 70 others" in text
+    assert f"moves it by −{percent_words(0.5 / 2.0)}, so yours does {percent_words(1e-7 / 0.5)} of its change" in text
+    assert_well_formed(text)
+
+
+def test_a_guess_off_the_model_is_refused_with_its_range(small):
+    with pytest.raises(ValueError, match="layer 0 to 11, head 0 to 5; got layer 12, head 0"):
+        lesson.lesson_step(small[0], 9, guess=lesson.Guess(12, 0))
+
+
+ORDINALS = {1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 72: "72nd"}
+
+
+def test_ordinals():
+    assert {n: vitviz.sentences.ordinal(n) for n in ORDINALS} == ORDINALS

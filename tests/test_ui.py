@@ -201,14 +201,14 @@ def depth_app(tmp_path_factory):
         yield gradio_client.Client(url, verbose=False, ssl_verify=False), str(folder)
 
 
-def test_the_lesson_ends_on_the_depth_models_map_when_there_is_one(depth_app):
+def test_the_lessons_dense_step_shows_the_depth_models_map_when_there_is_one(depth_app):
     from gradio_client import handle_file
 
     client, folder = depth_app
     where = dict(image=handle_file(str(ASSETS / "coffee.jpg")), model_name="dinov2-small", size="model default")
     title, picture, text = client.predict(**where, step=8, cmap="inferno", alpha=0.6, colour_scale="robust",
                                           api_name="/lesson")  # fmt: skip
-    assert "Step 8 of 8" in title and folder in text and "bright = near" in text
+    assert "Step 8 of 9" in title and folder in text and "bright = near" in text
     assert read(picture).ndim == 3
 
 

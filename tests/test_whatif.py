@@ -13,7 +13,7 @@ from gradio_client import handle_file
 
 import vitviz
 from vitviz import render, sentences
-from vitviz.app.tabs.whatif import chosen, parsed_patches
+from vitviz.app.tabs.whatif import Target, chosen, parsed_indices
 from vitviz.head_importance import importance
 
 PHOTO = str(ASSETS / "chelsea.jpg")
@@ -47,6 +47,7 @@ def test_ablate_endpoint_says_vitviz_ablates_numbers(client, model):
         "zero",
         "",
         "keys",
+        "",
         "inferno",
         0.6,
         "log",
@@ -74,6 +75,7 @@ def test_ablate_endpoint_hides_clicked_patches_and_names_bad_ones(client, model)
         "zero",
         "0, 1, 2",
         "blur",
+        "",
         "inferno",
         0.6,
         "log",
@@ -94,6 +96,7 @@ def test_ablate_endpoint_hides_clicked_patches_and_names_bad_ones(client, model)
             "zero",
             "9999",
             "keys",
+            "",
             "inferno",
             0.6,
             "log",
@@ -123,26 +126,57 @@ def test_the_importance_sentence_quotes_its_numbers(model):
     assert "of the 72 heads" in said
 
 
+@pytest.mark.parametrize("large", [False, True])
 @pytest.mark.parametrize("layers, heads", [(12, 6), (2, 3)])
-def test_a_click_on_a_head_tile_names_that_tile(layers, heads):
-    img = render.head_tiles(layers, heads, np.arange(layers * heads, dtype=float).reshape(layers, heads) - 3)
-    for layer in range(layers):
-        for head in range(heads):
-            x = render.TILE_LEFT + head * render.TILE_W + render.TILE_W // 2
-            y = render.TILE_TOP + layer * render.TILE_H + render.TILE_H // 2
-            assert render.head_tile_at(layers, heads, x, y) == (layer, head)
-    assert render.head_tile_at(layers, heads, 3, 3) is None
-    assert render.head_tile_at(layers, heads, img.shape[1] - 1, img.shape[0] - 1) is None
+def test_a_click_on_a_head_tile_names_that_tile(layers, heads, large):
+    """In either labels' mode (the projector's tiles hold its large numbers, 26 px of ink or more), every tile's
+    middle names its head, and the corners off the tiles name none."""
+    from support.harness import tallest_label
+
+    with render.large_labels(large):
+        values = np.arange(layers * heads, dtype=float).reshape(layers, heads) - 3
+        img = render.head_tiles(layers, heads, values)
+        left, top, width, height, _ = render.tile_geometry()
+        for layer in range(layers):
+            for head in range(heads):
+                x, y = left + head * width + width // 2, top + layer * height + height // 2
+                assert render.head_tile_at(layers, heads, x, y) == (layer, head)
+        assert render.head_tile_at(layers, heads, 3, 3) is None
+        assert render.head_tile_at(layers, heads, img.shape[1] - 1, img.shape[0] - 1) is None
+    assert (tallest_label(img) >= render.LARGE_LABEL_PX - 1) == large
+    assert (left, top, width, height) != (render.TILE_LEFT, render.TILE_TOP, render.TILE_W, render.TILE_H) or not large
 
 
 def test_the_controls_become_ablate_s_keywords_and_bad_ones_are_named():
-    assert chosen("layer", 4, 2, "mean", "", "keys") == {"heads": [(4, None)], "mode": "mean"}
-    assert chosen("mlp", 4, 2, "zero", "", "keys") == {"mlp": [4]}
-    assert chosen("patches", 0, 0, "zero", "3, 1", "blur") == {"patches": [3, 1], "patch_mode": "blur"}
-    assert parsed_patches(" 3,17  40 ") == [3, 17, 40]
-    with pytest.raises(ValueError, match="whole numbers"):
-        parsed_patches("3, x")
+    assert chosen(Target("layer", 4, 2, "mean")) == {"heads": [(4, None)], "mode": "mean"}
+    assert chosen(Target("mlp", 4, 2)) == {"mlp": [4]}
+    assert chosen(Target("patches", 0, 0, patches="3, 1", patch_mode="blur")) == {
+        "patches": [3, 1],
+        "patch_mode": "blur",
+    }
+    assert chosen(Target("layers", 0, 0, layers="5 3,4")) == {"layers": [5, 3, 4]}
+    assert parsed_indices(" 3,17  40 ") == [3, 17, 40]
+    with pytest.raises(ValueError, match="patches .* are whole numbers"):
+        parsed_indices("3, x")
+    with pytest.raises(ValueError, match=r"layers \(numbers from 0\) are whole numbers separated by commas, got '-1'"):
+        chosen(Target("layers", 0, 0, layers="-1"))
+    with pytest.raises(ValueError, match="no layer chosen"):
+        chosen(Target("layers", 0, 0))
     with pytest.raises(ValueError, match="no patch chosen"):
-        chosen("patches", 0, 0, "zero", "", "keys")
+        chosen(Target("patches", 0, 0))
     with pytest.raises(ValueError, match="must be one of"):
-        chosen("neurons", 0, 0, "zero", "", "keys")
+        chosen(Target("neurons", 0, 0))
+
+
+def test_ablate_endpoint_skips_a_set_of_layers_as_vitviz_ablate_does(client, model):
+    """The layers box: every layer named skipped whole, said and measured as `vitviz.ablate(layers=...)`; a layer
+    off the model is named."""
+    where = (handle_file(PHOTO), "dinov2-small", "224", "layers", 11, 0, "zero", "", "keys")
+    display = ("inferno", 0.6, "log", False)
+    out = client.predict(*where, "4, 2", *display, api_name="/ablate")
+    w = vitviz.ablate(model, PHOTO, layers=[2, 4], longest=224)
+    assert out[0] == "**Switched off:** layer 2 skipped; layer 4 skipped."
+    assert out[1] == sentences.ablation_words(w) and "Skipping layer 2 and layer 4" in out[1]
+    assert f"from {w.before:.3g} to {w.after:.3g}" in out[1]
+    with pytest.raises(Exception, match="layer 12 out of range: dinov2-small has 12 layers"):
+        client.predict(*where, "3, 12", *display, api_name="/ablate")

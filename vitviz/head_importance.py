@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .ablation import HEAD_MODES, HeadSwitch
+from .ablation import HEAD_MODES, NOISE, HeadSwitch
 from .capture import model_input
 from .models import VitModel
 from .outputs import Output, default_output
@@ -53,6 +53,21 @@ class Importance:
     def relative(self) -> np.ndarray | None:
         """[L,H] change / |before|, or None where before is too near 0 for a share to mean anything."""
         return None if abs(self.before) < 1e-6 else self.change / abs(self.before)
+
+    @property
+    def noise(self) -> float:
+        """The largest change that float32 rounding alone could make (`ablation.NOISE` of |before|, or of 1 near
+        0): two heads whose changes differ by less are not told apart."""
+        return NOISE * max(abs(self.before), 1.0)
+
+    def rank(self, layer: int, head: int) -> tuple[int, int]:
+        """(rank from 1, how many other heads share it) of head (layer, head) by the size of its change: 1 + the
+        heads whose |change| exceeds its own by more than `noise`, and the others within `noise` of it, so that
+        float32 rounding never reorders two heads between runs."""
+        size = np.abs(self.change)
+        own = size[layer, head]
+        tied = int((np.abs(size - own) <= self.noise).sum()) - 1
+        return 1 + int((size > own + self.noise).sum()), tied
 
     def ranked(self) -> list[tuple[int, int, float]]:
         """(layer, head, change) of every head, the largest change (either way) first."""

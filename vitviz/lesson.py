@@ -1,16 +1,19 @@
 """A guided lesson through the ViT on one image, in the order of the chapter (tokens, position embeddings,
-attention, layers, readout, dense decoding). Each step is one picture computed on this image and a few
-sentences in the reference texts' terms, whose numbers are this analysis' own."""
+attention, layers, readout, dense decoding), and then an exercise: guess the head that matters most, and see it
+measured. Each step is one picture computed on this image and a few sentences in the reference texts' terms, whose
+numbers are this analysis' own."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import render, sentences, tabs, trend
 from .analysis import Analysis
 from .depth import DepthResult
+from .head_importance import Importance, cost
 from .maps import DEFAULT_SCALE
 from .outputs import Output, patch_weights
 from .sanity import rank_correlation
@@ -22,8 +25,28 @@ from .views.output import output_view
 from .views.positions import pos_embed_map
 from .views.rollout import rollout_view
 from .views.tokens import tokens_view
+from .views.whatif import importance_tiles
 
 Step = tuple[str, np.ndarray, str]  # (title, picture, text)
+
+
+@dataclass(frozen=True, eq=False)  # one guess is itself alone: its grid's arrays have no truth value to compare
+class Guess:
+    """A student's guess of the head that matters most for the output (layer, head), and `grid`, the head
+    importance measured on the same photo (`vitviz.importance`), once it is."""
+
+    layer: int
+    head: int
+    grid: Importance | None = None
+
+
+@dataclass(frozen=True)
+class Given:
+    """What the page brings to a step beyond the analysis: `depth`, a depth model's result on the same image (the
+    dense-decoding step shows it), and `guess`, the student's guess (the guessing step reveals it)."""
+
+    depth: DepthResult | None = None
+    guess: Guess | None = None
 
 
 def _centre(a: Analysis) -> int:
@@ -31,7 +54,7 @@ def _centre(a: Analysis) -> int:
     return (gh // 2) * gw + gw // 2
 
 
-def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
+def tokens(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
     m, (gh, gw) = a.model, a.grid
     h, w = a.pixel_values.shape[2:]
     prefix = sentences.prefix_phrase(a)
@@ -50,7 +73,7 @@ def tokens(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult 
     return "Patches become tokens", tokens_view(a)[0], text
 
 
-def positions(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
+def positions(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
     m = a.model
     g = m.native_grid
     sim = m.pos_embed_similarity()
@@ -73,7 +96,7 @@ def _head_picture(a: Analysis, layer: int, head: int, cmap: str, alpha: float, s
     return attention_view(a, layer, head, _centre(a), cmap, alpha, True, scale)[0]
 
 
-def local_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
+def local_head(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
     d = a.mean_attention_distance
     layer, head = np.unravel_index(int(np.argmin(d)), d.shape)
     first = float(d[0].mean())
@@ -94,7 +117,7 @@ def distance_trend(a: Analysis) -> trend.Trend:
     return trend.depth_trend(a.mean_attention_distance.mean(axis=1))
 
 
-def global_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
+def global_head(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
     d = a.mean_attention_distance
     deep = d.shape[0] * 2 // 3
     layer, head = np.unravel_index(int(np.argmax(d[deep:])), d[deep:].shape)
@@ -124,7 +147,7 @@ def global_head(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthRe
     return title, _head_picture(a, layer, head, cmap, alpha, scale), text
 
 
-def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
+def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
     d = a.mean_attention_distance
     means = d.mean(axis=1)
     t = distance_trend(a)
@@ -142,7 +165,7 @@ def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, depth:
     return "Attention distance over depth", render.layer_head_grid(d, "viridis"), text
 
 
-def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
+def readout(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
     picture, note = rollout_view(a, "mean", 0.0, cmap, alpha, scale)
     last = a.query_rows(a.model.num_layers - 1, "readout")  # [H,N]
     trace = ("*Attention rollout* multiplies the attention of all layers (adding the residual path) to estimate "
@@ -184,7 +207,7 @@ def readout(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult
     return "The output and rollout", picture, text
 
 
-def inside(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
+def inside(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
     layer, head = a.model.num_layers - 1, 0
     # the readout where it is one token; else (SigLIP's probe, DeiT's two tokens) the centre patch
     query = "readout" if len(a.model.readout.tokens) == 1 else _centre(a)
@@ -203,12 +226,13 @@ def inside(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult 
     return "Inside a head", np.concatenate([render.pad_to(p, height=tall) for p in (scores, weights)], axis=1), text
 
 
-def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult | None = None) -> Step:
+def dense(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
     common = (
         "Dense prediction needs a value per pixel, not one per image. A *Dense Prediction Transformer* (DPT) "
         "*reassembles* the tokens of several layers into image-like maps at several scales and *fuses* them "
         f"from coarse to fine into, for example, a depth map (the Python app's {tabs.BY_ID['depth'].title} tab)."
     )
+    depth = given.depth
     if depth is not None:
         stages = [s for s in depth.stages if s.kind == "reassemble"]
         sizes = ", ".join(f"{s.shape[1]}×{s.shape[2]}" for s in stages)
@@ -236,6 +260,34 @@ def dense(a: Analysis, cmap: str, alpha: float, scale: str, depth: DepthResult |
     return "Dense decoding", render.upsample_rgb(a.pca_rgb(), display(a).shape[:2]), text
 
 
+def guess_head(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
+    title, guess, m = "Guess the head that matters most", given.guess, a.model
+    heads, name = m.num_layers * m.num_heads, a.output.name(m)
+    if guess is not None and guess.grid is not None:
+        picture, unit = importance_tiles(guess.grid, (guess.layer, guess.head))
+        text = (
+            f"{sentences.guess_words(guess.grid, m, guess.layer, guess.head)} The tiles are each head's change "
+            f"{unit}: your guess outlined in magenta, the head that matters most in green. Click another tile to "
+            "compare it (measured once per photo)."
+        )
+        return title, picture, text
+    forwards = cost(m, tuple(a.pixel_values.shape[2:]))
+    ask = (
+        f"Attention weights show where a head looks, not what it does for the output. Which of the {heads} heads "
+        f"matters most for {name} on this photo? **Click its tile.**"
+    )
+    measure = (
+        f"Then the page switches off each head alone (its output zeroed) and measures how much the output moves: "
+        f"{forwards:.0f} forwards' work."
+    )
+    if guess is None:
+        return title, render.head_tiles(m.num_layers, m.num_heads), f"{ask} {measure}"
+    picture = render.head_tiles(m.num_layers, m.num_heads, chosen=(guess.layer, guess.head))
+    return title, picture, f"You guessed **layer {guess.layer}, head {guess.head}**. {measure}"
+
+
+# The chapter, each step drawn from the analysis alone (the static site's lesson mirrors them one by one), then the
+# exercises, which ask the student and measure more: the app's lesson is ALL_STEPS.
 STEPS: list[Callable[..., Step]] = [
     tokens,
     positions,
@@ -246,6 +298,9 @@ STEPS: list[Callable[..., Step]] = [
     inside,
     dense,
 ]
+EXERCISES: list[Callable[..., Step]] = [guess_head]
+ALL_STEPS = [*STEPS, *EXERCISES]
+DENSE, GUESS = ALL_STEPS.index(dense) + 1, ALL_STEPS.index(guess_head) + 1  # their step numbers, from 1
 
 
 def lesson_step(
@@ -255,9 +310,17 @@ def lesson_step(
     alpha: float = 0.6,
     scale: str = DEFAULT_SCALE,
     depth: DepthResult | None = None,
+    guess: Guess | None = None,
 ) -> Step:
-    """Step `step` (1 to len(STEPS)) of the lesson on this analysis: (title, picture, text). depth: a depth
-    model's result on the same image, which the dense-decoding step shows when there is one."""
-    if not 1 <= step <= len(STEPS):
-        raise ValueError(f"step must be in [1, {len(STEPS)}], got {step}")
-    return STEPS[step - 1](a, cmap, alpha, scale, depth)
+    """Step `step` (1 to len(ALL_STEPS)) of the lesson on this analysis: (title, picture, text). depth: a depth
+    model's result on the same image, which the dense-decoding step shows when there is one. guess: the student's
+    guess of the head that matters most, which the guessing step marks, and reveals once its grid is measured."""
+    if not 1 <= step <= len(ALL_STEPS):
+        raise ValueError(f"step must be in [1, {len(ALL_STEPS)}], got {step}")
+    if guess is not None and not (0 <= guess.layer < a.model.num_layers and 0 <= guess.head < a.model.num_heads):
+        m = a.model
+        raise ValueError(
+            f"the guess must be a head of {m.name}: layer 0 to {m.num_layers - 1}, head 0 to {m.num_heads - 1}; "
+            f"got layer {guess.layer}, head {guess.head}"
+        )
+    return ALL_STEPS[step - 1](a, cmap, alpha, scale, Given(depth, guess))

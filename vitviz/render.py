@@ -382,36 +382,59 @@ def token_strip(image: np.ndarray, grid: tuple[int, int], prefix: list[tuple[str
 
 
 # The head tiles' geometry (px): the layer names' margin at the left, the head names' at the top, one tile's size.
-TILE_LEFT, TILE_TOP, TILE_W, TILE_H = 96, 34, 72, 38
+TILE_LEFT, TILE_TOP, TILE_W, TILE_H = 96, 34, 72, 38  # `head_tiles`' geometry, in its picture's pixels
+BEST = (0, 170, 0)  # the tile of the head that matters most, beside a guess's magenta (`QUERY`)
+TILE_TEXT = 0.55
 
 
-def head_tiles(layers: int, heads: int, values: np.ndarray | None = None, chosen: tuple[int, int] | None = None):
+def tile_geometry() -> tuple[int, int, int, int, list[str]]:
+    """(left, top, width, height of a tile, title lines) of `head_tiles`' picture: TILE_* and no title, or in the
+    projector mode tiles that hold their large numbers, the sides numbered alone under a title that says what they
+    count (as `layer_head_grid`'s)."""
+    if not is_large():
+        return TILE_LEFT, TILE_TOP, TILE_W, TILE_H, []
+    tall = text_height(TILE_TEXT)
+    width = text_width("+00.0", TILE_TEXT) + 16
+    title = wrap("layers down, heads across", TILE_TEXT, 6 * width)
+    return text_width("00", TILE_TEXT) + 16, (len(title) + 1) * (tall + 15), width, tall + 18, title
+
+
+def head_tiles(layers: int, heads: int, values: np.ndarray | None = None, chosen: tuple[int, int] | None = None,
+               best: tuple[int, int] | None = None):  # fmt: skip
     """A layers × heads table of tiles to click, layers down and heads across: each tile coloured by its value
-    [L,H] where given (signed, on the diverging scale symmetric about 0, its number printed), grey otherwise, and
-    the `chosen` (layer, head) outlined in magenta. `head_tile_at` reads a click on it."""
-    img = np.full((TILE_TOP + layers * TILE_H + 2, TILE_LEFT + heads * TILE_W + 2, 3), 255, np.uint8)
+    [L,H] where given (signed, on the diverging scale symmetric about 0, its number printed), grey otherwise, the
+    `chosen` (layer, head) outlined in magenta and the `best` one in green, inside the first where they are one.
+    `head_tile_at` reads a click on it, in the same labels' mode."""
+    left, top, tile_w, tile_h, title = tile_geometry()
+    large, tall = bool(title), text_height(TILE_TEXT)
+    img = np.full((top + layers * tile_h + 2, left + heads * tile_w + 2, 3), 255, np.uint8)
     if values is not None:
-        top = max(float(np.abs(values).max()), 1e-12)
-        colours = colorize(values.astype(np.float64), "diverging", -top, top)
+        most = max(float(np.abs(values).max()), 1e-12)
+        colours = colorize(values.astype(np.float64), "diverging", -most, most)
+    for n, line in enumerate(title):
+        text(img, line, (6, tall + 8 + n * (tall + 15)), TILE_TEXT)
     for h in range(heads):
-        text(img, f"head {h}", (TILE_LEFT + h * TILE_W + 6, TILE_TOP - 10), 0.55)
+        text(img, str(h) if large else f"head {h}", (left + h * tile_w + 6, top - 10), TILE_TEXT)
     for i in range(layers):
-        y0 = TILE_TOP + i * TILE_H
-        text(img, f"layer {i}", (6, y0 + TILE_H // 2 + 6), 0.55)
+        y0 = top + i * tile_h
+        text(img, str(i) if large else f"layer {i}", (6, y0 + tile_h // 2 + tall // 2 - 1), TILE_TEXT)
         for h in range(heads):
-            x0 = TILE_LEFT + h * TILE_W
+            x0 = left + h * tile_w
             fill = (225, 225, 225) if values is None else tuple(int(c) for c in colours[i, h])
-            cv2.rectangle(img, (x0 + 1, y0 + 1), (x0 + TILE_W - 2, y0 + TILE_H - 2), fill, -1)
+            cv2.rectangle(img, (x0 + 1, y0 + 1), (x0 + tile_w - 2, y0 + tile_h - 2), fill, -1)
             if values is not None:
-                text(img, f"{values[i, h]:+.1f}", (x0 + 8, y0 + TILE_H // 2 + 6), 0.55)
-    if chosen is not None:
-        x0, y0 = TILE_LEFT + chosen[1] * TILE_W, TILE_TOP + chosen[0] * TILE_H
-        cv2.rectangle(img, (x0, y0), (x0 + TILE_W - 1, y0 + TILE_H - 1), QUERY, 3)
+                text(img, f"{values[i, h]:+.1f}", (x0 + 8, y0 + tile_h // 2 + tall // 2 - 1), TILE_TEXT)
+    for tile, colour, inset in ((chosen, QUERY, 0), (best, BEST, 4 * (best == chosen))):
+        if tile is not None:
+            x0, y0 = left + tile[1] * tile_w + inset, top + tile[0] * tile_h + inset
+            cv2.rectangle(img, (x0, y0), (x0 + tile_w - 1 - 2 * inset, y0 + tile_h - 1 - 2 * inset), colour, 3)
     return img
 
 
 def head_tile_at(layers: int, heads: int, x: float, y: float) -> tuple[int, int] | None:
-    """The (layer, head) of the tile under pixel (x, y) of `head_tiles`' picture, or None off the tiles."""
-    layer, head = int((y - TILE_TOP) // TILE_H), int((x - TILE_LEFT) // TILE_W)
-    inside = x >= TILE_LEFT and y >= TILE_TOP and 0 <= layer < layers and 0 <= head < heads
+    """The (layer, head) of the tile under pixel (x, y) of `head_tiles`' picture drawn in the same labels' mode (see
+    `large_labels`), or None off the tiles."""
+    left, top, tile_w, tile_h, _ = tile_geometry()
+    layer, head = int((y - top) // tile_h), int((x - left) // tile_w)
+    inside = x >= left and y >= top and 0 <= layer < layers and 0 <= head < heads
     return (layer, head) if inside else None

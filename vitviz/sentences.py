@@ -10,7 +10,7 @@ from decimal import ROUND_HALF_UP, Decimal
 import numpy as np
 
 from . import trend
-from .ablation import HEAD_MODES, NOISE
+from .ablation import HEAD_MODES
 from .analysis import Analysis
 from .maps import high_norm_tokens
 from .outputs import Output
@@ -418,24 +418,69 @@ def ablation_words(a) -> str:
     return f"{said}. {sure}"
 
 
+def importance_change(grid, value: float) -> str:
+    """A head's change of the output on the importance grid (`head_importance.Importance`), signed: "−12 %" of the
+    unablated output, or "+0.0312" in the output's units where that is near 0."""
+    if grid.relative is None:
+        return f"{value:+.3g}"
+    return ("+" if value > 0 else "−") + percent_words(value / abs(grid.before))
+
+
 def importance_words(grid, model) -> str:
     """The head that matters most to the output on this photo (`head_importance.Importance`), in words and numbers,
     and how sure it is: "Switching off layer 11's head 2 alone lowers … by 31 %, the largest change of the 72
     heads; the next is layer 10's head 4 (−12 %)." Every change within float32 rounding is said to be one."""
     (layer, head, change), (layer2, head2, change2) = grid.ranked()[:2]
     name, heads = grid.output.name(model), grid.change.size
-    noise = NOISE * max(abs(grid.before), 1.0)
-    if abs(change) <= noise:
-        return (f"No head alone moves {name} on this photo beyond float32 rounding (±{noise:.1g}): each one's work is "
-                "done by others when it is off. A measurement on this photo, not a rule for other photos.")  # fmt: skip
-
-    def by(value: float) -> str:
-        if abs(grid.before) < 1e-6:
-            return f"{value:+.3g}"
-        return ("+" if value > 0 else "−") + percent_words(value / abs(grid.before))
-
+    if abs(change) <= grid.noise:
+        return (f"No head alone moves {name} on this photo beyond float32 rounding (±{grid.noise:.1g}): each one's "
+                "work is done by others when it is off. A measurement on this photo, not a rule for other "
+                "photos.")  # fmt: skip
     verb = "raises" if change > 0 else "lowers"
+    by = importance_change
     return (f"Switching off layer {layer}'s head {head} alone {verb} {name} the most of the {heads} heads on this "
-            f"photo: {by(change)}, from {grid.before:.3g} to {grid.before + change:.3g}; the next is layer {layer2}'s "
-            f"head {head2} ({by(change2)}). Each head was {HEAD_MODES[grid.mode]} alone, exact "
+            f"photo: {by(grid, change)}, from {grid.before:.3g} to {grid.before + change:.3g}; the next is layer "
+            f"{layer2}'s head {head2} ({by(grid, change2)}). Each head was {HEAD_MODES[grid.mode]} alone, exact "
             "to float32 rounding: a measurement on this photo, not a rule for other photos.")  # fmt: skip
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def guess_words(grid, model, layer: int, head: int) -> str:
+    """How close a guess of the head that matters most (layer, head) came, on the importance grid
+    (`head_importance.Importance`): its change, its rank among the heads (ties within float32 rounding shared,
+    `Importance.rank`) and its change against the top head's, in one sentence, and how sure that is."""
+    heads, name = grid.change.size, grid.output.name(model)
+    change = float(grid.change[layer, head])
+    top_layer, top_head, top = grid.ranked()[0]
+    sure = (f"Each head was {HEAD_MODES[grid.mode]} alone on this photo, exact to float32 rounding "
+            f"(±{grid.noise:.1g}; heads within it of each other share a rank): a measurement on this photo, not a "
+            "rule for other photos.")  # fmt: skip
+    if abs(top) <= grid.noise:
+        return (f"You guessed **layer {layer}, head {head}**, but no head alone moves {name} beyond float32 rounding "
+                f"on this photo: all {heads} heads share the 1st place, your guess too. {sure}")  # fmt: skip
+    rank, tied = grid.rank(layer, head)
+    place = f"ranks **{ordinal(rank)} of the {heads} heads**"
+    if tied:
+        place = f"shares the **{ordinal(rank)} place of the {heads} heads** with {tied} other{'s' * (tied > 1)}"
+    if abs(change) <= grid.noise:
+        moved = f"leaves {name} as it was (it moves by {abs(change):.1g}, within float32 rounding)"
+    else:
+        verb = "raises" if change > 0 else "lowers"
+        moved = f"{verb} {name} by {importance_change(grid, change)[1:]}, from {grid.before:.3g} to "
+        moved += f"{grid.before + change:.3g}"
+    if (top_layer, top_head) == (layer, head) or rank == 1:
+        against = f"the largest change is {importance_change(grid, top)} (layer {top_layer}, head {top_head})"
+    else:
+        against = (
+            f"the head that matters most, **layer {top_layer}, head {top_head}**, moves it by "
+            f"{importance_change(grid, top)}, so yours does {percent_words(change / top)} of its change"
+        )
+    return (
+        f"You guessed **layer {layer}, head {head}**. Switched off alone, it {moved}; it {place} by the size of "
+        f"that change, and {against}. {sure}"
+    )

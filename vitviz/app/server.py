@@ -26,6 +26,7 @@ from functools import wraps
 from pathlib import Path
 
 import gradio as gr
+from gradio.events import Dependency
 
 from .. import EXAMPLES as EXAMPLE_NAMES
 from .. import (
@@ -210,11 +211,11 @@ class Server:
 
         return take_as(handler, fn, drop=1)
 
-    def on_click(self, picture: gr.Image, fn: Callable, inputs: Sequence, outputs: Sequence) -> None:
+    def on_click(self, picture: gr.Image, fn: Callable, inputs: Sequence, outputs: Sequence) -> Dependency:
         """Answer clicks on `picture` (made by `picture(clickable=True)`) with fn(server, *inputs, evt:
         gr.SelectData, ...) -> outputs: one at a time, and never an older click after a newer one for the same
         outputs (`ClickOrder`). A click's answer is quick and its progress shows only as a timer, so nothing
-        covers the picture for the next click."""
+        covers the picture for the next click. Returned: the click's listener, for what follows its answer."""
         tag = picture.click_tag  # made by `picture(clickable=True)`
         group, skip = "-".join(str(component_key(o)) for o in outputs), tuple(gr.skip() for _ in outputs)
         handler = self.bind(fn)
@@ -226,7 +227,7 @@ class Server:
             return handler(*args, **kwargs)
 
         take_as(clicked, handler, first=["click"])
-        picture.select(
+        answered = picture.select(
             clicked,
             [tag, *inputs],
             list(outputs),
@@ -236,7 +237,9 @@ class Server:
             concurrency_limit=1,
             show_progress="minimal",
             api_visibility="private",
-        ).then(None, js=CLICK_DONE_JS, queue=False, api_visibility="private")
+        )
+        answered.then(None, js=CLICK_DONE_JS, queue=False, api_visibility="private")
+        return answered
 
     def get_model(self, name: str, progress: gr.Progress | None = None) -> VitModel:
         model = self.models.get(name)  # a loaded model never waits for another one's load

@@ -8,14 +8,19 @@ from dataclasses import dataclass
 import gradio as gr
 
 from ... import sentences, tabs
+from ...ablation import ablate
 from ...models import VitModel
+from ...render import large_labels
 from ...views.attention import WEIGHT, WEIGHT_VALUE, attention_view
 from ...views.common import patch_at_display
+from ...views.whatif import whatif_views
 from .. import explorer
 from ..context import PHONE, Clicks, Context, view_tab
 from ..head_choice import ALL_HEADS_VALUE, MEAN_OF_HEADS_VALUE, head_arg, head_choices
 from ..pictures import picture
+from ..scheduling import slots
 from ..server import Server, user_errors
+from .whatif import longest_of, said_and_output
 
 READOUT_QUERY, PATCH_QUERY = "readout", "a patch (click one in a picture)"  # the API's values
 # What the radio shows: inside a head has three clickable pictures, none of them "on the left" on a phone.
@@ -108,6 +113,30 @@ def controls_fitter(choices: Callable[[VitModel], list], fallback: int, token_qu
 fit_controls = controls_fitter(head_choices, MEAN_OF_HEADS_VALUE)
 
 
+# The Explorer's layer and head (its state, `window.vitviz.explorer`) in place of the button's `shown` input
+SHOWN_HEAD = """(image, model, size, shown, ...rest) => {
+  const s = window.vitviz?.explorer?.state();
+  return [image, model, size, s ? {layer: s.layer, head: s.head} : null, ...rest];
+}"""
+
+
+@user_errors
+def switch_off_shown(server: Server, image, model_name, size, shown, cmap, alpha, colour_scale, large,
+                     request: gr.Request = None):  # fmt: skip
+    """The Explorer's head (`shown`: {layer, head}) switched off (zeroed), beside the model as it is: (the results
+    shown, what is off, the difference in words and numbers, top-5 before and after, dense map before and after;
+    `whatif.said_and_output`)."""
+    if not image:
+        raise ValueError("no photo yet: upload one, then switch off a head")
+    if not shown or int(shown["layer"]) < 0:
+        raise ValueError("the Explorer has not drawn a layer yet: wait for its first one, then switch its head off")
+    a = server.get_analysis(image, model_name, size, request)
+    w = ablate(a.model, a.image, heads=[(int(shown["layer"]), int(shown["head"]))], longest=longest_of(a), baseline=a)
+    with large_labels(large):
+        output = whatif_views(w, cmap, float(alpha), colour_scale, views=("output",))["output"]
+    return gr.Column(visible=True), *said_and_output(w, output)
+
+
 def patch_locator(locate: Callable) -> Callable:
     """A click's pick (see `Context.view`'s clicks): the patch under the pointer made the query, as (patch, the
     query mode), or None off the patches; `locate(a, x, y)` knows the picture."""
@@ -134,6 +163,19 @@ def build(ctx: Context) -> None:
         ),
     ) as tab:
         shown = explorer.build(ctx)
+        switch_off = gr.Button(
+            "Switch off the head shown: what does the output do without it?", elem_id="explorer-switch-off"
+        )
+        shown_head = gr.JSON(None, visible=False)  # the Explorer's {layer, head}, set in the page (`SHOWN_HEAD`)
+        with gr.Column(visible=False) as results:
+            off = gr.Markdown(elem_id="explorer-off", label="Switched off")
+            said = gr.Markdown(elem_id="explorer-said", label="The difference")
+            with gr.Row(elem_classes=["vitviz-pair"]):
+                top_before = gr.Label(num_top_classes=5, label="Top-5, as it is", visible=m.labels is not None)
+                top_after = gr.Label(num_top_classes=5, label="Top-5, with the head off", visible=m.labels is not None)
+            with gr.Row(elem_classes=["vitviz-pair"]):
+                dense_before = picture(label="Output, as it is", elem_id="explorer-dense-before")
+                dense_after = picture(label="Output, with the head off", elem_id="explorer-dense-after")
         with gr.Accordion("Pictures drawn by the server (the API's /attention, for notebooks and scripts)", open=False):
             with gr.Row():
                 last = m.num_layers - 1
@@ -160,6 +202,17 @@ def build(ctx: Context) -> None:
             columns = gr.Number(0, precision=0, minimum=0, maximum=16, visible=False, label="Columns of the sheet")
     ctx.demo.load(None, None, columns, js=PHONE_COLUMNS, api_visibility="private", queue=False)
     ctx.view(tab, explorer.draw, [*ctx.where, ctx.cmap, ctx.alpha, ctx.scale], [shown], api_name="explorer")
+    switch_off.click(
+        ctx.server.bind(switch_off_shown),
+        [*ctx.where, shown_head, ctx.cmap, ctx.alpha, ctx.scale, ctx.large],
+        [results, off, said, top_before, top_after, dense_before, dense_after],
+        js=SHOWN_HEAD,
+        api_visibility="private",
+        **slots("forward"),
+    )
+    ctx.on_new_analysis(
+        tab, lambda: gr.Column(visible=False), None, [results], api_visibility="private", show_progress="hidden"
+    )
     ctx.view(
         tab,
         draw,

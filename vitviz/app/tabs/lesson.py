@@ -1,4 +1,5 @@
-"""Lesson: the ViT step by step on the current image, with Back and Next; `?step=N` opens step N."""
+"""Lesson: the ViT step by step on the current image, with Back and Next; `?step=N` opens step N. Its last step is
+an exercise: click the head you think matters most, then see every head's importance measured (a heavy run)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,21 @@ import json
 
 import gradio as gr
 
-from ... import lesson, tabs
+from ... import lesson, render, tabs
+from ...render import large_labels
 from ..context import Context, view_tab
+from ..heavy import stop_run
 from ..pictures import picture
-from ..server import user_errors
+from ..scheduling import slots
+from ..server import Server, user_errors
+from .whatif import importance_time, measured_importance
 
-LAST = len(lesson.STEPS)
+LAST = len(lesson.ALL_STEPS)
+KEPT_PHOTOS = 8  # the photos whose guess (and measured grid) a session keeps
+STOPPED_NOTE = (
+    "**Stopped.** The measurement of every head's importance ended at its next layer and kept nothing; click a "
+    "tile to run it again."
+)
 # A deep link selects the Lesson's tab in the browser (its button's click), and lands on the lesson itself, not on
 # the image panel above it (on a projector, a screen higher). Not from Python: a request whose output is the tab bar
 # makes Gradio's page copy the whole tab bar's props at every loading status of every later request,
@@ -39,26 +49,91 @@ def open_link(request: gr.Request):
     return int(asked)
 
 
+def guess_step(server: Server, a, guess: lesson.Guess | None) -> lesson.Step:
+    """The guessing step (title, picture, text; its head tiles take no colour setting): the guess and its grid
+    where they are, and before the grid, what measuring it costs on this server."""
+    title, shown, text = lesson.lesson_step(a, lesson.GUESS, guess=guess)
+    if guess is None or guess.grid is None:
+        text += f" On this server that takes {importance_time(server, a)}."
+    return title, shown, text
+
+
+def kept_with(guesses: dict, key: str, guess: lesson.Guess) -> dict:
+    """The session's guesses by photo (analysis key) with `guess` for `key`, the oldest let go past KEPT_PHOTOS."""
+    kept = {k: g for k, g in (guesses or {}).items() if k != key}
+    return dict(list({**kept, key: guess}.items())[-KEPT_PHOTOS:])
+
+
+def guessed(server: Server, image, model_name, size, step, guesses, large, evt: gr.SelectData,
+            request: gr.Request = None):  # fmt: skip
+    """A click on the guessing step's head tiles: (the guesses with this photo's, the step's picture and text). The
+    photo's grid, where it was measured, stays: a new guess is revealed at once."""
+    tile = None
+    if image and int(step) == lesson.GUESS:
+        a = server.get_analysis(image, model_name, size, request)
+        with large_labels(large):
+            tile = render.head_tile_at(a.model.num_layers, a.model.num_heads, *evt.index)
+    if tile is None:
+        return gr.skip(), gr.skip(), gr.skip()
+    key = server.analysis_key(image, model_name, size)
+    was = (guesses or {}).get(key)
+    guess = lesson.Guess(*tile, None if was is None else was.grid)
+    with large_labels(large):
+        return kept_with(guesses, key, guess), *guess_step(server, a, guess)[1:]
+
+
+@user_errors
+def measure_guess(server: Server, image, model_name, size, step, guesses, large, request: gr.Request = None,
+                  progress=gr.Progress()):  # fmt: skip
+    """The guess revealed: every head's importance measured on this photo (a heavy run of the Lesson's, stopped by
+    a new photo, Clear or another step), kept with the guess; nothing off the guessing step, or where the photo's
+    grid is kept already."""
+    key = server.analysis_key(image, model_name, size)
+    guess = (guesses or {}).get(key)
+    if not image or int(step) != lesson.GUESS or guess is None or guess.grid is not None:
+        return gr.skip(), gr.skip(), gr.skip()
+    a = server.get_analysis(image, model_name, size, request)
+    guess = lesson.Guess(guess.layer, guess.head, measured_importance(server, a, "zero", request, progress, "lesson"))
+    with large_labels(large):
+        return kept_with(guesses, key, guess), *guess_step(server, a, guess)[1:]
+
+
+def stop(server: Server, request: gr.Request) -> str:
+    """Stop this session's measurement for the guess at its next layer (a new photo, Clear, the page closed)."""
+    return STOPPED_NOTE if stop_run(server, request, "lesson") else gr.skip()
+
+
+def leave(server: Server, request: gr.Request) -> None:
+    """Another step chosen: the measurement for the guess ends at its next layer, and the step shown stays."""
+    stop_run(server, request, "lesson")
+
+
 def build(ctx: Context) -> None:
     @user_errors
-    def draw(image, model_name, size, step, cmap, alpha, colour_scale, request: gr.Request):
-        """(the step's title, its picture, its sentences). The last step shows the depth model's map when
-        the app was started with one (--depth-model)."""
+    def draw(image, model_name, size, step, guesses, cmap, alpha, colour_scale, request: gr.Request):
+        """(the step's title, its picture, its sentences). The dense-decoding step shows the depth model's map when
+        the app was started with one (--depth-model); the guessing step this photo's guess, revealed once its grid
+        is measured."""
         server = ctx.server
         a = server.get_analysis(image, model_name, size, request)
+        step = int(step)
+        if step == lesson.GUESS:  # a guess whose measurement was stopped is asked again
+            guess = (guesses or {}).get(server.analysis_key(image, model_name, size))
+            title, shown, text = guess_step(server, a, guess if guess and guess.grid else None)
+            return f"### Step {step} of {LAST} · {title}", shown, text
         depth = None
-        if int(step) == LAST and ctx.depth_model is not None:
+        if step == lesson.DENSE and ctx.depth_model is not None:
             depth = server.get_depth(image, ctx.depth_model, server.depth_key(image, ctx.depth_model, request))
-        title, shown, text = lesson.lesson_step(a, int(step), cmap, float(alpha), colour_scale, depth)
-        return f"### Step {int(step)} of {LAST} · {title}", shown, text
+        title, shown, text = lesson.lesson_step(a, step, cmap, float(alpha), colour_scale, depth)
+        return f"### Step {step} of {LAST} · {title}", shown, text
 
     with view_tab(
         "lesson",
         (
-            f"A path through the ViT in {LAST} steps, on your image, in the order of the chapter: tokens, "
-            "position embeddings, attention, layers, the readout token, dense decoding. Every picture and "
-            "number is computed on your image. To show one step on a slide, link to it with "
-            "`?step=N` after the app's address."
+            f"A path through the ViT in {len(lesson.STEPS)} steps, on your image, in the order of the chapter: "
+            "tokens, position embeddings, attention, layers, the readout token, dense decoding; then an exercise: "
+            "guess which head matters most, and see it measured. Every picture and number is computed on your "
+            "image. To show one step on a slide, link to it with `?step=N` after the app's address."
         ),
     ) as tab:
         # On a projector: the picture on the left, the title, the buttons and the text on its right
@@ -69,17 +144,29 @@ def build(ctx: Context) -> None:
             forward = gr.Button("Next ▶", elem_id="lesson-next", variant="primary", min_width=100)
         with gr.Row(elem_classes=["vitviz-pair"]):
             with gr.Column(scale=3, min_width=160, elem_classes=["vitviz-main"]):
-                shown = picture(label="This step on your image", elem_id="lesson-picture")
+                shown = picture(label="This step on your image", clickable=True, elem_id="lesson-picture")
             with gr.Column(scale=2, min_width=280, elem_classes=["vitviz-beside"]):
                 text = gr.Markdown(label="Step text", elem_id="lesson-text")
+        guesses = gr.State({})  # {analysis key: lesson.Guess}: each photo's guess, its grid once measured
     ctx.view(
         tab,
         draw,
-        [*ctx.where, step, ctx.cmap, ctx.alpha, ctx.scale],
+        [*ctx.where, step, guesses, ctx.cmap, ctx.alpha, ctx.scale],
         [title, shown, text],
         [step.change],
         api_name="lesson",
     )
+    clicked = ctx.server.on_click(shown, guessed, [*ctx.where, step, guesses, ctx.large], [guesses, shown, text])
+    measuring = clicked.then(
+        ctx.server.bind(measure_guess),
+        [*ctx.where, step, guesses, ctx.large],
+        [guesses, shown, text],
+        api_visibility="private",
+        show_progress_on=[shown],
+        **slots("heavy"),
+    )
+    step.change(ctx.server.bind(leave), None, None, cancels=[measuring], api_visibility="private", queue=False)
+    ctx.stop_with_the_photo(stop, text, [measuring])
     back.click(lambda s: max(1, int(s) - 1), step, step, api_visibility="private", queue=False)
     forward.click(lambda s: min(LAST, int(s) + 1), step, step, api_visibility="private", queue=False)
     ctx.demo.load(open_link, None, step, api_visibility="private", queue=False)

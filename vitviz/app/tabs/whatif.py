@@ -1,7 +1,10 @@
-"""What if: switch off parts of the model (a head, every head of a layer, a layer's MLP, patches) and see the output,
-the attention and the rollout beside the unablated model's; and every head's importance to the output."""
+"""What if: switch off parts of the model (a head, every head of a layer, a layer's MLP, a set of layers, patches) and
+see the output, the attention and the rollout beside the unablated model's; and every head's importance to the
+output."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import gradio as gr
 import numpy as np
@@ -10,7 +13,7 @@ from ... import render, sentences
 from ...ablation import HEAD_MODES, PATCH_MODES, ablate
 from ...head_importance import cost, importance
 from ...views.common import display, patch_at_display
-from ...views.whatif import whatif_views
+from ...views.whatif import importance_tiles, whatif_views
 from .. import heavy
 from ..context import Clicks, Context, view_tab
 from ..heavy import expected, stop_run, stoppable, within_budget
@@ -22,6 +25,7 @@ TARGETS = {
     "head": "One head",
     "layer": "Every head of a layer",
     "mlp": "A layer's MLP",
+    "layers": "A set of layers, skipped whole (type them below)",
     "patches": "Patches (click them on the photo)",
 }
 STOPPED_NOTE = (
@@ -29,43 +33,68 @@ STOPPED_NOTE = (
 )
 
 
-def parsed_patches(patches: str) -> list[int]:
-    """The patch indices that the patches box holds ("3, 17, 40"), checked to be whole numbers."""
-    words = [w for w in str(patches or "").replace(",", " ").split() if w]
+def parsed_indices(text: str, what: str = "patches (patch indices, row by row)") -> list[int]:
+    """The indices that a box holds ("3, 17, 40"), checked to be whole numbers; `what` names them in the error."""
+    words = [w for w in str(text or "").replace(",", " ").split() if w]
     bad = [w for w in words if not w.isdigit()]
     if bad:
-        raise ValueError(f"patches are whole numbers separated by commas (patch indices, row by row), got {bad[0]!r}")
+        raise ValueError(f"{what} are whole numbers separated by commas, got {bad[0]!r}")
     return [int(w) for w in words]
 
 
-def chosen(target: str, layer, head, mode: str, patches: str, patch_mode: str) -> dict:
+@dataclass(frozen=True)
+class Target:
+    """What the tab's controls switch off: `target` (a key of TARGETS), the layer and the head, how a head is
+    switched off (`ablation.HEAD_MODES`), the patches box and how they are (`ablation.PATCH_MODES`), and the
+    layers box."""
+
+    target: str
+    layer: int
+    head: int
+    mode: str = "zero"
+    patches: str = ""
+    patch_mode: str = "keys"
+    layers: str = ""
+
+
+def chosen(t: Target) -> dict:
     """`vitviz.ablate`'s keywords for the tab's controls."""
-    if target not in TARGETS:
-        raise ValueError(f"what to switch off must be one of {', '.join(TARGETS)}, got {target!r}")
-    layer, head = int(layer), int(head)
-    if target == "head":
-        return {"heads": [(layer, head)], "mode": mode}
-    if target == "layer":
-        return {"heads": [(layer, None)], "mode": mode}
-    if target == "mlp":
+    if t.target not in TARGETS:
+        raise ValueError(f"what to switch off must be one of {', '.join(TARGETS)}, got {t.target!r}")
+    layer, head = int(t.layer), int(t.head)
+    if t.target == "head":
+        return {"heads": [(layer, head)], "mode": t.mode}
+    if t.target == "layer":
+        return {"heads": [(layer, None)], "mode": t.mode}
+    if t.target == "mlp":
         return {"mlp": [layer]}
-    found = parsed_patches(patches)
+    if t.target == "layers":
+        skipped = parsed_indices(t.layers, "layers (numbers from 0)")
+        if not skipped:
+            raise ValueError("no layer chosen: type the layers to skip (e.g. 3, 4, 5), then ablate")
+        return {"layers": skipped}
+    found = parsed_indices(t.patches)
     if not found:
         raise ValueError("no patch chosen: click patches on the photo (or type their indices), then ablate")
-    return {"patches": found, "patch_mode": patch_mode}
+    return {"patches": found, "patch_mode": t.patch_mode}
 
 
 @user_errors
-def draw(a, target, layer, head, mode, patches, patch_mode, cmap, alpha, colour_scale, request: gr.Request):
+def draw(a, asked: Target, cmap, alpha, colour_scale, request: gr.Request):
     """(what is off, the difference in words and numbers, top-5 before and after (None without classes), dense map
     before and after (None without a dense head), the last layer's attention before and after, rollout before and
     after): one ablated forward against the analysis the app holds (`baseline=`)."""
-    w = ablate(
-        a.model, a.image, longest=_longest(a), baseline=a, **chosen(target, layer, head, mode, patches, patch_mode)
-    )
+    w = ablate(a.model, a.image, longest=longest_of(a), baseline=a, **chosen(asked))
     v = whatif_views(w, cmap, float(alpha), colour_scale)
-    (top_before, dense_before), (top_after, dense_after) = v["output"]
-    off = "**Switched off:** " + "; ".join(w.ablation.names(a.model)) + "."
+    return (*said_and_output(w, v["output"]), *v["attention"], *v["rollout"])
+
+
+def said_and_output(w, output: tuple) -> tuple:
+    """(what is off, the difference in words and numbers, top-5 before and after (None without classes), dense map
+    before and after (None without a dense head)) of an ablation `w` (`ablation.Ablated`), its output views
+    `output` (`whatif_views`' "output")."""
+    (top_before, dense_before), (top_after, dense_after) = output
+    off = "**Switched off:** " + "; ".join(w.ablation.names(w.model)) + "."
     return (
         off,
         sentences.ablation_words(w),
@@ -73,12 +102,10 @@ def draw(a, target, layer, head, mode, patches, patch_mode, cmap, alpha, colour_
         dict(top_after) or None,
         dense_before,
         dense_after,
-        *v["attention"],
-        *v["rollout"],
     )
 
 
-def _longest(a) -> int | None:
+def longest_of(a) -> int | None:
     """The `longest` (as `analyze`'s) that gives the analysis `a`'s input again: None for a fixed-size model's
     native input, else the input's longest side (a multiple of the patch, which `analyze` keeps)."""
     m, (h, w) = a.model, a.pixel_values.shape[2:]
@@ -96,7 +123,7 @@ def patch_toggled(server: Server, image, model_name, size, patches, evt: gr.Sele
     """The patches box with the clicked patch of the photo added (or removed, if it was chosen), and the photo
     with the chosen patches outlined."""
     a = server.get_analysis(image, model_name, size, request)
-    found = parsed_patches(patches)
+    found = parsed_indices(patches)
     patch = patch_at_display(a, *evt.index)
     if patch is not None:
         found = [p for p in found if p != patch] if patch in found else sorted([*found, patch])
@@ -119,21 +146,27 @@ def fresh(server: Server, image, model_name, size, request: gr.Request = None):
     if not image:
         return tiles, "", None, layer, head, gr.skip()
     a = server.get_analysis(image, model_name, size, request)
-    forwards = cost(a.model, tuple(a.pixel_values.shape[2:]))
-    label = f"{IMPORTANCE} ({forwards:.0f} forwards' work, {expected(server, a, forward=lambda _: forwards)})"
-    return tiles, "", marked_photo(a, []), layer, head, gr.Button(label)
+    return tiles, "", marked_photo(a, []), layer, head, gr.Button(f"{IMPORTANCE} ({importance_cost(server, a)})")
 
 
 IMPORTANCE = "Measure every head's importance: each switched off alone"
 
 
-@user_errors
-def measure_importance(
-    server: Server, image, model_name, size, mode="zero", request: gr.Request = None, progress=gr.Progress()
-):
-    """(the head tiles coloured by each head's change of the output, in % of its unablated value, and the sentence
-    naming the head that matters most): every head switched off alone, batched (`vitviz.importance`)."""
-    a = server.get_analysis(image, model_name, size, request)
+def importance_time(server: Server, a) -> str:
+    """How long measuring every head's importance on `a`'s photo takes here, before it starts: "about 12 s"."""
+    forwards = cost(a.model, tuple(a.pixel_values.shape[2:]))
+    return expected(server, a, forward=lambda _: forwards)
+
+
+def importance_cost(server: Server, a) -> str:
+    """What measuring every head's importance on `a`'s photo costs, before it is pressed: "40 forwards' work, about
+    12 s"."""
+    return f"{cost(a.model, tuple(a.pixel_values.shape[2:])):.0f} forwards' work, {importance_time(server, a)}"
+
+
+def measured_importance(server: Server, a, mode: str, request: gr.Request, progress, tab: str):
+    """`vitviz.importance` on the analysis `a`'s photo as one heavy run of this session in `tab` (`heavy.stoppable`:
+    its progress shown, ended by that tab's Stop, a new photo or Clear), refused over the server's budget."""
     m = a.model
     forwards = cost(m, tuple(a.pixel_values.shape[2:]))
     name = "Head importance"
@@ -144,14 +177,27 @@ def measure_importance(
         name,
         f"{name}: {m.num_layers * m.num_heads} heads, each switched off alone",
         progress,
-        tab="whatif",
+        tab=tab,
         work=("forward", heavy.cost(a, lambda _: forwards)),  # counted at 224×224, as `expected` reads the rate
     ) as report:
-        grid = importance(m, a.image, mode=mode, longest=_longest(a), progress=report)
-    values = grid.change * 100 / abs(grid.before) if grid.relative is not None else grid.change
-    unit = "in % of the unablated output" if grid.relative is not None else "in the output's units"
-    note = f"{sentences.importance_words(grid, m)} (Tiles: each head's change {unit}; {grid.seconds:.1f} s here.)"
-    return render.head_tiles(m.num_layers, m.num_heads, values), note
+        return importance(m, a.image, mode=mode, longest=longest_of(a), progress=report)
+
+
+@user_errors
+def measure_importance(
+    server: Server, image, model_name, size, mode="zero", request: gr.Request = None, progress=gr.Progress()
+):
+    """(the head tiles coloured by each head's change of the output, in % of its unablated value, the top head
+    outlined, and the sentence naming the head that matters most): every head switched off alone, batched
+    (`vitviz.importance`)."""
+    a = server.get_analysis(image, model_name, size, request)
+    grid = measured_importance(server, a, mode, request, progress, "whatif")
+    tiles, unit = importance_tiles(grid)
+    note = (
+        f"{sentences.importance_words(grid, a.model)} (Tiles: each head's change {unit}, the top one outlined in "
+        f"green; {grid.seconds:.1f} s here.)"
+    )
+    return tiles, note
 
 
 def stop(server: Server, request: gr.Request) -> str:
@@ -166,7 +212,8 @@ def build(ctx: Context) -> None:
         (
             "Ask the model *what if*: switch off one part of it and run the photo again. Click a head's tile (or "
             "choose below) to switch that head off: its output zeroed, or replaced by its mean over the photo's "
-            "tokens; or switch off every head of a layer, a layer's MLP, or patches you click on the photo "
+            "tokens; or switch off every head of a layer, a layer's MLP, a set of layers, or patches you click on "
+            "the photo "
             "(hidden as keys no query may attend to, or blurred). Each picture pair shows the model as it is, "
             "then with that part off; the sentence says how much the output moved. Attention weights only show "
             "where a head looks: switching it off measures what it does for the output."
@@ -209,7 +256,13 @@ def build(ctx: Context) -> None:
                     label="Chosen patches are",
                     elem_id="whatif-patch-mode",
                 )
-                patches = gr.Textbox(label="Patches (indices, row by row; click the photo)", elem_id="whatif-patches")
+                with gr.Row():
+                    patches = gr.Textbox(
+                        label="Patches (indices, row by row; click the photo)", elem_id="whatif-patches"
+                    )
+                    layers = gr.Textbox(
+                        label="Layers to skip (e.g. 3, 4, 5)", placeholder="3, 4, 5", elem_id="whatif-layers"
+                    )
                 photo = picture(
                     label="Your photo: click patches to choose them", clickable=True, elem_id="whatif-photo"
                 )
@@ -257,9 +310,9 @@ def build(ctx: Context) -> None:
     ctx.view(
         tab,
         draw,
-        [*ctx.where, target, layer, head, mode, patches, patch_mode, ctx.cmap, ctx.alpha, ctx.scale],
+        [*ctx.where, target, layer, head, mode, patches, patch_mode, layers, ctx.cmap, ctx.alpha, ctx.scale],
         outputs,
-        [run.click, target.input, mode.input, patch_mode.input, layer.release, head.release],
+        [run.click, target.input, mode.input, patch_mode.input, layer.release, head.release, layers.submit],
         api_name="ablate",
         concurrency_id="forward",
         clicks=Clicks([tiles], tile_at, [layer, head, target]),
