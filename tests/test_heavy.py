@@ -106,17 +106,24 @@ def test_a_button_counts_the_runs_under_way_and_what_they_have_left(served):
     assert expected(server, a, forward=lambda grid: 10) == alone  # the run is over: nothing ahead
 
 
-def test_a_depth_run_stops_at_its_encoders_next_layer_frees_the_heavy_run_and_keeps_nothing(tmp_path):
-    """The Depth tab's run (`app.depth.depth_of`), its layers slowed to 0.3 s each by the test's own hooks: the
-    photo's stop (`app.depth.stop`) in the second layer says "Stopped." and ends the run at that layer's end, the
-    server counts no heavy run under way, nothing is cached, and a second stop finds nothing to stop."""
+@pytest.mark.parametrize("tab", ["depth", "lesson"])
+def test_a_depth_run_stops_at_its_encoders_next_layer_frees_the_heavy_run_and_keeps_nothing(tmp_path, tab):
+    """The Depth tab's run (`app.depth.depth_of`), and the lesson's dense step's (its own run, `DEPTH_RUN`), its
+    layers slowed to 0.3 s each by the test's own hooks: the photo's stop (the tab's `stop`) in the second layer says
+    "Stopped." with what it stopped and ends the run at that layer's end, the server counts no heavy run under way,
+    nothing is cached, and a second stop finds nothing to stop."""
     import threading
 
     import gradio as gr
     from conftest import tiny_dpt
 
-    from vitviz.app.tabs import depth
+    from vitviz.app.tabs import depth, lesson
     from vitviz.depth import wrap_depth
+
+    run_of, stop, note = {
+        "depth": ("depth", depth.stop, depth.STOPPED_NOTE),
+        "lesson": (lesson.DEPTH_RUN, lesson.stop, lesson.DEPTH_STOPPED_NOTE),
+    }[tab]
 
     server, request = Server(device="cpu"), SimpleNamespace(session_hash="s")
     model = server.depth_models["tiny-dpt"] = wrap_depth(tiny_dpt(), "tiny-dpt")
@@ -135,7 +142,7 @@ def test_a_depth_run_stops_at_its_encoders_next_layer_frees_the_heavy_run_and_ke
 
     def run() -> None:
         try:
-            depth.depth_of(server, str(path), "tiny-dpt", request, lambda *a, **k: None)
+            depth.depth_of(server, str(path), "tiny-dpt", request, lambda *a, **k: None, tab=run_of)
         except Stopped as exc:
             ended.append((time.perf_counter(), str(exc)))
 
@@ -144,9 +151,9 @@ def test_a_depth_run_stops_at_its_encoders_next_layer_frees_the_heavy_run_and_ke
     assert second.wait(10)
     assert server.heavy.ahead()[0] == 1
     stopped = time.perf_counter()
-    assert depth.stop(server, request) == depth.STOPPED_NOTE
+    assert stop(server, request) == note
     thread.join(5)
     ((at, said),) = ended
     assert at - stopped < 2.0 and "stopped at 50%" in said  # at the end of the layer under way
     assert server.heavy.ahead() == (0, 0) and len(server.depth_cache) == 0
-    assert isinstance(depth.stop(server, request), type(gr.skip()))
+    assert isinstance(stop(server, request), type(gr.skip()))

@@ -70,11 +70,12 @@ def encoder_attention(r: DepthResult, layer: int, head: int, cmap: str):
     return attention_view(r.encoder, layer, head_arg(head, encoder), "cls", cmap, ENCODER_ALPHA)[0]
 
 
-def depth_of(server: Server, image, depth_name: str, request: gr.Request, progress) -> DepthResult:
-    """This session's depth of `image`: the cached one, or a run that holds the heavy slot and ends at the encoder's
-    next layer when the photo changes or is cleared, or the page closes (`stop`)."""
+def depth_of(server: Server, image, depth_name: str, request: gr.Request, progress, tab: str = "depth") -> DepthResult:
+    """This session's depth of `image`: the cached one, or a run of `tab`'s (the Depth tab's, or the lesson's dense
+    step's) that holds the heavy slot and ends at the encoder's next layer when the photo changes or is cleared, or
+    the page closes (`stop`)."""
     name = f"Depth with {depth_name}"
-    with stoppable(server, request, name, f"{name}: the encoder's layers", progress, tab="depth") as report:
+    with stoppable(server, request, name, f"{name}: the encoder's layers", progress, tab=tab) as report:
         return server.get_depth(image, depth_name, server.depth_key(image, depth_name, request), report)
 
 

@@ -14,6 +14,7 @@ from ..heavy import stop_run
 from ..pictures import picture
 from ..scheduling import slots
 from ..server import Server, user_errors
+from .depth import depth_of
 from .whatif import importance_time, measured_importance
 
 LAST = len(lesson.ALL_STEPS)
@@ -21,6 +22,11 @@ KEPT_PHOTOS = 8  # the photos whose guess (and measured grid) a session keeps
 STOPPED_NOTE = (
     "**Stopped.** The measurement of every head's importance ended at its next layer and kept nothing; click a "
     "tile to run it again."
+)
+DEPTH_RUN = "lesson-depth"  # the dense step's depth run: its own heavy run beside the guess's ("lesson")
+DEPTH_STOPPED_NOTE = (
+    "**Stopped.** The depth model's run for this step ended at its encoder's next layer and kept nothing; show the "
+    "step again to run it."
 )
 # A deep link selects the Lesson's tab in the browser (its button's click), and lands on the lesson itself, not on
 # the image panel above it (on a projector, a screen higher). Not from Python: a request whose output is the tab bar
@@ -99,8 +105,10 @@ def measure_guess(server: Server, image, model_name, size, step, guesses, large,
 
 
 def stop(server: Server, request: gr.Request) -> str:
-    """Stop this session's measurement for the guess at its next layer (a new photo, Clear, the page closed)."""
-    return STOPPED_NOTE if stop_run(server, request, "lesson") else gr.skip()
+    """Stop this session's measurement for the guess, or its dense step's depth, at its next layer (a new photo,
+    Clear, the page closed), and say which."""
+    depth, guess = stop_run(server, request, DEPTH_RUN), stop_run(server, request, "lesson")
+    return DEPTH_STOPPED_NOTE if depth else STOPPED_NOTE if guess else gr.skip()
 
 
 def leave(server: Server, request: gr.Request) -> None:
@@ -110,10 +118,11 @@ def leave(server: Server, request: gr.Request) -> None:
 
 def build(ctx: Context) -> None:
     @user_errors
-    def draw(image, model_name, size, step, guesses, cmap, alpha, colour_scale, request: gr.Request):
+    def draw(image, model_name, size, step, guesses, cmap, alpha, colour_scale, request: gr.Request,
+             progress=gr.Progress()):  # fmt: skip
         """(the step's title, its picture, its sentences). The dense-decoding step shows the depth model's map when
-        the app was started with one (--depth-model); the guessing step this photo's guess, revealed once its grid
-        is measured."""
+        the app was started with one (--depth-model), a run that a new photo, Clear or a closed page stops as the
+        Depth tab's is; the guessing step this photo's guess, revealed once its grid is measured."""
         server = ctx.server
         a = server.get_analysis(image, model_name, size, request)
         step = int(step)
@@ -123,7 +132,7 @@ def build(ctx: Context) -> None:
             return f"### Step {step} of {LAST} · {title}", shown, text
         depth = None
         if step == lesson.DENSE and ctx.depth_model is not None:
-            depth = server.get_depth(image, ctx.depth_model, server.depth_key(image, ctx.depth_model, request))
+            depth = depth_of(server, image, ctx.depth_model, request, progress, tab=DEPTH_RUN)
         title, shown, text = lesson.lesson_step(a, step, cmap, float(alpha), colour_scale, depth)
         return f"### Step {step} of {LAST} · {title}", shown, text
 
@@ -148,7 +157,7 @@ def build(ctx: Context) -> None:
             with gr.Column(scale=2, min_width=280, elem_classes=["vitviz-beside"]):
                 text = gr.Markdown(label="Step text", elem_id="lesson-text")
         guesses = gr.State({})  # {analysis key: lesson.Guess}: each photo's guess, its grid once measured
-    ctx.view(
+    draws = ctx.view(
         tab,
         draw,
         [*ctx.where, step, guesses, ctx.cmap, ctx.alpha, ctx.scale],
@@ -166,7 +175,7 @@ def build(ctx: Context) -> None:
         **slots("heavy"),
     )
     step.change(ctx.server.bind(leave), None, None, cancels=[measuring], api_visibility="private", queue=False)
-    ctx.stop_with_the_photo(stop, text, [measuring])
+    ctx.stop_with_the_photo(stop, text, [measuring, *draws])  # the guess's measurement, the dense step's depth
     back.click(lambda s: max(1, int(s) - 1), step, step, api_visibility="private", queue=False)
     forward.click(lambda s: min(LAST, int(s) + 1), step, step, api_visibility="private", queue=False)
     ctx.demo.load(open_link, None, step, api_visibility="private", queue=False)
