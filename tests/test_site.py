@@ -4,9 +4,13 @@ numbers against Python's on every bundled photo (the forward in ONNX Runtime Web
 from __future__ import annotations
 
 import base64
+import functools
 import json
+import re
+import shutil
 import threading
 import urllib.request
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import cv2
@@ -22,7 +26,7 @@ from vitviz.outputs import patch_weights
 from vitviz.preprocess import load_image
 from vitviz.site import build as site_build
 from vitviz.site import graph
-from vitviz.site.serve import HEADERS, server
+from vitviz.site.serve import HEADERS, SiteHandler, server
 
 SIZES = (224, 448)  # the longest side: every bundled photo but the square astronaut gives a non-square input
 
@@ -349,6 +353,75 @@ def test_a_second_visit_works_offline_and_no_request_carries_the_photo(browser, 
     context.close()
     assert sent and all(method == "GET" and body is None for method, _, body in sent), sent
     assert not any("mine.png" in url for _, url, _ in sent)
+
+
+def counted_server(folder: Path) -> tuple[ThreadingHTTPServer, list[str]]:
+    """A server of `folder` as `vitviz site --serve` is, serving, that lists the path of every GET it answers."""
+    asked: list[str] = []
+
+    class Counting(SiteHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path.split("?")[0])
+            super().do_GET()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Counting, directory=str(folder)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, asked
+
+
+def visit(context, url: str):
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
+    page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+    return page
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_second_visit_asks_the_site_for_nothing_and_a_new_build_reaches_it(browser, site, tmp_path):
+    """The service worker answers from its cache first: a second visit fetches neither the runtime's 14 MB .wasm nor
+    the model, nor any other file (only sw.js, which the browser checks itself). A new build (a changed file, so a
+    new hash in sw.js) reaches the returning visitor on the visit after the one that found it, whole, and the older
+    build's cache is let go."""
+    folder = shutil.copytree(site, tmp_path / "site")
+    httpd, asked = counted_server(folder)
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/?size=224"
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
+    try:
+        page = visit(context, url)
+        page.wait_for_function("() => navigator.serviceWorker.controller !== null", timeout=30_000)
+        assert {"/runtime/ort-wasm-simd-threaded.wasm", "/model.onnx"} <= set(asked)
+        page.close()
+        asked.clear()
+        page = visit(context, url)
+        run = page.evaluate("() => window.vitviz.site.analyse('examples/rocket.jpg', 'rocket.jpg')")
+        assert run["name"] == "rocket.jpg" and page.evaluate("() => window.vitviz.site.state().cached") is True
+        assert set(asked) <= {"/sw.js", "/favicon.ico"}, asked  # the browser's own checks only
+        page.close()
+        # a new build: its page differs, so sw.js names a new cache
+        worker = (folder / "sw.js").read_text()
+        files = json.loads(re.search(r"const FILES = (\[.*?\]);", worker).group(1))
+        index = folder / "index.html"
+        index.write_text(index.read_text().replace("<title>", "<title>rebuilt: "))
+        site_build.write_worker(folder, files)
+        assert (folder / "sw.js").read_text() != worker
+        build = re.search(r'const BUILD = "(\w+)"', (folder / "sw.js").read_text()).group(1)
+        page = visit(context, url)  # this visit is the old build's, whole; it finds the new one, which takes over
+        assert not page.title().startswith("rebuilt")
+        taken = f"() => caches.keys().then((k) => k.includes('vitviz-site-{build}') && k.length === 2)"
+        page.wait_for_function(taken, timeout=60_000)
+        page.locator(".site-update", has_text="reload").wait_for(timeout=10_000)  # the page says so
+        page.close()
+        page = visit(context, url)
+        assert page.title().startswith("rebuilt")
+        names = page.evaluate("() => caches.keys()")
+        assert len([n for n in names if n.startswith("vitviz-site-")]) == 1 and "vitviz-model" in names, names
+        assert page.evaluate("() => window.vitviz.site.state().cached") is True  # the model was kept
+    finally:
+        context.close()
+        httpd.shutdown()
+        httpd.server_close()
 
 
 @pytest.mark.browser

@@ -14,6 +14,11 @@
       console.warn(`vitviz: no service worker (${e.message}): the site needs the network on every visit`);
       return null;
     });
+  if ("serviceWorker" in navigator && navigator.serviceWorker.controller)
+    // a new build's worker took over this page of the last one (sw.js): the next load is the new build's
+    navigator.serviceWorker.addEventListener("controllerchange", () => {
+      document.querySelector(".site-update").hidden = false;
+    });
   if ("serviceWorker" in navigator && location.protocol.startsWith("http") && !self.crossOriginIsolated) {
     const registered = await worker(),
       waited = new Promise((resolve) => setTimeout(() => resolve(null), 5000));
