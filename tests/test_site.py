@@ -278,6 +278,76 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
         np.testing.assert_allclose(np.array(sim).reshape(37, 37), embedded.pos_embed_similarity()[row, col], atol=1e-3)
 
 
+BAR = """(tab) => Array.from(document.querySelectorAll(`.site-panel[data-tab=${tab}] .site-colourbar`), (el) => ({
+  hidden: el.hidden, lo: el.querySelector('.site-bar-lo')?.textContent,
+  hi: el.querySelector('.site-bar-hi')?.textContent, note: el.querySelector('.site-bar-note')?.textContent,
+  ramp: el.querySelector('.vx-ramp')?.style.background}))[0]"""  # a tab's first colour bar, as the page shows it
+
+
+def bar_number(label: str) -> float:
+    return float(label.split()[0].replace("−", "-"))
+
+
+def ramp_ends(ramp: str) -> list[list[int]]:
+    colours = re.findall(r"rgb\((\d+), ?(\d+), ?(\d+)\)", ramp)
+    return [list(map(int, colours[0])), list(map(int, colours[-1]))]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_each_maps_colour_bar_labels_the_ends_of_what_it_draws(page, embedded):
+    """Each map's bar: its ends in the map's units, as Python's colour scale sets them on the numbers the page drew
+    (rollout's shares on the page's log scale, the token norms lowest to highest), the dense map's 0 to 1, the
+    positions' −1 to +1, in the colormap the map is drawn in, and the sentences about it true of it."""
+    page.evaluate("() => window.vitviz.site.analyse('examples/coffee.jpg', 'coffee.jpg', 224)")
+    inferno = np.frombuffer(base64.b64decode(explorer.lut("inferno")), np.uint8).reshape(256, 3)
+    low, high = (f"{p}{'st' if p % 10 == 1 else 'th'}" for p in maps.CLIP_PERCENTILES)
+    for settings in ({"fusion": "mean", "discard": 0, "toward": "output"}, {"fusion": "max", "discard": 0.5}):
+        shares = page.evaluate("(s) => window.vitviz.site.rollout(s).then((r) => r.shares)", settings)
+        _, lo, hi, clipped = maps.colour_scale(np.array(shares, np.float32), maps.DEFAULT_SCALE)
+        bar = page.evaluate(BAR, "rollout")
+        assert clipped.any() and bar["lo"].endswith(" %") and bar["hi"].endswith(" %")
+        assert bar_number(bar["lo"]) == pytest.approx(10**lo, rel=6e-3)
+        assert bar_number(bar["hi"]) == pytest.approx(10**hi, rel=6e-3)
+        assert f"log scale, from the {low} to the {high} percentile of the patches' shares of the flow" in bar["note"]
+        assert ramp_ends(bar["ramp"]) == [inferno[0].tolist(), inferno[255].tolist()]
+    step = page.evaluate("() => window.vitviz.site.lesson(6)")  # the lesson's rollout: mean, nothing discarded
+    assert step["title"] == "The output and rollout"
+    shares = page.evaluate(
+        "(s) => window.vitviz.site.rollout(s).then((r) => r.shares)",
+        {"fusion": "mean", "discard": 0, "toward": "output"},
+    )
+    page.evaluate("() => window.vitviz.site.lesson(6)")
+    _, lo, hi, _ = maps.colour_scale(np.array(shares, np.float32), maps.DEFAULT_SCALE)
+    bar = page.evaluate(BAR, "lesson")
+    assert bar_number(bar["lo"]) == pytest.approx(10**lo, rel=6e-3) and not bar["hidden"]
+    page.evaluate("() => window.vitviz.site.lesson(1)")  # the patches: no map, no bar
+    assert page.evaluate(BAR, "lesson")["hidden"]
+
+    page.evaluate("() => window.vitviz.site.tab('output')")
+    dense = np.array(page.evaluate("() => window.vitviz.site.arrays()")["dense"])
+    bar = page.evaluate(BAR, "output")
+    assert (bar["lo"], bar["hi"]) == ("0", "1") and 0 <= dense.min() and dense.max() <= 1  # nothing drawn clipped
+    assert "linear, from 0" in bar["note"] and ramp_ends(bar["ramp"]) == [inferno[0].tolist(), inferno[255].tolist()]
+    said = page.inner_text(".site-output-text")
+    assert "colour bar under the map runs from 0 to 1, linearly" in said and "percentile" not in said
+
+    page.evaluate("() => window.vitviz.site.tab('heads')")
+    norms = np.array(page.evaluate("() => window.vitviz.site.arrays()")["norms"])
+    bar = page.evaluate(BAR, "heads")
+    assert bar_number(bar["lo"]) == pytest.approx(norms.min(), rel=6e-3)
+    assert (
+        bar_number(bar["hi"]) == pytest.approx(norms.max(), rel=6e-3) and "lowest of the tokens' lengths" in bar["note"]
+    )
+    viridis = np.frombuffer(base64.b64decode(explorer.lut("viridis")), np.uint8).reshape(256, 3)
+    assert ramp_ends(bar["ramp"]) == [viridis[0].tolist(), viridis[255].tolist()]
+
+    sim = np.array(page.evaluate("() => window.vitviz.site.positions(0, 0)"))
+    bar = page.evaluate(BAR, "positions")
+    assert (bar_number(bar["lo"]), bar_number(bar["hi"])) == (-1, 1) and -1 <= sim.min() and sim.max() <= 1
+    assert ramp_ends(bar["ramp"]) == [list(render.DIVERGING[0]), list(render.DIVERGING[2])]
+
+
 def site_config(site: Path) -> dict:
     page = (site / "index.html").read_text()
     start = page.index('id="vitviz-site">') + len('id="vitviz-site">')

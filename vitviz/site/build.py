@@ -27,8 +27,14 @@ HERE = Path(__file__).resolve().parent
 PAGE, RUNTIME = HERE / "page", HERE / "runtime"
 ORT_VERSION = "1.30.0"
 RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm", "LICENSE")
-# the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step)
-SITE = ("photo.js", "model.js", "rollout.js", "run.js", "views.js", "lesson.js", "site.js")
+# the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step):
+# the forward, the views, then the page
+SITE = (
+    *("photo.js", "model.js", "rollout.js", "run.js", "pca.js"),  # a photo, the model and one forward
+    *("bar.js", "picture.js", "rolloutview.js", "positions.js", "heads.js", "output.js", "trend.js", "lesson.js"),
+    *("offline.js", "camera.js", "tabs.js", "pagecontrols.js", "choose.js", "loading.js", "sitehandle.js"),
+    "site.js",  # the boot, last: it runs the rest
+)
 SIZES, DEFAULT_SIZE, PHONE_SIZE = (224, 336, 448), 448, 224  # the input's longest side, as --size means elsewhere
 # the app's tabs that the site has too, labelled as the app labels them (vitviz.tabs), then the site's own lesson
 # (numbered after them: the app's number would skip the tabs the site lacks) and the link to the app
