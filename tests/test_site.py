@@ -309,7 +309,7 @@ def test_each_maps_colour_bar_labels_the_ends_of_what_it_draws(page, embedded):
         assert clipped.any() and bar["lo"].endswith(" %") and bar["hi"].endswith(" %")
         assert bar_number(bar["lo"]) == pytest.approx(10**lo, rel=6e-3)
         assert bar_number(bar["hi"]) == pytest.approx(10**hi, rel=6e-3)
-        assert f"log scale, from the {low} to the {high} percentile of the patches' shares of the flow" in bar["note"]
+        assert f"log scale, {low} to {high} percentile of the patches' shares of the flow" in bar["note"]
         assert ramp_ends(bar["ramp"]) == [inferno[0].tolist(), inferno[255].tolist()]
     step = page.evaluate("() => window.vitviz.site.lesson(6)")  # the lesson's rollout: mean, nothing discarded
     assert step["title"] == "The output and rollout"
@@ -336,9 +336,8 @@ def test_each_maps_colour_bar_labels_the_ends_of_what_it_draws(page, embedded):
     norms = np.array(page.evaluate("() => window.vitviz.site.arrays()")["norms"])
     bar = page.evaluate(BAR, "heads")
     assert bar_number(bar["lo"]) == pytest.approx(norms.min(), rel=6e-3)
-    assert (
-        bar_number(bar["hi"]) == pytest.approx(norms.max(), rel=6e-3) and "lowest of the tokens' lengths" in bar["note"]
-    )
+    assert bar_number(bar["hi"]) == pytest.approx(norms.max(), rel=6e-3)
+    assert "linear, lowest to highest of the tokens' lengths" in bar["note"]
     viridis = np.frombuffer(base64.b64decode(explorer.lut("viridis")), np.uint8).reshape(256, 3)
     assert ramp_ends(bar["ramp"]) == [viridis[0].tolist(), viridis[255].tolist()]
 

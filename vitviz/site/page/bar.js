@@ -15,11 +15,9 @@ function vitvizOrdinal(n) {
 // How scale `sc` spread the colours over `what` (the values, in words), by the page's rule (meta.scaleRule)
 function vitvizScaleWords(sc, rule, what) {
   const [low, high] = rule.percentiles.map(vitvizOrdinal);
-  if (sc.clip === "both")
-    return `log scale, from the ${low} to the ${high} percentile of ${what}: the rest take the end colours`;
-  if (sc.clip === "top")
-    return `linear, from the lowest of ${what} to their ${high} percentile: higher ones take the last colour`;
-  return `${sc.log ? "log scale" : "linear"}, from the lowest of ${what} to the highest`;
+  if (sc.clip === "both") return `log scale, ${low} to ${high} percentile of ${what} (the rest: the end colours)`;
+  if (sc.clip === "top") return `linear, lowest to ${high} percentile of ${what} (higher: the last colour)`;
+  return `${sc.log ? "log scale" : "linear"}, lowest to highest of ${what}`;
 }
 
 // The bar of a map drawn on the page's scale `sc` with the meta's colormap: its ends as label(x) says them, the

@@ -48,7 +48,7 @@ function vitvizLessonSteps(run, cfg, orderings) {
   const weightsPicture = (canvas, w, marker) => {
     const sc = vitvizScale([w], m.colourScale, m.scaleRule);
     vitvizDrawMap(canvas, w, sc, m, run.photo, marker, null);
-    return vitvizScaleBar(m, sc, vitvizPct, "the query's weights on the patches");
+    return vitvizScaleBar(m, sc, (x) => `${vitvizSignificant(100 * x)} %`, "the query's weights on the patches");
   };
   const headPicture = (layer, head) => (canvas) =>
     weightsPicture(canvas, row(layer, head, prefix + centre).subarray(prefix), centre);

@@ -93,12 +93,19 @@ function vitvizTabs(page) {
         });
       return;
     }
-    if (tab === "tokens") vitvizTokensView(panel, run);
-    else if (tab === "rollout") vitvizRolloutView(panel, run, state.settings);
-    else if (tab === "heads") vitvizHeadsView(panel, run);
-    else if (tab === "output") vitvizOutputView(panel, run, cfg.lesson.dense);
-    else if (tab === "positions") state.similarity = vitvizPositionsView(panel, cfg, ...state.position);
-    else if (tab === "lesson") drawLesson(panel, run);
+    const view = () => {
+      if (tab === "tokens") vitvizTokensView(panel, run);
+      else if (tab === "rollout") vitvizRolloutView(panel, run, state.settings);
+      else if (tab === "heads") vitvizHeadsView(panel, run);
+      else if (tab === "output") vitvizOutputView(panel, run, cfg.lesson.dense);
+      else if (tab === "positions") state.similarity = vitvizPositionsView(panel, cfg, ...state.position);
+      else if (tab === "lesson") drawLesson(panel, run);
+    };
+    view();
+    // the colour bar's words are in now: drawn once more if they took room from the picture
+    const room = panel.style.getPropertyValue("--site-room");
+    page.fit();
+    if (panel.style.getPropertyValue("--site-room") !== room) view();
   };
   return tabs;
 }
