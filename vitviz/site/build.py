@@ -27,8 +27,14 @@ HERE = Path(__file__).resolve().parent
 PAGE, RUNTIME = HERE / "page", HERE / "runtime"
 ORT_VERSION = "1.30.0"
 RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm", "LICENSE")
-# the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step)
-SITE = ("photo.js", "model.js", "rollout.js", "run.js", "views.js", "lesson.js", "site.js")
+# the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step):
+# the forward, the views, then the page
+SITE = (
+    *("photo.js", "model.js", "rollout.js", "run.js", "pca.js"),  # a photo, the model and one forward
+    *("bar.js", "picture.js", "rolloutview.js", "positions.js", "heads.js", "output.js", "trend.js", "lesson.js"),
+    *("offline.js", "camera.js", "tabs.js", "pagecontrols.js", "choose.js", "loading.js", "sitehandle.js"),
+    "site.js",  # the boot, last: it runs the rest
+)
 SIZES, DEFAULT_SIZE, PHONE_SIZE = (224, 336, 448), 448, 224  # the input's longest side, as --size means elsewhere
 # the app's tabs that the site has too, labelled as the app labels them (vitviz.tabs), then the site's own lesson
 # (numbered after them: the app's number would skip the tabs the site lacks) and the link to the app
@@ -139,6 +145,28 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
+def build_hash(out: Path, files: list[str]) -> str:
+    """The first 12 hex digits of the SHA-256 over `files` (paths in `out`, a ?query and "./" ignored: "./" is
+    index.html), each name and its bytes: what a cache of this build's files is named by."""
+    h = hashlib.sha256()
+    for file in files:
+        if file != "./":
+            name = file.split("?")[0]
+            h.update(name.encode() + b"\0" + (out / name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def write_worker(out: Path, files: list[str]) -> None:
+    """sw.js: the page's service worker with the site's `files` and their hash written in."""
+    worker = (PAGE / "sw.js").read_text()
+    written = {"const FILES = [];": json.dumps(files), 'const BUILD = "";': f'"{build_hash(out, files)}"'}
+    for marker, value in written.items():
+        if worker.count(marker) != 1:
+            raise RuntimeError(f"vitviz/site/page/sw.js lacks its line {marker!r}")
+        worker = worker.replace(marker, marker.split("=")[0] + f"= {value};")
+    (out / "sw.js").write_text(worker, encoding="utf-8")
+
+
 def _json(value) -> str:
     """JSON that a <script> element holds as text: no "</" to end it early."""
     return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
@@ -209,8 +237,7 @@ def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
     written = ["index.html", "vitviz.js", "vitviz.css", "positions.bin", cfg["lesson"]["orderings"]["url"]]
     written += [f"runtime/{n}" for n in RUNTIME_FILES]
     files = ["./", *written, *(f"examples/{p.name}" for p in map(example, EXAMPLES)), cfg["preview"]["url"]]
-    worker = (PAGE / "sw.js").read_text().replace("const FILES = [];", f"const FILES = {json.dumps(files)};")
-    (out / "sw.js").write_text(worker, encoding="utf-8")
+    write_worker(out, files)
     (out / ".nojekyll").write_text("")  # GitHub Pages: serve the folder as it is
     say(f"wrote {out}")
     return out

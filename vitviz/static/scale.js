@@ -11,7 +11,8 @@ function vitvizPercentile(sorted, q) {
 }
 
 // maps: arrays of values; kind "log" | "robust" | "min-max"; rule {floor, percentiles: [low, high]}.
-// Returns {log, floor?, lo, hi}: lo and hi in the scale's own units (log10 for "log").
+// Returns {log, floor?, lo, hi, clip}: lo and hi in the scale's own units (log10 for "log"); clip, which ends are
+// percentiles: "both" (log), "top" (robust) or "none" (the values' own lowest and highest).
 function vitvizScale(maps, kind, rule) {
   const {
     floor: fraction,
@@ -39,16 +40,18 @@ function vitvizScale(maps, kind, rule) {
     above.sort((x, y) => x - y);
     const from = above.length ? vitvizPercentile(above, low) : 0,
       to = above.length ? vitvizPercentile(above, high) : 0;
-    return to > from ? { log: true, floor, lo: from, hi: to } : { log: true, floor, lo: a, hi: b };
+    return to > from
+      ? { log: true, floor, lo: from, hi: to, clip: "both" }
+      : { log: true, floor, lo: a, hi: b, clip: "none" };
   }
   if (kind === "robust") {
     const all = [];
     for (const m of maps) for (let i = 0; i < m.length; i++) all.push(m[i]);
     all.sort((x, y) => x - y);
     const clip = vitvizPercentile(all, high);
-    if (clip > lo) return { log: false, lo, hi: clip };
+    if (clip > lo) return { log: false, lo, hi: clip, clip: "top" };
   }
-  return { log: false, lo, hi };
+  return { log: false, lo, hi, clip: "none" };
 }
 
 function vitvizAtScale(v, sc) {

@@ -4,77 +4,8 @@
 // phrases that depend on the model alone and the trend test's rule and orderings come from Python (build.py
 // `lesson_facts`); the numbers are this run's.
 
-// Python's f"{x:.{digits}f}": vitvizFixed, except that an exact half goes to the even neighbour, as Python rounds
-function vitvizPyFixed(x, digits = 0) {
-  if (digits === 0 && Math.abs(x % 1) === 0.5) return vitvizFixed(2 * Math.round(x / 2), 0);
-  return vitvizFixed(x, digits);
-}
-const vitvizPyPct = (x, digits = 0) => `${vitvizPyFixed(100 * x, digits)}%`; // f"{x:.{digits}%}"
-
-// [n] ranks 1..n, ties given their mean rank (vitviz.trend.ranks)
-function vitvizRanks(x) {
-  const order = Array.from(x.keys()).sort((i, j) => x[i] - x[j]),
-    r = new Float64Array(x.length);
-  for (let i = 0; i < order.length; ) {
-    let j = i;
-    while (j + 1 < order.length && x[order[j + 1]] === x[order[i]]) j++;
-    for (let k = i; k <= j; k++) r[order[k]] = (i + j) / 2 + 1;
-    i = j + 1;
-  }
-  return r;
-}
-function vitvizStandardised(x) {
-  // centred, unit length; all 0 for a constant x (vitviz.trend.standardised)
-  let lo = Infinity,
-    hi = -Infinity,
-    mean = 0;
-  for (const v of x) {
-    lo = Math.min(lo, v);
-    hi = Math.max(hi, v);
-    mean += v / x.length;
-  }
-  if (hi === lo) return new Float64Array(x.length);
-  const c = Float64Array.from(x, (v) => v - mean),
-    norm = Math.sqrt(c.reduce((s, v) => s + v * v, 0));
-  return c.map((v) => v / norm);
-}
-
-// The trend of values [L] with depth (vitviz.trend.depth_trend): Spearman's rho and its permutation p over the
-// orderings Python draws (uint8 [K*L]), with the same rule for its direction and strength
-function vitvizDepthTrend(values, facts, orderings) {
-  const L = values.length,
-    sx = vitvizStandardised(vitvizRanks(Array.from({ length: L }, (_, i) => i)));
-  const sy = vitvizStandardised(vitvizRanks(values)),
-    dot = (f) => {
-      let s = 0;
-      for (let i = 0; i < L; i++) s += f(i) * sx[i];
-      return s;
-    };
-  const rho = Math.min(
-      1,
-      Math.max(
-        -1,
-        dot((i) => sy[i]),
-      ),
-    ),
-    observed = Math.abs(rho),
-    K = orderings.length / L;
-  let p = 1;
-  if (sy.some((v) => v !== 0)) {
-    let hits = 0;
-    for (let o = 0; o < K; o++) if (Math.abs(dot((i) => sy[orderings[o * L + i]])) >= observed - 1e-12) hits++;
-    p = facts.trend.exact ? hits / K : (hits + 1) / (K + 1);
-  }
-  const t = facts.trend,
-    a = Math.abs(rho);
-  const direction = a < t.rho || p > t.p ? "none" : rho > 0 ? "grows" : "falls";
-  return { rho, p, direction, strength: a >= t.strong ? "strong" : a >= t.rho ? "moderate" : "weak" };
-}
-const vitvizTrendWords = (t) =>
-  `rank correlation ${vitvizFixed(t.rho)} with the layer's depth, ${t.strength}; ` +
-  `${t.p < 0.001 ? "p < 0.001" : `p = ${vitvizFixed(t.p, 3)}`}`;
-
-// The steps on a run whose summaries are in: [{title, text, draw(canvas)}], text as the Python lesson's Markdown
+// The steps on a run whose summaries are in: [{title, text, draw(canvas)}], text as the Python lesson's Markdown;
+// draw returns the picture's colour bar (bar.js), or nothing where the picture has none
 function vitvizLessonSteps(run, cfg, orderings) {
   const m = run.meta,
     f = cfg.lesson,
@@ -113,10 +44,14 @@ function vitvizLessonSteps(run, cfg, orderings) {
     vitvizSoftmax(w, scores, 1);
     return w;
   };
-  const headPicture = (layer, head) => (canvas) => {
-    const w = row(layer, head, prefix + centre).subarray(prefix);
-    vitvizDrawMap(canvas, w, vitvizScale([w], m.colourScale, m.scaleRule), m, run.photo, centre, null);
+  // a map of attention weights [P] on the page's scale, its bar's ends in % of the query's attention
+  const weightsPicture = (canvas, w, marker) => {
+    const sc = vitvizScale([w], m.colourScale, m.scaleRule);
+    vitvizDrawMap(canvas, w, sc, m, run.photo, marker, null);
+    return vitvizScaleBar(m, sc, (x) => `${vitvizSignificant(100 * x)} %`, "the query's weights on the patches");
   };
+  const headPicture = (layer, head) => (canvas) =>
+    weightsPicture(canvas, row(layer, head, prefix + centre).subarray(prefix), centre);
   const trend = vitvizDepthTrend(means, f, orderings),
     verb = f.trendVerbs[trend.direction];
   const steps = [];
@@ -146,7 +81,10 @@ function vitvizLessonSteps(run, cfg, orderings) {
       `cosine ${vitvizFixed(sim[r * g1 + c + 1])} with its right-hand neighbour, ${vitvizFixed(sim[0])} with ` +
       `the top-left corner. Nobody told the model about rows and columns; it learned that nearby patches ` +
       `belong together.`,
-    draw: (canvas) => vitvizPositionsPicture(canvas, cfg, sim, r * g1 + c),
+    draw: (canvas) => {
+      vitvizPositionsPicture(canvas, cfg, sim, r * g1 + c);
+      return vitvizPositionsBar(cfg);
+    },
   });
 
   const [ll, lh] = [Math.floor(local / H), local % H];
@@ -233,16 +171,11 @@ function vitvizLessonSteps(run, cfg, orderings) {
       `rollout from any start converges to nearly one map after ${L} layers (on the 20 photos of ` +
       "docs/benchmarks.md, two rows of the full rollout matrix, the rollouts from two tokens, have a median rank " +
       `correlation of ${vitvizFixed(f.rolloutRows)}): it shows where information pools, not what one output uses.`,
-    draw: (canvas) =>
-      vitvizDrawMap(
-        canvas,
-        Float32Array.from(values),
-        vitvizScale([values], m.colourScale, m.scaleRule),
-        m,
-        run.photo,
-        best,
-        null,
-      ),
+    draw: (canvas) => {
+      const sc = vitvizScale([values], m.colourScale, m.scaleRule);
+      vitvizDrawMap(canvas, Float32Array.from(values), sc, m, run.photo, best, null);
+      return vitvizRolloutBar(m, sc);
+    },
   });
 
   const w = row(L - 1, 0, 0),
@@ -260,10 +193,7 @@ function vitvizLessonSteps(run, cfg, orderings) {
       `exponential in the score. The largest weight is ${vitvizPyFixed(sorted[n - 1], 3)}, the top 1 % of keys ` +
       `hold ${vitvizPyPct(top)}, and the weights spread over about ${vitvizPyFixed(Math.exp(entropy))} of ${n} ` +
       `keys. The head's output is the weighted sum of the values. Tab ${f.insideTab} walks through every step.`,
-    draw: (canvas) => {
-      const p = w.subarray(prefix);
-      vitvizDrawMap(canvas, p, vitvizScale([p], m.colourScale, m.scaleRule), m, run.photo, null, null);
-    },
+    draw: (canvas) => weightsPicture(canvas, w.subarray(prefix), null),
   });
 
   const dense = run.out.dense.data;
@@ -278,7 +208,10 @@ function vitvizLessonSteps(run, cfg, orderings) {
       `dense head of that kind on its final patch tokens: the picture is its map of where the photo's regions ` +
       `of interest lie (saliency), ${vitvizPyPct(above / dense.length)} of the pixels above 0.5. ` +
       `${vitvizDenseNote(run, f.dense)}`,
-    draw: (canvas) => vitvizDensePicture(canvas, run),
+    draw: (canvas) => {
+      vitvizDensePicture(canvas, run);
+      return vitvizDenseBar(m);
+    },
   });
   return steps;
 }
@@ -287,44 +220,4 @@ function vitvizLessonSteps(run, cfg, orderings) {
 function vitvizLessonHtml(text) {
   const esc = text.replace(/[&<>"]/g, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[ch]);
   return esc.replace(/\*\*(.+?)\*\*/g, "<b>$1</b>").replace(/\*(.+?)\*/g, "<i>$1</i>");
-}
-
-// The layer × head table of values [L*H] in a colormap (lut: its 256 RGB triples), each cell's number written in it
-// at `font` px (the canvas is drawn at the size it is shown, so the projector's larger type stays large)
-function vitvizLayerHeadGrid(canvas, values, L, H, lut, font = 15) {
-  const rowH = Math.round(font * 1.6),
-    cell = Math.round(font * 3.7),
-    left = Math.round(font * 5.4),
-    topPad = 2 * font,
-    bytes = vitvizLutBytes(lut);
-  canvas.width = left + H * cell;
-  canvas.height = topPad + L * rowH;
-  const ctx = canvas.getContext("2d");
-  let lo = Infinity,
-    hi = -Infinity;
-  for (const v of values) {
-    lo = Math.min(lo, v);
-    hi = Math.max(hi, v);
-  }
-  ctx.fillStyle = "#fff";
-  ctx.fillRect(0, 0, canvas.width, canvas.height);
-  ctx.font = `${font}px system-ui, sans-serif`;
-  ctx.textAlign = "center";
-  ctx.textBaseline = "middle";
-  ctx.fillStyle = "#000";
-  for (let h = 0; h < H; h++) ctx.fillText(`head ${h}`, left + (h + 0.5) * cell, topPad / 2);
-  for (let l = 0; l < L; l++) {
-    ctx.fillStyle = "#000";
-    ctx.textAlign = "right";
-    ctx.fillText(`layer ${l}`, left - 8, topPad + (l + 0.5) * rowH);
-    ctx.textAlign = "center";
-    for (let h = 0; h < H; h++) {
-      const v = values[l * H + h],
-        t = Math.round(((v - lo) / Math.max(hi - lo, 1e-12)) * 255) * 3;
-      ctx.fillStyle = `rgb(${bytes[t]},${bytes[t + 1]},${bytes[t + 2]})`;
-      ctx.fillRect(left + h * cell, topPad + l * rowH, cell - 1, rowH - 1);
-      ctx.fillStyle = t > 128 * 3 ? "#000" : "#fff";
-      ctx.fillText(vitvizFixed(v, 0), left + (h + 0.5) * cell, topPad + (l + 0.5) * rowH);
-    }
-  }
 }

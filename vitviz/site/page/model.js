@@ -2,11 +2,14 @@
 // ONNX Runtime Web's WebAssembly backend, on every core where the page is cross-origin isolated (threads need
 // SharedArrayBuffer), else on one.
 
-const VITVIZ_CACHE = "vitviz-site-v1";
+// The model's graphs are kept apart from the service worker's cache of the site's files (sw.js), which a new build
+// replaces: a new build whose graphs did not change keeps them. Each URL's ?v= is its graph's digest.
+const VITVIZ_MODEL_CACHE = "vitviz-model";
 
 // The model file's bytes, from this browser's cache, else from the site with progress(done, total) in bytes
 async function vitvizModelBytes(url, expected, progress) {
-  const cache = "caches" in self ? await caches.open(VITVIZ_CACHE).catch(() => null) : null; // blocked storage: none
+  // blocked storage: no cache
+  const cache = "caches" in self ? await caches.open(VITVIZ_MODEL_CACHE).catch(() => null) : null;
   const kept = cache && (await cache.match(url).catch(() => null));
   if (kept) {
     const bytes = await kept.arrayBuffer();
@@ -33,6 +36,9 @@ async function vitvizModelBytes(url, expected, progress) {
     await cache
       .put(url, copy)
       .catch((e) => console.warn(`vitviz: the model is not kept (${e.message}): a full quota?`));
+    const href = new URL(url, location.href); // another build's copy of this graph is let go
+    for (const key of await cache.keys())
+      if (new URL(key.url).pathname === href.pathname && key.url !== href.href) await cache.delete(key);
   }
   return { bytes, cached: false };
 }
