@@ -31,6 +31,11 @@ def test_the_record_keeps_nothing_it_derives_and_answers_as_the_cache_does():
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.tokens = None
     cached = Derived(a)
+    # an Analysis, as a view's `a: Analysis` says: the record's own arrays (shared, not copied), as frozen
+    assert isinstance(cached, vitviz.Analysis) and cached.analysis is a
+    assert all(getattr(cached, f.name) is getattr(a, f.name) for f in dataclasses.fields(a))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cached.tokens = None
     np.testing.assert_allclose(cached.rollout("max", 0.3), first, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(cached.attention_entropy, a.attention_entropy)
     np.testing.assert_array_equal(cached.attention_map(2, None, 3), a.attention_map(2, None, 3))

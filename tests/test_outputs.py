@@ -8,6 +8,7 @@ model's output reads.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ import vitviz
 from vitviz import lesson, sentences
 from vitviz.attributions import attribute, input_analysis
 from vitviz.deletion import faithfulness
-from vitviz.outputs import Output, default_output, output_for
+from vitviz.lens import LENSES, lens_of
+from vitviz.outputs import KINDS, ClassLogit, DenseMap, Output, ReadoutVector, TextLogit, default_output, output_for
 from vitviz.preprocess import prepare_input
 from vitviz.views.heads import heads_views
 from vitviz.views.output import output_view
@@ -38,6 +40,33 @@ def test_a_model_has_the_output_its_head_gives(embedded):
     assert output_for(embedded, box=(1, 2, 3, 4)) == Output("dense", box=(1.0, 2.0, 3.0, 4.0))
     assert output_for(tiny_vit(), target=3) == Output("class", index=3)
     assert output_for(embedded, text="a dog") == Output("text", text="a dog")  # a text wins, where it applies
+
+
+def test_each_kind_is_its_own_class_named_by_one_word():
+    """`Output(kind, ...)` builds the kind's class, equal to it built directly and to nothing of another kind; the
+    lens speaks the same words (each lens follows one of `KINDS`, and every kind but the text has one)."""
+    built = [
+        Output("class", index=3),
+        Output("text", text=[1, 2]),
+        Output("dense", box=(0, 0, 2, 2)),
+        Output("readout"),
+    ]
+    direct = [ClassLogit(3), TextLogit((1, 2)), DenseMap(box=(0, 0, 2, 2)), ReadoutVector()]
+    assert built == direct and [type(o) for o in built] == list(KINDS.values())
+    assert [o.kind for o in built] == list(KINDS) == ["class", "text", "dense", "readout"]
+    assert all(isinstance(o, Output) for o in built) and ClassLogit() != ReadoutVector() and len(set(built)) == 4
+    assert [lens.follows.kind for lens in LENSES] == ["class", "dense", "readout"]
+    with pytest.raises(ValueError, match="has none to read"):
+        lens_of(FAMILIES["clip"](), [], (28, 28), (28, 28), TextLogit("a dog"))
+
+
+def test_no_module_asks_an_outputs_kind():
+    """What a kind does lives in its class: no module of vitviz compares an output's kind to a kind's name."""
+    names = "|".join(KINDS)
+    asks = re.compile(rf"""kind\s*(==|!=|in)\s*[("']*({names}|classes)\b""")
+    found = [f"{path}:{n}" for path in sorted(Path(vitviz.__file__).parent.rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if asks.search(line)]  # fmt: skip
+    assert found == []
 
 
 def test_a_bad_output_is_named():
@@ -206,7 +235,7 @@ SCORED = [
 ]
 
 
-@pytest.mark.parametrize("name, output", SCORED, ids=[f"{n}-{o.kind}-{o.index}" for n, o in SCORED])
+@pytest.mark.parametrize("name, output", SCORED, ids=[f"{n}-{o!r}" for n, o in SCORED])
 def test_each_output_fixed_on_a_photo_scores_another_image_as_transformers_forward_says(name, output):
     """`Output.reading` fixes an output on one photo; on a second image its value, from the forward's result and from
     the last layer's tokens alike, is transformers' own: the class logit (the photo's top class, for a class of

@@ -262,7 +262,7 @@ def test_the_browsers_sentence_is_pythons_on_ties_near_ties_and_entangled_featur
     assert sum("entangled" in x for x in sentences) > 5 and sum(" each within 0.1 " in x for x in sentences) > 10
 
 
-WORDS_JS = ("text.js", "qkmath.js")  # the formatter and the sentence's rule
+WORDS_JS = ("text.js", "qksorts.js")  # the formatter and the sentence's rule
 
 
 def test_the_meta_says_for_every_head_what_it_sorts_by_from_its_numbers(embedded):

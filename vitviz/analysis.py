@@ -10,7 +10,7 @@ import torch
 
 from . import inside, maps
 from .models import VitModel
-from .outputs import Output, default_output, dense_weights, patch_weights
+from .outputs import Output, default_output, patch_weights
 
 
 @dataclass(eq=False, frozen=True)
@@ -182,12 +182,12 @@ class Analysis:
         """([N] the weights over the last layer's tokens where a rollout toward `toward` (an `Output`, or what
         `start_of` makes of one) starts, summing to 1; the token columns that a discard never drops). Toward the
         readout: `readout_start`, its tokens kept. Toward a dense output: its patches, each weighted by the mean of
-        its pixels' weights in the output (`outputs.dense_weights`: the photo's own map, a box, or the image).
+        its pixels' weights in the output (`DenseMap.weights`: the photo's own map, a box, or the image).
         `start_of`'s start is taken as it is."""
         start = toward if isinstance(toward, str) else self.start_of(toward)
         if start == "readout":
             return self.readout_start(head_fusion), self.model.readout.tokens
-        weights = dense_weights(start, self.dense_map(), self.image.shape[:2])
+        weights = start.weights(self.dense_map(), self.image.shape[:2])
         row = np.zeros(self.num_tokens, np.float32)
         row[self.n_prefix :] = patch_weights(weights, self.grid).ravel()
         return row / row.sum(), ()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -17,16 +17,19 @@ from .analysis import Analysis
 from .outputs import Output
 
 
-class Derived:
-    """One analysis with what is derived from it, kept: it answers what the analysis answers (its fields and
-    methods pass through), from what it keeps where it has it. The server's cache holds one per analysis; a
-    forward fills it with what it rolled (`fill`), the background warm with the rest (`warm_step`); `held`,
-    `nbytes` and the counters say what it keeps and did, `shed` and `forget` let it go."""
+class Derived(Analysis):
+    """One analysis with what is derived from it, kept: an `Analysis` (its fields are the record's own arrays,
+    shared, not copied) whose methods answer from what it keeps where it has it. The record itself stays in
+    `analysis`, for what is made from it afresh. The server's cache holds one per analysis; a forward fills it with
+    what it rolled (`fill`), the background warm with the rest (`warm_step`); `held`, `nbytes` and the counters say
+    what it keeps and did, `shed` and `forget` let it go."""
 
     # The rollout tab's discard slider: 0 %, 5 %, ..., 95 %, made all at once from one stack of fused heads.
     ROLLOUT_PERCENTS = tuple(range(0, 100, 5))
 
     def __init__(self, analysis: Analysis) -> None:
+        for f in fields(Analysis):  # the record is frozen: its fields are set as its own __init__ sets them
+            object.__setattr__(self, f.name, getattr(analysis, f.name))
         self.analysis = analysis
         self._fused: dict = {}  # {fusion: [L,N,N]}, a ratio off the slider's
         self._warm_rows: dict = {}  # {fusion: {layer: [N,N]}}, the warm's sweep
@@ -44,23 +47,6 @@ class Derived:
         self.rollouts_made = 0  # rollouts this made (not those a forward filled)
         self.rollouts_served = 0  # requests for a rollout answered from those kept
         self.layers_recomputed = 0  # layers whose scores or weights this recomputed from the hidden states
-
-    def __getattr__(self, name: str):
-        """The analysis' fields and the methods that this does not keep the results of."""
-        if name == "analysis":  # not set yet (a copy, an unpickling): never recurse
-            raise AttributeError(name)
-        return getattr(self.analysis, name)
-
-    # The record's own functions, run over this: what they ask of `self` (a layer's projections, the dense map,
-    # a layer's statistics) comes from what is kept here.
-    query_rows = Analysis.query_rows
-    attention_map = Analysis.attention_map
-    head_maps = Analysis.head_maps
-    inside_head = Analysis.inside_head
-    contribution_map = Analysis.contribution_map
-    rollout_start = Analysis.rollout_start
-    mean_attention_distance = Analysis.mean_attention_distance
-    attention_entropy = Analysis.attention_entropy
 
     @property
     def nbytes(self) -> int:

@@ -8,112 +8,204 @@ layer's reading is what the head makes of tokens it never saw, not a trained pro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
 
+from . import plots
 from .analysis import Analysis
 from .attributions import attribution_size
 from .models import VitModel
-from .outputs import Output, default_output, dense_weights, readout_of
+from .outputs import ClassLogit, DenseMap, Output, ReadoutVector, default_output, readout_of
 from .preprocess import ImageInput, load_image, prepare_input
 
 
 @dataclass(eq=False)
 class LayerLens:
-    """kind: "classes" (probs [L,C], the softmax of each layer's logits), "dense" (maps [L,h,w] in [0,1], the
-    dense head on each layer's patch tokens, at the input's size) or "readout" (similarity [L], the cosine of
-    each layer's readout vector with the last layer's). labels: the class names, for "classes". output: the output
-    the lens follows, named in its sentence (`name`); for "dense", `weights` [h,w] says how much each pixel counts
-    in it (`outputs.dense_weights`)."""
+    """The lens of one kind of output (`output`, named in its sentence by `name`): `values` holds each layer's
+    reading, as each subclass says. `LENSES` holds one per output kind that has a head to read."""
 
-    kind: str
     values: np.ndarray
-    labels: list[str] | None = None
     output: Output | None = None
     name: str = ""
-    weights: np.ndarray | None = field(default=None, repr=False)
+
+    follows: ClassVar[type[Output]]  # the kind of output this lens reads
+    what: ClassVar[str]  # what each layer gives, in words
 
     def __post_init__(self) -> None:
         if self.output is None:
-            self.output = Output({"classes": "class", "dense": "dense", "readout": "readout"}[self.kind])
-        if self.kind == "dense" and self.weights is None:
-            self.weights = dense_weights(self.output, self.values[-1], self.values.shape[1:])
+            self.output = self.follows()
+        if not isinstance(self.output, self.follows):
+            raise ValueError(f"a {type(self).__name__} follows {self.follows.kind} outputs, not {self.output!r}")
 
-    def readings(self) -> np.ndarray:
-        """[L] the followed output read at each layer: its class's probability ("classes"; the last layer's top
-        class without an index), the dense map weighted by `weights` ("dense"), the cosine ("readout")."""
-        if self.kind == "classes":
-            return self.values[:, self.followed_class()]
-        if self.kind == "dense":
-            w = self.weights / max(float(self.weights.sum()), 1e-12)
-            return (self.values * w).sum((1, 2))
-        return self.values
-
-    def followed_class(self) -> int:
-        """The class whose probability the lens follows (classes only)."""
-        return int(self.top()[-1]) if self.output.index is None else int(self.output.index)
+    @classmethod
+    def of_layers(cls, model: VitModel, hidden, size: tuple[int, int], image_size: tuple[int, int],
+                  output: Output) -> LayerLens:  # fmt: skip
+        """The lens from every layer's tokens `hidden` (L tensors [1,N,D]) of a forward of an input of `size`."""
+        raise NotImplementedError
 
     @property
     def layers(self) -> int:
         return len(self.values)
 
-    def top(self) -> np.ndarray:
-        """[L] each layer's top class (classes only)."""
-        return self.values.argmax(1)
+    def readings(self) -> np.ndarray:
+        """[L] the followed output read at each layer."""
+        return self.values
 
     def settles(self) -> int:
-        """The first layer from which every later layer reads like the last: the same top class ("classes"); for
-        "dense" and "readout", a mean absolute difference from the last layer's reading within 10 % of the
-        largest such difference."""
-        if self.kind == "classes":
-            same = self.top() == self.top()[-1]
-        else:
-            gap = self.gaps()
-            same = gap <= 0.1 * max(gap.max(), 1e-12)
-        layer = self.layers - 1
-        while layer > 0 and same[layer - 1]:
-            layer -= 1
-        return layer
-
-    def sentence(self) -> str:
-        """What the lens shows on this image, from its own numbers."""
-        last, k = self.layers - 1, self.settles()
-        caveat = " (the head was trained on the last layer only: earlier readings are a lens, not a trained probe)"
-        follows = f"The lens follows **{self.name or self.output.short(self.labels)}**"
-        if self.kind == "classes":
-            final, c = int(self.top()[-1]), self.followed_class()
-            p = self.values[:, final]
-            top = (
-                f"The final class, **{self.labels[final]}**, is the head's top reading from layer {k} on "
-                f"(its probability {p[k]:.0%} there, {p[-1]:.0%} at layer {last}){caveat}."
-            )
-            if c == final:
-                return f"{follows}. {top}"
-            q = self.values[:, c]
-            return f"{follows}: its probability is {q[0]:.0%} at layer 0 and {q[-1]:.0%} at layer {last}. {top}"
-        r = self.readings()
-        if self.kind == "dense":
-            follows += f": it reads {r[0]:.2f} at layer 0 and {r[-1]:.2f} at layer {last}."
-        else:
-            follows += f", whose direction at layer 0 has a cosine of {r[0]:.2f} with the last layer's."
-        what = "dense map" if self.kind == "dense" else "readout vector"
-        gaps = self.gaps()
-        if k == last:
-            far = int(gaps.argmax())
-            return follows + (
-                f" Read through the output head, no layer before the last gives a {what} close to the final one: "
-                f"layer {last - 1}'s still differs from it by {gaps[last - 1] / gaps.max():.0%} as much as layer "
-                f"{far}'s, the most different one (mean absolute difference){caveat}."
-            )
-        return follows + (
-            f" Read through the output head, the layers' {what}s come within 10 % of the final one (mean absolute "
-            f"difference, against the largest) from layer {k} on{caveat}."
-        )
+        """The first layer from which every later layer reads like the last: within 10 % of the largest mean
+        absolute difference from the last layer's reading (`ClassLens`: the same top class)."""
+        gap = self.gaps()
+        return _first_of_last_run(gap <= 0.1 * max(gap.max(), 1e-12))
 
     def gaps(self) -> np.ndarray:
         """[L] the mean absolute difference of each layer's reading from the last layer's."""
         return np.array([np.abs(v - self.values[-1]).mean() for v in self.values])
+
+    def follows_words(self) -> str:
+        return f"The lens follows **{self.name or self.output.short()}**"
+
+    def sentence(self) -> str:
+        """What the lens shows on this image, from its own numbers."""
+        last, k, gaps = self.layers - 1, self.settles(), self.gaps()
+        start = self.start_words(self.readings())
+        if k == last:
+            far = int(gaps.argmax())
+            return start + (
+                f" Read through the output head, no layer before the last gives a {self.what} close to the final "
+                f"one: layer {last - 1}'s still differs from it by {gaps[last - 1] / gaps.max():.0%} as much as "
+                f"layer {far}'s, the most different one (mean absolute difference){CAVEAT}."
+            )
+        return start + (
+            f" Read through the output head, the layers' {self.what}s come within 10 % of the final one (mean "
+            f"absolute difference, against the largest) from layer {k} on{CAVEAT}."
+        )
+
+    def start_words(self, readings: np.ndarray) -> str:
+        """The sentence's start: what the lens follows and where its reading begins."""
+        raise NotImplementedError
+
+    def figure(self):
+        """The lens drawn: each layer's course through depth."""
+        return plots.layer_lens(self.values, None)
+
+
+CAVEAT = " (the head was trained on the last layer only: earlier readings are a lens, not a trained probe)"
+
+
+def _first_of_last_run(same: np.ndarray) -> int:
+    """The first layer from which every later layer is `same` [L] as the last."""
+    layer = len(same) - 1
+    while layer > 0 and same[layer - 1]:
+        layer -= 1
+    return layer
+
+
+@dataclass(eq=False)
+class ClassLens(LayerLens):
+    """values: probs [L,C], the softmax of each layer's logits; labels: the class names."""
+
+    labels: list[str] | None = None
+    follows: ClassVar[type[Output]] = ClassLogit
+    what: ClassVar[str] = "class"
+
+    @classmethod
+    def of_layers(cls, model, hidden, size, image_size, output) -> LayerLens:
+        logits = torch.cat([model.output_from(t) for t in hidden]).float()
+        return cls(torch.softmax(logits, -1).cpu().numpy(), output, output.name(model), model.labels)
+
+    def readings(self) -> np.ndarray:
+        """[L] the followed class's probability (the last layer's top class without an index)."""
+        return self.values[:, self.followed_class()]
+
+    def followed_class(self) -> int:
+        """The class whose probability the lens follows."""
+        return int(self.top()[-1]) if self.output.index is None else int(self.output.index)
+
+    def top(self) -> np.ndarray:
+        """[L] each layer's top class."""
+        return self.values.argmax(1)
+
+    def settles(self) -> int:
+        """The first layer from which every later layer has the last layer's top class."""
+        return _first_of_last_run(self.top() == self.top()[-1])
+
+    def follows_words(self) -> str:
+        return f"The lens follows **{self.name or self.output.short(self.labels)}**"
+
+    def sentence(self) -> str:
+        last, k = self.layers - 1, self.settles()
+        final, c = int(self.top()[-1]), self.followed_class()
+        p = self.values[:, final]
+        top = (
+            f"The final class, **{self.labels[final]}**, is the head's top reading from layer {k} on "
+            f"(its probability {p[k]:.0%} there, {p[-1]:.0%} at layer {last}){CAVEAT}."
+        )
+        if c == final:
+            return f"{self.follows_words()}. {top}"
+        q = self.values[:, c]
+        return (
+            f"{self.follows_words()}: its probability is {q[0]:.0%} at layer 0 and {q[-1]:.0%} at layer {last}. {top}"
+        )
+
+    def figure(self):
+        return plots.layer_lens(self.values, self.labels)
+
+
+@dataclass(eq=False)
+class DenseLens(LayerLens):
+    """values: maps [L,h,w] in [0,1], the dense head on each layer's patch tokens, at the input's size; `weights`
+    [h,w] says how much each pixel counts in the followed output (`DenseMap.weights`)."""
+
+    weights: np.ndarray | None = field(default=None, repr=False)
+    follows: ClassVar[type[Output]] = DenseMap
+    what: ClassVar[str] = "dense map"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.weights is None:
+            self.weights = self.output.weights(self.values[-1], self.values.shape[1:])
+
+    @classmethod
+    def of_layers(cls, model, hidden, size, image_size, output) -> LayerLens:
+        grid = (size[0] // model.patch_size, size[1] // model.patch_size)
+        values = torch.stack([model.dense_map(t, grid, size)[0, 0] for t in hidden]).float().cpu().numpy()
+        return cls(values, output, output.name(model), output.weights(values[-1], image_size))
+
+    def readings(self) -> np.ndarray:
+        """[L] the dense map weighted by `weights`."""
+        w = self.weights / max(float(self.weights.sum()), 1e-12)
+        return (self.values * w).sum((1, 2))
+
+    def start_words(self, readings: np.ndarray) -> str:
+        last = self.layers - 1
+        return f"{self.follows_words()}: it reads {readings[0]:.2f} at layer 0 and {readings[-1]:.2f} at layer {last}."
+
+    def figure(self):
+        """Each layer's dense map."""
+        return plots.map_grid(self.values, [f"layer {i}" for i in range(self.layers)])
+
+
+@dataclass(eq=False)
+class ReadoutLens(LayerLens):
+    """values: similarity [L], the cosine of each layer's readout vector with the last layer's."""
+
+    follows: ClassVar[type[Output]] = ReadoutVector
+    what: ClassVar[str] = "readout vector"
+
+    @classmethod
+    def of_layers(cls, model, hidden, size, image_size, output) -> LayerLens:
+        vectors = torch.cat([readout_of(model, t) for t in hidden]).float()
+        cosine = torch.nn.functional.cosine_similarity(vectors, vectors[-1:], dim=-1)
+        return cls(cosine.cpu().numpy(), output, output.name(model))
+
+    def start_words(self, readings: np.ndarray) -> str:
+        cosine = f"{readings[0]:.2f}"
+        return f"{self.follows_words()}, whose direction at layer 0 has a cosine of {cosine} with the last layer's."
+
+
+LENSES: tuple[type[LayerLens], ...] = (ClassLens, DenseLens, ReadoutLens)
 
 
 def layer_lens(model: VitModel, image: ImageInput, longest: int | None = None,
@@ -141,20 +233,9 @@ def lens_of(
     """The lens from every layer's tokens `hidden` (L tensors [1,N,D]) of a forward of an input of `size` (h, w),
     of a photo of `image_size`, following `output` (see `layer_lens`)."""
     output = default_output(model) if output is None else output
-    kind = output.lens_kind()
+    lens = next((lens for lens in LENSES if isinstance(output, lens.follows)), None)
+    if lens is None:
+        raise ValueError(f"the layer lens reads the model's output head, and {output.short()} has none to read")
     output.check(model)
-    name = output.name(model)
-    h, w = size
     with model.lock, torch.inference_mode():
-        if kind == "dense":
-            grid = (h // model.patch_size, w // model.patch_size)
-            maps = [model.dense_map(t, grid, (h, w))[0, 0] for t in hidden]
-            values = torch.stack(maps).float().cpu().numpy()
-            weights = dense_weights(output, values[-1], image_size)
-            return LayerLens("dense", values, output=output, name=name, weights=weights)
-        if kind == "classes":
-            logits = torch.cat([model.output_from(t) for t in hidden]).float()
-            return LayerLens("classes", torch.softmax(logits, -1).cpu().numpy(), model.labels, output, name)
-        vectors = torch.cat([readout_of(model, t) for t in hidden]).float()
-    cosine = torch.nn.functional.cosine_similarity(vectors, vectors[-1:], dim=-1)
-    return LayerLens("readout", cosine.cpu().numpy(), output=output, name=name)
+        return lens.of_layers(model, hidden, size, image_size, output)

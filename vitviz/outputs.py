@@ -1,4 +1,5 @@
-"""What a map explains: one output of the model, as a record (Captum's `target=`, made a value).
+"""What a map explains: one output of the model, as a small class per kind (Captum's `target=`, made a value, as
+pytorch-grad-cam's targets are: `ClassLogit`, `TextLogit`, `DenseMap`, `ReadoutVector`).
 
 A map (rollout, relevancy, LeGrad, every attribution, the layer lens), the check of that map (faithfulness,
 sanity) and the sentence beside it all take the same `Output`, so they cannot speak of different things.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -15,60 +17,37 @@ import torch
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels of the original image
 Text = str | Sequence[int]  # a text target: words, or token ids of the model's tokenizer
 
-KINDS = ("class", "text", "dense", "readout")
 # Where a dense output is read without a box: weighted by the photo's own map (the default: what a deletion test
 # should follow, docs/design.md "The output a map explains"), or the plain mean over the whole image.
 DENSE_REGIONS = ("salient", "image")
 
 
+class _ByKind(type):
+    """`Output("class", index=3)` builds that kind's own class, `ClassLogit(index=3)`: a kind's name (`KINDS`) is
+    the one word for it in the app, the lens, the sentences and the HTTP API."""
+
+    def __call__(cls, *args, **fields):
+        if cls is not Output:
+            return super().__call__(*args, **fields)
+        if not args:
+            raise ValueError(f"name an output kind: one of {', '.join(KINDS)}")
+        kind, *rest = args
+        if kind not in KINDS:
+            raise ValueError(f"unknown output kind {kind!r}: use one of {', '.join(KINDS)}")
+        return KINDS[kind](*rest, **fields)
+
+
 @dataclass(frozen=True)
-class Output:
-    """One scalar output of a model on an image.
+class Output(metaclass=_ByKind):
+    """One scalar output of a model on an image: one of the small classes below, each of which owns its check
+    (`check`), its reading on a photo (`reading`) and its words (`name`, `short`, `produced`), as
+    pytorch-grad-cam's targets do. `Output(kind, ...)` builds the class of that kind (`KINDS`)."""
 
-    kind "class": the logit of class `index` (None: the top class on the image). "text": the image-text logit
-    with `text` (a full CLIP or SigLIP). "dense": the dense head's map, read inside `box` (original-image pixels)
-    or, without one, weighted by the photo's own map (`region` "salient": Σ m₀·m / Σ m₀, where m₀ is the map on
-    the unmasked photo) or averaged over the image ("image"). "readout": the readout vector's length along the
-    unmasked photo's readout direction (its norm on the photo itself), for an encoder without an output head.
-    """
-
-    kind: str
-    index: int | None = None
-    text: Text | None = None
-    box: Box | None = None
-    region: str = "salient"
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown output kind {self.kind!r}: use one of {', '.join(KINDS)}")
-        if self.region not in DENSE_REGIONS:
-            raise ValueError(f"unknown dense region {self.region!r}: use one of {', '.join(DENSE_REGIONS)}")
-        if self.kind == "text" and self.text is None:
-            raise ValueError("a text output needs its text")
-        if self.text is not None and not isinstance(self.text, str):
-            object.__setattr__(self, "text", tuple(int(t) for t in self.text))  # hashable, a cache key
-
-    @property
-    def reads_readout(self) -> bool:
-        """Whether this output reads the readout (CLS, the distilled pair, SigLIP's probe) rather than the patches."""
-        return self.kind != "dense"
+    kind: ClassVar[str]
+    reads_readout: ClassVar[bool] = True  # whether it reads the readout (CLS, the distilled pair, SigLIP's probe)
 
     def check(self, model) -> None:
         """Raise a ValueError naming what `model` lacks to give this output: a text tower, classes or a dense head."""
-        if self.kind == "text" and not model.has_text:
-            raise ValueError(f"{model.name} has no text tower: a text target needs a full CLIP or SigLIP model")
-        if self.kind == "class" and model.labels is None:
-            raise ValueError(f"{model.name} is not a classifier: it has no classes; follow its readout or dense "
-                             "output instead")  # fmt: skip
-        if self.kind == "dense" and model.dense_head is None:
-            raise ValueError(f"{model.name} has no dense head: its output is not a map")
-
-    def lens_kind(self) -> str:
-        """What the layer lens reads for this output at each layer: "classes" (every class's probability), "dense"
-        (the dense head's map) or "readout" (the readout vector); a text output has no head of its own to read."""
-        if self.kind == "text":
-            raise ValueError("the layer lens reads the model's output head; an image-text similarity has none")
-        return {"class": "classes", "dense": "dense", "readout": "readout"}[self.kind]
 
     def reading(self, model, out, size: tuple[int, int], image_size: tuple[int, int]) -> Reading:
         """This output fixed on one photo, from `out`, the forward of its model input [1,3,h,w] (`size` (h, w)):
@@ -76,45 +55,134 @@ class Output:
         or a box in pixels of the original image, of `image_size` (H, W)), the readout vector's direction, a
         text's features. Call it without gradients: what it fixes is a constant of the function it makes."""
         self.check(model)
-        grid = (size[0] // model.patch_size, size[1] // model.patch_size)
-        if self.kind == "text":
-            return _TextLogit(model, self, grid, size, model.text_features(self.text))
-        if self.kind == "class":
-            index = int(out.logits[0].argmax()) if self.index is None else int(self.index)
-            if not 0 <= index < len(model.labels):
-                raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {self.index}")
-            return _ClassLogit(model, replace(self, index=index), grid, size)
-        if self.kind == "readout":
-            vector = model.readout_vector(out)[0].float()
-            return _ReadoutLength(model, self, grid, size, vector / vector.norm().clamp(min=1e-12))
-        photo = model.dense_map(out.hidden_states[-1], grid, size)[0, 0].float().cpu().numpy()
-        weights = torch.from_numpy(dense_weights(self, photo, image_size)).to(model.device)
-        return _DenseMean(model, self, grid, size, weights)
+        return self.fixed(model, out, (size[0] // model.patch_size, size[1] // model.patch_size), size, image_size)
+
+    def fixed(self, model, out, grid: tuple[int, int], size: tuple[int, int], image_size: tuple[int, int]) -> Reading:
+        """`reading` once the model is checked, on the input's patch grid (gh, gw)."""
+        raise NotImplementedError
 
     def produced(self, model) -> str:
         """A sentence on this output as the model's own: what gives it, from which tokens."""
-        if self.kind == "dense":
-            return ("This model's output is its dense head: a small decoder (transposed convolutions) that reads "
-                    "every patch token of the last layer and paints a map over the image.")  # fmt: skip
-        if self.kind == "class":
-            return f"This model's output is a classifier's logits, read from {model.readout.name} after the last layer."
-        if self.kind == "text":
-            return (f"This model's output is the image-text logit of its two towers, read from "
-                    f"{model.readout.name} after the last layer.")  # fmt: skip
-        return (f"This model has no output head: what it produces is the readout vector, {model.readout.name} after "
-                "the last layer, which a task's head would read.")  # fmt: skip
+        raise NotImplementedError
 
     def name(self, model, labels: Sequence[str] | None = None) -> str:
         """The output in plain words, for the sentence beside a map or a check."""
+        raise NotImplementedError
+
+    def short(self, labels: Sequence[str] | None = None) -> str:
+        """A few words for a legend or a plot's title."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ClassLogit(Output):
+    """The logit of class `index` (None: the top class on the photo)."""
+
+    index: int | None = None
+    kind: ClassVar[str] = "class"
+
+    def check(self, model) -> None:
+        if model.labels is None:
+            raise ValueError(f"{model.name} is not a classifier: it has no classes; follow its readout or dense "
+                             "output instead")  # fmt: skip
+
+    def fixed(self, model, out, grid, size, image_size) -> Reading:
+        index = int(out.logits[0].argmax()) if self.index is None else int(self.index)
+        if not 0 <= index < len(model.labels):
+            raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {self.index}")
+        return _ClassReading(model, replace(self, index=index), grid, size)
+
+    def produced(self, model) -> str:
+        return f"This model's output is a classifier's logits, read from {model.readout.name} after the last layer."
+
+    def name(self, model, labels: Sequence[str] | None = None) -> str:
         labels = labels if labels is not None else model.labels
-        if self.kind == "text":
-            return f"the image-text similarity with {_quoted(self.text)} ({model.family.name}'s logit)"
-        if self.kind == "class":
-            which = "the top class" if self.index is None else f"class {self.index}: {labels[self.index]}"
-            return f"the logit of {which}"
-        if self.kind == "readout":
-            return (f"the readout vector ({model.readout.name}, after the final norm), measured as its length "
-                    "along your photo's own readout vector")  # fmt: skip
+        which = "the top class" if self.index is None else f"class {self.index}: {labels[self.index]}"
+        return f"the logit of {which}"
+
+    def short(self, labels: Sequence[str] | None = None) -> str:
+        known = self.index is not None and labels is not None
+        return f"the logit of {labels[self.index]}" if known else "the top class's logit"
+
+
+@dataclass(frozen=True)
+class TextLogit(Output):
+    """The image-text logit with `text` (words, or token ids of the model's tokenizer), of a full CLIP or SigLIP."""
+
+    text: Text | None = None
+    kind: ClassVar[str] = "text"
+
+    def __post_init__(self) -> None:
+        if self.text is None:
+            raise ValueError("a text output needs its text")
+        if not isinstance(self.text, str):
+            object.__setattr__(self, "text", tuple(int(t) for t in self.text))  # hashable, a cache key
+
+    def check(self, model) -> None:
+        if not model.has_text:
+            raise ValueError(f"{model.name} has no text tower: a text target needs a full CLIP or SigLIP model")
+
+    def fixed(self, model, out, grid, size, image_size) -> Reading:
+        return _TextReading(model, self, grid, size, model.text_features(self.text))
+
+    def produced(self, model) -> str:
+        return (f"This model's output is the image-text logit of its two towers, read from "
+                f"{model.readout.name} after the last layer.")  # fmt: skip
+
+    def name(self, model, labels: Sequence[str] | None = None) -> str:
+        quoted = f'"{self.text}"' if isinstance(self.text, str) else f"the token ids {list(self.text)}"
+        return f"the image-text similarity with {quoted} ({model.family.name}'s logit)"
+
+    def short(self, labels: Sequence[str] | None = None) -> str:
+        return "the similarity with " + (f'"{self.text}"' if isinstance(self.text, str) else "the text")
+
+
+@dataclass(frozen=True)
+class DenseMap(Output):
+    """The dense head's map, read inside `box` (original-image pixels) or, without one, weighted by the photo's own
+    map (`region` "salient": Σ m₀·m / Σ m₀, where m₀ is the map on the unmasked photo) or averaged over the image
+    ("image"). It reads the patches, not the readout."""
+
+    box: Box | None = None
+    region: str = "salient"
+    kind: ClassVar[str] = "dense"
+    reads_readout: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.region not in DENSE_REGIONS:
+            raise ValueError(f"unknown dense region {self.region!r}: use one of {', '.join(DENSE_REGIONS)}")
+
+    def check(self, model) -> None:
+        if model.dense_head is None:
+            raise ValueError(f"{model.name} has no dense head: its output is not a map")
+
+    def fixed(self, model, out, grid, size, image_size) -> Reading:
+        photo = model.dense_map(out.hidden_states[-1], grid, size)[0, 0].float().cpu().numpy()
+        weights = torch.from_numpy(self.weights(photo, image_size)).to(model.device)
+        return _DenseReading(model, self, grid, size, weights)
+
+    def weights(self, dense_map: np.ndarray | None, image_size: tuple[int, int]) -> np.ndarray:
+        """[h,w] float32 how much each input pixel of the dense map counts in this output: the box's mask, the
+        unmasked photo's map (`dense_map` [h,w], "salient") or ones ("image")."""
+        if dense_map is None:
+            raise ValueError("this model has no dense head: its output is not a map")
+        if self.box is not None:
+            return box_mask(self.box, image_size, dense_map.shape)
+        if self.region == "image":
+            return np.ones(dense_map.shape, np.float32)
+        return np.asarray(dense_map, np.float32)
+
+    def where(self) -> str:
+        """Which patches the output reads and how it weighs them, for a rollout's sentence."""
+        where = "inside the box" if self.box is not None else "over the image"
+        weighted = "equally" if self.box is not None or self.region == "image" else "by the head's map"
+        return f"{where}, each weighted {weighted}"
+
+    def produced(self, model) -> str:
+        return ("This model's output is its dense head: a small decoder (transposed convolutions) that reads "
+                "every patch token of the last layer and paints a map over the image.")  # fmt: skip
+
+    def name(self, model, labels: Sequence[str] | None = None) -> str:
         if self.box is not None:
             return "the dense head's map, averaged inside the box"
         if self.region == "image":
@@ -122,17 +190,35 @@ class Output:
         return "the dense head's map where it marks your photo as salient (weighted by its map on your photo)"
 
     def short(self, labels: Sequence[str] | None = None) -> str:
-        """A few words for a legend or a plot's title."""
-        if self.kind == "text":
-            return "the similarity with " + (f'"{self.text}"' if isinstance(self.text, str) else "the text")
-        if self.kind == "class":
-            known = self.index is not None and labels is not None
-            return f"the logit of {labels[self.index]}" if known else "the top class's logit"
-        if self.kind == "readout":
-            return "the readout vector"
         if self.box is not None:
             return "the dense map inside the box"
         return "the dense map over the image" if self.region == "image" else "the dense map where salient"
+
+
+@dataclass(frozen=True)
+class ReadoutVector(Output):
+    """The readout vector's length along the unmasked photo's readout direction (its norm on the photo itself),
+    for an encoder without an output head."""
+
+    kind: ClassVar[str] = "readout"
+
+    def fixed(self, model, out, grid, size, image_size) -> Reading:
+        vector = model.readout_vector(out)[0].float()
+        return _ReadoutReading(model, self, grid, size, vector / vector.norm().clamp(min=1e-12))
+
+    def produced(self, model) -> str:
+        return (f"This model has no output head: what it produces is the readout vector, {model.readout.name} after "
+                "the last layer, which a task's head would read.")  # fmt: skip
+
+    def name(self, model, labels: Sequence[str] | None = None) -> str:
+        return (f"the readout vector ({model.readout.name}, after the final norm), measured as its length "
+                "along your photo's own readout vector")  # fmt: skip
+
+    def short(self, labels: Sequence[str] | None = None) -> str:
+        return "the readout vector"
+
+
+KINDS: dict[str, type[Output]] = {kind.kind: kind for kind in (ClassLogit, TextLogit, DenseMap, ReadoutVector)}
 
 
 class Reading:
@@ -156,7 +242,7 @@ class Reading:
         return torch.from_numpy(self.model.readout.start(n)).to(self.model.device)
 
 
-class _ClassLogit(Reading):
+class _ClassReading(Reading):
     def of_output(self, out) -> torch.Tensor:
         return out.logits[:, self.output.index]
 
@@ -164,7 +250,7 @@ class _ClassLogit(Reading):
         return self.model.output_from(hidden)[:, self.output.index]
 
 
-class _TextLogit(Reading):
+class _TextReading(Reading):
     def __init__(self, model, output, grid, size, features: torch.Tensor) -> None:
         super().__init__(model, output, grid, size)
         self.features = features  # [1,E] the text tower's
@@ -176,7 +262,7 @@ class _TextLogit(Reading):
         return self.model.similarity(readout_of(self.model, hidden), self.features)
 
 
-class _ReadoutLength(Reading):
+class _ReadoutReading(Reading):
     def __init__(self, model, output, grid, size, direction: torch.Tensor) -> None:
         super().__init__(model, output, grid, size)
         self.direction = direction  # [D] the photo's readout vector, of length 1
@@ -188,7 +274,7 @@ class _ReadoutLength(Reading):
         return readout_of(self.model, hidden).float() @ self.direction
 
 
-class _DenseMean(Reading):
+class _DenseReading(Reading):
     def __init__(self, model, output, grid, size, weights: torch.Tensor) -> None:
         super().__init__(model, output, grid, size)
         self.weights = weights  # [h,w] each input pixel's weight (`dense_weights`)
@@ -218,10 +304,10 @@ def default_output(model) -> Output:
     """The output a model has: its top class (a classifier), its dense head (the embedded model), else its readout
     vector (an encoder without a head)."""
     if model.labels is not None:
-        return Output("class")
+        return ClassLogit()
     if model.dense_head is not None:
-        return Output("dense")
-    return Output("readout")
+        return DenseMap()
+    return ReadoutVector()
 
 
 # What a view may follow, by the key its control sends: the model's own output, or its readout vector.
@@ -232,7 +318,7 @@ def followed(own: Output, key: str) -> Output:
     """The output a view follows: the model's own (`own`, for "output") or the readout vector ("readout")."""
     if key not in FOLLOWED:
         raise ValueError(f"the followed output must be one of {list(FOLLOWED)}, got {key!r}")
-    return own if key == "output" else Output("readout")
+    return own if key == "output" else ReadoutVector()
 
 
 def output_for(model, target: int | None = None, box: Box | None = None, text: Text | None = None,
@@ -240,12 +326,12 @@ def output_for(model, target: int | None = None, box: Box | None = None, text: T
     """The output that `attribute`'s target, box and text name (see `Output`): a text wins, then a class, the
     dense head (in the box, or over `region`), else the readout vector."""
     if text is not None:
-        return Output("text", text=text)
+        return TextLogit(text)
     if model.labels is not None:
-        return Output("class", index=None if target is None else int(target))
+        return ClassLogit(None if target is None else int(target))
     if model.dense_head is not None:
-        return Output("dense", box=None if box is None else tuple(float(v) for v in box), region=region)
-    return Output("readout")
+        return DenseMap(box=None if box is None else tuple(float(v) for v in box), region=region)
+    return ReadoutVector()
 
 
 def patch_weights(pixels: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
@@ -270,21 +356,3 @@ def box_mask(box: Box, image_size: tuple[int, int], input_size: tuple[int, int])
     c0, c1 = int(x0 * w / width), max(int(x0 * w / width) + 1, round(x1 * w / width))
     mask[r0:r1, c0:c1] = 1
     return mask
-
-
-def dense_weights(output: Output, dense_map: np.ndarray | None, image_size: tuple[int, int]) -> np.ndarray:
-    """[h,w] float32 how much each input pixel of the dense map counts in a dense `output`: the box's mask, the
-    unmasked photo's map (`dense_map` [h,w], "salient") or ones ("image")."""
-    if output.kind != "dense":
-        raise ValueError(f"only a dense output weighs pixels, not {output.kind!r}")
-    if dense_map is None:
-        raise ValueError("this model has no dense head: its output is not a map")
-    if output.box is not None:
-        return box_mask(output.box, image_size, dense_map.shape)
-    if output.region == "image":
-        return np.ones(dense_map.shape, np.float32)
-    return np.asarray(dense_map, np.float32)
-
-
-def _quoted(text: Text) -> str:
-    return f'"{text}"' if isinstance(text, str) else f"the token ids {list(text)}"

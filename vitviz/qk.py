@@ -23,9 +23,21 @@ from .sentences import fixed
 from .trend import standardised
 
 # The view's modules, after the Explorer's engine (vitvizLayer, the sources) and before a boot file
-# The view's scripts: arithmetic, drawing, words, maps, painting, the pointer, the page, the test handle, the view
-VIEW = ("qkmath.js", "qkdraw.js", "qktext.js", "qkmap.js", "qkpaint.js", "qkpointer.js", "qkpage.js", "qkhandle.js",
-        "qk.js")  # fmt: skip
+# The view's scripts: the map's projection, the scores, what a map sorts by, drawing, words, maps, painting, the
+# pointer, the page, the test handle, the view
+VIEW = (
+    "qkproject.js",
+    "qkscores.js",
+    "qksorts.js",
+    "qkdraw.js",
+    "qktext.js",
+    "qkmap.js",
+    "qkpaint.js",
+    "qkpointer.js",
+    "qkpage.js",
+    "qkhandle.js",
+    "qk.js",
+)
 
 BISECTIONS = 40  # of log(c²): the bracket below is 2·ln(1e4) wide, so c is exact to ~1e-11 relative
 POSITION, COLOUR = ("row", "column"), ("brightness", "red", "green", "blue")

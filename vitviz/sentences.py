@@ -297,10 +297,8 @@ def attribution_check_forward(size: tuple[int, int], analysis: tuple[int, int], 
 def toward_phrase(a: Analysis, toward: Output) -> str:
     """Which tokens a rollout toward `toward` starts from, and whether the model's output reads them."""
     if not toward.reads_readout:
-        where = "inside the box" if toward.box is not None else "over the image"
-        weighted = "equally" if toward.box is not None or toward.region == "image" else "by the head's map"
         return (f"Rollout toward the output: it starts from the patch tokens that the dense head reads "
-                f"{where}, each weighted {weighted}, and follows attention back through all "
+                f"{toward.where()}, and follows attention back through all "
                 f"{a.num_layers} layers.")  # fmt: skip
     if a.output.reads_readout:
         return (f"Rollout toward the readout, {a.model.readout.name}, which this model's output reads: it "

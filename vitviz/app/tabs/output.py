@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ... import plots
 from ...lens import analysis_lens
 from ...outputs import FOLLOWED, followed
 from ...views.output import output_view
@@ -28,11 +27,7 @@ def show_lens(server: Server, image, model_name, size, follows="output", request
     classes' or the readout's course through depth; the sentence, which names it)."""
     a = server.get_analysis(image, model_name, size, request)
     lens = analysis_lens(a, output=followed(a.output, follows))
-    if lens.kind == "dense":
-        figure = plots.map_grid(lens.values, [f"layer {i}" for i in range(lens.layers)])
-    else:
-        figure = plots.layer_lens(lens.values, lens.labels)
-    return figure, lens.sentence()
+    return lens.figure(), lens.sentence()
 
 
 def fit_outputs(server: Server, model_name):
