@@ -2,7 +2,7 @@
 
 // [P*3] in [0, 1]: the first three principal components of the patch tokens (tokens [N*D]) as RGB, each min-max
 // scaled, each axis' largest loading positive (vitviz.maps.pca_rgb). The top three eigenvectors of the covariance by
-// subspace iteration, then ordered by a 3×3 eigenproblem within it (vitvizEigen, qkmath.js).
+// subspace iteration, then ordered by a 3×3 eigenproblem within it (vitvizEigen, qkproject.js).
 function vitvizPcaRgb(tokens, prefix, patches, d) {
   const x = new Float64Array(patches * d),
     mean = new Float64Array(d);
