@@ -44,7 +44,7 @@ def test_each_button_says_its_time_from_the_images_it_sends_and_the_servers_rate
     a = server.get_analysis(image, "tiny", "model default", request)
     area = 112 * 224 / 224**2  # the attribution input, 224 x 112, counted at 224 x 224
     assert cost(a, lambda grid: 10) == pytest.approx(10 * area)
-    check = rollout.label_check(server, image, "tiny", "model default", request)
+    check = rollout.label_check(server, image, "tiny", "model default", request=request)
     assert seconds_in(check.value) == said((1 + passes(maps=3)) * area * 0.5)
     where = (image, "tiny", "model default")
     settings = attributions.Settings.of("Integrated Gradients", "default", "blurred", 16, 0, 0, [])

@@ -13,7 +13,7 @@ from . import trend
 from .ablation import HEAD_MODES
 from .analysis import Analysis
 from .maps import high_norm_tokens
-from .outputs import Output
+from .outputs import ClassLogit, Output
 
 
 def fixed(x: float, digits: int = 2) -> str:
@@ -408,8 +408,9 @@ def ablation_words(a) -> str:
     verb = "raises" if a.change > 0 else "lowers"
     by = "" if a.relative is None else f" by {percent_words(a.relative)}"
     said = f"{done} {verb} {name}{by} on this photo, from {a.before:.3g} to {a.after:.3g}"
-    index = a.output_read.index
-    if a.logits is not None and index is not None:  # a class's logit: its probability too, which a reader knows
+    read = a.output_read  # a class's logit: its probability too, which a reader knows
+    if a.logits is not None and isinstance(read, ClassLogit) and read.index is not None:
+        index = read.index
         before, after = (float(np.exp(x[index] - np.logaddexp.reduce(x))) for x in (a.baseline.logits, a.logits))
         said += f" (its probability {before:.1%} → {after:.1%})".replace("%", " %")
     return f"{said}. {sure}"

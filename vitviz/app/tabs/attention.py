@@ -134,7 +134,9 @@ def switch_off_shown(server: Server, image, model_name, size, shown, cmap, alpha
     w = ablate(a.model, a.image, heads=[(int(shown["layer"]), int(shown["head"]))], longest=longest_of(a), baseline=a)
     with large_labels(large):
         output = whatif_views(w, cmap, float(alpha), colour_scale, views=("output",))["output"]
-    return gr.Column(visible=True), *said_and_output(w, output)
+    # each part shown where it has something to show: a column's visibility would make it a request's output, whose
+    # children the page would copy at every status (test_ui)
+    return tuple(gr.update(value=v, visible=v is not None) for v in said_and_output(w, output))
 
 
 def patch_locator(locate: Callable) -> Callable:
@@ -167,15 +169,16 @@ def build(ctx: Context) -> None:
             "Switch off the head shown: what does the output do without it?", elem_id="explorer-switch-off"
         )
         shown_head = gr.JSON(None, visible=False)  # the Explorer's {layer, head}, set in the page (`SHOWN_HEAD`)
-        with gr.Column(visible=False) as results:
-            off = gr.Markdown(elem_id="explorer-off", label="Switched off")
-            said = gr.Markdown(elem_id="explorer-said", label="The difference")
+        with gr.Column():  # each part hidden until a head is switched off
+            off = gr.Markdown(elem_id="explorer-off", label="Switched off", visible=False)
+            said = gr.Markdown(elem_id="explorer-said", label="The difference", visible=False)
             with gr.Row(elem_classes=["vitviz-pair"]):
-                top_before = gr.Label(num_top_classes=5, label="Top-5, as it is", visible=m.labels is not None)
-                top_after = gr.Label(num_top_classes=5, label="Top-5, with the head off", visible=m.labels is not None)
+                top_before = gr.Label(num_top_classes=5, label="Top-5, as it is", visible=False)
+                top_after = gr.Label(num_top_classes=5, label="Top-5, with the head off", visible=False)
             with gr.Row(elem_classes=["vitviz-pair"]):
-                dense_before = picture(label="Output, as it is", elem_id="explorer-dense-before")
-                dense_after = picture(label="Output, with the head off", elem_id="explorer-dense-after")
+                dense_before = picture(label="Output, as it is", elem_id="explorer-dense-before", visible=False)
+                dense_after = picture(label="Output, with the head off", elem_id="explorer-dense-after", visible=False)
+            results = [off, said, top_before, top_after, dense_before, dense_after]
         with gr.Accordion("Pictures drawn by the server (the API's /attention, for notebooks and scripts)", open=False):
             with gr.Row():
                 last = m.num_layers - 1
@@ -205,13 +208,18 @@ def build(ctx: Context) -> None:
     switch_off.click(
         ctx.server.bind(switch_off_shown),
         [*ctx.where, shown_head, ctx.cmap, ctx.alpha, ctx.scale, ctx.large],
-        [results, off, said, top_before, top_after, dense_before, dense_after],
+        results,
         js=SHOWN_HEAD,
         api_visibility="private",
         **slots("forward"),
     )
     ctx.on_new_analysis(
-        tab, lambda: gr.Column(visible=False), None, [results], api_visibility="private", show_progress="hidden"
+        tab,
+        lambda: (gr.update(visible=False),) * len(results),
+        None,
+        results,
+        api_visibility="private",
+        show_progress="hidden",
     )
     ctx.view(
         tab,

@@ -111,11 +111,6 @@ def stop(server: Server, request: gr.Request) -> str:
     return DEPTH_STOPPED_NOTE if depth else STOPPED_NOTE if guess else gr.skip()
 
 
-def leave(server: Server, request: gr.Request) -> None:
-    """Another step chosen: the measurement for the guess ends at its next layer, and the step shown stays."""
-    stop_run(server, request, "lesson")
-
-
 def build(ctx: Context) -> None:
     @user_errors
     def draw(image, model_name, size, step, guesses, cmap, alpha, colour_scale, request: gr.Request,
@@ -126,6 +121,8 @@ def build(ctx: Context) -> None:
         server = ctx.server
         a = server.get_analysis(image, model_name, size, request)
         step = int(step)
+        if step != lesson.GUESS:  # another step drawn: the guess's measurement under way ends at its next layer
+            stop_run(server, request, "lesson")
         if step == lesson.GUESS:  # a guess whose measurement was stopped is asked again
             guess = (guesses or {}).get(server.analysis_key(image, model_name, size))
             title, shown, text = guess_step(server, a, guess if guess and guess.grid else None)
@@ -174,7 +171,6 @@ def build(ctx: Context) -> None:
         show_progress_on=[shown],
         **slots("heavy"),
     )
-    step.change(ctx.server.bind(leave), None, None, cancels=[measuring], api_visibility="private", queue=False)
     ctx.stop_with_the_photo(stop, text, [measuring, *draws])  # the guess's measurement, the dense step's depth
     back.click(lambda s: max(1, int(s) - 1), step, step, api_visibility="private", queue=False)
     forward.click(lambda s: min(LAST, int(s) + 1), step, step, api_visibility="private", queue=False)

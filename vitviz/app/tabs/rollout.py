@@ -172,7 +172,6 @@ def build(ctx: Context) -> None:
                            api_name="rollout_faithfulness", **slots("heavy"))  # fmt: skip
     relabelled = dict(api_visibility="private", show_progress="hidden")
     checking.then(bind(label_check), [*ctx.where, toward], [check], **relabelled)  # its band is kept now
-    toward.change(bind(label_check), [*ctx.where, toward], [check], **relabelled)
     halt.click(bind(stop), None, verdict, cancels=[checking], api_visibility="private", queue=False)
     ctx.stop_with_the_photo(stop, verdict, [checking])
     # The curves belong to one image: a new image clears them. They name their own settings, so a new fusion or
