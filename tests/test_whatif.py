@@ -180,3 +180,18 @@ def test_ablate_endpoint_skips_a_set_of_layers_as_vitviz_ablate_does(client, mod
     assert f"from {w.before:.3g} to {w.after:.3g}" in out[1]
     with pytest.raises(Exception, match="layer 12 out of range: dinov2-small has 12 layers"):
         client.predict(*where, "3, 12", *display, api_name="/ablate")
+
+
+def test_the_output_with_a_head_off_is_drawn_on_one_scale_with_the_output_as_it_is(model, monkeypatch):
+    """Side by side, a colour means one value in both dense maps: both are drawn with the limits of one colour
+    scale made from the two maps together."""
+    from vitviz.maps import DEFAULT_SCALE, colour_scale
+    from vitviz.views import output, whatif
+
+    limits, draw = [], output.scaled_overlay
+    monkeypatch.setattr(output, "scaled_overlay", lambda *a, **k: limits.append(k["limits"]) or draw(*a, **k))
+    w = vitviz.ablate(model, vitviz.example("chelsea"), heads=[(9, 3)], longest=224)
+    whatif.whatif_views(w, views=("output",))
+    both = np.concatenate([w.baseline.dense_map().ravel(), w.dense_map().ravel()])
+    _, low, high, _ = colour_scale(both, DEFAULT_SCALE)
+    assert limits == [(low, high), (low, high)]

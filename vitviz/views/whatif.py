@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..maps import DEFAULT_SCALE
+from ..maps import DEFAULT_SCALE, colour_scale
 from ..render import head_tiles
 from .attention import attention_view
 from .output import output_view
@@ -22,11 +22,21 @@ def whatif_views(
     and "rollout" (mean fusion, toward the output compared, as resolved on the unablated photo)."""
     pair, last = (w.baseline, w), w.model.num_layers - 1
     drawn = {
-        "output": lambda a: output_view(a, cmap, alpha, scale)[:2],
+        "output": lambda a: output_view(a, cmap, alpha, scale, dense_limits(pair, scale))[:2],
         "attention": lambda a: attention_view(a, last, None, "readout", cmap, alpha, scale=scale)[0],
         "rollout": lambda a: rollout_view(a, "mean", 0.0, cmap, alpha, scale, w.output_read)[0],
     }
     return {view: tuple(drawn[view](a) for a in pair) for view in views}
+
+
+def dense_limits(pair, scale: str) -> tuple[float, float] | None:
+    """One colour scale for the dense maps of analyses shown side by side (the unablated and the ablated), made
+    from both, so that a colour means one value in both pictures; None without a dense head."""
+    maps = [a.dense_map() for a in pair]
+    if any(m is None for m in maps):
+        return None
+    _, low, high, _ = colour_scale(np.concatenate([m.ravel() for m in maps]), scale)
+    return low, high
 
 
 def importance_tiles(grid, chosen: tuple[int, int] | None = None) -> tuple[np.ndarray, str]:
