@@ -1306,6 +1306,7 @@ def test_the_explorers_head_switched_off_puts_the_output_beside_it_and_says_by_h
     from vitviz.app.server import EXAMPLES
     from vitviz.sentences import ablation_words
     from vitviz.views.output import output_view
+    from vitviz.views.whatif import dense_limits
 
     page.get_by_role("tab", name=label("attention")).click()
     page.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length > 0", timeout=60_000)
@@ -1321,7 +1322,8 @@ def test_the_explorers_head_switched_off_puts_the_output_beside_it_and_says_by_h
     assert shown == pytest.approx(abs(w.relative) * 100, abs=0.06) and shown > 0.01
     assert f"from {w.before:.3g} to {w.after:.3g}" in said
     before, after = (fetch_picture(src(page, f"#explorer-dense-{s}")) for s in ("before", "after"))
-    want_before, want_after = (output_view(a, "inferno", 0.6, "log")[1] for a in (w.baseline, w))
+    limits = dense_limits((w.baseline, w), "log")  # the two drawn on one scale
+    want_before, want_after = (output_view(a, "inferno", 0.6, "log", limits)[1] for a in (w.baseline, w))
     assert before.shape == want_before.shape and after.shape == want_after.shape
     assert np.abs(after.astype(int) - want_after).mean() < 3 < np.abs(after.astype(int) - want_before).mean() * 10
     assert np.abs(before.astype(int) - want_before).mean() < 3
