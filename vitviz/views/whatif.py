@@ -21,8 +21,9 @@ def whatif_views(
     readout query: downstream of every layer but its own, where a head switched off still looks where it looked)
     and "rollout" (mean fusion, toward the output compared, as resolved on the unablated photo)."""
     pair, last = (w.baseline, w), w.model.num_layers - 1
+    limits = dense_limits(pair, scale) if "output" in views else None  # one scale for both, made once
     drawn = {
-        "output": lambda a: output_view(a, cmap, alpha, scale, dense_limits(pair, scale))[:2],
+        "output": lambda a: output_view(a, cmap, alpha, scale, limits)[:2],
         "attention": lambda a: attention_view(a, last, None, "readout", cmap, alpha, scale=scale)[0],
         "rollout": lambda a: rollout_view(a, "mean", 0.0, cmap, alpha, scale, w.output_read)[0],
     }
