@@ -26,7 +26,8 @@ from . import graph
 HERE = Path(__file__).resolve().parent
 PAGE, RUNTIME = HERE / "page", HERE / "runtime"
 ORT_VERSION = "1.30.0"
-RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm", "LICENSE")
+WASM = "ort-wasm-simd-threaded.wasm"
+RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", WASM, "LICENSE")
 # the site's own modules, after the Explorer's engine and the Q·K view (classic scripts, one file, no build step):
 # the forward, the views, then the page
 SITE = (
@@ -130,6 +131,8 @@ def config(model, graphs: dict[str, tuple[int, str]]) -> dict:
         **{f"{name}Url": f"{name}.onnx?v={digest}" for name, (_, digest) in graphs.items()},
         **{f"{name}Bytes": size for name, (size, _) in graphs.items()},
         "runtime": "runtime/",
+        # the runtime's 14 MB .wasm, which the page fetches and keeps itself, as it does the graphs (model.js)
+        "runtimeWasm": {"url": f"runtime/{WASM}?v={digest(RUNTIME / WASM)}", "bytes": (RUNTIME / WASM).stat().st_size},
         "sizes": list(SIZES),
         "defaultSize": DEFAULT_SIZE,
         "phoneSize": PHONE_SIZE,
@@ -235,7 +238,7 @@ def build(out: str | Path, say: Callable[[str], None] = lambda _: None) -> Path:
     (out / "vitviz.css").write_text(style(), encoding="utf-8")
     # what this build wrote, not whatever else the folder holds (an older build's files, or a folder that is more)
     written = ["index.html", "vitviz.js", "vitviz.css", "positions.bin", cfg["lesson"]["orderings"]["url"]]
-    written += [f"runtime/{n}" for n in RUNTIME_FILES]
+    written += [f"runtime/{n}" for n in RUNTIME_FILES if n != WASM]  # the page keeps the .wasm (model.js)
     files = ["./", *written, *(f"examples/{p.name}" for p in map(example, EXAMPLES)), cfg["preview"]["url"]]
     write_worker(out, files)
     (out / ".nojekyll").write_text("")  # GitHub Pages: serve the folder as it is

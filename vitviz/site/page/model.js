@@ -51,6 +51,10 @@ async function vitvizSession(ort, config, progress, early = () => {}) {
   const isolated = Boolean(self.crossOriginIsolated);
   ort.env.wasm.numThreads = isolated ? Math.min(navigator.hardwareConcurrency || 1, 8) : 1;
   ort.env.wasm.wasmPaths = config.runtime;
+  // the runtime's .wasm kept with the graphs: a service worker's install would fetch it a second time, since a 14 MB
+  // answer may not stay in the browser's HTTP cache (a fresh profile's memory cache drops it)
+  const wasm = config.runtimeWasm;
+  ort.env.wasm.wasmBinary = (await vitvizModelBytes(wasm.url, wasm.bytes, () => {})).bytes;
   const options = { executionProviders: ["wasm"], graphOptimizationLevel: "all" };
   let createMs = 0;
   const create = async (bytes) => {

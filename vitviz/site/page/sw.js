@@ -1,12 +1,14 @@
 // The site's service worker: every file of the site is answered from this browser's cache first (so that a second
-// visit asks the site for nothing, the 14 MB runtime included, and works with the network off), and every answer
-// carries the cross-origin isolation headers (COOP and COEP) that threads need, which a static host such as GitHub
-// Pages cannot set. The cache's name carries the build's content hash: a new build is a new sw.js, which the browser
-// finds when it checks this file on a visit; once it has every file of the new build it takes over at once and
-// deletes the older caches, so the next visit is the new build's, whole (the page that found it says so).
+// visit asks the site for nothing, the graphs and the runtime's .wasm being kept by the page, and works with the
+// network off), and every answer carries the cross-origin isolation headers (COOP and COEP) that threads need,
+// which a static host such as GitHub Pages cannot set. The cache's name carries the build's content hash: a new
+// build is a new sw.js, which the browser finds when it checks this file on a visit; once it has every file of the
+// new build it takes over at once and deletes the older caches, so the next visit is the new build's, whole (the
+// page that found it says so).
 const BUILD = ""; // the hash of FILES' contents, written in by vitviz/site/build.py
 const CACHE = `vitviz-site-${BUILD}`;
-const FILES = []; // the site's files but the model (which the page keeps itself), written in by vitviz/site/build.py
+// the site's files but the graphs and the runtime's .wasm (which the page keeps itself), written in by build.py
+const FILES = [];
 
 // Installed once the page has fetched these files: each is asked of the site with the browser's HTTP copy's date
 // ("no-cache"), so that an unchanged file costs a 304 and no bytes, and a new build's installs its own files, never
@@ -46,7 +48,8 @@ function isolated(response) {
 }
 
 // A page (a navigation, whatever its ?size= or ?tab=) is the kept index; any other file is kept under its whole URL,
-// whose ?v= names its content. What the cache lacks (the model, which vitvizModelBytes keeps) is fetched, not kept:
+// whose ?v= names its content. What the cache lacks (the graphs and the .wasm, which vitvizModelBytes keeps) is
+// fetched, not kept:
 // an older build's page, open while this one took over, would keep this build's bytes under its own URLs.
 self.addEventListener("fetch", (e) => {
   const url = new URL(e.request.url);
