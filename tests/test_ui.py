@@ -725,16 +725,22 @@ def test_the_faithfulness_check_scores_the_map_shown_when_its_settings_match(mon
 
 
 @pytest.mark.parametrize(("family", "same"), [("vit", False), ("dinov2", True)])
-def test_the_attributions_check_explains_the_forward_of_its_maps_and_names_it_beside_the_analysis(tmp_path, family,
-                                                                                                   same):  # fmt: skip
+def test_the_attributions_check_explains_the_forward_of_its_maps_and_names_it_beside_the_analysis(
+    tmp_path, family, same, monkeypatch
+):
     """Through the tab's handler: the check's curves are the Python API's on the forward that the map explains (its
     input, as `attribute` makes it), and its note names that input, and the analysis that the other tabs draw only
     where it is another forward (a classifier's native square against the 448 px analysis; an aspect-kept encoder
-    reads the analysis' own input)."""
+    reads the analysis' own input). Both sides draw 19 random orders (the fewest that allow a verdict), not 50:
+    which forward is checked is the point here, and the odds' own tests are test_bands.py's."""
     from conftest import FAMILIES, random_image
 
+    from vitviz import deletion
     from vitviz.app.server import Server
     from vitviz.app.tabs import attributions
+
+    band = deletion.random_band
+    monkeypatch.setattr(deletion, "random_band", lambda *a, **k: band(*a, **{**k, "random_orders": 19}))
 
     server, path = Server(device="cpu"), tmp_path / "photo.png"
     cv2.imwrite(str(path), random_image(40, 56))
@@ -752,7 +758,7 @@ def test_the_attributions_check_explains_the_forward_of_its_maps_and_names_it_be
     said += "the forward that the other tabs draw too." if same else (
         f"not the {ah} px high × {aw} px wide analysis that the other tabs draw.")  # fmt: skip
     assert said in note and f"The curves follow {r.output.name(model)} on that forward." in note, note
-    f, *_ = curves_of(model, str(path), [{"method": "saliency", "output": r.output}])
+    f, *_ = curves_of(model, str(path), [{"method": "saliency", "output": r.output, "random_orders": 19}])
     assert_the_panel_shows(f, "Saliency (|gradient|)", [t.to_plotly_json() for t in figure.data], note)
 
 
