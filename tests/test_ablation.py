@@ -253,3 +253,19 @@ def test_a_kept_baseline_gives_the_same_ablation_with_one_forward(embedded, coff
     np.testing.assert_array_equal(again.baseline.dense_map(), fresh.baseline.dense_map())
     with pytest.raises(ValueError, match="another model's or another input's analysis"):
         ablate(embedded, coffee, heads=[(9, 3)], longest=112, baseline=kept)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_an_ablation_runs_the_dense_head_once_on_each_forward_it_has_no_map_of(embedded, coffee, monkeypatch, dense):
+    """The map of each forward, the output's pixel weights and its reading before and after all come from one run
+    of the dense head per forward: two with a baseline that holds no map, one with a baseline that `analyze(...,
+    dense=True)` gave its map (the app's). The readings equal the head's own on each forward's tokens."""
+    kept = vitviz.analyze(embedded, coffee, longest=224, dense=dense)
+    runs = []
+    head = embedded.dense_map
+    monkeypatch.setattr(embedded, "dense_map", lambda *a, **k: runs.append(1) or head(*a, **k))
+    w = ablate(embedded, coffee, heads=[(9, 3)], longest=224, baseline=kept)
+    assert len(runs) == (1 if dense else 2)
+    weights = w.baseline.dense_map()  # the salient region's weights: the unablated photo's map
+    for analysis, said in ((w.baseline, w.before), (w, w.after)):
+        assert said == pytest.approx(float((analysis.dense_map() * weights).sum() / weights.sum()), rel=1e-5)

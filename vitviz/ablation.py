@@ -312,8 +312,10 @@ def ablate(
         raise ValueError("the baseline is another model's or another input's analysis: analyze this image at this size")
     else:
         out = _Replayed.of(baseline)
+    baseline = _with_dense(model, baseline, out)  # the dense head on each forward once: its map, then its reading
     with torch.inference_mode():
-        reading = (output or default_output(model)).reading(model, out, tuple(pixel_values.shape[2:]), rgb.shape[:2])
+        size, image_size = tuple(pixel_values.shape[2:]), rgb.shape[:2]
+        reading = (output or default_output(model)).reading(model, out, size, image_size, baseline.dense_map())
     seen = blurred(model, rgb, pixel_values, grid, ablation.patches) if ablation.patch_mode == "blur" else pixel_values
     masked = bool(ablation.patches) and ablation.patch_mode == "keys"
     weights: dict[int, torch.Tensor] = {}  # the masked forward's own, float16 [1,H,N,N] (see `Ablated`)
@@ -322,10 +324,9 @@ def ablate(
         ablated = model.forward(torch.from_numpy(seen), attentions="none", each_layer=keep)
     if masked:
         ablated["attentions"] = tuple(weights[i] for i in range(model.num_layers))
-    baseline = _with_dense(model, baseline, out)
     a = _with_dense(model, capture(model, rgb, seen, ablated), ablated)
     with torch.inference_mode():
-        before, after = (float(reading.of_output(o)[0]) for o in (out, ablated))
+        before, after = (float(reading.of_output(o, x.dense_map())[0]) for o, x in ((out, baseline), (ablated, a)))
     fields = {f: getattr(a, f) for f in Analysis.__dataclass_fields__}
     return Ablated(**fields, ablation=ablation, baseline=baseline, output_read=reading.output, before=before,
                    after=after)  # fmt: skip
@@ -351,7 +352,10 @@ class _Replayed:
 
 
 def _with_dense(model: VitModel, a: Analysis, out) -> Analysis:
-    """`a` with the dense head's map on its own forward's tokens (None without a dense head)."""
+    """`a` with the dense head's map on its own forward's tokens (None without a dense head): the one it holds, as
+    `analyze(..., dense=True)` made it, else made here from `out`, its forward."""
+    if a.captured_dense:
+        return a
     if model.dense_head is None:
         return replace(a, captured_dense=(None,))
     with model.lock, torch.inference_mode():

@@ -49,15 +49,21 @@ class Output(metaclass=_ByKind):
     def check(self, model) -> None:
         """Raise a ValueError naming what `model` lacks to give this output: a text tower, classes or a dense head."""
 
-    def reading(self, model, out, size: tuple[int, int], image_size: tuple[int, int]) -> Reading:
+    def reading(
+        self, model, out, size: tuple[int, int], image_size: tuple[int, int], dense: np.ndarray | None = None
+    ) -> Reading:
         """This output fixed on one photo, from `out`, the forward of its model input [1,3,h,w] (`size` (h, w)):
         a class of None resolved to the photo's top class, a dense output's pixel weights (its map on the photo,
         or a box in pixels of the original image, of `image_size` (H, W)), the readout vector's direction, a
-        text's features. Call it without gradients: what it fixes is a constant of the function it makes."""
+        text's features. Call it without gradients: what it fixes is a constant of the function it makes.
+        dense: the dense head's map [h,w] on `out`'s tokens where the caller has it made (not made again)."""
         self.check(model)
-        return self.fixed(model, out, (size[0] // model.patch_size, size[1] // model.patch_size), size, image_size)
+        grid = (size[0] // model.patch_size, size[1] // model.patch_size)
+        return self.fixed(model, out, grid, size, image_size, dense)
 
-    def fixed(self, model, out, grid: tuple[int, int], size: tuple[int, int], image_size: tuple[int, int]) -> Reading:
+    def fixed(
+        self, model, out, grid: tuple[int, int], size: tuple[int, int], image_size: tuple[int, int], dense=None
+    ) -> Reading:
         """`reading` once the model is checked, on the input's patch grid (gh, gw)."""
         raise NotImplementedError
 
@@ -86,7 +92,7 @@ class ClassLogit(Output):
             raise ValueError(f"{model.name} is not a classifier: it has no classes; follow its readout or dense "
                              "output instead")  # fmt: skip
 
-    def fixed(self, model, out, grid, size, image_size) -> Reading:
+    def fixed(self, model, out, grid, size, image_size, dense=None) -> Reading:
         index = int(out.logits[0].argmax()) if self.index is None else int(self.index)
         if not 0 <= index < len(model.labels):
             raise ValueError(f"target must be a class index in [0, {len(model.labels)}), got {self.index}")
@@ -122,7 +128,7 @@ class TextLogit(Output):
         if not model.has_text:
             raise ValueError(f"{model.name} has no text tower: a text target needs a full CLIP or SigLIP model")
 
-    def fixed(self, model, out, grid, size, image_size) -> Reading:
+    def fixed(self, model, out, grid, size, image_size, dense=None) -> Reading:
         return _TextReading(model, self, grid, size, model.text_features(self.text))
 
     def produced(self, model) -> str:
@@ -156,8 +162,10 @@ class DenseMap(Output):
         if model.dense_head is None:
             raise ValueError(f"{model.name} has no dense head: its output is not a map")
 
-    def fixed(self, model, out, grid, size, image_size) -> Reading:
-        photo = model.dense_map(out.hidden_states[-1], grid, size)[0, 0].float().cpu().numpy()
+    def fixed(self, model, out, grid, size, image_size, dense=None) -> Reading:
+        photo = dense
+        if photo is None:
+            photo = model.dense_map(out.hidden_states[-1], grid, size)[0, 0].float().cpu().numpy()
         weights = torch.from_numpy(self.weights(photo, image_size)).to(model.device)
         return _DenseReading(model, self, grid, size, weights)
 
@@ -202,7 +210,7 @@ class ReadoutVector(Output):
 
     kind: ClassVar[str] = "readout"
 
-    def fixed(self, model, out, grid, size, image_size) -> Reading:
+    def fixed(self, model, out, grid, size, image_size, dense=None) -> Reading:
         vector = model.readout_vector(out)[0].float()
         return _ReadoutReading(model, self, grid, size, vector / vector.norm().clamp(min=1e-12))
 
@@ -231,7 +239,9 @@ class Reading:
     def __init__(self, model, output: Output, grid: tuple[int, int], size: tuple[int, int]) -> None:
         self.model, self.output, self.grid, self.size = model, output, grid, size
 
-    def of_output(self, out) -> torch.Tensor:
+    def of_output(self, out, dense: np.ndarray | None = None) -> torch.Tensor:
+        """[B] the output of a forward's result; dense: the dense head's map [h,w] on its tokens where the caller
+        has it made (a dense output reads it rather than run the head again; the others need none)."""
         return self.of_tokens(out.hidden_states[-1])
 
     def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -243,7 +253,7 @@ class Reading:
 
 
 class _ClassReading(Reading):
-    def of_output(self, out) -> torch.Tensor:
+    def of_output(self, out, dense: np.ndarray | None = None) -> torch.Tensor:
         return out.logits[:, self.output.index]
 
     def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -255,7 +265,7 @@ class _TextReading(Reading):
         super().__init__(model, output, grid, size)
         self.features = features  # [1,E] the text tower's
 
-    def of_output(self, out) -> torch.Tensor:
+    def of_output(self, out, dense: np.ndarray | None = None) -> torch.Tensor:
         return self.model.similarity(self.model.readout_vector(out), self.features)
 
     def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -267,7 +277,7 @@ class _ReadoutReading(Reading):
         super().__init__(model, output, grid, size)
         self.direction = direction  # [D] the photo's readout vector, of length 1
 
-    def of_output(self, out) -> torch.Tensor:
+    def of_output(self, out, dense: np.ndarray | None = None) -> torch.Tensor:
         return self.model.readout_vector(out).float() @ self.direction
 
     def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -279,10 +289,18 @@ class _DenseReading(Reading):
         super().__init__(model, output, grid, size)
         self.weights = weights  # [h,w] each input pixel's weight (`dense_weights`)
 
+    def of_output(self, out, dense: np.ndarray | None = None) -> torch.Tensor:
+        if dense is None:
+            return self.of_tokens(out.hidden_states[-1])
+        return self.of_map(torch.from_numpy(np.asarray(dense, np.float32))[None].to(self.weights.device))
+
     def of_tokens(self, hidden: torch.Tensor) -> torch.Tensor:
-        dense = self.model.dense_map(hidden, self.grid, self.size)[:, 0]
-        # A weighted mean, not a sum: Chefer's relevancy is not scale-invariant and was made for logit-sized
-        # targets; summed over every pixel, its gradient term would dwarf the identity.
+        return self.of_map(self.model.dense_map(hidden, self.grid, self.size)[:, 0])
+
+    def of_map(self, dense: torch.Tensor) -> torch.Tensor:
+        """[B] the output of dense maps [B,h,w]. A weighted mean, not a sum: Chefer's relevancy is not
+        scale-invariant and was made for logit-sized targets; summed over every pixel, its gradient term would
+        dwarf the identity."""
         return (dense * self.weights).sum((1, 2)) / self.weights.sum()
 
     def token_weights(self, n: int) -> torch.Tensor:
