@@ -21,8 +21,8 @@ def shown(updates) -> list[bool]:
 
 
 def test_each_option_shows_where_the_chosen_method_reads_it():
-    values = ("blurred", 32, 0, 11)  # baseline, steps, samples, block: methods.OPTIONS' order
-    assert [o.name for o in methods.OPTIONS] == ["baseline", "n_steps", "noise_samples", "block"]
+    values = ("blurred", 32, 0, 11)  # baseline, steps, samples, block: controls.OPTIONS' order
+    assert [o.name for o in controls.OPTIONS] == ["baseline", "n_steps", "noise_samples", "block"]
     assert shown(controls.fit_options("Integrated Gradients", *values)) == [True, True, True, False]
     assert shown(controls.fit_options("Grad-CAM on one block", *values)) == [False, False, False, True]
     assert shown(controls.fit_options("Occlusion (one patch at a time)", *values)) == [True, False, False, False]

@@ -18,7 +18,7 @@ def test_every_method_is_one_record_found_by_its_module_and_the_lists_derive_fro
     assert set(SIGNED) == {k for k, m in methods.REGISTRY.items() if m.signed}
     for key, m in methods.REGISTRY.items():
         assert m.key == key and m.label and callable(m.map)
-        assert all(o in methods.OPTIONS or o.keyword in {s.keyword for s in methods.OPTIONS} for o in m.options)
+        assert all(methods.declared()[o.keyword].name == o.name for o in m.options)  # one name an option
     with pytest.raises(ValueError, match="unknown attribution method 'lime': use one of integrated_gradients"):
         methods.get("lime")
 
