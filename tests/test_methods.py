@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -54,8 +56,6 @@ def test_smoothgrad_is_the_mean_of_input_times_gradient_over_the_same_noisy_copi
 
 
 def test_an_option_checks_a_value_and_names_what_it_accepts():
-    from dataclasses import replace
-
     assert methods.BASELINE.checked("black") == "black"
     with pytest.raises(ValueError) as raised:
         methods.BASELINE.checked("grey")
@@ -70,3 +70,89 @@ def test_an_option_checks_a_value_and_names_what_it_accepts():
         methods.BLOCK.checked(-1)
     assert str(raised.value) == "layer must be between 0 and its model's last, got -1"
     assert replace(methods.STEPS, default=0.5, low=0.0, high=1.0).checked("0.25") == 0.25  # a float option
+
+
+def test_an_unknown_option_is_named_with_the_methods_own():
+    model, image = tiny_vit(), random_image(32, 32, seed=3)
+    with pytest.raises(ValueError) as raised:
+        attribute(model, image, "integrated_gradients", n_step=16)
+    said = "unknown option 'n_step' for the method 'integrated_gradients': its options are baseline, n_steps, "
+    assert str(raised.value) == said + "nt_samples, nt_stdev"
+    with pytest.raises(ValueError) as raised:
+        attribute(model, image, "saliency", temperature=2)
+    assert str(raised.value) == "unknown option 'temperature' for the method 'saliency': it takes no options"
+    # another method's option is checked as that method declares it, and left out: one set runs over every method
+    with pytest.raises(ValueError, match="^n_steps must be between 1 and 512, got 0$"):
+        attribute(model, image, "saliency", n_steps=0)
+    plain = attribute(model, image, "saliency").raw
+    np.testing.assert_array_equal(attribute(model, image, "saliency", n_steps=8, layer=1).raw, plain)
+
+
+# Given to every method at once: a value of each option that any method declares, none of them its default
+GIVEN = {"baseline": "black", "n_steps": 3, "nt_samples": 2, "nt_stdev": 0.05, "layer": 1}
+
+
+def test_each_method_is_given_exactly_the_options_its_record_declares(monkeypatch):
+    """The Job holds the method's own options, the given values checked; the others' stay out of it."""
+    assert set(GIVEN) == set(methods.declared())  # a new option gets a value here
+    assert all(GIVEN[o.keyword] != o.default for m in methods.REGISTRY.values() for o in m.options)
+    model, image = tiny_vit(), random_image(32, 32, seed=5)
+    for key, record in methods.REGISTRY.items():
+        jobs = []
+
+        def spy(job, jobs=jobs):
+            jobs.append(job)
+            return np.zeros((1, 3, *job.x.shape[2:]), np.float32), None
+
+        monkeypatch.setitem(methods.REGISTRY, key, replace(record, map=spy))
+        attribute(model, image, key, **GIVEN)
+        assert jobs[0].options == {o.keyword: GIVEN[o.keyword] for o in record.options}, key
+        attribute(model, image, key)
+        assert jobs[1].options == {o.keyword: o.default for o in record.options}, key
+
+
+def spy_on(monkeypatch, cls) -> list[dict]:
+    """What each call of Captum's `cls.attribute` was given, by keyword, the call itself made as it is."""
+    calls, attribute_ = [], cls.attribute
+
+    def spied(self, *args, **kwargs):
+        calls.append(kwargs)
+        return attribute_(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "attribute", spied)
+    return calls
+
+
+def test_each_methods_options_reach_captum(monkeypatch):
+    """Every option that a method declares reaches the Captum call it names (or, Grad-CAM's block, the block that
+    is hooked): this list of (method, option) pairs is the records', no more and no less."""
+    from captum.attr import IntegratedGradients, NoiseTunnel, Occlusion
+
+    reached = set()
+    model, image = tiny_vit(), random_image(32, 32, seed=6)
+    x, _, _, _ = target_function(model, image, output_for(model))
+    black = methods.absent_input("black", image, x, model)
+
+    ig = spy_on(monkeypatch, IntegratedGradients)
+    attribute(model, image, "integrated_gradients", n_steps=5, baseline="black")
+    assert ig[-1]["n_steps"] == 5 and torch.equal(ig[-1]["baselines"], black)
+    reached |= {("integrated_gradients", "n_steps"), ("integrated_gradients", "baseline")}
+    tunnel = spy_on(monkeypatch, NoiseTunnel)
+    for key in ("integrated_gradients", "smoothgrad"):
+        attribute(model, image, key, n_steps=2, nt_samples=3, nt_stdev=0.07)
+        assert (tunnel[-1]["nt_samples"], tunnel[-1]["stdevs"]) == (3, 0.07), key
+        reached |= {(key, "nt_samples"), (key, "nt_stdev")}
+    occlusion = spy_on(monkeypatch, Occlusion)
+    attribute(model, image, "occlusion", baseline="black")
+    assert torch.equal(occlusion[-1]["baselines"], black)
+    reached.add(("occlusion", "baseline"))
+    hooked = []
+    for i, block in enumerate(model.blocks):
+        register = block.register_forward_pre_hook
+        monkeypatch.setattr(block, "register_forward_pre_hook", lambda *a, i=i, r=register, **k: hooked.append(i)
+                            or r(*a, **k))  # fmt: skip
+    attribute(model, image, "grad_cam", layer=1)
+    attribute(model, image, "grad_cam")
+    assert hooked == [1, model.num_layers - 1]
+    reached.add(("grad_cam", "layer"))
+    assert reached == {(k, o.keyword) for k, m in methods.REGISTRY.items() for o in m.options}

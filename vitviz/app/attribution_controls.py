@@ -196,7 +196,8 @@ def option_control(option: methods.Option, model, shown: bool):
     most = option.high if option.most is None else option.most(model)
     low, high, step = option.slider or (option.low, most, 1)
     value = most if option.default is None else option.default
-    return gr.Slider(low, high, value=value, step=step, precision=0, label=option.label, visible=shown,
+    precision = 0 if option.kind is int else None  # a float option keeps its fraction
+    return gr.Slider(low, high, value=value, step=step, precision=precision, label=option.label, visible=shown,
                      elem_id=elem_id)  # fmt: skip
 
 

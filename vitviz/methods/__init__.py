@@ -45,6 +45,11 @@ class Option:
     most: Callable[[VitModel], int] | None = None
     offered: bool = True
 
+    @property
+    def kind(self) -> type:
+        """What its values are: str (one of `choices`), float or int."""
+        return str if self.choices else float if isinstance(self.default, float) else int
+
     def checked(self, value: object) -> object:
         """`value` as this option takes it, or a ValueError that names the option and what it accepts."""
         if self.choices:
@@ -53,7 +58,7 @@ class Option:
             return value
         if value is None:
             return None
-        number = float(value) if isinstance(self.default, float) else int(value)
+        number = self.kind(value)
         if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
             if self.high is None and self.most is None:
                 raise ValueError(f"{self.keyword} must be at least {self.low:g}, got {value}")
