@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
-from conftest import random_image, tiny_vit
+import transformers as tf
+from conftest import TINY, random_image, tiny_vit
 
+import vitviz
 from vitviz import methods
 from vitviz.attributions import METHODS, SIGNED, attribute, model_passes, target_function
 from vitviz.outputs import output_for
@@ -113,12 +116,17 @@ def test_each_method_is_given_exactly_the_options_its_record_declares(monkeypatc
 
 def spy_on(monkeypatch, cls) -> list[dict]:
     """What each call of Captum's `cls.attribute` was given, by keyword, the call itself made as it is."""
-    calls, attribute_ = [], cls.attribute
+    calls = []
 
-    def spied(self, *args, **kwargs):
-        calls.append(kwargs)
-        return attribute_(self, *args, **kwargs)
+    def spy(call):
+        def spied(self, *args, **kwargs):
+            calls.append(kwargs)
+            return call(self, *args, **kwargs)
 
+        return spied
+
+    spied = spy(cls.attribute)
+    spied.__wrapped__ = spy(cls.attribute.__wrapped__)  # NoiseTunnel calls the undecorated one
     monkeypatch.setattr(cls, "attribute", spied)
     return calls
 
@@ -156,3 +164,59 @@ def test_each_methods_options_reach_captum(monkeypatch):
     assert hooked == [1, model.num_layers - 1]
     reached.add(("grad_cam", "layer"))
     assert reached == {(k, o.keyword) for k, m in methods.REGISTRY.items() for o in m.options}
+
+
+def relu_vit() -> vitviz.VitModel:
+    """A tiny ViT whose MLPs use ReLU modules (a ViT's are GELU): where Guided Backprop's rule acts."""
+    torch.manual_seed(0)
+    cfg = tf.ViTConfig(**TINY, hidden_act="relu", num_labels=5, id2label={i: f"class {i}" for i in range(5)})
+    return vitviz.wrap(tf.ViTForImageClassification(cfg), "tiny-vit-relu")
+
+
+class _Guided(torch.autograd.Function):
+    """ReLU whose backward passes only a positive gradient where the input was positive (Springenberg et al.)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad.clamp(min=0) * (x > 0)
+
+
+class _GuidedReLU(torch.nn.Module):
+    def forward(self, x):
+        return _Guided.apply(x)
+
+
+def gradient_by_hand(model: vitviz.VitModel, image, guided: bool) -> np.ndarray:
+    """d output / d input, with every ReLU module made guided (on a copy of the model) or as it is."""
+    if guided:
+        model = replace(model, net=copy.deepcopy(model.net))
+        for name, module in list(model.net.named_modules()):
+            if isinstance(module, torch.nn.ReLU):
+                parent, _, attr = name.rpartition(".")
+                setattr(model.net.get_submodule(parent), attr, _GuidedReLU())
+    x, score, _, _ = target_function(model, image, output_for(model, 2))
+    x = x.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(score(x).sum(), x)
+    return grad.numpy()
+
+
+def test_guided_backprop_stops_negative_gradients_at_each_relu_of_the_module_it_is_given():
+    """Captum's GuidedBackprop hooks the ReLU modules of `Job.module`, which holds the model's: on a ReLU ViT its
+    map is the guided gradient by hand (not the plain one); on a GELU ViT, with no ReLU to hook, the plain one."""
+    model, image = relu_vit(), random_image(32, 32, seed=9)
+    assert any(isinstance(m, torch.nn.ReLU) for m in model.net.modules())
+    r = attribute(model, image, "guided_backprop", target=2)
+    guided, plain = gradient_by_hand(model, image, True), gradient_by_hand(model, image, False)
+    assert r.raw.shape == (1, 3, 32, 32) and r.delta is None and r.method == "guided_backprop"
+    np.testing.assert_allclose(r.raw, guided, rtol=1e-4, atol=1e-6 * np.abs(guided).max())
+    assert np.abs(guided - plain).max() > 0.1 * np.abs(plain).max()  # the rule changed the map
+    gelu = tiny_vit()
+    r = attribute(gelu, image, "guided_backprop", target=2)
+    np.testing.assert_allclose(r.raw, gradient_by_hand(gelu, image, False), rtol=1e-5, atol=1e-8)
+    assert "guided_backprop" in methods.REGISTRY and "guided_backprop" not in METHODS  # not in the tab's list
