@@ -21,8 +21,8 @@ def shown(updates) -> list[bool]:
 
 
 def test_each_option_shows_where_the_chosen_method_reads_it():
-    values = ("blurred", 32, 0, 11)  # baseline, steps, samples, block: methods.OPTIONS' order
-    assert [o.name for o in methods.OPTIONS] == ["baseline", "n_steps", "noise_samples", "block"]
+    values = ("blurred", 32, 0, 11)  # baseline, steps, samples, block: controls.OPTIONS' order
+    assert [o.name for o in controls.OPTIONS] == ["baseline", "n_steps", "noise_samples", "block"]
     assert shown(controls.fit_options("Integrated Gradients", *values)) == [True, True, True, False]
     assert shown(controls.fit_options("Grad-CAM on one block", *values)) == [False, False, False, True]
     assert shown(controls.fit_options("Occlusion (one patch at a time)", *values)) == [True, False, False, False]
@@ -85,3 +85,52 @@ def test_an_endpoint_hands_its_handler_one_settings_record_and_keeps_the_api_nam
     assert inspect.signature(fn).parameters["request"].annotation is gr.Request
     with pytest.raises(ValueError, match="method must be one of"):
         controls.Settings.of("LIME", "default", "blurred", 8, 0, 11, [])
+
+
+def fresh_controls(monkeypatch):
+    """A fresh copy of the controls' module, made from the records as they are now (the real one is left as it is)."""
+    import importlib.util
+    import sys
+
+    name = "vitviz.app.attribution_controls_fresh"
+    spec = importlib.util.spec_from_file_location(name, controls.__file__)
+    fresh = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, fresh)
+    spec.loader.exec_module(fresh)
+    return fresh
+
+
+def test_a_new_option_in_a_record_becomes_a_control_and_an_api_parameter(monkeypatch):
+    """The tab's controls, its endpoints' parameters, the settings and each method's visible controls all come
+    from the records: an option added to one record shows up in each, for that method only."""
+    from dataclasses import replace
+
+    ig = methods.REGISTRY["integrated_gradients"]
+    warmth = methods.Option("warmth", "warmth", "Integrated Gradients: warmth", 0.5, 0.0, 1.0, slider=(0.0, 1.0, 0.1))
+    hidden = replace(warmth, keyword="chill", name="chill", offered=False)
+    monkeypatch.setitem(methods.REGISTRY, ig.key, replace(ig, options=(*ig.options, warmth, hidden)))
+    fresh = fresh_controls(monkeypatch)
+    assert [o.name for o in fresh.OPTIONS] == ["baseline", "n_steps", "noise_samples", "warmth", "block"]
+    assert fresh.CONTROLS == ["method_label", "target", "baseline", "n_steps", "noise_samples", "warmth", "block",
+                              "points"]  # fmt: skip
+    fn = fresh.endpoint(lambda server, where, s, request=None, progress=None: s)
+    assert "warmth" in inspect.signature(fn).parameters and "chill" not in inspect.signature(fn).parameters
+    values = ["blurred", 32, 0, 0.3, 11]
+    assert shown(fresh.fit_options("Integrated Gradients", *values)) == [True, True, True, True, False]
+    assert shown(fresh.fit_options("Saliency (|gradient|)", *values)) == [False] * 5
+    s = fresh.Settings.of("Integrated Gradients", "default", *values, [])
+    assert s.options["warmth"] == 0.3 and s.attribute_options()["warmth"] == 0.3
+    assert s.attribute_options()["chill"] == 0.5  # not offered: at its default
+    control = fresh.option_control(warmth, tiny_vit(), True)
+    assert isinstance(control, gr.Slider) and control.label == "Integrated Gradients: warmth"
+    assert (control.minimum, control.maximum, control.value, control.elem_id) == (0.0, 1.0, 0.5, "option-warmth")
+
+
+def test_an_option_whose_range_is_the_models_goes_up_to_its_last_block():
+    """Grad-CAM's block is found by its record (`most`), not by the shape of its control."""
+    assert [o.name for o in controls.MODEL_RANGED] == ["block"]
+    model = tiny_vit()
+    (block,) = controls.model_ranges(model)
+    assert (block.maximum, block.value) == (model.num_layers - 1, model.num_layers - 1)
+    control = controls.option_control(methods.BLOCK, model, False)
+    assert (control.minimum, control.maximum, control.value, control.visible) == (0, 2, 2, False)

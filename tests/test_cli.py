@@ -194,7 +194,7 @@ def test_check_names_its_model_argument_offline(tmp_path):
 
 def test_the_embedded_models_name_is_the_librarys():
     assert cli.DEFAULT_MODEL == vitviz.DEFAULT_MODEL
-    assert set(cli.ASKED_BY_NAME) <= set(vitviz.METHODS)
+    assert set(cli.asked_by_name()) <= set(vitviz.METHODS)
 
 
 def test_faithfulness_runs_occlusion_only_when_asked_by_name():

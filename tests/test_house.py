@@ -23,9 +23,9 @@ def test_no_line_of_the_browsers_code_is_over_120_characters():
 # Functions that take more still, each waiting for its own change (#62), which another part of the code must make
 # first: the list only shrinks.
 WAITING = {
-    # Captum's `attribute(inputs, target, **options)`: a method's options move to the method's record
-    "vitviz/attributions.py:attribute": "waits for a method's options to move to its record",
-    "vitviz/deletion.py:faithfulness": "waits for a method's options to move to its record",
+    # a method's options reach `attribute` through **options already; the output's arguments (target, box, text,
+    # size) and the curves' (steps, replacement, random orders, seed, batch) are to become records
+    "vitviz/deletion.py:faithfulness": "waits, with random_band, for an output's arguments to become one record",
     # the random orders take faithfulness' arguments for one output (its target, box, text, size): one record with it
     "vitviz/deletion.py:random_band": "waits, with faithfulness, for an output's arguments to become one record",
     # #63's keyword call (heads=, mode=, patches=, ...): its parts are an `Ablation` record already

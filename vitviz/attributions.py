@@ -89,17 +89,14 @@ def attribute(
     image: ImageInput,
     method: str = "integrated_gradients",
     target: int | None = None,
-    n_steps: int | None = None,
-    baseline: str | None = None,
-    nt_samples: int | None = None,
-    nt_stdev: float = methods.NOISE,
-    layer: int | None = None,
+    *,
     box: Box | None = None,
-    internal_batch_size: int = 8,
-    longest: int | None = None,
-    progress: Callable[[float], None] | None = None,
     text: Text | None = None,
     output: Output | None = None,
+    longest: int | None = None,
+    internal_batch_size: int = 8,
+    progress: Callable[[float], None] | None = None,
+    **options,
 ) -> Attribution:
     """Attribute one scalar output of `model` on `image` to its input with `method` (a key of `methods.REGISTRY`).
 
@@ -107,14 +104,16 @@ def attribute(
     (`outputs.output_for`): target, a class index for classifiers (default: the top-1 class); box, a region of
     the original image for the dense head; text, for a CLIP or SigLIP model with its text tower, the image's
     similarity logit with this text (words, or token ids).
-    The method's options (`methods.OPTIONS`; None: the method's default): n_steps, Integrated Gradients' path
-    steps; baseline, what "absent" means for IG and occlusion (black, blurred or the dataset's mean colour);
-    nt_samples > 0 wraps IG in a SmoothGrad NoiseTunnel with noise of `nt_stdev` (in normalised input units);
-    layer, the block whose input tokens Grad-CAM reads (default: the last). internal_batch_size: the most inputs
-    per forward pass, which bounds memory. progress: called with the fraction done.
+    options: the method's own, as its record declares them (`methods.REGISTRY[method].options`; None: the
+    default), e.g. Integrated Gradients' n_steps (its path's steps), baseline (what "absent" means: black, blurred
+    or the dataset's mean colour), nt_samples (> 0 wraps it in a SmoothGrad NoiseTunnel) and nt_stdev (that
+    noise, in normalised input units); Grad-CAM's layer (the block whose input tokens it reads; default: the last).
+    An option that no method declares is a ValueError that lists the method's; another method's is left out (see
+    `methods.Method.settings`). internal_batch_size: the most inputs per forward pass, which bounds memory.
+    progress: called with the fraction done.
     """
     record = methods.get(method)
-    options = method_options(record, baseline=baseline, n_steps=n_steps, nt_samples=nt_samples, layer=layer)
+    options = record.settings(options)
     if not 1 <= internal_batch_size <= 256:
         raise ValueError(f"internal_batch_size must be between 1 and 256, got {internal_batch_size}")
     rgb = load_image(image)
@@ -124,7 +123,7 @@ def attribute(
         x, score_fn, score, output = target_function(model, rgb, output, longest, progress)
         grid = score_fn.grid
         score_fn.expected = record.calls(options, grid, internal_batch_size)
-        job = Job(model, rgb, x, score_fn, output, {**options, "nt_stdev": nt_stdev}, internal_batch_size)
+        job = Job(model, rgb, x, score_fn, output, options, internal_batch_size)
         raw, delta = record.map(job)
     return Attribution(
         method=method,
@@ -211,18 +210,7 @@ def _input(model: VitModel, rgb: np.ndarray, longest: int | None) -> np.ndarray:
     return prepare_input(rgb, size, model.patch_size, model.mean, model.std)
 
 
-def method_options(record: methods.Method, **given) -> dict:
-    """Every shared option (`methods.OPTIONS`) by keyword, as `record` takes it: a value given checked against the
-    method's own range (or the shared one, for an option it does not read), None its default."""
-    own = {o.keyword: o for o in record.options}
-    options = {}
-    for shared in methods.OPTIONS:
-        option, value = own.get(shared.keyword, shared), given.get(shared.keyword)
-        options[shared.keyword] = option.default if value is None else option.checked(value)
-    return options
-
-
 def model_passes(method: str, n_steps: int | None, nt_samples: int | None, grid: tuple[int, int]) -> int:
-    """How many images one attribution sends through the model: its cost, whatever the batch size."""
-    record = methods.get(method)
-    return record.passes(method_options(record, n_steps=n_steps, nt_samples=nt_samples), grid)
+    """How many images one attribution sends through the model: its cost, whatever the batch size (the steps and
+    samples as `attribute` takes them: a method that reads neither ignores them)."""
+    return methods.get(method).passes({"n_steps": n_steps, "nt_samples": nt_samples}, grid)

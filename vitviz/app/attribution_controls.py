@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import methods
 from ..analysis import Analysis
-from ..attributions import METHODS, model_passes, targets
+from ..attributions import METHODS, targets
 from ..maps import DEFAULT_SCALE
 from ..outputs import output_for
 from .internals import take
@@ -21,8 +21,25 @@ METHOD_BY_LABEL = {label: key for key, label in METHODS.items()}
 DEFAULT_METHOD = "integrated_gradients"
 TARGETS = ["default", "top-2", "top-3", "top-4", "top-5"]  # the default is the top class for a classifier
 IMAGE = "image"  # the dense head's map over the whole image, beside its default (where the photo is salient)
-# The tab's controls that say what to compute, in its endpoints' order: one control per option of the methods
-CONTROLS = ["method_label", "target", *(o.name for o in methods.OPTIONS), "points"]
+
+
+def option_list(records) -> tuple[methods.Option, ...]:
+    """One control for each option that the methods `records` declare and offer, in the records' order, as the
+    first of them declares it (`fit_options` gives a control each method's own label and range)."""
+    found: dict[str, methods.Option] = {}
+    for record in records:
+        for o in record.options:
+            if o.offered:
+                found.setdefault(o.keyword, o)
+    return tuple(found.values())
+
+
+# The options the tab offers a control for, from the records of the methods it offers
+OPTIONS = option_list(m for m in methods.REGISTRY.values() if m.offered)
+# Those whose range is the model's (Grad-CAM's block: up to the model's last), set again for each model
+MODEL_RANGED = tuple(o for o in OPTIONS if o.most is not None)
+# The tab's controls that say what to compute, in its endpoints' order: one control per option
+CONTROLS = ["method_label", "target", *(o.name for o in OPTIONS), "points"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +61,7 @@ class Settings:
         method = METHOD_BY_LABEL.get(method_label, method_label)
         if method not in METHODS:
             raise ValueError(f"method must be one of {list(METHODS.values())}, got {method_label!r}")
-        options = {o.keyword: v for o, v in zip(methods.OPTIONS, option_values, strict=True)}
+        options = {o.keyword: v for o, v in zip(OPTIONS, option_values, strict=True)}
         points = tuple(tuple(p) for p in points or ())
         return cls(method, target, options, points, (text or "").strip())
 
@@ -58,11 +75,17 @@ class Settings:
 
     def attribute_options(self) -> dict:
         """The method's options as `attribute` takes them (the app batches 4 inputs per forward)."""
-        return {**self.options, "internal_batch_size": 4}
+        return {**self.record.settings(self.options), "internal_batch_size": 4}
+
+    def described(self) -> str:
+        """The method and its options in words, e.g. "Integrated Gradients (baseline blurred, n_steps 32, ...)"."""
+        own = self.record.settings(self.options)
+        said = ", ".join(f"{o.name} {own[o.keyword]}" for o in self.record.options if o.offered)
+        return f"{self.label} ({said})" if said else self.label
 
     def passes(self, grid: tuple[int, int]) -> int:
         """Images one map sends through the model on an input of `grid` patches (see `methods.Method.passes`)."""
-        return model_passes(self.method, self.options.get("n_steps"), self.options.get("nt_samples"), grid)
+        return self.record.passes(self.options, grid)
 
     def output_options(self, a: Analysis, image) -> dict:
         """`attribute`'s output, from the target, the box and the text. A text is the target of a model with a
@@ -129,7 +152,7 @@ def fit_options(method_label: str, *values) -> tuple:
     record = methods.REGISTRY[METHOD_BY_LABEL.get(method_label, DEFAULT_METHOD)]
     own = {o.keyword: o for o in record.options}
     updates = []
-    for shared, value in zip(methods.OPTIONS, values, strict=True):
+    for shared, value in zip(OPTIONS, values, strict=True):
         option = own.get(shared.keyword)
         if option is None:
             updates.append(gr.update(visible=False))
@@ -164,13 +187,20 @@ def endpoint(handler, after: list[str] = (), defaults: dict | None = None):
     return take(fn, ["server", *names], defaults=defaults)
 
 
-def option_control(option: methods.Option, last: int, shown: bool):
-    """The control of one option of the methods (`methods.OPTIONS`), from its record; `last`: the model's last
-    block, the most of an option whose range is the model's."""
+def option_control(option: methods.Option, model, shown: bool):
+    """The control of one option (one of `OPTIONS`), from its record; one whose range is the model's (`most`) goes
+    up to this model's."""
     elem_id = f"option-{option.name}"
     if option.choices:
         return gr.Radio(list(option.choices), value=option.default, label=option.label, visible=shown, elem_id=elem_id)
-    low, high, step = option.slider or (option.low, last, 1)
-    value = last if option.default is None else option.default
-    return gr.Slider(low, high, value=value, step=step, precision=0, label=option.label, visible=shown,
+    most = option.high if option.most is None else option.most(model)
+    low, high, step = option.slider or (option.low, most, 1)
+    value = most if option.default is None else option.default
+    precision = 0 if option.kind is int else None  # a float option keeps its fraction
+    return gr.Slider(low, high, value=value, step=step, precision=precision, label=option.label, visible=shown,
                      elem_id=elem_id)  # fmt: skip
+
+
+def model_ranges(model) -> tuple:
+    """Each control whose range is the model's (`MODEL_RANGED`) set to this model's, at its most."""
+    return tuple(gr.Slider(maximum=o.most(model), value=o.most(model)) for o in MODEL_RANGED)

@@ -15,13 +15,13 @@ import sys
 
 from . import analyze, check, explore, faithfulness, importance, site, stats
 from .arguments import DEFAULT_MODEL, Failure, UsageError, check_model, image_files
-from .faithfulness import ASKED_BY_NAME, faithfulness_methods
+from .faithfulness import asked_by_name, faithfulness_methods
 
 __all__ = [
-    "ASKED_BY_NAME",
     "DEFAULT_MODEL",
     "Failure",
     "UsageError",
+    "asked_by_name",
     "faithfulness_methods",
     "image_files",
     "main",

@@ -10,7 +10,9 @@ from pathlib import Path
 from .arguments import UsageError, check_model, image_files, model_options, positive
 from .console import bar, load, skip
 
-ASKED_BY_NAME = ("occlusion",)  # one forward per patch: minutes a map on a CPU, so faithfulness runs it when named
+# A map that sends more images than this through the model at 224 px (a 14 × 14 grid), at its defaults, takes
+# minutes on a CPU (occlusion: one forward per patch), so faithfulness runs it only when named (or with all)
+SLOW_PASSES, REFERENCE_GRID = 100, (14, 14)
 
 
 def add(sub) -> None:
@@ -19,8 +21,8 @@ def add(sub) -> None:
     p.add_argument("inputs", nargs="+", help="folders, image files or glob patterns (quote them)")
     model_options(p)
     p.add_argument("--methods", default=None,
-                   help=f"e.g. integrated_gradients,rollout, or all (default: every method but "
-                        f"{', '.join(ASKED_BY_NAME)}, which take minutes a map)")  # fmt: skip
+                   help=f"e.g. integrated_gradients,rollout, or all (default: every method but those of more than "
+                        f"{SLOW_PASSES} passes a map at 224 px, minutes a map: occlusion's one a patch)")  # fmt: skip
     p.add_argument("--steps", type=positive, default=10, help="points on each curve, less one (10: every 10 %%)")
     p.add_argument("--replacement", default="blur", help="what a hidden patch shows: blur, mean or black")
     p.add_argument("--random", type=positive, default=50,
@@ -28,14 +30,23 @@ def add(sub) -> None:
     p.set_defaults(run=run)
 
 
+def asked_by_name() -> list[str]:
+    """The methods that faithfulness runs only when named: those whose records say that a map at their defaults
+    sends more than SLOW_PASSES images through the model at 224 px (`methods.Method.passes`)."""
+    from .. import methods
+
+    return [k for k, m in methods.REGISTRY.items() if m.passes({}, REFERENCE_GRID) > SLOW_PASSES]
+
+
 def faithfulness_methods(text: str | None) -> list[str]:
-    """The methods --methods names: None is every one but those ASKED_BY_NAME, "all" every one."""
+    """The methods --methods names: None is every one but those `asked_by_name`, "all" every one."""
     from ..attributions import METHODS
     from ..deletion import MAPS
 
     known = [*METHODS, *MAPS]
     if text is None:
-        return [m for m in known if m not in ASKED_BY_NAME]
+        slow = asked_by_name()
+        return [m for m in known if m not in slow]
     methods = known if text == "all" else text.split(",")
     unknown = [m for m in methods if m not in known]
     if unknown:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import BASELINE, SAMPLES, STEPS, Job, Method
+from . import BASELINE, NOISE, SAMPLES, STEPS, Job, Method
 
 
 def integrated_gradients(job: Job) -> tuple:
@@ -29,4 +29,4 @@ def calls(options: dict, grid: tuple[int, int], batch: int) -> int:
 
 
 METHOD = Method("integrated_gradients", "Integrated Gradients", signed=True, map=integrated_gradients,
-                options=(BASELINE, STEPS, SAMPLES), calls=calls, order=1)  # fmt: skip
+                options=(BASELINE, STEPS, SAMPLES, NOISE), calls=calls, order=1)  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import SAMPLES, Job, Method
+from . import NOISE, SAMPLES, Job, Method
 
 COPIES = replace(SAMPLES, label="SmoothGrad: noisy copies", default=8, low=1, slider=(1, 16, 1))
 
@@ -22,5 +22,5 @@ def smoothgrad(job: Job) -> tuple:
 
 
 METHOD = Method("smoothgrad", "SmoothGrad (Input × Gradient over noisy copies)", signed=True, map=smoothgrad,
-                options=(COPIES,), calls=lambda options, grid, batch: options["nt_samples"], order=9,
+                options=(COPIES, NOISE), calls=lambda options, grid, batch: options["nt_samples"], order=9,
                 offered=False)  # fmt: skip

@@ -15,12 +15,15 @@ from ...views import common
 from ...views.attributions import attribution_inputs, attribution_pictures
 from ..attribution_controls import (
     DEFAULT_METHOD,
+    MODEL_RANGED,
+    OPTIONS,
     TARGETS,
     Display,
     Kept,
     Settings,
     endpoint,
     fit_options,
+    model_ranges,
     option_control,
     parse_box,
     target_choices,
@@ -30,6 +33,9 @@ from ..heavy import cost, expected, stop_run, stoppable, within_budget
 from ..pictures import picture
 from ..scheduling import slots
 from ..server import Server, user_errors
+
+# The maps the tab shows beside the chosen one, toward the same output (the chosen one is not made twice)
+ROLLOUT, RELEVANCY = methods.get("rollout"), methods.get("relevancy")
 
 # On a projector the three maps come right under the controls, on one screen with them; the box to draw and the
 # summary follow them.
@@ -45,11 +51,10 @@ def box_picture(a: Analysis, points) -> np.ndarray:
 
 @user_errors
 def setup(a, points, request: gr.Request):
-    """The targets this model offers on this image, the box picker, the Grad-CAM block range and the text target
-    (shown for a model with a text tower)."""
-    last = a.model.num_layers - 1
+    """The targets this model offers on this image, the box picker, the range of each option whose range is the
+    model's (`MODEL_RANGED`: Grad-CAM's block) and the text target (shown for a model with a text tower)."""
     return (gr.Dropdown(choices=target_choices(a), value=TARGETS[0]), box_picture(a, points),
-            gr.Slider(maximum=last, value=last), gr.Textbox(visible=a.model.has_text))  # fmt: skip
+            *model_ranges(a.model), gr.Textbox(visible=a.model.has_text))  # fmt: skip
 
 
 COMPUTE, CHECK, SANITY = ("Compute attribution", "Check faithfulness: hide the top patches",
@@ -103,15 +108,13 @@ def run(server: Server, where: tuple, s: Settings, display: Display = Display(),
     image = where[0]
     a = server.get_analysis(*where, request)
     target = s.output_options(a, image)
-    steps, samples = s.options.get("n_steps"), s.options.get("nt_samples")
-    what = f"{s.label} with {steps} steps and {samples} NoiseTunnel samples"
-    within_budget(a, s.passes, what)
+    within_budget(a, s.passes, s.described())
     model = server.get_attribution_model(where[1])
     progress(0.0, desc=f"{s.label}: running the model")
     work = ("gradient", cost(a, s.passes))
     with stoppable(server, request, s.label, f"{s.label}: forward and backward passes", progress, work=work) as report:
         r = attribute(model, image, s.method, progress=report, **s.attribute_options(), **target)
-        rel = r if s.method == "relevancy" else attribute(model, image, "relevancy", **target)
+        rel = r if s.record is RELEVANCY else attribute(model, image, RELEVANCY.key, **target)
     same = input_analysis(model, image).rollout("mean", 0.0, r.output)  # on its input, toward its output
     kept = Kept(server.analysis_key(*where), attribution_inputs(a, r, rel, same), s,
                 patch_scores(r.raw, a.model.patch_size))  # fmt: skip
@@ -140,7 +143,7 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
     a = server.get_analysis(*where, request)
     target = s.output_options(a, image)
     shown = kept is not None and kept.key == server.analysis_key(*where) and kept.settings == s
-    beside = ["rollout"] + (["relevancy"] if s.method != "relevancy" else [])  # the other maps the tab shows
+    beside = [m for m in (ROLLOUT, RELEVANCY) if m is not s.record]  # the other maps the tab shows
     maps = 1 + len(beside)
     curves = passes(maps=maps)
     what = f"The faithfulness of {s.label} and of the maps beside it"
@@ -164,10 +167,10 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
                 **s.attribute_options(),
                 **target,
             ),  # fmt: skip
-            *(faithfulness(model, image, other, band=band, progress=rest(i), **target)
+            *(faithfulness(model, image, other.key, band=band, progress=rest(i), **target)
               for i, other in enumerate(beside, 1)),
         ]  # fmt: skip
-    names = [s.label, *(methods.REGISTRY[m].label for m in beside)]
+    names = [s.label, *(m.label for m in beside)]
     made = ["The map shown above", *(f"Map {r.map_seconds:.1f} s" for r in results[1:])]
     if not shown:
         made[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
@@ -236,7 +239,6 @@ def drop_stale(kept, key):
 
 
 def build(ctx: Context) -> None:
-    last = ctx.model.num_layers - 1
     own = {o.keyword for o in methods.REGISTRY[DEFAULT_METHOD].options}
     with view_tab(
         "attributions",
@@ -265,7 +267,7 @@ def build(ctx: Context) -> None:
             elem_id="text-target",
         )
         with gr.Row(elem_id="attr-options"):
-            options = [option_control(o, last, o.keyword in own) for o in methods.OPTIONS]
+            options = [option_control(o, ctx.model, o.keyword in own) for o in OPTIONS]
             with gr.Column(min_width=140):
                 button = gr.Button(COMPUTE, variant="primary")
                 halt = gr.Button("Stop", variant="stop", size="sm")
@@ -305,8 +307,8 @@ def build(ctx: Context) -> None:
         box = gr.JSON([], visible=False, label="Box")  # a component, so that the API can pass a box
         kept = gr.State(None)  # this session's last result, recoloured when a display setting changes
     results = [shown, roll, rel, summary, kept]
-    (block,) = [c for o, c in zip(methods.OPTIONS, options, strict=True) if not o.choices and o.high is None]
-    ctx.view(tab, setup, [*ctx.where, box], [target, box_img, block, text])
+    ranged = [c for o, c in zip(OPTIONS, options, strict=True) if o in MODEL_RANGED]
+    ctx.view(tab, setup, [*ctx.where, box], [target, box_img, *ranged, text])
     bind = ctx.server.bind
     controls = [*ctx.where, method, target, *options, box]
     relabelled = dict(api_visibility="private", show_progress="hidden")
