@@ -90,7 +90,7 @@ def test_the_verdict_and_the_sentence_follow_the_areas():
              ((areas[1] + areas[2]) / 2, "no better than chance", "faster than 48 of 50 random orders", 3 / 51),
              (areas[0] - 1, "faithful", "faster than 50 of 50 random orders", 1 / 51),
              ((areas[24] + areas[25]) / 2, "no better than chance", "faster than 25 of 50", 26 / 51),
-             ((areas[-1] + areas[-2]) / 2, "worse than random", "more slowly than 49 of 50 random orders", 2 / 51),
+             ((areas[-1] + areas[-2]) / 2, "worse than random", "higher than 49 of 50 random orders", 2 / 51),
              ((areas[-2] + areas[-3]) / 2, "no better than chance", "more slowly than 48", 3 / 51))  # fmt: skip
     for auc, verdict, rank, p in cases:
         f.deletion = f.deletion - f.deletion_auc + auc  # a flat shift moves the area by exactly that much

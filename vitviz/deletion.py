@@ -155,7 +155,8 @@ class Faithfulness:
             how = (f"lowers {self.target} faster than {self.below} of {k} random orders did, {whole} "
                    f"(p = {self.p_faithful:.2g}, one-sided; faithful needs p ≤ {LEVEL:g}): faithful")  # fmt: skip
         elif verdict == "worse than random":
-            how = (f"lowers {self.target} more slowly than {self.above} of {k} random orders did, {whole} "
+            # "keeps higher", not "lowers more slowly": the curve may not fall at all (said below)
+            how = (f"keeps {self.target} higher than {self.above} of {k} random orders did, {whole} "
                    f"(p = {self.p_worse:.2g}, one-sided; worse than random needs p ≤ {LEVEL:g}): "
                    "worse than random")  # fmt: skip
         else:
