@@ -782,6 +782,7 @@ LABELLED = {  # each tab's pictures with labels drawn in them, and whether it ha
     "positions": (["#pos-large"], True),
     "heads": (["#norms"], True),
     "output": (["#dense"], False),
+    "whatif": (["#whatif-tiles"], False),
 }
 
 
@@ -1348,6 +1349,74 @@ def tile_click(view, selector: str, layer: int, head: int) -> None:
                           " return i.getBoundingClientRect().width / i.naturalWidth; }")  # fmt: skip
     x, y = left + head * width + width / 2, top + layer * height + height / 2
     img.click(position={"x": x * scale, "y": y * scale})
+
+
+NATURAL_WIDTH = (
+    "(sel) => document.querySelector(sel + ' img')?.complete && document.querySelector(sel + ' img').naturalWidth"
+)
+
+
+def tiles_width(large: bool) -> int:
+    """The width of the What-if tab's head tiles (12 layers × 6 heads) drawn in the labels' mode `large`."""
+    from vitviz.render import head_tiles, large_labels
+
+    with large_labels(large):
+        return head_tiles(12, 6).shape[1]
+
+
+def tile_fills(tiles: np.ndarray) -> np.ndarray:
+    """[L*H,3] int: each head tile's fill, read inside its top-left corner, of tiles drawn in the normal labels' mode
+    (grey, 225, before a grid is measured)."""
+    from vitviz.render import large_labels, tile_geometry
+
+    with large_labels(False):
+        left, top, width, height, _ = tile_geometry()
+    return np.array([tiles[top + i * height + 4, left + h * width + 4] for i in range(12) for h in range(6)], int)
+
+
+@pytest.mark.parametrize("width, height, projector", [(1400, 1000, False), (1024, 768, True)])
+def test_the_what_if_tiles_are_whole_on_the_first_screen_and_read_from_the_back_of_the_room(
+    page, tmp_path, width, height, projector
+):
+    """What if, after a photo (at 224 px), a click on a tile (one head switched off) and every head's importance
+    measured: the tab's first screen (its `Tab` record's) shows the head tiles whole under the tab bar with the
+    controls, at 1400x1000 and on a 1024x768 projector. There the tiles carry the projector's labels, 18 px tall or
+    more on the screen, and a click on one switches off the head it shows; switching the projector off draws them
+    again in the other labels' mode, still coloured by the grid measured."""
+    from vitviz.tabs import BY_ID
+
+    view = page.context.browser.new_page(viewport={"width": width, "height": height})
+    try:
+        view.goto(page.url)
+        view.locator("#status").get_by_text("tokens").wait_for(timeout=60_000)
+        choose(view, "#size", "224")  # before the projector mode, which folds the settings away
+        view.locator("#status").get_by_text("× 16 columns").wait_for(timeout=60_000)
+        if projector:
+            view.locator("#large-text input").check()
+            view.wait_for_function("() => document.body.classList.contains('vitviz-large')", timeout=10_000)
+        view.get_by_role("tab", name=label("whatif")).click()
+        view.wait_for_function(f"() => ({NATURAL_WIDTH})('#whatif-tiles') === {tiles_width(projector)}")
+        tile_click(view, "#whatif-tiles", 9, 3)
+        view.locator("#whatif-off").get_by_text("layer 9, head 3, zeroed").wait_for(timeout=60_000)
+        grey = src(view, "#whatif-tiles")
+        view.locator("#whatif-importance").click()
+        view.locator("#whatif-importance-note").get_by_text("Tiles:").wait_for(timeout=300_000)
+        wait_for_src_change(view, "#whatif-tiles", grey)
+        view.wait_for_function(f"() => ({NATURAL_WIDTH})('#whatif-tiles') === {tiles_width(projector)}")
+        view.wait_for_timeout(500)  # the tab's layout has settled
+        controls, pictures, _ = astuple(BY_ID["whatif"].first_screen)
+        problems = first_screen(view, controls, pictures)
+        shot(view, tmp_path, f"whatif-first-screen-{width}x{height}.png")
+        assert problems == []
+        if projector:
+            assert shown_label(view, "#whatif-tiles") >= 18
+            coloured = src(view, "#whatif-tiles")
+            view.locator("#large-text input").uncheck()
+            view.wait_for_function(f"() => ({NATURAL_WIDTH})('#whatif-tiles') === {tiles_width(False)}")
+            assert src(view, "#whatif-tiles") != coloured
+            assert np.abs(tile_fills(fetch_picture(src(view, "#whatif-tiles"))) - 225).max() > 40  # not grey
+    finally:
+        view.close()
 
 
 def test_the_lessons_guess_is_measured_revealed_and_kept_for_the_photo_and_clear_stops_it(page, tmp_path):

@@ -217,6 +217,84 @@ def test_the_sites_rollout_sentence_is_pythons_at_and_around_each_threshold(brow
     assert sum("rank the patches partly alike" in x for x in said) == 4 and "-0.00" not in "".join(said)
 
 
+RISING = np.linspace(0.001, 0.01, 24) / np.linspace(0.001, 0.01, 24).sum() * 0.99  # 24 patches' weights, rising
+LOOK_CASES = (  # (weights [N], prefix, grid, layer, head, query, guessed): the guess step's every branch
+    ([0.4, *[0.6 / 6] * 6], ["CLS"], (2, 3), 6, 0, 4, None),  # before a guess
+    ([0.05, 0.125, 0.0625, 0.5, 0.01, 0.3, 1e-7], ["CLS"], (2, 3), 6, 0, 4, 1),  # halves: 6.25 %, then 12.5 %
+    ([0.05, 0.125, 0.0625, 0.5, 0.01, 0.3, 1e-7], ["CLS"], (2, 3), 6, 0, 4, 5),  # an underflowing weight
+    ([0.05, 0.125, 0.0625, 0.5, 0.01, 0.3, 1e-7], ["CLS"], (2, 3), 11, 5, 4, 0),  # the same column
+    ([0.6, 0.2, 0.01, 0.19], ["CLS", "register 0"], (1, 2), 0, 3, 1, 1),  # two prefix tokens above the top patch
+    ([0.2, 0.1, 0.4, 0.2, 0.1], ["CLS"], (2, 2), 2, 1, 0, 1),  # the top patch found; CLS ties the guess below it
+    *(([0.01, *RISING], ["CLS"], (4, 6), 3, 2, 7, guessed) for guessed in (11, 13)),  # the 13th, the 11th
+    *(([0.01, *RISING[::-1]], ["CLS"], (4, 6), 3, 2, 7, guessed) for guessed in (11, 20)),  # the 12th, the 21st
+    ([0.0, 1.0, 0.0, 0.0], [], (2, 2), 1, 1, 0, 3),  # no prefix; the guess gets nothing
+)
+
+
+@pytest.mark.browser
+def test_the_sites_guess_sentence_is_pythons_in_every_branch(browser):
+    """One source of truth for the site's exercise "guess where a head looks": guess.js' sentence is
+    `sentences.look_words`' string for string, on the same weights, in each of its branches (no guess yet, the top
+    patch found, a guess rows and columns away, prefix tokens above every patch, a weight rounding at a half, an
+    underflowing one, the 11th to 13th and 21st ranks)."""
+    page = browser.new_page()
+    words = (explorer.STATIC / "text.js", site_build.PAGE / "bar.js", site_build.PAGE / "guess.js")
+    page.set_content("<script>" + "\n".join(p.read_text() for p in words) + "</script>")
+    cases = [
+        (np.array(w, np.float32).tolist(), prefix, grid, layer, head, query, guessed)
+        for w, prefix, grid, layer, head, query, guessed in LOOK_CASES
+    ]
+    said = page.evaluate("(cases) => cases.map((c) => vitvizLookWords(new Float32Array(c[0]), ...c.slice(1)))", cases)
+    page.close()
+    for case, got in zip(cases, said, strict=True):
+        assert got == sentences.look_words(np.array(case[0], np.float32), *case[1:]), case
+    joined = " ".join(said)
+    branches = ["Click it on the photo", "you found the head's top patch", "**13 %**", "**6.3 %**", "under 0.01 %"]
+    branches += ["More goes to CLS (60 %) and register 0 (20 %), tokens", "1 row and 4 columns", "2 columns from"]
+    branches += [f"{rank} of the 25 keys" for rank in ("11th", "12th", "13th", "21st")]
+    assert [b for b in branches if b not in joined] == []
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_sites_guess_of_where_a_head_looks_reveals_pythons_numbers(page, embedded):
+    """The site's exercise: a guess of the patch that a head attends to most from the centre patch, made through
+    the test handle and by a click on the step's photo, reveals that head's attention row, the guess's weight and
+    rank among the keys, and the head's top patch and its weight: Python's (`vitviz.analyze` on the same input)
+    within 1e-4, in `sentences.look_words`' words."""
+    run = page.evaluate("() => window.vitviz.site.analyse('examples/coffee.jpg', 'coffee', 336)")
+    a = vitviz.analyze(embedded, vitviz.example("coffee"), longest=336)
+    assert run["size"] == list(a.pixel_values.shape[2:])
+    (gh, gw), n_prefix, prefix = a.grid, a.n_prefix, list(embedded.prefix_tokens)
+    query = (gh // 2) * gw + gw // 2
+    asked = page.evaluate("() => window.vitviz.site.look(4, 2)")
+    assert asked["step"] == len(lesson.STEPS) + 1 and asked["title"] == "Guess where a head looks"
+    assert asked["query"] == query and "weight" not in asked
+    assert asked["text"] == sentences.look_words(np.array(asked["row"]), prefix, a.grid, 4, 2, query)
+    assert page.evaluate(BAR, "lesson")["hidden"]  # the photo alone: nothing gives the answer away
+    for layer, head, guessed in ((4, 2, 0), (9, 1, query + 1), (11, 5, gh * gw - 1)):
+        got = page.evaluate(f"() => window.vitviz.site.look({layer}, {head}, {guessed})")
+        row = a.query_rows(layer, query)[head].astype(np.float64)
+        np.testing.assert_allclose(got["row"], row, atol=1e-4)
+        assert got["weight"] == pytest.approx(row[n_prefix + guessed], abs=1e-4)
+        assert got["topWeight"] == pytest.approx(row[n_prefix:].max(), abs=1e-4)
+        assert row[n_prefix + got["top"]] >= row[n_prefix:].max() - 1e-4  # Python's top patch, or one tied with it
+        mine = row[n_prefix + guessed]
+        assert 1 + (row > mine + 1e-4).sum() <= got["rank"] <= 1 + (row > mine - 1e-4).sum()
+        assert got["keys"] == a.num_tokens
+        assert got["text"] == sentences.look_words(np.array(got["row"]), prefix, a.grid, layer, head, query, guessed)
+        assert not page.evaluate(BAR, "lesson")["hidden"]  # the head's real map, with its colour bar
+    top = got["top"]  # a click on the top patch's centre, as the student clicks
+    canvas = page.locator(".site-panel[data-tab=lesson] canvas")
+    box = canvas.bounding_box()
+    canvas.click(position={"x": (top % gw + 0.5) * box["width"] / gw, "y": (top // gw + 0.5) * box["height"] / gh})
+    clicked = page.evaluate(f"() => window.vitviz.site.lesson({len(lesson.STEPS) + 1})")
+    assert clicked["text"] == sentences.look_words(np.array(got["row"]), prefix, a.grid, 11, 5, query, top)
+    assert "you found the head's top patch" in clicked["text"]
+    page.select_option(".site-look-head", "0")  # another head: a new guess to make
+    assert "Click it on the photo" in page.evaluate(f"() => window.vitviz.site.lesson({len(lesson.STEPS) + 1})")["text"]
+
+
 @pytest.fixture(scope="module")
 def page(browser, served):
     context, page = open_site(browser, served + "?size=448")

@@ -107,7 +107,7 @@ def test_ablate_endpoint_hides_clicked_patches_and_names_bad_ones(client, model)
 
 def test_importance_endpoint_is_vitviz_importance(client, model):
     """The grid's sentence names the head `vitviz.importance` ranks first, with its change."""
-    _tiles, note = client.predict(handle_file(PHOTO), "dinov2-small", "224", "zero", api_name="/importance")
+    _tiles, note = client.predict(handle_file(PHOTO), "dinov2-small", "224", "zero", False, api_name="/importance")
     grid = importance(model, PHOTO, longest=224)
     layer, head, change = grid.ranked()[0]
     assert note.startswith(sentences.importance_words(grid, model))

@@ -482,3 +482,60 @@ def guess_words(grid, model, layer: int, head: int) -> str:
         f"You guessed **layer {layer}, head {head}**. Switched off alone, it {moved}; it {place} by the size of "
         f"that change, and {against}. {sure}"
     )
+
+
+def look_pct(share: float) -> str:
+    """A share of a query's attention as the site's guessing step says it (its twin: page/guess.js'
+    vitvizLookPct): "12 %", "3.4 %", "0.05 %" or "under 0.01 %", rounded as the browser's toFixed rounds (`fixed`)."""
+    value = abs(share) * 100
+    if value < 0.005:
+        return "under 0.01 %"
+    return f"{fixed(value, 0 if value >= 10 else 1 if value >= 1 else 2)} %"
+
+
+def look_words(
+    weights: np.ndarray, prefix, grid: tuple[int, int], layer: int, head: int, query: int, guessed: int | None = None
+) -> str:
+    """The static site's exercise "guess where a head looks", string for string as its page says it (twin:
+    page/guess.js' vitvizLookWords): before a guess (`guessed` None) what to do; after it, the weight that layer
+    `layer`'s head `head` gives the guessed patch from the query patch `query` (patches from 0, row by row), its
+    rank among all the keys (1 + the keys that get more), the head's top patch, how far it lies from the guess and
+    what share of its weight the guess gets, and the prefix tokens (`prefix`, their names) that get more than any
+    patch. weights [N]: the head's attention row of the query over every key, the prefix tokens first."""
+    gw = grid[1]
+
+    def patch(p: int) -> str:
+        return f"patch {p} (row {p // gw}, column {p % gw})"
+
+    if guessed is None:
+        return (
+            "A map shows where a head looks once it is drawn; before you see this one, guess. Take **layer "
+            f"{layer}, head {head}** (choose another above) and its query, {patch(query)}, marked with a white "
+            "square: which patch do you think this head attends to most from there? **Click it on the photo.** "
+            "Then the page draws the head's real attention and says how close you came."
+        )
+    w = np.asarray(weights, np.float64)
+    patches = w[len(prefix) :]
+    top = int(np.argmax(patches))
+    mine, best = float(patches[guessed]), float(patches[top])
+    rank = 1 + int((w > mine).sum())
+    said = (
+        f"You clicked **{patch(guessed)}**. Layer {layer}, head {head} gives it **{look_pct(mine)}** of the query's "
+        f"attention: it ranks **{ordinal(rank)} of the {len(w)} keys**."
+    )
+    if top == guessed:
+        said += " No patch gets more: you found the head's top patch."
+    else:
+        rows, columns = abs(top // gw - guessed // gw), abs(top % gw - guessed % gw)
+        away = " and ".join(f"{k} {unit}{'s' * (k != 1)}" for k, unit in ((rows, "row"), (columns, "column")) if k)
+        share = f": yours gets {look_pct(mine / best)} of its weight" if best > 0 else ""
+        said += f" The head's top patch is **{patch(top)}**, with {look_pct(best)}, {away} from yours{share}."
+    over = [f"{name} ({look_pct(w[i])})" for i, name in enumerate(prefix) if w[i] > best]
+    if over:
+        tokens = "a token" if len(over) == 1 else "tokens"
+        said += f" More goes to {' and '.join(over)}, {tokens} not on the photo, than to any patch."
+    outlined = "your guess" if top == guessed else "your guess and the top patch"
+    return (
+        f"{said} The picture is the head's real attention from the query (the white square), {outlined} outlined "
+        "in cyan. Click another patch to compare it, or choose another head and guess again."
+    )

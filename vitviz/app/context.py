@@ -274,7 +274,8 @@ class Context:
                 *args, evt, request, progress = values
                 if not args[0]:
                     return nothing
-                chosen = locate(server.get_analysis(*args[:3], request), *evt.index)
+                with large_labels(args[-1]):  # read in the labels' mode its picture was drawn in (`large_text`)
+                    chosen = locate(server.get_analysis(*args[:3], request), *evt.index)
                 if chosen is None:
                     return nothing
                 for i, value in zip(at, chosen, strict=True):

@@ -32,7 +32,8 @@ RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", WASM, "LICENS
 # the forward, the views, then the page
 SITE = (
     *("photo.js", "model.js", "rollout.js", "run.js", "pca.js"),  # a photo, the model and one forward
-    *("bar.js", "picture.js", "rolloutview.js", "positions.js", "heads.js", "output.js", "trend.js", "lesson.js"),
+    *("bar.js", "picture.js", "rolloutview.js", "positions.js", "heads.js", "output.js", "trend.js", "guess.js"),
+    "lesson.js",
     *("offline.js", "camera.js", "tabs.js", "pagecontrols.js", "choose.js", "loading.js", "sitehandle.js"),
     "site.js",  # the boot, last: it runs the rest
 )

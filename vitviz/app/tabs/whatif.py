@@ -11,7 +11,8 @@ import numpy as np
 
 from ... import render, sentences
 from ...ablation import HEAD_MODES, PATCH_MODES, ablate
-from ...head_importance import cost, importance
+from ...head_importance import Importance, cost, importance
+from ...render import large_labels
 from ...views.common import display, patch_at_display
 from ...views.whatif import importance_tiles, whatif_views
 from .. import heavy
@@ -137,16 +138,39 @@ def marked_photo(a, patches: list[int]):
     return render.mark_boxes(base, a.grid, np.array(mask).reshape(a.grid))
 
 
-def fresh(server: Server, image, model_name, size, request: gr.Request = None):
-    """A new photo or model: grey head tiles to click, no chosen patch, the photo, and the importance button with
-    its stated cost on this photo here."""
+@dataclass(frozen=True, eq=False)  # its grid's arrays have no truth value to compare
+class Measured:
+    """The head importance measured on one analysis (`key`: `Server.analysis_key`), kept by the session so that
+    its tiles are drawn again in the labels' mode that the page switches to."""
+
+    key: str | None
+    grid: Importance
+
+
+def fresh(server: Server, image, model_name, size, large_text: bool = False, request: gr.Request = None):
+    """A new photo or model: grey head tiles to click (in the labels' mode of `large_text`, the projector's), no
+    chosen patch, the photo, the importance button with its stated cost on this photo here, and no importance
+    kept."""
     m = server.get_model(model_name)
-    tiles = render.head_tiles(m.num_layers, m.num_heads)
+    with large_labels(large_text):
+        tiles = render.head_tiles(m.num_layers, m.num_heads)
     layer, head = gr.Slider(maximum=m.num_layers - 1), gr.Slider(maximum=m.num_heads - 1)
     if not image:
-        return tiles, "", None, layer, head, gr.skip()
+        return tiles, "", None, layer, head, gr.skip(), None
     a = server.get_analysis(image, model_name, size, request)
-    return tiles, "", marked_photo(a, []), layer, head, gr.Button(f"{IMPORTANCE} ({importance_cost(server, a)})")
+    cost_said = gr.Button(f"{IMPORTANCE} ({importance_cost(server, a)})")
+    return tiles, "", marked_photo(a, []), layer, head, cost_said, None
+
+
+def relabelled(server: Server, measured: Measured | None, key, model_name, large_text: bool):
+    """The head tiles drawn again in the labels' mode now on (`large_text`: the projector's, or not), so that a
+    click is read in the mode its tiles were drawn in (`Clicks`): coloured by the importance kept for this
+    analysis (`key`), grey where none is."""
+    with large_labels(large_text):
+        if measured is not None and measured.key == key:
+            return importance_tiles(measured.grid)[0]
+        m = server.get_model(model_name)
+        return render.head_tiles(m.num_layers, m.num_heads)
 
 
 IMPORTANCE = "Measure every head's importance: each switched off alone"
@@ -185,19 +209,27 @@ def measured_importance(server: Server, a, mode: str, request: gr.Request, progr
 
 @user_errors
 def measure_importance(
-    server: Server, image, model_name, size, mode="zero", request: gr.Request = None, progress=gr.Progress()
+    server: Server,
+    image,
+    model_name,
+    size,
+    mode="zero",
+    large_text: bool = False,
+    request: gr.Request = None,
+    progress=gr.Progress(),
 ):
     """(the head tiles coloured by each head's change of the output, in % of its unablated value, the top head
-    outlined, and the sentence naming the head that matters most): every head switched off alone, batched
-    (`vitviz.importance`)."""
+    outlined, drawn in the labels' mode of `large_text`; the sentence naming the head that matters most; the grid,
+    kept for this analysis): every head switched off alone, batched (`vitviz.importance`)."""
     a = server.get_analysis(image, model_name, size, request)
     grid = measured_importance(server, a, mode, request, progress, "whatif")
-    tiles, unit = importance_tiles(grid)
+    with large_labels(large_text):
+        tiles, unit = importance_tiles(grid)
     note = (
         f"{sentences.importance_words(grid, a.model)} (Tiles: each head's change {unit}, the top one outlined in "
         f"green; {grid.seconds:.1f} s here.)"
     )
-    return tiles, note
+    return tiles, note, Measured(server.analysis_key(image, model_name, size), grid)
 
 
 def stop(server: Server, request: gr.Request) -> str:
@@ -219,14 +251,14 @@ def build(ctx: Context) -> None:
             "where a head looks: switching it off measures what it does for the output."
         ),
     ) as tab:
-        with gr.Row():
-            with gr.Column(scale=1, min_width=300):
+        with gr.Row(elem_id="whatif-top"):  # on a projector: the tiles on the left, what switches a head off beside
+            with gr.Column(scale=1, min_width=300, elem_id="whatif-left"):
                 tiles = picture(label="Head tiles: click one to switch it off", clickable=True, elem_id="whatif-tiles")
                 with gr.Row():
                     measure = gr.Button(IMPORTANCE, elem_id="whatif-importance")
                     halt = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=100, elem_id="whatif-stop")
                 importance_note = gr.Markdown(elem_id="whatif-importance-note", label="Head importance")
-            with gr.Column(scale=1, min_width=300):
+            with gr.Column(scale=1, min_width=300, elem_id="whatif-controls"):
                 target = gr.Radio(
                     [(v, k) for k, v in TARGETS.items()], value="head", label="Switch off", elem_id="whatif-target"
                 )
@@ -285,15 +317,18 @@ def build(ctx: Context) -> None:
             rollout_before = picture(label="Rollout, as it is", elem_id="whatif-rollout-before")
             rollout_after = picture(label="Rollout, with it off", elem_id="whatif-rollout-after")
         gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])
+        measured = gr.State(None)  # this analysis' head importance (`Measured`), drawn again in another labels' mode
     bind = ctx.server.bind
     ctx.on_new_analysis(
         tab,
         bind(fresh),
-        ctx.where,
-        [tiles, patches, photo, layer, head, measure],
+        [*ctx.where, ctx.large],
+        [tiles, patches, photo, layer, head, measure, measured],
         api_visibility="private",
         show_progress="hidden",
     )
+    relabelling = dict(api_visibility="private", show_progress="hidden", **slots("draw"))
+    ctx.on_display(bind(relabelled), [measured, ctx.key, ctx.model_name, ctx.large], [tiles], **relabelling)
     ctx.server.on_click(photo, patch_toggled, [*ctx.where, patches], [patches, photo])
     outputs = [
         off,
@@ -318,7 +353,11 @@ def build(ctx: Context) -> None:
         clicks=Clicks([tiles], tile_at, [layer, head, target]),
     )
     measuring = measure.click(
-        bind(measure_importance), [*ctx.where, mode], [tiles, importance_note], api_name="importance", **slots("heavy")
+        bind(measure_importance),
+        [*ctx.where, mode, ctx.large],
+        [tiles, importance_note, measured],
+        api_name="importance",
+        **slots("heavy"),
     )
     halt.click(bind(stop), None, importance_note, cancels=[measuring], api_visibility="private", queue=False)
     ctx.stop_with_the_photo(stop, importance_note, [measuring])

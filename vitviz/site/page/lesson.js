@@ -1,11 +1,13 @@
-// The lesson (vitviz/lesson.py) in the browser: the same eight steps on this run, each a title, a picture and the
-// Python lesson's sentences string for string (tests/test_site.py holds them to lesson_step). The site runs the
-// embedded model only (a CLS token that its dense head does not read), so each step has that model's branch. The
-// phrases that depend on the model alone and the trend test's rule and orderings come from Python (build.py
-// `lesson_facts`); the numbers are this run's.
+// The lesson (vitviz/lesson.py) in the browser: the chapter's eight steps on this run, each a title, a picture and
+// the Python lesson's sentences string for string (tests/test_site.py holds them to lesson_step), then the site's
+// exercise, guess where a head looks (guess.js: the app's, the head that matters most, needs ablations). The site
+// runs the embedded model only (a CLS token that its dense head does not read), so each step has that model's
+// branch. The phrases that depend on the model alone and the trend test's rule and orderings come from Python
+// (build.py `lesson_facts`); the numbers are this run's.
 
 // The steps on a run whose summaries are in: [{title, text, draw(canvas)}], text as the Python lesson's Markdown;
-// draw returns the picture's colour bar (bar.js), or nothing where the picture has none
+// draw returns the picture's colour bar (bar.js), or nothing where the picture has none. The exercise's step is
+// {title, look, at(look)}: its text and picture follow the student's choice (guess.js)
 function vitvizLessonSteps(run, cfg, orderings) {
   const m = run.meta,
     f = cfg.lesson,
@@ -28,30 +30,8 @@ function vitvizLessonSteps(run, cfg, orderings) {
   const flat = Array.from(d),
     local = arg(flat, (a, b) => a < b),
     first = means[0];
-  const row = (layer, head, query) => {
-    // the head's attention row [N] of token `query`, as the Explorer computes it
-    const source = {
-      q: run.out.q.data.subarray(layer * n * H * m.headWidth),
-      k: run.out.k.data.subarray(layer * n * H * m.headWidth),
-    };
-    const scores = vitvizScores(new Float32Array(n), source, head, query, {
-      tokens: n,
-      heads: H,
-      dh: m.headWidth,
-      scale: m.scale,
-    });
-    const w = new Float32Array(n);
-    vitvizSoftmax(w, scores, 1);
-    return w;
-  };
-  // a map of attention weights [P] on the page's scale, its bar's ends in % of the query's attention
-  const weightsPicture = (canvas, w, marker) => {
-    const sc = vitvizScale([w], m.colourScale, m.scaleRule);
-    vitvizDrawMap(canvas, w, sc, m, run.photo, marker, null);
-    return vitvizScaleBar(m, sc, (x) => `${vitvizSignificant(100 * x)} %`, "the query's weights on the patches");
-  };
   const headPicture = (layer, head) => (canvas) =>
-    weightsPicture(canvas, row(layer, head, prefix + centre).subarray(prefix), centre);
+    vitvizWeightsPicture(canvas, run, vitvizAttentionRow(run, layer, head, prefix + centre).subarray(prefix), centre);
   const trend = vitvizDepthTrend(means, f, orderings),
     verb = f.trendVerbs[trend.direction];
   const steps = [];
@@ -178,7 +158,7 @@ function vitvizLessonSteps(run, cfg, orderings) {
     },
   });
 
-  const w = row(L - 1, 0, 0),
+  const w = vitvizAttentionRow(run, L - 1, 0, 0),
     sorted = Float64Array.from(w).sort(),
     k = Math.max(1, Math.ceil(0.01 * n));
   let top = 0,
@@ -193,7 +173,7 @@ function vitvizLessonSteps(run, cfg, orderings) {
       `exponential in the score. The largest weight is ${vitvizPyFixed(sorted[n - 1], 3)}, the top 1 % of keys ` +
       `hold ${vitvizPyPct(top)}, and the weights spread over about ${vitvizPyFixed(Math.exp(entropy))} of ${n} ` +
       `keys. The head's output is the weighted sum of the values. Tab ${f.insideTab} walks through every step.`,
-    draw: (canvas) => weightsPicture(canvas, w.subarray(prefix), null),
+    draw: (canvas) => vitvizWeightsPicture(canvas, run, w.subarray(prefix), null),
   });
 
   const dense = run.out.dense.data;
@@ -213,6 +193,7 @@ function vitvizLessonSteps(run, cfg, orderings) {
       return vitvizDenseBar(m);
     },
   });
+  steps.push(vitvizLookStep(run)); // the exercise (guess.js)
   return steps;
 }
 

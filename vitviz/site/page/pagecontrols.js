@@ -1,6 +1,7 @@
 // The page's controls: the input size, the tab bar (its arrows, Home and End, as a tab list's keyboard does), the
-// projector mode, Rollout's fusion, discard and direction, the lesson's Back and Next, and the position that the
-// Positions map shows (a click, or the arrow keys). Each sets the site's state (page.state) and draws again.
+// projector mode, Rollout's fusion, discard and direction, the lesson's Back and Next (and its exercise's, guess.js),
+// and the position that the Positions map shows (a click, or the arrow keys). Each sets the site's state
+// (page.state) and draws again.
 
 function vitvizPageControls(page, tabs) {
   const { cfg, state, params } = page,
@@ -46,6 +47,7 @@ function vitvizPageControls(page, tabs) {
       state.step += by;
       page.draw();
     });
+  vitvizLookControls(page);
   const rollPanel = $(".site-panel[data-tab=rollout]");
   for (const name of ["fusion", "toward"])
     rollPanel.querySelector(`.site-${name}`).addEventListener("change", (e) => {

@@ -46,8 +46,20 @@ function vitvizSiteHandle(page) {
       await page.lessonNeeds();
       state.step = step;
       page.show("lesson");
-      const s = state.run.lesson[step - 1];
+      const s = page.lessonStep(step);
       return { title: s.title, text: s.text, steps: state.run.lesson.length };
+    },
+    async look(layer, head, guessed = null) {
+      // the lesson's exercise on the shown photo with layer `layer`, head `head` and the patch `guessed` (from 0;
+      // null: none yet), set as its selects and a click on its photo set them, and drawn: {step, title, text} (the
+      // Markdown), the head's row of the query [N], the query patch and, once guessed, the revealed numbers
+      await page.lessonNeeds();
+      state.step = state.run.lesson.findIndex((s) => s.look) + 1;
+      page.show("lesson");
+      page.look({ layer, head });
+      page.look({ guessed });
+      const s = page.lessonStep(state.step);
+      return { step: state.step, title: s.title, text: s.text, row: Array.from(s.row), query: s.query, ...s.numbers };
     },
     positions(row, col) {
       state.position = [row, col];

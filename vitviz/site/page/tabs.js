@@ -1,7 +1,7 @@
 // The page's tabs: which one is shown, its pictures fitted to the first screen, and its view drawn from the run
 // shown (views in picture.js, rolloutview.js, positions.js, heads.js, output.js and lesson.js), once what it needs
-// is made. `page` is the site's shared state (site.js); this adds page.show(id), page.fit(), page.draw() and
-// page.lessonNeeds() to it.
+// is made. `page` is the site's shared state (site.js); this adds page.show(id), page.fit(), page.draw(),
+// page.lessonNeeds() and page.lessonStep(i) to it.
 
 function vitvizTabs(page) {
   const { cfg, state } = page;
@@ -42,12 +42,18 @@ function vitvizTabs(page) {
       });
     await Promise.all([state.ordering, state.run.summaries()]);
   };
+  // step i (from 1) of the shown run's lesson as shown: the exercise's as the student's choice has it (guess.js)
+  page.lessonStep = (i) => {
+    const step = state.run.lesson[i - 1];
+    return step.at ? step.at(state.look) : step;
+  };
   function drawLesson(panel, run) {
     if (run.lesson === undefined) run.lesson = vitvizLessonSteps(run, cfg, state.orderings);
     const steps = run.lesson;
     state.step = Math.min(Math.max(state.step, 1), steps.length);
     const i = state.step,
-      step = steps[i - 1];
+      step = page.lessonStep(i);
+    panel.querySelector(".site-look").hidden = !steps[i - 1].look;
     panel.querySelector(".site-step-at").textContent = `Step ${i} of ${steps.length}`;
     panel.querySelector(".site-step-title").textContent = step.title;
     panel.querySelector(".site-step-text").innerHTML = vitvizLessonHtml(step.text);
