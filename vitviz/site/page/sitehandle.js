@@ -47,14 +47,14 @@ function vitvizSiteHandle(page) {
       state.step = step;
       page.show("lesson");
       const s = page.lessonStep(step);
-      return { title: s.title, text: s.text, steps: state.run.lesson.length };
+      return { title: s.title, text: s.text, steps: page.lessonSteps().length };
     },
     async look(layer, head, guessed = null) {
       // the lesson's exercise on the shown photo with layer `layer`, head `head` and the patch `guessed` (from 0;
       // null: none yet), set as its selects and a click on its photo set them, and drawn: {step, title, text} (the
       // Markdown), the head's row of the query [N], the query patch and, once guessed, the revealed numbers
       await page.lessonNeeds();
-      state.step = state.run.lesson.findIndex((s) => s.look) + 1;
+      state.step = page.lessonSteps().findIndex((s) => s.look) + 1;
       page.show("lesson");
       page.look({ layer, head });
       page.look({ guessed });

@@ -43,13 +43,13 @@ function vitvizTabs(page) {
     await Promise.all([state.ordering, state.run.summaries()]);
   };
   // step i (from 1) of the shown run's lesson as shown: the exercise's as the student's choice has it (guess.js)
+  page.lessonSteps = () => (state.run.lesson ??= vitvizLessonSteps(state.run, cfg, state.orderings));
   page.lessonStep = (i) => {
-    const step = state.run.lesson[i - 1];
+    const step = page.lessonSteps()[i - 1];
     return step.at ? step.at(state.look) : step;
   };
-  function drawLesson(panel, run) {
-    if (run.lesson === undefined) run.lesson = vitvizLessonSteps(run, cfg, state.orderings);
-    const steps = run.lesson;
+  function drawLesson(panel) {
+    const steps = page.lessonSteps();
     state.step = Math.min(Math.max(state.step, 1), steps.length);
     const i = state.step,
       step = page.lessonStep(i);
@@ -105,7 +105,7 @@ function vitvizTabs(page) {
       else if (tab === "heads") vitvizHeadsView(panel, run);
       else if (tab === "output") vitvizOutputView(panel, run, cfg.lesson.dense);
       else if (tab === "positions") state.similarity = vitvizPositionsView(panel, cfg, ...state.position);
-      else if (tab === "lesson") drawLesson(panel, run);
+      else if (tab === "lesson") drawLesson(panel);
     };
     view();
     // the colour bar's words are in now: drawn once more if they took room from the picture
