@@ -194,14 +194,17 @@ def test_check_names_its_model_argument_offline(tmp_path):
 
 def test_the_embedded_models_name_is_the_librarys():
     assert cli.DEFAULT_MODEL == vitviz.DEFAULT_MODEL
-    assert set(cli.asked_by_name()) <= set(vitviz.METHODS)
+    assert set(cli.asked_by_name()) <= {*vitviz.METHODS, "guided_backprop"}
 
 
-def test_faithfulness_runs_occlusion_only_when_asked_by_name():
+def test_faithfulness_runs_occlusion_and_a_repeating_map_only_when_asked_by_name():
+    """Occlusion is slow; Guided Backprop's map is the gradient on a GELU ViT (test_methods): a default table
+    leaves both out, and either runs when it is named."""
     from vitviz.deletion import MAPS
 
     every = [*vitviz.METHODS, *MAPS]
-    assert cli.faithfulness_methods(None) == [m for m in every if m != "occlusion"]
+    assert cli.faithfulness_methods(None) == [m for m in every if m not in ("occlusion", "guided_backprop")]
+    assert cli.faithfulness_methods("guided_backprop") == ["guided_backprop"]
     assert cli.faithfulness_methods("all") == every
     assert cli.faithfulness_methods("occlusion,rollout") == ["occlusion", "rollout"]
 

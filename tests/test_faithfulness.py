@@ -148,6 +148,21 @@ def test_the_sentence_explains_a_curve_that_rises_at_its_last_step():
     assert "replacement is no absence to the model" in said
 
 
+def test_several_maps_say_why_a_curve_rises_at_its_end_once():
+    """A check of several maps gives each map its own last point, and the reason once, naming how many rise."""
+    from vitviz.deletion import end_note
+
+    flat, rising = made(np.linspace(0.5, 1, 50), 0.2, steps=4), made(np.linspace(0.5, 1, 50), 0.2, steps=4)
+    flat.deletion, rising.deletion = np.array([0.6, 0.4, 0.3, 0.2, 0.1]), np.array([0.6, 0.4, 0.3, 0.2, 0.45])
+    assert end_note([flat]) is None and end_note([flat, flat]) is None
+    note = end_note([flat, rising, rising])
+    assert note.startswith("2 of these 3 curves rise at the last point") and "no absence to the model" in note
+    assert end_note([rising]).startswith("Its curve rises")
+    brief = rising.sentence(why_end=False)
+    assert "there the output is 0.45, above its 0.2 at 75% hidden" in brief and "no absence" not in brief
+    assert "last point" not in flat.sentence(why_end=False)
+
+
 def test_one_band_of_random_orders_serves_every_map_of_an_output():
     """A band drawn once equals the one a check draws itself from the same seed; with it a map's curves cost only
     the map's own masked images, and every map is ranked against the very same orders."""
@@ -355,7 +370,7 @@ def test_a_box_or_a_text_is_the_target_the_curves_follow(embedded, coffee):
     np.testing.assert_array_equal(f.order, np.argsort(-patch_scores(r.raw, 14).ravel(), kind="stable"))
     assert f.target == "the dense map inside the box" and f.output == Output("dense", box=box)
     whole = faithfulness(embedded, coffee, scores=np.ones((16, 16)), steps=1, random_orders=1)
-    assert whole.target == "the dense map where salient" and whole.deletion[0] != pytest.approx(f.deletion[0])
+    assert whole.target == "the dense map on its salient parts" and whole.deletion[0] != pytest.approx(f.deletion[0])
     model, image = tiny_siglip(), random_image(40, 56, seed=3)
     model.tokenizer = word_tokenizer()
     for text, name in (([0, 5, 2], "the similarity with the text"), ("a dog", 'the similarity with "a dog"')):

@@ -145,9 +145,15 @@ class Faithfulness:
             return "faithful"
         return "worse than random" if self.p_worse <= LEVEL else "no better than chance"
 
-    def sentence(self) -> str:
+    @property
+    def rises_at_end(self) -> bool:
+        """Whether the deletion curve rises at its last step, every patch hidden (`_END` says why it may)."""
+        return len(self.deletion) > 2 and bool(self.deletion[-1] > self.deletion[-2])
+
+    def sentence(self, why_end: bool = True) -> str:
         """One sentence on this image, from the curves' own numbers: the verdict, the map's rank among the random
-        orders with its p, and the area's difference from theirs with their spread."""
+        orders with its p, and the area's difference from theirs with their spread. why_end: say why a curve that
+        rises at its last point does (False where `end_note` says it once for several maps)."""
         k, verdict = len(self.random_aucs), self.verdict
         replaced = f"replaced by {_REPLACED[self.replacement]}"
         whole = "over the whole curve"  # the verdict reads areas, not one step
@@ -178,12 +184,12 @@ class Faithfulness:
             f"is {self.deletion_auc:.4g}, {abs(gap):.2g} {side} the random orders' mean of {self.random_auc:.4g} "
             f"(their standard deviation {self.random_spread:.2g}; lower is better)."
         )
-        if len(self.deletion) > 2 and self.deletion[-1] > self.deletion[-2]:
+        if self.rises_at_end:
             said += (
                 f" The curve's last point, every patch hidden, is {_REPLACED[self.replacement]} alone, the same for "
                 f"every order: there the output is {self.deletion[-1]:.3g}, above its {self.deletion[-2]:.3g} at "
-                f"{self.fractions[-2]:.0%} hidden. {_END}"
-            )
+                f"{self.fractions[-2]:.0%} hidden."
+            ) + (f" {_END}" if why_end else "")
         return said + f" Putting the top patches back first gives an insertion area of {self.insertion_auc:.3g} " \
                       "(higher is better)."  # fmt: skip
 
@@ -196,6 +202,16 @@ _END = (
     "replacement is no absence to the model: its output on the replacement alone can be higher than with a few "
     "patches left."
 )
+
+
+def end_note(results) -> str | None:
+    """Why some of these curves rise at their last point, said once for them all (their sentences then leave it
+    out: `Faithfulness.sentence(why_end=False)`); None when none does."""
+    rising = sum(r.rises_at_end for r in results)
+    if not rising:
+        return None
+    which = "Its curve rises" if len(results) == 1 else f"{rising} of these {len(results)} curves rise"
+    return f"{which} at the last point, every patch hidden. {_END}"
 
 
 def band_note(band: RandomBand) -> str:

@@ -22,7 +22,8 @@ def add(sub) -> None:
     model_options(p)
     p.add_argument("--methods", default=None,
                    help=f"e.g. integrated_gradients,rollout, or all (default: every method but those of more than "
-                        f"{SLOW_PASSES} passes a map at 224 px, minutes a map: occlusion's one a patch)")  # fmt: skip
+                        f"{SLOW_PASSES} passes a map at 224 px, minutes a map: occlusion's one a patch; and "
+                        "guided_backprop, which on a GELU ViT repeats the gradient)")  # fmt: skip
     p.add_argument("--steps", type=positive, default=10, help="points on each curve, less one (10: every 10 %%)")
     p.add_argument("--replacement", default="blur", help="what a hidden patch shows: blur, mean or black")
     p.add_argument("--random", type=positive, default=50,
@@ -32,10 +33,11 @@ def add(sub) -> None:
 
 def asked_by_name() -> list[str]:
     """The methods that faithfulness runs only when named: those whose records say that a map at their defaults
-    sends more than SLOW_PASSES images through the model at 224 px (`methods.Method.passes`)."""
+    sends more than SLOW_PASSES images through the model at 224 px (`methods.Method.passes`), or that their map
+    repeats another's (`Method.repeats`)."""
     from .. import methods
 
-    return [k for k, m in methods.REGISTRY.items() if m.passes({}, REFERENCE_GRID) > SLOW_PASSES]
+    return [k for k, m in methods.REGISTRY.items() if m.repeats or m.passes({}, REFERENCE_GRID) > SLOW_PASSES]
 
 
 def faithfulness_methods(text: str | None) -> list[str]:

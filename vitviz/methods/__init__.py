@@ -111,7 +111,9 @@ class Method:
     """One attribution method. map(job) -> (raw, delta): raw [1,3,h,w] on the input's pixels or [gh,gw] one value
     per patch; delta a convergence delta or None. signed: its map can push the output down as well as up.
     calls(options, grid, batch): how many times it calls the output, which images through the model are
-    calls(..., batch=1). offered: the Attributions tab's list offers it (rollout is shown beside every map)."""
+    calls(..., batch=1). offered: the Attributions tab's list offers it (rollout is shown beside every map).
+    repeats: the method whose map this one's equals on the ViTs vitviz loads (their MLPs use GELU), so that a
+    table of every method runs it only when it is named."""
 
     key: str
     label: str
@@ -121,6 +123,7 @@ class Method:
     calls: Callable[[dict, tuple[int, int], int], int] = field(default=lambda options, grid, batch: 1)
     order: int = 100
     offered: bool = True
+    repeats: str | None = None
 
     def settings(self, given: dict) -> dict:
         """This method's options by keyword, and only those: each value given checked against its declaration

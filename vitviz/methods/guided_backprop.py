@@ -21,4 +21,4 @@ def guided_backprop(job: Job) -> tuple:
 
 
 METHOD = Method("guided_backprop", "Guided Backprop (negative gradients stopped at ReLUs)", signed=True,
-                map=guided_backprop, order=10, offered=False)  # fmt: skip
+                map=guided_backprop, order=10, offered=False, repeats="the gradient")  # fmt: skip

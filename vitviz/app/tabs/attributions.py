@@ -8,7 +8,7 @@ import numpy as np
 from ... import methods, plots, render, sanity, sentences
 from ...analysis import Analysis
 from ...attributions import METHODS, attribute, input_analysis, patch_scores
-from ...deletion import RANDOM_ORDERS, band_note, faithfulness, passes
+from ...deletion import RANDOM_ORDERS, band_note, end_note, faithfulness, passes
 from ...maps import DEFAULT_SCALE
 from ...odds import LEVEL, needed
 from ...views import common
@@ -176,8 +176,9 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
         made[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
     size = tuple(g * a.model.patch_size for g in band.grid)
     forward_said = sentences.attribution_check_forward(size, a.pixel_values.shape[2:], band.output.name(a.model))
-    text = "\n\n".join([forward_said, band_note(band), *(f"**{name}.** {r.sentence()} {m}, curves {r.seconds:.1f} s."
-                                           for name, r, m in zip(names, results, made, strict=True))])  # fmt: skip
+    lines = [f"**{name}.** {r.sentence(why_end=False)} {m}, curves {r.seconds:.1f} s."
+             for name, r, m in zip(names, results, made, strict=True)]  # fmt: skip
+    text = "\n\n".join(filter(None, [forward_said, band_note(band), *lines, end_note(results)]))
     return plots.faithfulness_curves(results, names), text
 
 
@@ -271,15 +272,15 @@ def build(ctx: Context) -> None:
             with gr.Column(min_width=140):
                 button = gr.Button(COMPUTE, variant="primary")
                 halt = gr.Button("Stop", variant="stop", size="sm")
+        with gr.Row(elem_id="attr-results"):  # the maps first: on the first screen after Compute
+            shown = picture(label="Attribution", elem_id="attribution")
+            roll = picture(label="Attention rollout, toward the same output")
+            rel = picture(label="Relevancy (Chefer et al.)")
         with gr.Row(elem_id="attr-box-row"):
             box_img = picture(label="Box for the dense head: click two corners", scale=1, clickable=True)
             with gr.Column(scale=2):
                 clear = gr.Button("Clear the box (whole image)", size="sm")
                 summary = gr.Markdown(elem_id="attr-summary", label="Summary")
-        with gr.Row(elem_id="attr-results"):
-            shown = picture(label="Attribution", elem_id="attribution")
-            roll = picture(label="Attention rollout, toward the same output")
-            rel = picture(label="Relevancy (Chefer et al.)")
         with gr.Row():
             faithful = gr.Button(CHECK, elem_id="check-faithfulness")
         gr.Markdown(

@@ -7,7 +7,7 @@ import gradio as gr
 
 from ... import plots, sentences
 from ...attributions import attribution_size, input_analysis
-from ...deletion import RANDOM_ORDERS, band_note, faithfulness, passes
+from ...deletion import RANDOM_ORDERS, band_note, end_note, faithfulness, passes
 from ...derived import Derived
 from ...maps import HEAD_FUSIONS
 from ...odds import LEVEL, needed
@@ -78,9 +78,10 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
     names = [f"Rollout, {f} fusion" + (" (the one shown)" if f == fusion else "") for f in fusions]
     size = attribution_size(a.model, *a.image.shape[:2])
     where = sentences.check_forward(discard, size, a.pixel_values.shape[2:], output.name(a.model))
-    lines = [f"**{n}.** {r.sentence()} (Curves computed in {r.seconds:.1f} s.)"
+    lines = [f"**{n}.** {r.sentence(why_end=False)} (Curves computed in {r.seconds:.1f} s.)"
              for n, r in zip(names, results, strict=True)]  # fmt: skip
-    return plots.faithfulness_curves(results, names), "\n\n".join([where, band_note(band), *lines])
+    said = [where, band_note(band), *lines, end_note(results)]
+    return plots.faithfulness_curves(results, names), "\n\n".join(filter(None, said))
 
 
 def _curves(grid, band_kept: bool = False) -> int:
