@@ -274,7 +274,7 @@ def build(ctx: Context) -> None:
                 halt = gr.Button("Stop", variant="stop", size="sm")
         with gr.Row(elem_id="attr-results"):  # the maps first: on the first screen after Compute
             shown = picture(label="Attribution", elem_id="attribution")
-            roll = picture(label="Attention rollout, toward the same output")
+            roll = picture(label="Rollout, toward the same output")
             rel = picture(label="Relevancy (Chefer et al.)")
         with gr.Row(elem_id="attr-box-row"):
             box_img = picture(label="Box for the dense head: click two corners", scale=1, clickable=True)

@@ -141,8 +141,9 @@ def build(ctx: Context) -> None:
             toward = gr.Radio([(label, key) for key, label in FOLLOWED.items()], value="output",
                               label="Rollout toward", elem_id="rollout-toward")  # fmt: skip
         with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first"]):
-            original = picture(label="Your image, for comparison")
-            rollout = picture(label="Rollout (bilinear)", elem_id="rollout")
+            # 4 : 5, the map's colour bar beside it: both pictures of one height
+            original = picture(label="Your image, for comparison", scale=4)
+            rollout = picture(label="Rollout (bilinear)", scale=5, elem_id="rollout")
         gr.Markdown(sentences.legend("clip"), elem_classes=["legend"])
         note = gr.Markdown(label="Brightest patch", elem_id="rollout-note")
         truth = gr.Markdown(label="What this map can tell you", elem_id="rollout-truth")
