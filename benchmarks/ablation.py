@@ -41,14 +41,20 @@ def at(model, photo, side: int, repeat: int) -> None:
 
     click = median_seconds(clicked, repeat)
     viewed = median_seconds(lambda: clicked().rollout(), repeat)
-    print(f"{w}×{h} px: forward {forward:.3f} s; ablation {click:.3f} s ({click / forward:.2f}× a forward); "
-          f"with its rollout {viewed:.3f} s ({viewed / forward:.2f}×)", flush=True)  # fmt: skip
+    print(
+        f"{w}×{h} px: forward {forward:.3f} s; ablation {click:.3f} s ({click / forward:.2f}× a forward); "
+        f"with its rollout {viewed:.3f} s ({viewed / forward:.2f}×)",
+        flush=True,
+    )
     start = time.perf_counter()
     grid = importance(model, photo, longest=side)
     seconds = time.perf_counter() - start
     stated = cost(model, (h, w))
-    print(f"{w}×{h} px: importance of {grid.after.size} heads {seconds:.1f} s = {seconds / forward:.1f} forwards "
-          f"(stated cost {stated:.0f} forwards' work); load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    print(
+        f"{w}×{h} px: importance of {grid.after.size} heads {seconds:.1f} s = {seconds / forward:.1f} forwards "
+        f"(stated cost {stated:.0f} forwards' work); load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
 
 
 def main() -> None:

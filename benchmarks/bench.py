@@ -149,8 +149,11 @@ def bench_app(model: VitModel, repeats: int, bare_forward: Callable[[], object])
     print(f"\napp served from this process on 127.0.0.1, new 448x448 photos to an idle server, median of {repeats}")
     print(f"  gradio_client round trip, trivial view {ms['trivial']:8.1f} ms   (it polls every 50 ms)")
     print(f"  plain HTTP round trip, trivial view    {ms['http trivial']:8.1f} ms")
-    for name, label in (("one", "gradio_client: new image -> /tokens"), ("http one", "plain HTTP: upload + /tokens"),
-                        ("two", "gradio_client: /analyze, then /tokens")):  # fmt: skip
+    for name, label in (
+        ("one", "gradio_client: new image -> /tokens"),
+        ("http one", "plain HTTP: upload + /tokens"),
+        ("two", "gradio_client: /analyze, then /tokens"),
+    ):
         print(f"  {label:<39}{ms[name]:8.1f} ms   {ratio[name]:.2f}x the bare forward before it (target <= 1.5x)")
     print(f"  first draw of each other tab (gradio_client), {look_s:.0f} s after the last | back to back:")
     for name in ("/attention", "/rollout", "/output", "/heads"):
@@ -199,8 +202,9 @@ def app_in_process(model: VitModel) -> Iterator[str]:
     server.models[model.name] = model
     port = free_port()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
-    demo = serve(["--port", str(port), "--model", model.name, "--device", model.device.type], block=False,
-                 server=server)  # fmt: skip
+    demo = serve(
+        ["--port", str(port), "--model", model.name, "--device", model.device.type], block=False, server=server
+    )
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -260,8 +264,22 @@ def api_call(move: tuple, image, model_name: str, size: str) -> tuple:
     _, layer, head, query = move
     head = {None: -1, "all": -2}.get(head, head)  # the API's head values
     query = ("readout", -1) if query == "cls" else ("a patch (click one in a picture)", query)
-    return ("attention", image, model_name, size, layer, head, *query, "weight", "inferno", 0.6,
-            "shared across heads", DEFAULT_SCALE, 0, False)  # fmt: skip
+    return (
+        "attention",
+        image,
+        model_name,
+        size,
+        layer,
+        head,
+        *query,
+        "weight",
+        "inferno",
+        0.6,
+        "shared across heads",
+        DEFAULT_SCALE,
+        0,
+        False,
+    )
 
 
 def bench_live(model: VitModel, frames: int = 20) -> None:
@@ -335,22 +353,39 @@ def bench_faithfulness(model: VitModel, folders: list[str]) -> None:
     from vitviz import EXAMPLES, example
     from vitviz.attributions import METHODS
     from vitviz.cli import image_files
-    from vitviz.deletion import MAPS, MethodSummary, over_images, table
+    from vitviz.deletion import MAPS
+    from vitviz.deletion_table import MethodSummary, over_images, table
 
     files = [example(name) for name in EXAMPLES] + (image_files(folders) if folders else [])
     methods = [*METHODS, *MAPS]
-    print(f"faithfulness of every map on {len(files)} photos, model {model.name}, torch threads "
-          f"{torch.get_num_threads()}: 10 % steps, 5 random orders, hidden patches blurred", flush=True)  # fmt: skip
+    print(
+        f"faithfulness of every map on {len(files)} photos, model {model.name}, torch threads "
+        f"{torch.get_num_threads()}: 10 % steps, 5 random orders, hidden patches blurred",
+        flush=True,
+    )
     rows: list[list[MethodSummary]] = []
     for path in files:  # one photo at a time, printed as it comes: a long run leaves its figures behind
         rows.append(over_images(model, [path], methods, on_skip=lambda p, e: print(f"skipped {p}: {e}")))
-        print(f"{path.name}: " + ", ".join(f"{r.method} {r.deletion_auc:.3f}/{r.random_auc:.3f}"
-                                           for r in rows[-1]), flush=True)  # fmt: skip
-    print(table([MethodSummary(
-        method=m, images=len(rows), faithful=sum(r[i].faithful for r in rows),
-        **{k: float(np.mean([getattr(r[i], k) for r in rows]))
-           for k in ("deletion_auc", "insertion_auc", "random_auc", "map_seconds", "curve_seconds")})
-        for i, m in enumerate(methods)]))  # fmt: skip
+        print(
+            f"{path.name}: " + ", ".join(f"{r.method} {r.deletion_auc:.3f}/{r.random_auc:.3f}" for r in rows[-1]),
+            flush=True,
+        )
+    print(
+        table(
+            [
+                MethodSummary(
+                    method=m,
+                    images=len(rows),
+                    faithful=sum(r[i].faithful for r in rows),
+                    **{
+                        k: float(np.mean([getattr(r[i], k) for r in rows]))
+                        for k in ("deletion_auc", "insertion_auc", "random_auc", "map_seconds", "curve_seconds")
+                    },
+                )
+                for i, m in enumerate(methods)
+            ]
+        )
+    )
 
 
 def bench_stats(model: VitModel, counts: tuple[int, ...] = (16, 64), batch: int = 4) -> None:
@@ -393,8 +428,19 @@ def bench_stats(model: VitModel, counts: tuple[int, ...] = (16, 64), batch: int 
         sub.mkdir()
         for f in files[:count]:
             (sub / f.name).symlink_to(f)
-        cmd = [sys.executable, "-m", "vitviz", "stats", str(sub), "--out", str(folder / f"out{count}"),
-               "--batch", str(batch), "--device", str(model.device.type)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "vitviz",
+            "stats",
+            str(sub),
+            "--out",
+            str(folder / f"out{count}"),
+            "--batch",
+            str(batch),
+            "--device",
+            str(model.device.type),
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(proc.pid, 0)
         print(f"  peak RSS, {count:3d} images          {usage.ru_maxrss / 2**20:8.2f} GiB   (exit {status >> 8})")

@@ -199,8 +199,10 @@ def main(argv: list[str] | None = None) -> None:
     with open(log, "w") as out, running_app(["--device", args.device], log=out) as (url, pid):  # the last wins
         client = "plain HTTP" if args.http else "gradio_client"
         print(f"{client}, {os.cpu_count()} cores")
-        print(f"{args.users} users x (1 upload + {args.moves} moves) x {args.rounds} rounds; cache cap "
-              f"{args.cache_mb / 1024:.2f} GiB; server RSS at start {rss_bytes(pid) / GIB:.2f} GiB")  # fmt: skip
+        print(
+            f"{args.users} users x (1 upload + {args.moves} moves) x {args.rounds} rounds; cache cap "
+            f"{args.cache_mb / 1024:.2f} GiB; server RSS at start {rss_bytes(pid) / GIB:.2f} GiB"
+        )
         spy = stages.record(pid, args.profile) if args.profile else None
         for r in range(args.rounds):
             before, samples, stop = rss_bytes(pid), [], threading.Event()
@@ -231,10 +233,12 @@ def main(argv: list[str] | None = None) -> None:
                 for name, seconds in u.view_s.items():
                     views.setdefault(name, []).extend(seconds)
             forwards = log.read_text().count("forward: a new analysis")
-            print(f"round {r + 1} ({took:.0f} s): RSS {before / GIB:.2f} GiB before, {peak / GIB:.2f} at peak, "
-                  f"{after / GIB:.2f} {args.settle_s:.0f} s after; {forwards} forwards so far for "
-                  f"{(r + 1) * args.users} uploads; {len(round_errors)} errors"
-                  f"{': ' + round_errors[0] if round_errors else ''}")  # fmt: skip
+            print(
+                f"round {r + 1} ({took:.0f} s): RSS {before / GIB:.2f} GiB before, {peak / GIB:.2f} at peak, "
+                f"{after / GIB:.2f} {args.settle_s:.0f} s after; {forwards} forwards so far for "
+                f"{(r + 1) * args.users} uploads; {len(round_errors)} errors"
+                f"{': ' + round_errors[0] if round_errors else ''}"
+            )
             cores_s = took * os.cpu_count()
             print(f"  CPU: the server {server_cpu:.0f} s, the clients {client_cpu:.0f} s, of {cores_s:.0f} s")
             print(

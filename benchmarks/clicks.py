@@ -56,8 +56,14 @@ LIVE = """(before) => {
   return s && s.key && s.key !== before && s.loaded.includes(s.layer) ? performance.now() - window.__clicks.down : null;
 }"""
 # Each tab's main picture, in the tabs' order (the Explorer draws on a canvas: its own benchmark times it)
-PICTURES = {"tokens": "tokens", "inside": "inside-weights", "rollout": "rollout", "positions": "pos-large",
-            "output": "dense", "lesson": "lesson-picture"}  # fmt: skip
+PICTURES = {
+    "tokens": "tokens",
+    "inside": "inside-weights",
+    "rollout": "rollout",
+    "positions": "pos-large",
+    "output": "dense",
+    "lesson": "lesson-picture",
+}
 
 
 def src(page, view: str) -> str:
@@ -170,8 +176,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{kind:<32}{len(a):>4}{np.median(a):>9.0f}{np.percentile(a, 95):>9.0f}{a.max():>9.0f}")
     upload = np.array(waits["upload: the Tokens view drawn"])
     forward = np.array(waits["the bare forward at 448, just before"])
-    print(f"upload / bare forward, median: {np.median(upload / forward):.2f}x; target 1.5x + 0.5 s = "
-          f"{1.5 * np.median(forward) + 500:.0f} ms")  # fmt: skip
+    print(
+        f"upload / bare forward, median: {np.median(upload / forward):.2f}x; target 1.5x + 0.5 s = "
+        f"{1.5 * np.median(forward) + 500:.0f} ms"
+    )
     print(f"load average after: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)")
 
 

@@ -39,8 +39,10 @@ def main() -> None:
             maps = model.dense_map(out.hidden_states[-1], grid, tuple(x.shape[2:]))[:, 0].numpy()
         sharp = np.kron((hidden == 0).reshape(grid), np.ones((p, p))).astype(bool)
         for label, m in zip(("photo", "90 % hidden", "blur alone"), maps, strict=True):
-            print(f"  {label}: map mean {m.mean():.3f}, on the 10 % left {m[sharp].mean():.3f}, elsewhere "
-                  f"{m[~sharp].mean():.3f}; output {(m * maps[0]).sum() / maps[0].sum():.3f}")  # fmt: skip
+            print(
+                f"  {label}: map mean {m.mean():.3f}, on the 10 % left {m[sharp].mean():.3f}, elsewhere "
+                f"{m[~sharp].mean():.3f}; output {(m * maps[0]).sum() / maps[0].sum():.3f}"
+            )
 
 
 if __name__ == "__main__":

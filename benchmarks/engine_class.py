@@ -40,8 +40,16 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def user(model, photo: np.ndarray, batcher: Batcher | None, moves: int, think: tuple[float, float], seed: int,
-         out: dict, draws: threading.Semaphore) -> None:  # fmt: skip
+def user(
+    model,
+    photo: np.ndarray,
+    batcher: Batcher | None,
+    moves: int,
+    think: tuple[float, float],
+    seed: int,
+    out: dict,
+    draws: threading.Semaphore,
+) -> None:
     rng = np.random.default_rng(seed)
     device = torch.device(model.device)
     try:
@@ -87,8 +95,10 @@ def main(argv: list[str] | None = None) -> None:
     rollout_view(analyze(model, warm, 448), "mean", 0.5)
     if batcher and not args.cold:
         batcher.warm(model, 448)  # as the server warms a model it loads where it batches
-    print(f"{model.name} on {model.device}; {args.users} users x (1 upload + {args.moves} moves) x {args.rounds} "
-          f"rounds; batching window {args.batch_ms} ms; think times {think[0]}-{think[1]} s")  # fmt: skip
+    print(
+        f"{model.name} on {model.device}; {args.users} users x (1 upload + {args.moves} moves) x {args.rounds} "
+        f"rounds; batching window {args.batch_ms} ms; think times {think[0]}-{think[1]} s"
+    )
     uploads, moves, errors = [], [], []
     draws = threading.Semaphore(args.draws)
     stacks = Stacks() if args.profile else contextlib.nullcontext()

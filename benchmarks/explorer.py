@@ -119,8 +119,10 @@ def main_html(tmp: Path) -> None:
             shot = photos(1, tmp, side=side, prefix=f"html{side}")[0]
             a = vitviz.analyze(model, shot, longest=side)
             path = vitviz.export_html(a, tmp / f"explorer{side}.html")
-            print(f"{side}x{side} photo, {a.num_tokens} tokens: the file is {path.stat().st_size / 1e6:.1f} MB "
-                  f"(12 layers, base64 float32)")  # fmt: skip
+            print(
+                f"{side}x{side} photo, {a.num_tokens} tokens: the file is {path.stat().st_size / 1e6:.1f} MB "
+                f"(12 layers, base64 float32)"
+            )
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             t0 = time.perf_counter()
             page.goto(path.as_uri())

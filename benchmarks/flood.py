@@ -158,8 +158,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="vitviz-flood-"))
     images = photos(2 * args.photos + 2, folder, prefix="flood")
-    print(f"load average before: {os.getloadavg()[0]:.2f}; {args.photos} uploads each way; {args.flood} requests at "
-          f"once every {args.every:g} s")  # fmt: skip
+    print(
+        f"load average before: {os.getloadavg()[0]:.2f}; {args.photos} uploads each way; {args.flood} requests at "
+        f"once every {args.every:g} s"
+    )
     with running_app() as (url, pid):
         flooder, victim = HttpApi(url, session="flooder"), HttpApi(url, session="victim")
         image = flooder.upload(images[0])
@@ -182,15 +184,20 @@ def main(argv: list[str] | None = None) -> None:
             stop.set()
             got.update(answers.get(timeout=120))
             worker.join(120)
-            print(f"  upload {i + 1}: alone {alone[-1]:.2f} s, under {'the control' if args.control else 'the flood'} "
-                  f"{flooded[-1]:.2f} s; the server's CPU meanwhile {server_cpu:.2f} s", flush=True)  # fmt: skip
+            print(
+                f"  upload {i + 1}: alone {alone[-1]:.2f} s, under {'the control' if args.control else 'the flood'} "
+                f"{flooded[-1]:.2f} s; the server's CPU meanwhile {server_cpu:.2f} s",
+                flush=True,
+            )
     client_cpu = got.pop("cpu_s", 0.0)
     a, f = np.median(alone), np.median(flooded)
     beside = "a busy process beside" if args.control else "the flood"
-    print(f"an upload to its view: alone {a:.2f} s (max {max(alone):.2f}), under {beside} {f:.2f} s (max "
-          f"{max(flooded):.2f}): {f / a:.2f}x (bound 1.3x); the flood's answers {dict(got)}, its client's CPU "
-          f"{client_cpu:.1f} s ({args.client}); load "
-          f"{os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(
+        f"an upload to its view: alone {a:.2f} s (max {max(alone):.2f}), under {beside} {f:.2f} s (max "
+        f"{max(flooded):.2f}): {f / a:.2f}x (bound 1.3x); the flood's answers {dict(got)}, its client's CPU "
+        f"{client_cpu:.1f} s ({args.client}); load "
+        f"{os.getloadavg()[0]:.2f}"
+    )
 
 
 def server_seconds(pid: int) -> float:

@@ -95,9 +95,11 @@ def load(
         peak = rss_bytes(pid) / GIB
         time.sleep(settle_s)  # the server frees evicted results at most once per 10 s (its janitor)
         rss.append(rss_bytes(pid) / GIB)
-        print(f"  round {r + 1}: {clients}x{requests} in {took:5.0f} s, server RSS {peak:.2f} GiB at its end, "
-              f"{rss[-1]:.2f} GiB {settle_s:.0f} s later, "
-              f"{len(errors)} refused{': ' + errors[0] if errors else ''}")  # fmt: skip
+        print(
+            f"  round {r + 1}: {clients}x{requests} in {took:5.0f} s, server RSS {peak:.2f} GiB at its end, "
+            f"{rss[-1]:.2f} GiB {settle_s:.0f} s later, "
+            f"{len(errors)} refused{': ' + errors[0] if errors else ''}"
+        )
     return rss
 
 
@@ -106,8 +108,21 @@ def attribute_request(url: str, image: Path, n_steps: int, samples: int, times: 
 
     start = time.perf_counter()
     client = Client(url, verbose=False, ssl_verify=False)
-    client.predict(handle_file(str(image)), "dinov2-small", "model default", "Integrated Gradients", "default",
-                   "blurred", n_steps, samples, 11, [], "inferno", 0.6, api_name="/attribute")  # fmt: skip
+    client.predict(
+        handle_file(str(image)),
+        "dinov2-small",
+        "model default",
+        "Integrated Gradients",
+        "default",
+        "blurred",
+        n_steps,
+        samples,
+        11,
+        [],
+        "inferno",
+        0.6,
+        api_name="/attribute",
+    )
     times.append(time.perf_counter() - start)
 
 
@@ -149,8 +164,10 @@ def main(argv: list[str] | None = None) -> None:
             t.join()
         done = rss_bytes(pid) / GIB
         time.sleep(15)
-        print(f"4 Integrated Gradients at once (32 steps): done in {max(times):.0f} s, server RSS "
-              f"{done:.2f} GiB at their end, {rss_bytes(pid) / GIB:.2f} GiB 15 s later")  # fmt: skip
+        print(
+            f"4 Integrated Gradients at once (32 steps): done in {max(times):.0f} s, server RSS "
+            f"{done:.2f} GiB at their end, {rss_bytes(pid) / GIB:.2f} GiB 15 s later"
+        )
 
         fresh = photos(10, folder, prefix="fresh")
         solo = float(np.median(analyses_ms(url, fresh[:5])))
@@ -160,8 +177,10 @@ def main(argv: list[str] | None = None) -> None:
         time.sleep(3)
         during = float(np.median(analyses_ms(url, fresh[5:10])))
         heavy.join()
-        print(f"new 448 px image analysed alone {solo:.0f} ms, during IG at 128 steps x 3 samples {during:.0f} ms:"
-              f" {during / solo:.2f}x (target <= 2x)")  # fmt: skip
+        print(
+            f"new 448 px image analysed alone {solo:.0f} ms, during IG at 128 steps x 3 samples {during:.0f} ms:"
+            f" {during / solo:.2f}x (target <= 2x)"
+        )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,16 @@ def outputs_of(model, every: bool) -> list[Output]:
     return [Output("readout")]
 
 
-def run(model, files: list, methods: list[str], outputs: list[Output], orders: int, seeds: tuple[int, int],
-        batch: int, minutes: float) -> dict:  # fmt: skip
+def run(
+    model,
+    files: list,
+    methods: list[str],
+    outputs: list[Output],
+    orders: int,
+    seeds: tuple[int, int],
+    batch: int,
+    minutes: float,
+) -> dict:
     """{output: {method: [(first, second) Faithfulness per photo]}}: each map against the bands of both seeds,
     printed as it comes; the photos done (none is started after `minutes`); and the seconds of each band and of
     each map's curves."""
@@ -57,8 +65,7 @@ def run(model, files: list, methods: list[str], outputs: list[Output], orders: i
         done.append(path)
         for output in outputs:
             start = time.perf_counter()
-            bands = [random_band(model, path, random_orders=orders, seed=s, output=output, batch=batch)
-                     for s in seeds]  # fmt: skip
+            bands = [random_band(model, path, random_orders=orders, seed=s, output=output, batch=batch) for s in seeds]
             seconds["band"] += [b.seconds for b in bands]
             said = []
             for method in methods:
@@ -69,8 +76,11 @@ def run(model, files: list, methods: list[str], outputs: list[Output], orders: i
                 seconds["map"].append(f.map_seconds)
                 said.append(f"{method} {f.below}/{g.below} {SHORT[f.verdict]}{SHORT[g.verdict]}")
             name = getattr(path, "name", "noise")
-            print(f"{name} · {output.short(model.labels)} ({time.perf_counter() - start:.0f} s, load "
-                  f"{os.getloadavg()[0]:.1f}): " + "; ".join(said), flush=True)  # fmt: skip
+            print(
+                f"{name} · {output.short(model.labels)} ({time.perf_counter() - start:.0f} s, load "
+                f"{os.getloadavg()[0]:.1f}): " + "; ".join(said),
+                flush=True,
+            )
     return {"results": results, "seconds": seconds, "files": done}
 
 
@@ -81,12 +91,19 @@ def ranks_table(model, results: dict, files: list, orders: int) -> str:
     lines = []
     for output, by_method in results.items():
         methods = list(by_method)
-        lines += ["", f"**{output.name(model)}** ({model.name}: below how many of {orders} random orders, seed 0 / "
-                  "seed 1, and the verdicts)", "", "| photo | " + " | ".join(methods) + " |",
-                  "| --- |" + " --- |" * len(methods)]  # fmt: skip
+        lines += [
+            "",
+            f"**{output.name(model)}** ({model.name}: below how many of {orders} random orders, seed 0 / "
+            "seed 1, and the verdicts)",
+            "",
+            "| photo | " + " | ".join(methods) + " |",
+            "| --- |" + " --- |" * len(methods),
+        ]
         for i, path in enumerate(files):
-            cells = [f"{f.below} / {g.below} {SHORT[f.verdict]}{SHORT[g.verdict]}"
-                     for f, g in (by_method[m][i] for m in methods)]  # fmt: skip
+            cells = [
+                f"{f.below} / {g.below} {SHORT[f.verdict]}{SHORT[g.verdict]}"
+                for f, g in (by_method[m][i] for m in methods)
+            ]
             lines.append(f"| {getattr(path, 'stem', path)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -97,18 +114,25 @@ def summary(model, results: dict, orders: int) -> str:
     lines = []
     for output, by_method in results.items():
         n = len(next(iter(by_method.values())))
-        lines += ["", f"**{output.name(model)}** ({n} photos, {model.name}, {orders} random orders a seed)", "",
-                  "| map | rank: median (min–max) | faithful | no better than chance | worse than random | "
-                  "verdicts changed by the seed | area − random mean, in SDs (median) |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        lines += [
+            "",
+            f"**{output.name(model)}** ({n} photos, {model.name}, {orders} random orders a seed)",
+            "",
+            "| map | rank: median (min–max) | faithful | no better than chance | worse than random | "
+            "verdicts changed by the seed | area − random mean, in SDs (median) |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for method, pairs in by_method.items():
             below = np.array([f.below for f, _ in pairs])
             verdicts = [f.verdict for f, _ in pairs]
             changed = sum(f.verdict != g.verdict for f, g in pairs)
             z = np.median([(f.deletion_auc - f.random_auc) / max(f.random_spread, 1e-12) for f, _ in pairs])
             counts = [sum(v == key for v in verdicts) for key in SHORT]
-            lines.append(f"| {method} | {np.median(below):.0f} ({below.min()}–{below.max()}) | "
-                         + " | ".join(f"{c} / {n}" for c in counts) + f" | {changed} / {n} | {z:+.1f} |")  # fmt: skip
+            lines.append(
+                f"| {method} | {np.median(below):.0f} ({below.min()}–{below.max()}) | "
+                + " | ".join(f"{c} / {n}" for c in counts)
+                + f" | {changed} / {n} | {z:+.1f} |"
+            )
     return "\n".join(lines)
 
 
@@ -116,8 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", help="folders of photos besides the bundled ones")
     parser.add_argument("--tiny", action="store_true", help="a tiny random ViT classifier (tests' fixture) instead")
-    parser.add_argument("--outputs", choices=("default", "all"), default="default",
-                        help="the embedded model's default output only, or its three")  # fmt: skip
+    parser.add_argument(
+        "--outputs",
+        choices=("default", "all"),
+        default="default",
+        help="the embedded model's default output only, or its three",
+    )
     parser.add_argument("--orders", type=int, default=RANDOM_ORDERS, help="random orders a seed")
     parser.add_argument("--batch", type=int, default=16, help="masked images per forward (the app's: 16)")
     parser.add_argument("--minutes", type=float, default=float("inf"), help="start no photo after this long")
@@ -142,16 +170,21 @@ def main(argv: list[str] | None = None) -> None:
         model = load_model()
     methods = [m for m in [*METHODS, *MAPS] if m not in args.skip.split(",")]
     outputs = outputs_of(model, args.outputs == "all")
-    print(f"{len(files)} photos, {model.name}, torch threads {torch.get_num_threads()}, load average "
-          f"{os.getloadavg()[0]:.2f}: 10 % steps, {args.orders} random orders a seed (seeds 0 and 1), hidden "
-          f"patches blurred, verdicts at p ≤ {LEVEL:g}", flush=True)  # fmt: skip
+    print(
+        f"{len(files)} photos, {model.name}, torch threads {torch.get_num_threads()}, load average "
+        f"{os.getloadavg()[0]:.2f}: 10 % steps, {args.orders} random orders a seed (seeds 0 and 1), hidden "
+        f"patches blurred, verdicts at p ≤ {LEVEL:g}",
+        flush=True,
+    )
     done = run(model, files, methods, outputs, args.orders, (0, 1), args.batch, args.minutes)
     print(ranks_table(model, done["results"], done["files"], args.orders))
     print(summary(model, done["results"], args.orders))
     s = done["seconds"]
-    print(f"\nseconds: a band of {args.orders} random orders {np.median(s['band']):.1f} (median), a map's curves "
-          f"{np.median(s['curves']):.1f}, a map {np.median(s['map']):.1f}; load average at the end "
-          f"{os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(
+        f"\nseconds: a band of {args.orders} random orders {np.median(s['band']):.1f} (median), a map's curves "
+        f"{np.median(s['curves']):.1f}, a map {np.median(s['map']):.1f}; load average at the end "
+        f"{os.getloadavg()[0]:.2f}"
+    )
 
 
 if __name__ == "__main__":

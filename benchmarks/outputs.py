@@ -48,8 +48,10 @@ def run(model, files: list, methods: list[str]) -> dict:
                 low, high = f.random_aucs.min(), f.random_aucs.max()
                 said.append(f"{method} {f.deletion_auc:.3f} [{low:.3f}-{high:.3f}] {f.verdict}")
             name = getattr(path, "name", "noise")
-            print(f"{name} · {output.short(model.labels)} ({time.perf_counter() - start:.0f} s): " + "; ".join(said),
-                  flush=True)  # fmt: skip
+            print(
+                f"{name} · {output.short(model.labels)} ({time.perf_counter() - start:.0f} s): " + "; ".join(said),
+                flush=True,
+            )
     return results
 
 
@@ -59,12 +61,17 @@ def table(model, results: dict) -> str:
     lines = []
     for output, by_method in results.items():
         n = len(next(iter(by_method.values())))
-        lines += ["", f"**{output.name(model)}** ({n} photos, {model.name})", "",
-                  "| map | deletion | insertion | random | faithful | worse than random |",
-                  "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        lines += [
+            "",
+            f"**{output.name(model)}** ({n} photos, {model.name})",
+            "",
+            "| map | deletion | insertion | random | faithful | worse than random |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for method, fs in sorted(by_method.items(), key=lambda kv: np.mean([f.deletion_auc for f in kv[1]])):
-            means = [float(np.mean([getattr(f, key) for f in fs])) for key in ("deletion_auc", "insertion_auc",
-                                                                               "random_auc")]  # fmt: skip
+            means = [
+                float(np.mean([getattr(f, key) for f in fs])) for key in ("deletion_auc", "insertion_auc", "random_auc")
+            ]
             good = sum(f.verdict == "faithful" for f in fs)
             bad = sum(f.verdict == "worse than random" for f in fs)
             lines.append(f"| {method} | " + " | ".join(f"{m:.3f}" for m in means) + f" | {good} / {n} | {bad} / {n} |")
@@ -85,8 +92,11 @@ def main(argv: list[str] | None = None) -> None:
     else:
         model = load_model()
     methods = [m for m in METHODS if m not in SLOW] + list(MAPS)
-    print(f"{len(files)} photos, {model.name}, torch threads {torch.get_num_threads()}, load average "
-          f"{os.getloadavg()[0]:.2f}: 10 % steps, 5 random orders, hidden patches blurred", flush=True)  # fmt: skip
+    print(
+        f"{len(files)} photos, {model.name}, torch threads {torch.get_num_threads()}, load average "
+        f"{os.getloadavg()[0]:.2f}: 10 % steps, 5 random orders, hidden patches blurred",
+        flush=True,
+    )
     print(table(model, run(model, files, methods)))
 
 

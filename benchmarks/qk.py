@@ -80,8 +80,10 @@ def qk_scale(model: vitviz.VitModel) -> float:
 
 def square_photos(count: int) -> list[np.ndarray]:
     """The bundled photos squeezed to 448 × 448 (a grid of 32 × 32), and mirrored ones after them."""
-    base = [cv2.resize(vitviz.load_image(vitviz.example(n)), (448, 448), interpolation=cv2.INTER_AREA)
-            for n in vitviz.EXAMPLES]  # fmt: skip
+    base = [
+        cv2.resize(vitviz.load_image(vitviz.example(n)), (448, 448), interpolation=cv2.INTER_AREA)
+        for n in vitviz.EXAMPLES
+    ]
     return (base + [img[:, ::-1].copy() for img in base])[:count]
 
 
@@ -105,8 +107,10 @@ def browser_part(model: vitviz.VitModel, photos: int, hovers: int) -> None:
             switches.append(r["ms"])
         points = page.evaluate("() => window.vitviz.qk.state().points")
         page.evaluate("() => window.vitviz.qk.photos('one')")
-        alone = [page.evaluate("([l, h]) => window.vitviz.qk.show(l, h)", [layer, (layer + 2) % model.num_heads])
-                 for layer in range(model.num_layers)]  # fmt: skip
+        alone = [
+            page.evaluate("([l, h]) => window.vitviz.qk.show(l, h)", [layer, (layer + 2) % model.num_heads])
+            for layer in range(model.num_layers)
+        ]
         alone = [r["ms"] for r in alone if not r["cached"]]  # the atlas may have made some of them already
         page.evaluate("() => window.vitviz.qk.photos('all')")
         page.wait_for_timeout(1000)  # the atlas drawn
@@ -128,20 +132,30 @@ def browser_part(model: vitviz.VitModel, photos: int, hovers: int) -> None:
         browser.close()
     lat, work = np.array(state["latencies"][before:]), np.array(state["handlerMs"][before:])
     print(f"browser: {photos} photos of 448 × 448 px, {points} points in one map (Chromium, 1400x1000); {load()}")
-    print(f"  hover, real pointer event's timeStamp -> the frame after it: p50 {np.median(lat):.1f} ms, "
-          f"p95 {np.percentile(lat, 95):.1f} ms, max {lat.max():.1f} ms ({len(lat)} hovers)")  # fmt: skip
-    print(f"  hover, the handlers' work (nearest point, its top keys, the overlay and the photos drawn): "
-          f"p50 {np.median(work):.2f} ms, p95 {np.percentile(work, 95):.2f} ms, max {work.max():.2f} ms")  # fmt: skip
+    print(
+        f"  hover, real pointer event's timeStamp -> the frame after it: p50 {np.median(lat):.1f} ms, "
+        f"p95 {np.percentile(lat, 95):.1f} ms, max {lat.max():.1f} ms ({len(lat)} hovers)"
+    )
+    print(
+        f"  hover, the handlers' work (nearest point, its top keys, the overlay and the photos drawn): "
+        f"p50 {np.median(work):.2f} ms, p95 {np.percentile(work, 95):.2f} ms, max {work.max():.2f} ms"
+    )
     recall = np.array(state["recallMs"])
-    print(f"  after a switch, the map's top-10 recall and each query's log-sum-exp (for a key's hover) over the "
-          f"{photos} photos ({n} tokens each, in tasks of 32 queries), in all: "
-          f"p50 {np.median(recall):.0f} ms, max {recall.max():.0f} ms")  # fmt: skip
+    print(
+        f"  after a switch, the map's top-10 recall and each query's log-sum-exp (for a key's hover) over the "
+        f"{photos} photos ({n} tokens each, in tasks of 32 queries), in all: "
+        f"p50 {np.median(recall):.0f} ms, max {recall.max():.0f} ms"
+    )
     s = np.array(switches)
-    print(f"  head or layer switch (normalisation, PCA, {points} points drawn): p50 {np.median(s):.0f} ms, "
-          f"p95 {np.percentile(s, 95):.0f} ms, max {s.max():.0f} ms ({len(s)} switches); {load()}")  # fmt: skip
+    print(
+        f"  head or layer switch (normalisation, PCA, {points} points drawn): p50 {np.median(s):.0f} ms, "
+        f"p95 {np.percentile(s, 95):.0f} ms, max {s.max():.0f} ms ({len(s)} switches); {load()}"
+    )
     s = np.array(alone)
-    print(f"  the same switch on one photo ({2 * n} points): p50 {np.median(s):.0f} ms, "
-          f"p95 {np.percentile(s, 95):.0f} ms, max {s.max():.0f} ms ({len(s)} not made before)")  # fmt: skip
+    print(
+        f"  the same switch on one photo ({2 * n} points): p50 {np.median(s):.0f} ms, "
+        f"p95 {np.percentile(s, 95):.0f} ms, max {s.max():.0f} ms ({len(s)} not made before)"
+    )
 
 
 def main() -> None:

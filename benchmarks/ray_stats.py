@@ -42,8 +42,10 @@ def main(argv: list[str] | None = None) -> None:
     folder = Path(tempfile.mkdtemp(prefix="vitviz-ray-"))
     files = photos(args.count, folder, side=args.size)
     model = load_model(device=args.device)
-    print(f"{args.count} photos of {args.size}x{args.size}, batches of {args.batch}, {model.device}, "
-          f"torch threads {torch.get_num_threads()}")  # fmt: skip
+    print(
+        f"{args.count} photos of {args.size}x{args.size}, batches of {args.batch}, {model.device}, "
+        f"torch threads {torch.get_num_threads()}"
+    )
 
     pixels = np.concatenate([model_input(model, load_image(f), args.size) for f in files[: args.batch]])
     model.forward(torch.from_numpy(pixels), attentions=lambda layer, w: None)  # warm up
@@ -63,16 +65,20 @@ def main(argv: list[str] | None = None) -> None:
     ray.init(num_cpus=args.workers or 2, log_to_driver=False, include_dashboard=False)
     warm = time.perf_counter() - start
     start = time.perf_counter()  # the run includes starting the workers and loading their models
-    spread, _ = ray_stats.over_images(model.name, files, args.size, args.batch, workers=args.workers,
-                                      device=args.device)  # fmt: skip
+    spread, _ = ray_stats.over_images(
+        model.name, files, args.size, args.batch, workers=args.workers, device=args.device
+    )
     on_ray = args.count / (time.perf_counter() - start)
     ray.shutdown()
-    worst = max(float(np.max(np.abs(getattr(spread, k) / getattr(alone, k) - 1)))
-                for k in ("distance_mean", "entropy_mean"))  # fmt: skip
+    worst = max(
+        float(np.max(np.abs(getattr(spread, k) / getattr(alone, k) - 1))) for k in ("distance_mean", "entropy_mean")
+    )
     print(f"  bare batched forward        {bare:7.2f} images/s")
     print(f"  vitviz stats, one process   {single:7.2f} images/s   {single / bare:.2f}x the bare forward")
-    print(f"  vitviz stats --ray          {on_ray:7.2f} images/s   {on_ray / bare:.2f}x the bare forward, "
-          f"{on_ray / single:.2f}x one process (with its workers' start; ray.init took {warm:.1f} s more)")  # fmt: skip
+    print(
+        f"  vitviz stats --ray          {on_ray:7.2f} images/s   {on_ray / bare:.2f}x the bare forward, "
+        f"{on_ray / single:.2f}x one process (with its workers' start; ray.init took {warm:.1f} s more)"
+    )
     print(f"  largest relative difference of the two tables' means: {worst:.1e}")
 
 

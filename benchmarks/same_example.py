@@ -47,8 +47,10 @@ def main() -> None:
                 u.join(300)
         log.seek(0)
         forwards = log.read().count("forward: a new analysis")
-    print(f"{USERS} sessions, one photo: /analyze p50 {np.median(times):.2f} s, p95 {np.percentile(times, 95):.2f} s, "
-          f"max {max(times):.2f} s; forwards {forwards}; errors {len(errors)} {errors[:3]}")  # fmt: skip
+    print(
+        f"{USERS} sessions, one photo: /analyze p50 {np.median(times):.2f} s, p95 {np.percentile(times, 95):.2f} s, "
+        f"max {max(times):.2f} s; forwards {forwards}; errors {len(errors)} {errors[:3]}"
+    )
 
 
 if __name__ == "__main__":

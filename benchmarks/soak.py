@@ -40,9 +40,12 @@ def main(argv: list[str] | None = None) -> None:
     gap = args.minutes * 60 / args.sessions
     samples: list[tuple[float, int]] = []  # (s since start, RSS bytes)
     with open(folder / "server.log", "w") as log, running_app(log=log) as (url, pid):
-        print(f"{args.sessions} sessions over {args.minutes:.0f} min (one every {gap:.1f} s); cache cap "
-              f"{args.cache_mb / 1024:.2f} GiB; RSS at start {rss_bytes(pid) / GIB:.2f} GiB; load "
-              f"{os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+        print(
+            f"{args.sessions} sessions over {args.minutes:.0f} min (one every {gap:.1f} s); cache cap "
+            f"{args.cache_mb / 1024:.2f} GiB; RSS at start {rss_bytes(pid) / GIB:.2f} GiB; load "
+            f"{os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
         start, users, threads = time.perf_counter(), [], []
         for i, image in enumerate(images):
             while time.perf_counter() - start < i * gap:
@@ -53,8 +56,11 @@ def main(argv: list[str] | None = None) -> None:
             threads.append(threading.Thread(target=user.run, daemon=True))
             threads[-1].start()
             if (i + 1) % max(1, args.sessions // 8) == 0:
-                print(f"  {i + 1} sessions, {(time.perf_counter() - start) / 60:.1f} min: RSS "
-                      f"{rss_bytes(pid) / GIB:.2f} GiB; load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+                print(
+                    f"  {i + 1} sessions, {(time.perf_counter() - start) / 60:.1f} min: RSS "
+                    f"{rss_bytes(pid) / GIB:.2f} GiB; load {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
         for t in threads:
             while t.is_alive():
                 samples.append((time.perf_counter() - start, rss_bytes(pid)))
@@ -69,9 +75,11 @@ def main(argv: list[str] | None = None) -> None:
         quarters.append(float(np.median(rss[window])) if window.any() else float("nan"))
     cap = args.cache_mb / 1024
     rises = max(quarters[2:]) > quarters[1] * 1.05
-    print(f"RSS at the end of each quarter (median of its last minute): "
-          f"{', '.join(f'{q:.2f}' for q in quarters)} GiB; peak {rss.max():.2f} GiB; 30 s after the last "
-          f"session {settled / GIB:.2f} GiB (cap + 2 GiB = {cap + 2:.2f})")  # fmt: skip
+    print(
+        f"RSS at the end of each quarter (median of its last minute): "
+        f"{', '.join(f'{q:.2f}' for q in quarters)} GiB; peak {rss.max():.2f} GiB; 30 s after the last "
+        f"session {settled / GIB:.2f} GiB (cap + 2 GiB = {cap + 2:.2f})"
+    )
     print(f"within cap + 2 GiB: {settled / GIB <= cap + 2}; rises over the last three quarters: {rises}")
     errors = [e for u in users for e in u.errors]
     print(f"upload to view {figures([u.upload_s for u in users if u.upload_s is not None])}")

@@ -177,12 +177,17 @@ def main(argv: list[str] | None = None) -> None:
             rows.append((usage["usedSize"] / 2**20, buffers, canvases))
             if args.snapshot and i == 1:
                 first_snapshot = Heap(snapshot(cdp))
-            print(f"run {i + 1:2d}: JS heap {rows[-1][0]:6.2f} MiB, array buffers {buffers:6.2f} MiB, "
-                  f"canvases {canvases}, load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+            print(
+                f"run {i + 1:2d}: JS heap {rows[-1][0]:6.2f} MiB, array buffers {buffers:6.2f} MiB, "
+                f"canvases {canvases}, load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
         first, last = rows[0], rows[-1]
         per_run = (last[0] - first[0]) / max(1, len(rows) - 1)
-        print(f"run 1 to run {len(rows)}: {last[0] - first[0]:+.2f} MiB JS heap ({per_run:+.3f} MiB a run), "
-              f"{last[1] - first[1]:+.2f} MiB array buffers, {last[2] - first[2]:+d} canvases")  # fmt: skip
+        print(
+            f"run 1 to run {len(rows)}: {last[0] - first[0]:+.2f} MiB JS heap ({per_run:+.3f} MiB a run), "
+            f"{last[1] - first[1]:+.2f} MiB array buffers, {last[2] - first[2]:+d} canvases"
+        )
         if args.snapshot:
             report_snapshots(first_snapshot, Heap(snapshot(cdp)), len(rows) - 2)
         browser.close()

@@ -170,8 +170,9 @@ def tiny_clip_vision() -> vitviz.VitModel:
 
 def tiny_clip() -> vitviz.VitModel:
     torch.manual_seed(6)
-    cfg = tf.CLIPConfig(vision_config=TINY, text_config={**TINY_TEXT, "bos_token_id": 0, "eos_token_id": 2},
-                        projection_dim=16)  # fmt: skip
+    cfg = tf.CLIPConfig(
+        vision_config=TINY, text_config={**TINY_TEXT, "bos_token_id": 0, "eos_token_id": 2}, projection_dim=16
+    )
     return vitviz.wrap(tf.CLIPModel(cfg), "tiny-clip")
 
 

@@ -14,7 +14,7 @@ import torch
 from conftest import random_image, tiny_siglip_vision, tiny_vit
 
 import vitviz
-from vitviz import sentences
+from vitviz import whatif_words
 from vitviz.ablation import Ablation, ablate
 from vitviz.capture import model_input
 from vitviz.methods import absent_input
@@ -45,8 +45,9 @@ def reference_ablated(model: vitviz.VitModel, pixel_values: np.ndarray, layer: i
     extra = {"interpolate_pos_encoding": True} if twin.fixed_size else {}
     try:
         with torch.no_grad():
-            out = twin.family.runner(twin.net)(pixel_values=torch.from_numpy(pixel_values).double(),
-                                               output_hidden_states=True, **extra)  # fmt: skip
+            out = twin.family.runner(twin.net)(
+                pixel_values=torch.from_numpy(pixel_values).double(), output_hidden_states=True, **extra
+            )
     finally:
         hook.remove()
     return twin, out
@@ -168,10 +169,17 @@ def test_blurred_patches_change_only_their_pixels(family) -> None:
 def test_the_ablation_is_named_for_the_screen() -> None:
     model = tiny_vit()
     a = Ablation(heads=((2, 3), (0, None)), mlp=(1,), layers=(2,), patches=(4, 5, 6))
-    assert a.names(model) == ["every head of layer 0, zeroed", "layer 2, head 3, zeroed", "layer 1's MLP off",
-                              "layer 2 skipped", "3 patches hidden as keys"]  # fmt: skip
-    assert a.phrase(model) == ("switching off every head of layer 0, switching off layer 2's head 3, switching off "
-                               "layer 1's MLP, skipping layer 2 and hiding 3 patches as keys")  # fmt: skip
+    assert a.names(model) == [
+        "every head of layer 0, zeroed",
+        "layer 2, head 3, zeroed",
+        "layer 1's MLP off",
+        "layer 2 skipped",
+        "3 patches hidden as keys",
+    ]
+    assert a.phrase(model) == (
+        "switching off every head of layer 0, switching off layer 2's head 3, switching off "
+        "layer 1's MLP, skipping layer 2 and hiding 3 patches as keys"
+    )
     every = Ablation(heads=((1, 2), (1, None), (1, 2)), patches=(3, 1, 3))
     assert every.heads == ((1, None), (1, 2)) and every.patches == (1, 3)
     assert every.names(model) == ["every head of layer 1, zeroed", "2 patches hidden as keys"]
@@ -212,7 +220,7 @@ def numbers(text: str) -> list[float]:
 
 def test_the_sentence_quotes_the_change_and_its_direction(embedded, coffee) -> None:
     a = ablate(embedded, coffee, heads=[(9, None)], longest=224)
-    said = sentences.ablation_words(a)
+    said = whatif_words.ablation_words(a)
     assert said.startswith("Switching off every head of layer 9 ")
     verb = "raises" if a.change > 0 else "lowers"
     share = re.search(rf"{verb} the dense head's map where it marks your photo as salient .*? by ([\d.]+) %", said)
@@ -223,7 +231,7 @@ def test_the_sentence_quotes_the_change_and_its_direction(embedded, coffee) -> N
 
 def test_a_classifiers_sentence_quotes_its_probability() -> None:
     a = ablate(tiny_vit(), IMAGE, heads=[(1, 2)], longest=SIZE)
-    said = sentences.ablation_words(a)
+    said = whatif_words.ablation_words(a)
     index = a.output_read.index
     probs = [torch.softmax(torch.from_numpy(x), 0)[index].item() for x in (a.baseline.logits, a.logits)]
     quoted = re.search(r"its probability ([\d.]+) % → ([\d.]+) %", said)
@@ -234,10 +242,10 @@ def test_a_classifiers_sentence_quotes_its_probability() -> None:
 def test_a_change_within_noise_is_said_to_be_one(embedded, coffee) -> None:
     a = ablate(embedded, coffee, heads=[(0, 0)], longest=224)
     quiet = replace(a, after=a.before + a.noise / 2)
-    said = sentences.ablation_words(quiet)
+    said = whatif_words.ablation_words(quiet)
     assert "within float32 rounding" in said and "raises" not in said and "lowers" not in said
     assert numbers(said.split("moves by ")[1])[0] == pytest.approx(a.noise / 2, rel=0.5)
-    loud = sentences.ablation_words(replace(a, after=a.before + 3 * a.noise))
+    loud = whatif_words.ablation_words(replace(a, after=a.before + 3 * a.noise))
     assert "raises" in loud and "within float32 rounding" not in loud
 
 

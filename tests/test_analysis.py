@@ -223,9 +223,13 @@ def float64_heads(model, x: np.ndarray, layer: int):
     parts = model.layer_parts(layer)
     w = {name: getattr(parts, name) for name in ("q", "k", "v", "o")}
     norm = parts.norm1
-    u = torch.nn.functional.layer_norm(
-        torch.from_numpy(x).double(), norm.normalized_shape, norm.weight.double(), norm.bias.double(), norm.eps
-    ).detach().numpy()  # fmt: skip
+    u = (
+        torch.nn.functional.layer_norm(
+            torch.from_numpy(x).double(), norm.normalized_shape, norm.weight.double(), norm.bias.double(), norm.eps
+        )
+        .detach()
+        .numpy()
+    )
     heads = model.num_heads
 
     def project(linear):

@@ -79,8 +79,19 @@ def test_an_endpoint_hands_its_handler_one_settings_record_and_keeps_the_api_nam
     options = {"baseline": "black", "n_steps": 16, "nt_samples": 2, "layer": 3}
     assert got["s"] == controls.Settings("grad_cam", "top-2", options, ((1, 2), (3, 4)), "a dog")
     names = list(inspect.signature(fn).parameters)
-    assert names[:11] == ["server", "image", "model_name", "size", "method_label", "target", "baseline", "n_steps",
-                          "noise_samples", "block", "points"]  # fmt: skip
+    assert names[:11] == [
+        "server",
+        "image",
+        "model_name",
+        "size",
+        "method_label",
+        "target",
+        "baseline",
+        "n_steps",
+        "noise_samples",
+        "block",
+        "points",
+    ]
     assert inspect.signature(fn).parameters["text"].default == ""
     assert inspect.signature(fn).parameters["request"].annotation is gr.Request
     with pytest.raises(ValueError, match="method must be one of"):
@@ -111,8 +122,16 @@ def test_a_new_option_in_a_record_becomes_a_control_and_an_api_parameter(monkeyp
     monkeypatch.setitem(methods.REGISTRY, ig.key, replace(ig, options=(*ig.options, warmth, hidden)))
     fresh = fresh_controls(monkeypatch)
     assert [o.name for o in fresh.OPTIONS] == ["baseline", "n_steps", "noise_samples", "warmth", "block"]
-    assert fresh.CONTROLS == ["method_label", "target", "baseline", "n_steps", "noise_samples", "warmth", "block",
-                              "points"]  # fmt: skip
+    assert fresh.CONTROLS == [
+        "method_label",
+        "target",
+        "baseline",
+        "n_steps",
+        "noise_samples",
+        "warmth",
+        "block",
+        "points",
+    ]
     fn = fresh.endpoint(lambda server, where, s, request=None, progress=None: s)
     assert "warmth" in inspect.signature(fn).parameters and "chill" not in inspect.signature(fn).parameters
     values = ["blurred", 32, 0, 0.3, 11]

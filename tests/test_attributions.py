@@ -352,8 +352,13 @@ def with_text(name: str, ids: list[int], image: np.ndarray):
     attentions kept for gradients), and that input."""
     model = FAMILIES[name]()
     x = torch.from_numpy(prepare_input(image, (40, 56), model.patch_size, model.mean, model.std))
-    out = model.net(input_ids=torch.tensor([ids]), pixel_values=x, output_attentions=True, output_hidden_states=True,
-                    interpolate_pos_encoding=True)  # fmt: skip
+    out = model.net(
+        input_ids=torch.tensor([ids]),
+        pixel_values=x,
+        output_attentions=True,
+        output_hidden_states=True,
+        interpolate_pos_encoding=True,
+    )
     return model, x, out
 
 

@@ -108,8 +108,12 @@ def test_example_slider_and_patch_click_change_the_overlay(page, tmp_path):
     assert patch // 32 == 9 and patch % 32 == 16  # row 30 %, column 50 % of a 32x32 grid
     assert after_click != start
     shot(page, tmp_path, "attention.png")
-    for name, tab in [("rollout.png", label("rollout")), ("position.png", label("positions")),
-                      ("heads.png", label("heads")), ("output.png", label("output"))]:  # fmt: skip
+    for name, tab in [
+        ("rollout.png", label("rollout")),
+        ("position.png", label("positions")),
+        ("heads.png", label("heads")),
+        ("output.png", label("output")),
+    ]:
         page.get_by_role("tab", name=tab).click()
         page.wait_for_timeout(1500)
         if tab == label("heads"):  # its statistics take a moment: shoot the result, not the progress bars
@@ -1275,14 +1279,16 @@ def test_a_click_on_a_head_tile_switches_that_head_off_and_says_what_it_did(page
     import vitviz
     from vitviz.app.server import EXAMPLES
     from vitviz.render import TILE_H, TILE_LEFT, TILE_TOP, TILE_W
-    from vitviz.sentences import ablation_words
+    from vitviz.whatif_words import ablation_words
 
     page.get_by_role("tab", name=label("whatif")).click()
     tiles = page.locator("#whatif-tiles img").first
     tiles.wait_for(timeout=60_000)
     page.wait_for_function("() => document.querySelector('#whatif-tiles img').complete", timeout=30_000)
-    scale = page.evaluate("() => { const i = document.querySelector('#whatif-tiles img');"
-                          " return i.getBoundingClientRect().width / i.naturalWidth; }")  # fmt: skip
+    scale = page.evaluate(
+        "() => { const i = document.querySelector('#whatif-tiles img');"
+        " return i.getBoundingClientRect().width / i.naturalWidth; }"
+    )
     x, y = TILE_LEFT + 3 * TILE_W + TILE_W / 2, TILE_TOP + 9 * TILE_H + TILE_H / 2
     tiles.click(position={"x": x * scale, "y": y * scale})
     page.locator("#whatif-off").get_by_text("layer 9, head 3, zeroed").wait_for(timeout=60_000)
@@ -1305,9 +1311,9 @@ def test_the_explorers_head_switched_off_puts_the_output_beside_it_and_says_by_h
     it quotes, and the output with the head off is Python's ablated dense map, beside the unablated one."""
     import vitviz
     from vitviz.app.server import EXAMPLES
-    from vitviz.sentences import ablation_words
     from vitviz.views.output import output_view
     from vitviz.views.whatif import dense_limits
+    from vitviz.whatif_words import ablation_words
 
     page.get_by_role("tab", name=label("attention")).click()
     page.wait_for_function("() => window.vitviz?.explorer?.state().loaded.length > 0", timeout=60_000)
@@ -1345,8 +1351,10 @@ def tile_click(view, selector: str, layer: int, head: int) -> None:
     with large_labels(large):
         left, top, width, height, _ = tile_geometry()
     img = view.locator(f"{selector} img").first
-    scale = view.evaluate(f"() => {{ const i = document.querySelector('{selector} img');"
-                          " return i.getBoundingClientRect().width / i.naturalWidth; }")  # fmt: skip
+    scale = view.evaluate(
+        f"() => {{ const i = document.querySelector('{selector} img');"
+        " return i.getBoundingClientRect().width / i.naturalWidth; }"
+    )
     x, y = left + head * width + width / 2, top + layer * height + height / 2
     img.click(position={"x": x * scale, "y": y * scale})
 
@@ -1427,7 +1435,7 @@ def test_the_lessons_guess_is_measured_revealed_and_kept_for_the_photo_and_clear
     import vitviz
     from vitviz.app.server import EXAMPLES
     from vitviz.head_importance import importance
-    from vitviz.sentences import guess_words
+    from vitviz.whatif_words import guess_words
 
     view = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
     try:

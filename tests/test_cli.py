@@ -78,13 +78,30 @@ def test_help_answers_without_loading_torch():
 @pytest.mark.slow
 def test_analyze_writes_every_map_and_skips_a_bad_file_by_name(embedded, mixed, tmp_path):
     out = tmp_path / "out"
-    run = vitviz_cli("analyze", str(mixed / "chelsea.jpg"), str(mixed / "notes.jpg"), "--out", str(out),
-                     "--layers", "0,11", "--heads", "0,3")  # fmt: skip
+    run = vitviz_cli(
+        "analyze",
+        str(mixed / "chelsea.jpg"),
+        str(mixed / "notes.jpg"),
+        "--out",
+        str(out),
+        "--layers",
+        "0,11",
+        "--heads",
+        "0,3",
+    )
     assert run.returncode == 1, run.stderr  # something was skipped
     assert "skipped" in run.stderr and "notes.jpg" in run.stderr and "not an image" in run.stderr
     files = sorted(p.name for p in (out / "chelsea").iterdir())
-    assert files == ["arrays.npz", "attention_layer00.png", "attention_layer11.png", "dense.png", "pca.png",
-                     "rollout.png", "summary.json", "tokens.png"]  # fmt: skip
+    assert files == [
+        "arrays.npz",
+        "attention_layer00.png",
+        "attention_layer11.png",
+        "dense.png",
+        "pca.png",
+        "rollout.png",
+        "summary.json",
+        "tokens.png",
+    ]
     a = vitviz.analyze(embedded, ASSETS / "chelsea.jpg")
     arrays = np.load(out / "chelsea" / "arrays.npz")
     np.testing.assert_array_equal(arrays["attentions"], a.attentions[[0, 11]])
@@ -185,8 +202,13 @@ def test_a_method_or_replacement_unknown_exits_2_before_the_model_loads(args, me
 def test_check_names_its_model_argument_offline(tmp_path):
     """`vitviz check HUB_ID` takes the model as MODEL: its message names that, not another command's --model."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    run = subprocess.run([sys.executable, "-m", "vitviz", "check", "vitviz-tests/no-such-model"], capture_output=True,
-                         text=True, cwd=tmp_path, env=env)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "vitviz", "check", "vitviz-tests/no-such-model"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "MODEL vitviz-tests/no-such-model: cannot download vitviz-tests/no-such-model: no network" in run.stderr
     assert "--model" not in run.stderr and "give a local folder" in run.stderr
@@ -213,10 +235,21 @@ def test_faithfulness_runs_occlusion_and_a_repeating_map_only_when_asked_by_name
 def test_serve_says_it_is_loading_before_it_loads(tmp_path):
     """The first line comes before gradio or the model is imported, and each stretch of a start says what it does
     (a first start's imports compile every module: a minute or more), the site's background build included."""
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT),
-               VITVIZ_SITE_DIR=str(tmp_path / "site"))  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "vitviz", "serve", "--port", "0"], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True, cwd=tmp_path, env=env)  # fmt: skip
+    env = dict(
+        os.environ,
+        GRADIO_ANALYTICS_ENABLED="False",
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=str(ROOT),
+        VITVIZ_SITE_DIR=str(tmp_path / "site"),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vitviz", "serve", "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
     try:
         lines = [proc.stderr.readline() for _ in range(4)]
     finally:
@@ -244,8 +277,9 @@ def test_check_shows_its_progress_and_an_unreadable_image_is_a_failure_at_run_ti
 
 
 @pytest.mark.slow
-def test_analyze_without_arrays_writes_the_pictures_and_a_summary_with_named_axes(embedded, tmp_path, monkeypatch,
-                                                                                   capsys):  # fmt: skip
+def test_analyze_without_arrays_writes_the_pictures_and_a_summary_with_named_axes(
+    embedded, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setattr(vitviz, "load_model", lambda name, device: embedded)
     argv = ["analyze", CHELSEA, "--out", str(tmp_path), "--layers", "11", "--heads", "0", "--no-arrays"]
     assert cli.main(argv) == 0
@@ -263,8 +297,17 @@ def test_analyze_without_arrays_writes_the_pictures_and_a_summary_with_named_axe
 def test_faithfulness_table_equals_the_python_api_and_names_a_bad_file(embedded, mixed):
     from vitviz.deletion import faithfulness
 
-    run = vitviz_cli("faithfulness", str(mixed / "chelsea.jpg"), str(mixed / "notes.jpg"), "--methods",
-                     "saliency,rollout", "--steps", "4", "--random", "2")  # fmt: skip
+    run = vitviz_cli(
+        "faithfulness",
+        str(mixed / "chelsea.jpg"),
+        str(mixed / "notes.jpg"),
+        "--methods",
+        "saliency,rollout",
+        "--steps",
+        "4",
+        "--random",
+        "2",
+    )
     assert run.returncode == 1 and run.stderr.count("skipped") == 1 and "notes.jpg" in run.stderr
     assert "saliency chelsea.jpg" in run.stderr and "rollout chelsea.jpg" in run.stderr and "4/4" in run.stderr
     assert "Traceback" not in run.stderr
@@ -310,8 +353,9 @@ def test_stats_equal_the_analyses_and_shards_merge_exactly(embedded, mixed, tmp_
         counts.append(stats.read_csv(tmp_path / f"shard{i}" / "stats.csv").images)
     assert sorted(counts) == [1, 1, 2]
     merged = tmp_path / "merged"
-    run = vitviz_cli("stats", "--merge", *(str(tmp_path / f"shard{i}" / "stats.csv") for i in range(3)),
-                     "--out", str(merged))  # fmt: skip
+    run = vitviz_cli(
+        "stats", "--merge", *(str(tmp_path / f"shard{i}" / "stats.csv") for i in range(3)), "--out", str(merged)
+    )
     assert run.returncode == 0, run.stderr
     again = stats.read_csv(merged / "stats.csv")
     assert again.images == 4

@@ -24,8 +24,16 @@ def test_the_record_keeps_nothing_it_derives_and_answers_as_the_cache_does():
     before = a.nbytes
     assert before == sum(x.nbytes for x in (a.image, a.pixel_values, a.hidden_states, a.tokens, a.update_norms))
     first = a.rollout("max", 0.3)
-    answers = (a.fused("mean"), a.percent_thresholds("min"), a.layer_statistics(1), a.projections(2),
-               a.layer_updates(0), a.dense_map(), a.attention_entropy, display(a))  # fmt: skip
+    answers = (
+        a.fused("mean"),
+        a.percent_thresholds("min"),
+        a.layer_statistics(1),
+        a.projections(2),
+        a.layer_updates(0),
+        a.dense_map(),
+        a.attention_entropy,
+        display(a),
+    )
     assert answers[-1] is not display(a)  # made anew: not kept
     assert a.nbytes == before and not hasattr(a, "held") and not hasattr(a, "warm_step")
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -50,8 +50,13 @@ def wrong_head_miss(a: vitviz.Analysis, cases) -> float:
     layers, patches = sorted({c[0] for c in cases}), sorted({c[2] for c in cases})
     heads = range(a.model.num_heads)
     rows = {(layer, h): captured_rows(a, [(layer, h, p) for p in patches]) for layer in layers for h in heads}
-    return min(float(np.abs(rows[(layer, h)] - rows[(layer, o)]).max())
-               for layer in layers for h in heads for o in heads if o < h)  # fmt: skip
+    return min(
+        float(np.abs(rows[(layer, h)] - rows[(layer, o)]).max())
+        for layer in layers
+        for h in heads
+        for o in heads
+        if o < h
+    )
 
 
 HOVER_ALL = """async (cases) => {
@@ -128,9 +133,11 @@ def value_norms64(a: vitviz.Analysis, layer: int) -> np.ndarray:
     v = u @ w["v"].T + w["v bias"]
     dh = v.shape[1] // heads
     return np.stack(
-        [np.linalg.norm(v[:, h * dh : (h + 1) * dh] @ w["o"][:, h * dh : (h + 1) * dh].T, axis=-1)
-         for h in range(heads)]
-    )  # fmt: skip
+        [
+            np.linalg.norm(v[:, h * dh : (h + 1) * dh] @ w["o"][:, h * dh : (h + 1) * dh].T, axis=-1)
+            for h in range(heads)
+        ]
+    )
 
 
 def test_meta_names_the_grid_tokens_and_colours(family):
@@ -321,9 +328,13 @@ def test_a_layer_that_fails_is_said_and_asked_again_and_clearing_leaves_nothing(
         assert rejected == "gone"
         page.wait_for_function("() => document.querySelector('.vx-status').textContent.includes('could not be loaded')")
         page.unroute("http://vitviz.test/vitviz/explorer/layer**")
-        page.route("http://vitviz.test/vitviz/explorer/layer**", lambda r: r.fulfill(
-            body=layers[int(parse_qs(urlparse(r.request.url).query)["layer"][0])],
-            content_type="application/octet-stream"))  # fmt: skip
+        page.route(
+            "http://vitviz.test/vitviz/explorer/layer**",
+            lambda r: r.fulfill(
+                body=layers[int(parse_qs(urlparse(r.request.url).query)["layer"][0])],
+                content_type="application/octet-stream",
+            ),
+        )
         page.evaluate("(m) => window.setMeta(m)", {**gone})  # picked again: the same key asks again
         page.wait_for_function("() => window.vitviz.explorer.state().loaded.length === 3")
         browser.close()
@@ -438,8 +449,9 @@ SMOOTH = np.dstack([*np.meshgrid(np.linspace(40, 210, 72), np.linspace(60, 190, 
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("cmap, alpha, scale", [("inferno", 0.6, "log"), ("viridis", 0.1, "min-max"),
-                                                ("magma", 0.9, "robust")])  # fmt: skip
+@pytest.mark.parametrize(
+    "cmap, alpha, scale", [("inferno", 0.6, "log"), ("viridis", 0.1, "min-max"), ("magma", 0.9, "robust")]
+)
 def test_the_explorer_paints_with_the_pages_colormap_opacity_and_colour_scale_as_the_server_does(cmap, alpha, scale):
     """The large map of one head, read back from its canvas at each patch's centre, against the server's own overlay
     of the same map (`views.attention.attention_view`: same photo, layer, head, query and settings) at the same
@@ -540,9 +552,11 @@ def test_a_highlight_outlines_its_patches_and_a_hover_tells_what_is_shown():
         cleared = page.evaluate(cyan, cells)
         browser.close()
     assert len(told) <= 4  # before these, perhaps the first layer's first paint
-    assert told[-3:] == [{"layer": 1, "head": 2, "query": n, "mode": "attention"},
-                    {"layer": 1, "head": 2, "query": -2, "mode": "attention"},  # DeiT's readout: CLS + distillation
-                    {"layer": 1, "head": 2, "query": n + 2 * gw + 3, "mode": "attention"}]  # fmt: skip
+    assert told[-3:] == [
+        {"layer": 1, "head": 2, "query": n, "mode": "attention"},
+        {"layer": 1, "head": 2, "query": -2, "mode": "attention"},  # DeiT's readout: CLS + distillation
+        {"layer": 1, "head": 2, "query": n + 2 * gw + 3, "mode": "attention"},
+    ]
     assert [cells[i] for i, on in enumerate(lit) if on] == [(1, 1), (gh - 1, gw - 1)]  # the CLS token has no patch
     assert state["highlight"] == [n + 9, n + gh * gw - 1, 0] and not any(cleared)
 
@@ -634,8 +648,9 @@ def test_inside_a_head_in_the_browser_shows_the_heads_scores_shifted_and_its_wei
     the Attention tab's (no second fetch), and its handle is window.vitviz.inside."""
     page = app_page
     page.get_by_role("tab", name=label("inside")).click()
-    page.wait_for_function("() => window.vitviz.inside && window.vitviz.inside.state().loaded.length === 12",
-                           timeout=60_000)  # fmt: skip
+    page.wait_for_function(
+        "() => window.vitviz.inside && window.vitviz.inside.state().loaded.length === 12", timeout=60_000
+    )
     state = page.evaluate("() => window.vitviz.inside.state()")
     assert state["key"] == page.evaluate("() => window.vitviz.explorer.state().key")
     asked = [parse_qs(urlparse(u).query) for u in page.layer_requests]
@@ -681,8 +696,13 @@ def test_one_page_has_one_layer_computing_at_a_time_and_another_page_is_not_held
     monkeypatch.setattr(route.explorer, "layer_data", slow)
 
     def ask(session: str, layer: int):
-        scope = {"type": "http", "method": "GET", "path": route.LAYER_PATH, "headers": [],
-                 "query_string": f"session={session}&key=k&layer={layer}".encode()}  # fmt: skip
+        scope = {
+            "type": "http",
+            "method": "GET",
+            "path": route.LAYER_PATH,
+            "headers": [],
+            "query_string": f"session={session}&key=k&layer={layer}".encode(),
+        }
         with ThreadPoolExecutor(1) as thread:  # an event loop of its own: the browser tests' may run in this one
             return thread.submit(anyio.run, route.layer_response, server, Request(scope)).result()
 

@@ -73,8 +73,10 @@ def open_offline(pw, path):
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     refused, errors = [], []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://")
-               else (refused.append(r.request.url), r.abort()))  # fmt: skip
+    page.route(
+        "**/*",
+        lambda r: r.continue_() if r.request.url.startswith("file://") else (refused.append(r.request.url), r.abort()),
+    )
     page.goto(path.as_uri())
     page.wait_for_function("() => window.vitviz && window.vitviz.explorer.state().loaded.length > 0")
     return browser, page, refused, errors
@@ -119,8 +121,12 @@ def test_the_cli_writes_the_embedded_models_file_whose_every_layer_gives_the_cap
     sync_api = browser_or_skip()
     out = tmp_path / "chelsea.html"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    run = subprocess.run([sys.executable, "-m", "vitviz", "explore", str(ASSETS / "chelsea.jpg"), "--html", str(out),
-                          "--size", "224"], capture_output=True, text=True, env=env)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "vitviz", "explore", str(ASSETS / "chelsea.jpg"), "--html", str(out), "--size", "224"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     said = re.search(r"wrote .* \(([0-9.]+) MB: 12 layers at 224 × 154 px", run.stderr)
     assert said and abs(float(said[1]) - out.stat().st_size / 1e6) < 0.05, run.stderr

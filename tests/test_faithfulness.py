@@ -49,8 +49,16 @@ def test_curves_equal_patches_masked_by_hand(tiny, target):
     grid = (size[0] // 8, size[1] // 8)
     n = grid[0] * grid[1]
     scores = np.random.default_rng(1).normal(size=grid).astype(np.float32)
-    f = faithfulness(model, image, scores=scores, steps=4, random_orders=3, target=target, batch=5,
-                     longest=None if model.fixed_size else 56)  # fmt: skip
+    f = faithfulness(
+        model,
+        image,
+        scores=scores,
+        steps=4,
+        random_orders=3,
+        target=target,
+        batch=5,
+        longest=None if model.fixed_size else 56,
+    )
     x = prepare_input(image, size, 8, model.mean, model.std)
     base = prepare_input(blurred_by_hand(image, size), size, 8, model.mean, model.std)
     np.testing.assert_array_equal(f.order, np.argsort(-scores.ravel(), kind="stable"))
@@ -71,10 +79,12 @@ def test_curves_equal_patches_masked_by_hand(tiny, target):
 
 def test_mean_colour_replacement_is_zero_after_normalisation():
     model, image = tiny_vit(), random_image(32, 32, seed=12)
-    f = faithfulness(model, image, scores=np.arange(16.0).reshape(4, 4), steps=2, random_orders=1, target=0,
-                     replacement="mean")  # fmt: skip
-    assert f.deletion[-1] == pytest.approx(float(reference_outputs(model, np.zeros((1, 3, 32, 32), np.float32))
-                                                 .logits[0, 0]), abs=1e-5)  # fmt: skip
+    f = faithfulness(
+        model, image, scores=np.arange(16.0).reshape(4, 4), steps=2, random_orders=1, target=0, replacement="mean"
+    )
+    assert f.deletion[-1] == pytest.approx(
+        float(reference_outputs(model, np.zeros((1, 3, 32, 32), np.float32)).logits[0, 0]), abs=1e-5
+    )
     np.testing.assert_array_equal(f.order[:3], [15, 14, 13])
 
 
@@ -86,12 +96,14 @@ def test_the_verdict_and_the_sentence_follow_the_areas():
     f = faithfulness(model, image, scores=np.ones((4, 4)), steps=4, target=1)
     areas = np.sort(f.random_aucs)
     assert len(areas) == 50 and len(set(areas)) == 50
-    cases = (((areas[0] + areas[1]) / 2, "faithful", "faster than 49 of 50 random orders", 2 / 51),
-             ((areas[1] + areas[2]) / 2, "no better than chance", "faster than 48 of 50 random orders", 3 / 51),
-             (areas[0] - 1, "faithful", "faster than 50 of 50 random orders", 1 / 51),
-             ((areas[24] + areas[25]) / 2, "no better than chance", "faster than 25 of 50", 26 / 51),
-             ((areas[-1] + areas[-2]) / 2, "worse than random", "higher than 49 of 50 random orders", 2 / 51),
-             ((areas[-2] + areas[-3]) / 2, "no better than chance", "more slowly than 48", 3 / 51))  # fmt: skip
+    cases = (
+        ((areas[0] + areas[1]) / 2, "faithful", "faster than 49 of 50 random orders", 2 / 51),
+        ((areas[1] + areas[2]) / 2, "no better than chance", "faster than 48 of 50 random orders", 3 / 51),
+        (areas[0] - 1, "faithful", "faster than 50 of 50 random orders", 1 / 51),
+        ((areas[24] + areas[25]) / 2, "no better than chance", "faster than 25 of 50", 26 / 51),
+        ((areas[-1] + areas[-2]) / 2, "worse than random", "higher than 49 of 50 random orders", 2 / 51),
+        ((areas[-2] + areas[-3]) / 2, "no better than chance", "more slowly than 48", 3 / 51),
+    )
     for auc, verdict, rank, p in cases:
         f.deletion = f.deletion - f.deletion_auc + auc  # a flat shift moves the area by exactly that much
         said = f.sentence()
@@ -109,19 +121,26 @@ def made(random_areas, area: float, steps: int = 1) -> Faithfulness:
     area is their value, at steps + 1 points."""
     k, fractions = len(random_areas), np.linspace(0, 1, steps + 1)
     curves = np.repeat(np.asarray(random_areas, np.float64)[:, None], steps + 1, 1)
-    band = RandomBand(Output("class", 0), "blur", (4, 4), 0, fractions, np.tile(np.arange(16), (k, 1)), curves,
-                      "an input", 0.0)  # fmt: skip
+    band = RandomBand(
+        Output("class", 0), "blur", (4, 4), 0, fractions, np.tile(np.arange(16), (k, 1)), curves, "an input", 0.0
+    )
     flat = np.full(steps + 1, area)
-    return Faithfulness("saliency", "the logit of class 0", "blur", (4, 4), fractions, flat, flat, band,
-                        np.arange(16), 0.0, 0.0)  # fmt: skip
+    return Faithfulness(
+        "saliency", "the logit of class 0", "blur", (4, 4), fractions, flat, flat, band, np.arange(16), 0.0, 0.0
+    )
 
 
 def test_a_claim_needs_p_at_most_the_level_and_a_tie_counts_against_it():
     """50 random areas 0.50, 0.51, ... 0.99: a map that ties the lowest is below 49 (p = 2/51, faithful); one that
     ties the second lowest is below 48 (p = 3/51 > 0.05): no claim, so close to the threshold."""
     areas = 0.5 + 0.01 * np.arange(50)
-    for area, verdict, below in ((0.5, "faithful", 49), (0.51, "no better than chance", 48), (0.4, "faithful", 50),
-                                 (0.99, "worse than random", 0), (0.98, "no better than chance", 1)):  # fmt: skip
+    for area, verdict, below in (
+        (0.5, "faithful", 49),
+        (0.51, "no better than chance", 48),
+        (0.4, "faithful", 50),
+        (0.99, "worse than random", 0),
+        (0.98, "no better than chance", 1),
+    ):
         f = made(areas, area)
         assert f.verdict == verdict and f.below == below, (area, f.verdict, f.below)
     assert made(areas, 0.51).p_faithful == pytest.approx(3 / 51) and made(areas, 0.5).p_faithful == pytest.approx(
@@ -197,10 +216,12 @@ def test_a_band_of_another_input_output_or_curve_is_refused():
     model, image = tiny_vit(), random_image(32, 32, seed=18)
     band = random_band(model, image, steps=2, random_orders=2, target=1)
     flat = np.ones((4, 4))
-    for wrong, message in ((dict(image=random_image(32, 32, seed=19)), "drawn on another image"),
-                           (dict(target=2), "follow another output"),
-                           (dict(steps=4), "in 2 steps, not by blur in 4"),
-                           (dict(replacement="black"), "by blur in 2 steps, not by black")):  # fmt: skip
+    for wrong, message in (
+        (dict(image=random_image(32, 32, seed=19)), "drawn on another image"),
+        (dict(target=2), "follow another output"),
+        (dict(steps=4), "in 2 steps, not by blur in 4"),
+        (dict(replacement="black"), "by blur in 2 steps, not by black"),
+    ):
         arguments = dict(image=image, target=1, steps=2) | wrong
         with pytest.raises(ValueError, match=message):
             faithfulness(model, scores=flat, band=band, **arguments)
@@ -244,8 +265,9 @@ def oracle_by_hand(model, rgb) -> np.ndarray:
         inputs = np.repeat(x, 257, 0)
         for i in range(256):
             r, c = divmod(i, 16)
-            inputs[i + 1, :, r * 14 : (r + 1) * 14, c * 14 : (c + 1) * 14] = base[0, :, r * 14 : (r + 1) * 14,
-                                                                                c * 14 : (c + 1) * 14]  # fmt: skip
+            inputs[i + 1, :, r * 14 : (r + 1) * 14, c * 14 : (c + 1) * 14] = base[
+                0, :, r * 14 : (r + 1) * 14, c * 14 : (c + 1) * 14
+            ]
         maps = []
         for chunk in np.array_split(inputs, 17):
             out = model.forward(torch.from_numpy(chunk))
@@ -297,8 +319,18 @@ def test_a_named_method_is_scored_in_its_own_maps_order(method, options):
     model, image = tiny_vit(), random_image(40, 56, seed=14)
     target = 4  # not the top class: the target must reach the map
     reported = []
-    f = faithfulness(model, image, method, longest=56, target=target, steps=4, random_orders=1, batch=3,
-                     progress=reported.append, **options)  # fmt: skip
+    f = faithfulness(
+        model,
+        image,
+        method,
+        longest=56,
+        target=target,
+        steps=4,
+        random_orders=1,
+        batch=3,
+        progress=reported.append,
+        **options,
+    )
     if method == "rollout":
         scores = input_analysis(model, image, 56).rollout()
     else:
@@ -340,17 +372,24 @@ def test_the_defaults_are_ten_steps_fifty_seeded_random_orders_and_batches_of_si
 def test_the_limits_are_inclusive_and_name_the_argument():
     model, image = tiny_vit(), random_image(32, 32, seed=16)
     flat = np.arange(16.0).reshape(4, 4)
-    for edge in (dict(steps=1), dict(steps=100, random_orders=1), dict(random_orders=1, steps=1),
-                 dict(random_orders=1000, steps=1), dict(batch=1, steps=1, random_orders=1),
-                 dict(batch=256, steps=1, random_orders=1)):  # fmt: skip
+    for edge in (
+        dict(steps=1),
+        dict(steps=100, random_orders=1),
+        dict(random_orders=1, steps=1),
+        dict(random_orders=1000, steps=1),
+        dict(batch=1, steps=1, random_orders=1),
+        dict(batch=256, steps=1, random_orders=1),
+    ):
         faithfulness(model, image, scores=flat, target=0, **edge)
-    for bad, message in ((dict(steps=101), "steps must be between 1 and 100, got 101"),
-                         (dict(random_orders=0), "random_orders must be between 1 and 1000, got 0"),
-                         (dict(random_orders=1001), "random_orders must be between 1 and 1000, got 1001"),
-                         (dict(batch=0), "batch must be between 1 and 256, got 0"),
-                         (dict(batch=257), "batch must be between 1 and 256, got 257"),
-                         (dict(replacement="noise"), "use one of blur, mean, black"),
-                         (dict(method="lime"), "use one of integrated_gradients, saliency")):  # fmt: skip
+    for bad, message in (
+        (dict(steps=101), "steps must be between 1 and 100, got 101"),
+        (dict(random_orders=0), "random_orders must be between 1 and 1000, got 0"),
+        (dict(random_orders=1001), "random_orders must be between 1 and 1000, got 1001"),
+        (dict(batch=0), "batch must be between 1 and 256, got 0"),
+        (dict(batch=257), "batch must be between 1 and 256, got 257"),
+        (dict(replacement="noise"), "use one of blur, mean, black"),
+        (dict(method="lime"), "use one of integrated_gradients, saliency"),
+    ):
         with pytest.raises(ValueError, match=re.escape(message)):
             faithfulness(model, image, scores=None if "method" in bad else flat, target=0, **bad)
 
@@ -395,7 +434,8 @@ def test_the_sentence_says_when_hiding_the_top_patches_raises_the_output():
 
 
 def test_over_images_averages_each_methods_own_curves_and_names_the_skipped(tmp_path):
-    from vitviz.deletion import over_images, passes, table
+    from vitviz.deletion import passes
+    from vitviz.deletion_table import over_images, table
 
     model = tiny_vit()
     files = [tmp_path / "a.png", tmp_path / "broken.jpg", tmp_path / "b.png"]
@@ -404,8 +444,14 @@ def test_over_images_averages_each_methods_own_curves_and_names_the_skipped(tmp_
     cv2.imwrite(str(files[2]), random_image(32, 32, seed=2))
     skipped, options = [], dict(steps=2, random_orders=2, target=1)
     reasons, bands = [], {}
-    rows = over_images(model, files, ["saliency", "rollout"], bands=bands,
-                       on_skip=lambda p, e: skipped.append(p) or reasons.append(e), **options)  # fmt: skip
+    rows = over_images(
+        model,
+        files,
+        ["saliency", "rollout"],
+        bands=bands,
+        on_skip=lambda p, e: skipped.append(p) or reasons.append(e),
+        **options,
+    )
     assert skipped == [files[1]] and list(bands) == [files[0], files[2]]  # one band an image, for both methods
     assert bands[files[0]].curves.shape == (2, 3)
     assert isinstance(reasons[0], ValueError) and str(reasons[0])

@@ -16,8 +16,15 @@ SIZE = 48
 
 
 def one_by_one(model, image, mode: str, longest: int) -> np.ndarray:
-    return np.array([[ablate(model, image, heads=[(layer, head)], mode=mode, longest=longest).after
-                      for head in range(model.num_heads)] for layer in range(model.num_layers)])  # fmt: skip
+    return np.array(
+        [
+            [
+                ablate(model, image, heads=[(layer, head)], mode=mode, longest=longest).after
+                for head in range(model.num_heads)
+            ]
+            for layer in range(model.num_layers)
+        ]
+    )
 
 
 @pytest.mark.parametrize(("mode", "rows"), [("zero", None), ("zero", 3), ("mean", None)])
@@ -44,8 +51,11 @@ def test_importance_equals_72_ablations_of_the_embedded_model(embedded, coffee) 
 
 def test_the_cost_counts_each_rows_layers() -> None:
     model = tiny_vit()  # 3 layers × 4 heads
-    assert plan(model, (40, 48), rows=5) == [[(0, 0), (0, 1), (0, 2), (0, 3)], [(1, 0), (1, 1), (1, 2), (1, 3)],
-                                             [(2, 0), (2, 1), (2, 2), (2, 3)]]  # fmt: skip
+    assert plan(model, (40, 48), rows=5) == [
+        [(0, 0), (0, 1), (0, 2), (0, 3)],
+        [(1, 0), (1, 1), (1, 2), (1, 3)],
+        [(2, 0), (2, 1), (2, 2), (2, 3)],
+    ]
     # the unablated forward, then per forward its first row through 3 layers and each ablated row from its layer
     assert cost(model, (40, 48), rows=5) == 1 + (3 + 4 * 3 + 3 + 4 * 2 + 3 + 4 * 1) / 3
     assert cost(model, (40, 48), rows=13) == 1 + (3 + 4 * (3 + 2 + 1)) / 3

@@ -108,8 +108,12 @@ def test_heads_through_the_output_projection_give_the_attention_sub_layer(case):
                 assert (d.layer, d.head, d.query) == (layer, h, q)
             # each head's share: ||W_O,h Σ_j α_j v_j|| from the captured weights and the hooked values, over all heads
             w, v = o_proj.weight.detach().numpy(), seen["v"].numpy()
-            norms = [np.linalg.norm(seen["attentions"][h, q].numpy() @ v[:, h * dh : (h + 1) * dh]
-                                    @ w[:, h * dh : (h + 1) * dh].T) for h in range(heads)]  # fmt: skip
+            norms = [
+                np.linalg.norm(
+                    seen["attentions"][h, q].numpy() @ v[:, h * dh : (h + 1) * dh] @ w[:, h * dh : (h + 1) * dh].T
+                )
+                for h in range(heads)
+            ]
             for d in parts:
                 assert d.head_shares.dtype == np.float32
                 np.testing.assert_allclose(d.head_shares, np.array(norms) / sum(norms), rtol=2e-2, atol=2e-3)

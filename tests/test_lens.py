@@ -94,8 +94,11 @@ def test_the_lens_follows_its_output_record_and_names_it():
     maps = rng.random((3, 4, 6)).astype(np.float32)
     box = np.zeros((4, 6), np.float32)
     box[1:3, 2:5] = 1
-    for output, weights in ((DenseMap(), maps[-1]), (DenseMap(region="image"), np.ones((4, 6))),
-                            (DenseMap(box=(2, 1, 5, 3)), box)):  # fmt: skip
+    for output, weights in (
+        (DenseMap(), maps[-1]),
+        (DenseMap(region="image"), np.ones((4, 6))),
+        (DenseMap(box=(2, 1, 5, 3)), box),
+    ):
         lens = DenseLens(maps, output, output.short())
         if output.box is not None:
             lens = DenseLens(maps, output, output.short(), weights=output.weights(maps[-1], (4, 6)))

@@ -13,7 +13,6 @@ import vitviz
 from vitviz import lesson
 from vitviz.head_importance import Importance, cost, importance
 from vitviz.outputs import Output
-from vitviz.sentences import percent_words
 from vitviz.views.attention import attention_view
 from vitviz.views.common import display
 from vitviz.views.depth import depth_view
@@ -21,6 +20,7 @@ from vitviz.views.inside import inside_views
 from vitviz.views.output import output_view
 from vitviz.views.positions import pos_embed_map
 from vitviz.views.rollout import rollout_view
+from vitviz.whatif_words import percent_words
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +143,16 @@ def test_with_a_depth_model_the_last_step_shows_its_depth_map(chelsea, tmp_path)
 
 
 ACRONYMS = {"CLS", "CNN", "DPT", "PCA", "MLP", "ViT", "LayerNorm", "DINO", "DINOv2", "DeiT", "CLIP", "SigLIP"}
-TITLES = ["Patches become tokens", "Position embeddings", "A local head", "A global head",
-          "Attention distance over depth", "The readout and rollout", "Inside a head", "Dense decoding"]  # fmt: skip
+TITLES = [
+    "Patches become tokens",
+    "Position embeddings",
+    "A local head",
+    "A global head",
+    "Attention distance over depth",
+    "The readout and rollout",
+    "Inside a head",
+    "Dense decoding",
+]
 
 
 def assert_well_formed(text: str) -> None:
@@ -400,7 +408,7 @@ def test_the_top_head_guessed_ranks_first(small):
     text = lesson.lesson_step(a, 9, guess=lesson.Guess(layer, head, grid))[2]
     assert "it ranks **1st of the 72 heads** by the size of that change" in text
     assert (
-        f"and the largest change is {vitviz.sentences.importance_change(grid, change)} (layer {layer}, head {head})"
+        f"and the largest change is {vitviz.whatif_words.importance_change(grid, change)} (layer {layer}, head {head})"
         in text
     )
     assert_well_formed(text)
@@ -422,12 +430,12 @@ def test_heads_within_float32_rounding_share_a_rank_that_no_run_can_flip(embedde
         assert a.rank(layer, head) == b.rank(layer, head)
     larger = int((np.abs(changes) > 0.3 + a.noise).sum())
     assert a.rank(5, 2) == (larger + 1, 2) == reference_rank(list(np.abs(changes).ravel()), abs(changes[5, 2]), a.noise)
-    place = f"shares the **{vitviz.sentences.ordinal(larger + 1)} place of the 72 heads** with 2 others"
+    place = f"shares the **{vitviz.whatif_words.ordinal(larger + 1)} place of the 72 heads** with 2 others"
     assert place in sentences_of(a, embedded, 5, 2) and place in sentences_of(b, embedded, 5, 2)
 
 
 def sentences_of(grid: Importance, model, layer: int, head: int) -> str:
-    return vitviz.sentences.guess_words(grid, model, layer, head)
+    return vitviz.whatif_words.guess_words(grid, model, layer, head)
 
 
 def test_a_guess_that_moves_nothing_or_a_photo_where_no_head_matters_is_said_so(embedded):
@@ -451,4 +459,4 @@ ORDINALS = {1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: 
 
 
 def test_ordinals():
-    assert {n: vitviz.sentences.ordinal(n) for n in ORDINALS} == ORDINALS
+    assert {n: vitviz.whatif_words.ordinal(n) for n in ORDINALS} == ORDINALS

@@ -573,8 +573,9 @@ def test_value_norms_when_the_width_differs_from_heads_times_head_size():
     v, wo = rng.normal(size=(5, 6)), rng.normal(size=(10, 6))  # D = 10, H·dh = 2 x 3
     got = maps.value_norms(v, wo, 2)
     for h in range(2):
-        np.testing.assert_allclose(got[h], np.linalg.norm(v[:, 3 * h : 3 * h + 3] @ wo[:, 3 * h : 3 * h + 3].T, axis=1),
-                                   rtol=1e-5)  # fmt: skip
+        np.testing.assert_allclose(
+            got[h], np.linalg.norm(v[:, 3 * h : 3 * h + 3] @ wo[:, 3 * h : 3 * h + 3].T, axis=1), rtol=1e-5
+        )
 
 
 def test_rollout_does_not_depend_on_torchs_default_dtype():
@@ -638,8 +639,9 @@ def test_rollouts_of_many_ratios_at_once_are_each_ratios_rollout(dtype, device):
     start /= start.sum()
     each = np.stack([maps.rollout(fused, r, None, start, (0, 1)) for r in ratios])
     for r, row in zip(ratios, each, strict=True):
-        np.testing.assert_allclose(row, start @ independent_rollout(fused.float()[:, None].numpy(), "max", r, (0, 1)),
-                                   atol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(
+            row, start @ independent_rollout(fused.float()[:, None].numpy(), "max", r, (0, 1)), atol=1e-6
+        )
     for chunk in (1, 2, 5, None):
         got = maps.rollouts(list(fused.to(device)), ratios, None, start, (0, 1), chunk=chunk)
         np.testing.assert_allclose(got, each, rtol=1e-5, atol=1e-9, err_msg=str(chunk))

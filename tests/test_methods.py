@@ -157,8 +157,9 @@ def test_each_methods_options_reach_captum(monkeypatch):
     hooked = []
     for i, block in enumerate(model.blocks):
         register = block.register_forward_pre_hook
-        monkeypatch.setattr(block, "register_forward_pre_hook", lambda *a, i=i, r=register, **k: hooked.append(i)
-                            or r(*a, **k))  # fmt: skip
+        monkeypatch.setattr(
+            block, "register_forward_pre_hook", lambda *a, i=i, r=register, **k: hooked.append(i) or r(*a, **k)
+        )
     attribute(model, image, "grad_cam", layer=1)
     attribute(model, image, "grad_cam")
     assert hooked == [1, model.num_layers - 1]

@@ -64,8 +64,12 @@ def test_no_module_asks_an_outputs_kind():
     """What a kind does lives in its class: no module of vitviz compares an output's kind to a kind's name."""
     names = "|".join(KINDS)
     asks = re.compile(rf"""kind\s*(==|!=|in)\s*[("']*({names}|classes)\b""")
-    found = [f"{path}:{n}" for path in sorted(Path(vitviz.__file__).parent.rglob("*.py"))
-             for n, line in enumerate(path.read_text().splitlines(), 1) if asks.search(line)]  # fmt: skip
+    found = [
+        f"{path}:{n}"
+        for path in sorted(Path(vitviz.__file__).parent.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if asks.search(line)
+    ]
     assert found == []
 
 
@@ -125,8 +129,9 @@ def test_rollout_toward_a_dense_output_is_the_matrix_chain_with_its_weights_as_t
         np.testing.assert_allclose(a.rollout(fusion, ratio, output), expected, atol=1e-6)
     cls = np.zeros(a.num_tokens)
     cls[0] = 1
-    np.testing.assert_allclose(a.rollout(fusion, ratio, Output("readout")), chain_by_hand(a, fusion, ratio, cls, [0]),
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        a.rollout(fusion, ratio, Output("readout")), chain_by_hand(a, fusion, ratio, cls, [0]), atol=1e-6
+    )
 
 
 def own_score(model, rgb: np.ndarray, output: Output) -> float:
@@ -167,8 +172,10 @@ def test_each_map_its_check_and_its_sentence_follow_one_output_and_change_with_i
         assert all(x != y for x, y in zip(one, other, strict=True)), "an output changed, and something did not"
 
 
-CLAIMS = re.compile(r"feeds|gathers the image for the output|output reads|reads only the|read from|reads no prefix|"
-                    r"does not read|feeds nothing")  # fmt: skip
+CLAIMS = re.compile(
+    r"feeds|gathers the image for the output|output reads|reads only the|read from|reads no prefix|"
+    r"does not read|feeds nothing"
+)
 DENIED = re.compile(r"\bnot\b|\bnothing\b|\bno prefix\b|would be different")
 
 
@@ -259,8 +266,11 @@ def test_each_output_fixed_on_a_photo_scores_another_image_as_transformers_forwa
         expected = transformers_readout(model, other) @ v / np.linalg.norm(v)
     else:
         with torch.no_grad():
-            expected = float(model.net(input_ids=torch.tensor([TEXT_IDS]), pixel_values=other,
-                                       interpolate_pos_encoding=True).logits_per_image[0, 0])  # fmt: skip
+            expected = float(
+                model.net(
+                    input_ids=torch.tensor([TEXT_IDS]), pixel_values=other, interpolate_pos_encoding=True
+                ).logits_per_image[0, 0]
+            )
     np.testing.assert_allclose(scores, [expected, expected], rtol=1e-4, atol=1e-5)
 
 
@@ -278,8 +288,11 @@ def test_a_dense_output_fixed_on_a_photo_weighs_another_images_map_as_it_says(em
             embedded.dense_map(o.hidden_states[-1], (16, 16), (224, 224))[0, 0].double().numpy() for o in (photo, other)
         )
         left = np.concatenate([np.ones((224, 112)), np.zeros((224, 112))], 1)
-        for output, weights in [(Output("dense"), m0), (Output("dense", region="image"), np.ones((224, 224))),
-                                (Output("dense", box=(0, 0, 300, 400)), left)]:  # fmt: skip
+        for output, weights in [
+            (Output("dense"), m0),
+            (Output("dense", region="image"), np.ones((224, 224))),
+            (Output("dense", box=(0, 0, 300, 400)), left),
+        ]:
             reading = output.reading(embedded, photo, (224, 224), coffee.shape[:2])
             scores = [float(reading.of_output(other)[0]), float(reading.of_tokens(other.hidden_states[-1])[0])]
             expected = float((m1 * weights).sum() / weights.sum())

@@ -47,8 +47,14 @@ def test_the_wheel_and_sdist_carry_the_examples_licence_and_tests(built):
     assert dev == []  # the benchmarks, the load test and the harness stay in the repository
     assert "vitviz = vitviz.cli:main" in wheel.read(f"vitviz-{version}.dist-info/entry_points.txt").decode()
     sdist = set(tarfile.open(next(built.glob("*.tar.gz"))).getnames())
-    for needed in ("app.py", "LICENSE", "requirements.txt", "tests/conftest.py", "tests/app_server.py",
-                   "vitviz/assets/chelsea.jpg"):  # fmt: skip
+    for needed in (
+        "app.py",
+        "LICENSE",
+        "requirements.txt",
+        "tests/conftest.py",
+        "tests/app_server.py",
+        "vitviz/assets/chelsea.jpg",
+    ):
         assert f"vitviz-{version}/{needed}" in sdist, needed
 
 
@@ -68,10 +74,15 @@ def test_the_library_takes_ranges_that_hold_the_apps_pins():
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later
 
-    ranges = {Requirement(r).name: Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())[
-        "project"]["dependencies"]}  # fmt: skip
-    pins = [Requirement(line) for line in (ROOT / "requirements.txt").read_text().splitlines()
-            if line and not line.startswith("#")]  # fmt: skip
+    ranges = {
+        Requirement(r).name: Requirement(r)
+        for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    pins = [
+        Requirement(line)
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     assert sorted(ranges) == sorted(p.name for p in pins)
     for pin in pins:
         version = next(iter(pin.specifier)).version
@@ -86,14 +97,22 @@ def venv_with_the_wheel(built: Path, tmp_path: Path, hide: Sequence[str] = ()) -
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    target = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    target = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     wheel = next(built.glob("*.whl"))
     # Without PYTHONPATH: with the repository on it, pip found the vitviz.egg-info that building left there
     # "already satisfied" and installed nothing.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
-                   check=True, capture_output=True, env=env)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     # The dependencies only after the wheel: pip would otherwise find a vitviz installed in this environment
     # (the README's first command installs one) "already satisfied" and not install the wheel at all.
     (Path(target) / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
@@ -109,11 +128,22 @@ def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path
     python = venv / "bin" / "python"
     away = tmp_path / "elsewhere"
     away.mkdir()
-    where = subprocess.run([python, "-c", "import vitviz; print(vitviz.__file__, vitviz.example())"], cwd=away,
-                           env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    where = subprocess.run(
+        [python, "-c", "import vitviz; print(vitviz.__file__, vitviz.example())"],
+        cwd=away,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert str(venv) in where and str(ROOT) not in where
-    run = subprocess.run([venv / "bin" / "vitviz", "analyze", where.split()[1], "--out", "maps", "--layers", "11"],
-                         cwd=away, env=env, capture_output=True, text=True)  # fmt: skip
+    run = subprocess.run(
+        [venv / "bin" / "vitviz", "analyze", where.split()[1], "--out", "maps", "--layers", "11"],
+        cwd=away,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert (away / "maps" / "chelsea" / "attention_layer11.png").exists()
     run = subprocess.run([venv / "bin" / "vitviz", "site", "site"], cwd=away, env=env, capture_output=True, text=True)
@@ -123,8 +153,13 @@ def test_a_wheel_in_a_fresh_venv_serves_the_app_and_runs_the_cli(built, tmp_path
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([venv / "bin" / "vitviz", "serve", "--port", str(port), "--device", "cpu"], cwd=away,
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # fmt: skip
+    server = subprocess.Popen(
+        [venv / "bin" / "vitviz", "serve", "--port", str(port), "--device", "cpu"],
+        cwd=away,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -169,8 +204,9 @@ def test_the_readmes_first_python_block_runs_on_a_base_install(built, tmp_path):
         f"\nimport sys\nprint(sorted(m for m in {hidden!r} if sys.modules.get(m, 0) is None), vitviz.__file__)\n"
         "try:\n    vitviz.explore(a)\nexcept ImportError as exc:\n    print(exc)\n"
     )
-    run = subprocess.run([venv / "bin" / "python", "-c", block + check], cwd=tmp_path, env=env, capture_output=True,
-                         text=True)  # fmt: skip
+    run = subprocess.run(
+        [venv / "bin" / "python", "-c", block + check], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     *_, seen, refused = run.stdout.splitlines()
     hidden_still, where = seen.rsplit(" ", 1)

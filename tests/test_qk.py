@@ -83,10 +83,12 @@ def test_top_key_recall_counts_the_shared_keys():
     rng = np.random.default_rng(2)
     w, q2, k2 = rng.random((30, 40)), rng.normal(size=(30, 2)), rng.normal(size=(40, 2))
     for top in (1, 5, 12):
-        want = np.mean([
-            len(set(np.argsort(-w[i])[:top]) & set(np.argsort(((k2 - q2[i]) ** 2).sum(1))[:top])) / top
-            for i in range(30)
-        ])  # fmt: skip
+        want = np.mean(
+            [
+                len(set(np.argsort(-w[i])[:top]) & set(np.argsort(((k2 - q2[i]) ** 2).sum(1))[:top])) / top
+                for i in range(30)
+            ]
+        )
         assert qk.top_key_recall(w, q2, k2, top) == pytest.approx(want)
     assert qk.top_key_recall(w, k2[w.argmax(1)], k2, 1) == 1.0
     with pytest.raises(ValueError, match="top must be"):
@@ -110,8 +112,14 @@ def test_what_a_head_sorts_by_is_the_maps_correlation_with_position_and_colour()
         tokens = np.vstack([[[9.0, 9.0]] * prefix, xy + rng.normal(scale=1e-3, size=xy.shape)])
         s = qk.sorts_by(tokens, tokens + 0.01, (gh, gw), rgb, prefix, 2, 1)
         both = np.vstack([tokens[prefix:], tokens[prefix:] + 0.01])
-        features = {"row": p // gw, "column": p % gw, "brightness": rgb.mean(1), "red": rgb[:, 0],
-                    "green": rgb[:, 1], "blue": rgb[:, 2]}  # fmt: skip
+        features = {
+            "row": p // gw,
+            "column": p % gw,
+            "brightness": rgb.mean(1),
+            "red": rgb[:, 0],
+            "green": rgb[:, 1],
+            "blue": rgb[:, 2],
+        }
         for name, f in features.items():
             assert s.r[name] == pytest.approx(r_lstsq(both, np.tile(f, 2).astype(float)), abs=1e-9), name
         check_sentence(s, features)
@@ -288,8 +296,9 @@ def test_patch_colours_are_the_photos_own():
     rgb = qk.patch_colours(a).reshape(*a.grid, 3)
     gw = a.grid[1]
     np.testing.assert_allclose(rgb[:, 0], np.broadcast_to(np.array([200, 30, 90]) / 255, rgb[:, 0].shape), atol=2e-3)
-    np.testing.assert_allclose(rgb[:, gw - 1], np.broadcast_to(np.array([10, 250, 120]) / 255, rgb[:, 0].shape),
-                               atol=2e-3)  # fmt: skip
+    np.testing.assert_allclose(
+        rgb[:, gw - 1], np.broadcast_to(np.array([10, 250, 120]) / 255, rgb[:, 0].shape), atol=2e-3
+    )
 
 
 # ---- the browser's view: the real script in a bare page, on tiny models and the embedded model
@@ -402,8 +411,10 @@ def test_brushing_lights_up_the_patches_of_the_points_inside_the_rectangle():
         flat = [p for pair in points for p in pair]
         inside = sorted({t for t, pair in enumerate(points) for p in pair if x0 <= p["x"] <= x1 and y0 <= p["y"] <= y1})
         assert 1 < len(inside) < a.num_tokens
-        beyond = [any(side(p) for p in flat) for side in (lambda p: p["x"] < x0, lambda p: p["x"] > x1,
-                                                           lambda p: p["y"] < y0, lambda p: p["y"] > y1)]  # fmt: skip
+        beyond = [
+            any(side(p) for p in flat)
+            for side in (lambda p: p["x"] < x0, lambda p: p["x"] > x1, lambda p: p["y"] < y0, lambda p: p["y"] > y1)
+        ]
         assert all(beyond)
         assert brush["tokens"][0] == inside
         assert page.evaluate("() => window.highlights.at(-1)") == inside

@@ -394,8 +394,11 @@ def test_colorbar_numbers_and_scale_names_say_the_right_thing():
         below = render.with_colorbar_below(np.zeros((4, 400, 3), np.uint8), "gray", lo, hi, scale)[4:]
         for s, (x0, x1) in zip(expected[::-1], ((0, 140), (140, 260), (260, 400)), strict=True):
             assert width_of(below, x0, 26, x1, 60) == inked(s, 0.8), (scale, s)
-    for scale, name in (("robust", "linear, top 1% clipped"), ("log", "log scale"),
-                        ("min-max", "linear, lowest to highest")):  # fmt: skip
+    for scale, name in (
+        ("robust", "linear, top 1% clipped"),
+        ("log", "log scale"),
+        ("min-max", "linear, lowest to highest"),
+    ):
         named = render.with_colorbar(np.zeros((200, 10, 3), np.uint8), "gray", 0, 1, scale)[:, 10:]
         lines = render.bar_names(scale, "", render.BAR_LINE)  # a vertical bar wraps its words
         assert " ".join(lines) == name
@@ -540,8 +543,14 @@ def test_the_token_strip_is_laid_out_to_the_pixel(width, patches_shown, cell, ti
         hershey(expected, name, (x + 3, y + cell - 6), 0.5, thickness=3)
         hershey(expected, name, (x + 3, y + cell - 6), 0.5, (255, 255, 255))
         hershey(expected, f"#{position}", (x + 3, y + cell + 20), 0.5)
-        hershey(expected, *(("+ pos", (x + 3, y + cell + 44), 0.5, (0, 110, 0)) if has_pos else
-                            ("no pos", (x + 3, y + cell + 44), 0.5, (150, 0, 0))))  # fmt: skip
+        hershey(
+            expected,
+            *(
+                ("+ pos", (x + 3, y + cell + 44), 0.5, (0, 110, 0))
+                if has_pos
+                else ("no pos", (x + 3, y + cell + 44), 0.5, (150, 0, 0))
+            ),
+        )
     np.testing.assert_array_equal(strip, expected)
 
 

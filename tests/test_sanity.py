@@ -27,8 +27,9 @@ def test_the_cascade_randomises_a_copy_from_the_last_layer_down():
     s = sanity_check(model, image, "saliency", layers=2, longest=56)
     for k, v in model.net.state_dict().items():  # the served model is untouched
         torch.testing.assert_close(v, before[k], rtol=0, atol=0)
-    np.testing.assert_allclose(s.maps[0], patch_scores(attribute(model, image, "saliency", longest=56).raw, 8),
-                               rtol=1e-5)  # fmt: skip
+    np.testing.assert_allclose(
+        s.maps[0], patch_scores(attribute(model, image, "saliency", longest=56).raw, 8), rtol=1e-5
+    )
     assert s.maps.shape == (3, 5, 7) and list(s.randomised) == [0, 1, 2] and s.correlation[0] == pytest.approx(1)
     for step in (1, 2):
         assert s.correlation[step] == pytest.approx(rank_correlation(s.maps[0], s.maps[step]))
@@ -55,16 +56,16 @@ def smooth(seed: int, shape=(16, 16)) -> np.ndarray:
 
 def cascade(first: np.ndarray, last: np.ndarray, layers: int = 2) -> SanityCheck:
     maps = np.stack([first, *[last] * layers])
-    return SanityCheck("saliency", maps, np.arange(layers + 1), np.array([rank_correlation(first, m) for m in maps]),
-                       layers, 1.0)  # fmt: skip
+    return SanityCheck(
+        "saliency", maps, np.arange(layers + 1), np.array([rank_correlation(first, m) for m in maps]), layers, 1.0
+    )
 
 
 def shifted_by_hand(first: np.ndarray, last: np.ndarray) -> np.ndarray:
     """Every roll of `last` by at least a quarter of the grid's height or width, each one's rank correlation with
     `first`."""
     gh, gw = first.shape
-    far = [(dy, dx) for dy in range(gh) for dx in range(gw)
-           if min(dy, gh - dy) >= gh / 4 or min(dx, gw - dx) >= gw / 4]  # fmt: skip
+    far = [(dy, dx) for dy in range(gh) for dx in range(gw) if min(dy, gh - dy) >= gh / 4 or min(dx, gw - dx) >= gw / 4]
     return np.array([rank_correlation(first, np.roll(last, s, (0, 1))) for s in far])
 
 

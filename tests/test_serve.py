@@ -86,8 +86,9 @@ def test_an_upload_over_max_upload_mb_is_refused_and_one_under_it_is_taken(app, 
 
 def call(url: str, api: str, data: list) -> str:
     """A request to an endpoint through Gradio's HTTP API, and the stream it answers with."""
-    request = urllib.request.Request(f"{url}gradio_api/call/{api}", json.dumps({"data": data}).encode(),
-                                     {"Content-Type": "application/json"})  # fmt: skip
+    request = urllib.request.Request(
+        f"{url}gradio_api/call/{api}", json.dumps({"data": data}).encode(), {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=30) as answer:
         event = json.loads(answer.read())["event_id"]
     with urllib.request.urlopen(f"{url}gradio_api/call/{api}/{event}", timeout=60) as answer:
@@ -146,8 +147,10 @@ def test_the_live_tab_says_when_no_camera_is_found(app):
     assert check["inputs"] == check["outputs"] == [info] and [e for _, e in check["targets"]] == ["select"]
     script = "(async () => {\nconst find = " + live.FIND_CAMERA_JS + ";\nconst said = [];\n"
     for navigator in NAVIGATORS:
-        script += (f"Object.defineProperty(globalThis, 'navigator', {{value: {navigator}, configurable: true}});\n"
-                   f"said.push(await find({json.dumps(live.CAMERA_OFF)}));\n")  # fmt: skip
+        script += (
+            f"Object.defineProperty(globalThis, 'navigator', {{value: {navigator}, configurable: true}});\n"
+            f"said.push(await find({json.dumps(live.CAMERA_OFF)}));\n"
+        )
     script += "console.log(JSON.stringify(said));\n})();\n"
     out = subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True, timeout=30).stdout
     assert json.loads(out) == list(NAVIGATORS.values())

@@ -219,10 +219,13 @@ def test_sessions_that_ask_for_the_same_photo_at_once_share_one_forward(server, 
     monkeypatch.setattr(server_module, "analyze", slow_analyze)
     same, got = photo(tmp_path, "example.png", 7), {}
     users = [
-        threading.Thread(target=lambda n=n: got.update({n: server.get_analysis(same, "tiny", "224", SimpleNamespace(
-            session_hash=f"student {n}"))}))
+        threading.Thread(
+            target=lambda n=n: got.update(
+                {n: server.get_analysis(same, "tiny", "224", SimpleNamespace(session_hash=f"student {n}"))}
+            )
+        )
         for n in range(8)
-    ]  # fmt: skip
+    ]
     for u in users:
         u.start()
     for _ in range(300):  # every session is waiting: one on the model, seven on it
@@ -294,8 +297,9 @@ def test_the_rollout_sliders_moves_are_served_from_what_the_uploads_forward_roll
     assert isinstance(a, Derived)
     for percent in Derived.ROLLOUT_PERCENTS:
         picture, note = rollout_view(a, "mean", percent / 100)
-        np.testing.assert_allclose(a.rollout("mean", percent / 100), a.analysis.rollout("mean", percent / 100),
-                                   rtol=1e-4, atol=1e-7)  # fmt: skip
+        np.testing.assert_allclose(
+            a.rollout("mean", percent / 100), a.analysis.rollout("mean", percent / 100), rtol=1e-4, atol=1e-7
+        )
     moves = len(Derived.ROLLOUT_PERCENTS)
     assert (a.rollouts_served, a.rollouts_made, a.layers_recomputed) == (2 * moves, 0, 0)
 

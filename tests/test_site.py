@@ -21,7 +21,7 @@ import vitviz
 import vitviz.cli
 from tests.conftest import reference_fused, reference_rollout
 from tests.support.harness import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
-from vitviz import explorer, lesson, maps, render, sentences
+from vitviz import explorer, lesson, maps, render, sentences, whatif_words
 from vitviz.outputs import patch_weights
 from vitviz.preprocess import load_image
 from vitviz.site import build as site_build
@@ -234,7 +234,7 @@ LOOK_CASES = (  # (weights [N], prefix, grid, layer, head, query, guessed): the 
 @pytest.mark.browser
 def test_the_sites_guess_sentence_is_pythons_in_every_branch(browser):
     """One source of truth for the site's exercise "guess where a head looks": guess.js' sentence is
-    `sentences.look_words`' string for string, on the same weights, in each of its branches (no guess yet, the top
+    `whatif_words.look_words`' string for string, on the same weights, in each of its branches (no guess yet, the top
     patch found, a guess rows and columns away, prefix tokens above every patch, a weight rounding at a half, an
     underflowing one, the 11th to 13th and 21st ranks)."""
     page = browser.new_page()
@@ -247,7 +247,7 @@ def test_the_sites_guess_sentence_is_pythons_in_every_branch(browser):
     said = page.evaluate("(cases) => cases.map((c) => vitvizLookWords(new Float32Array(c[0]), ...c.slice(1)))", cases)
     page.close()
     for case, got in zip(cases, said, strict=True):
-        assert got == sentences.look_words(np.array(case[0], np.float32), *case[1:]), case
+        assert got == whatif_words.look_words(np.array(case[0], np.float32), *case[1:]), case
     joined = " ".join(said)
     branches = ["Click it on the photo", "you found the head's top patch", "**13 %**", "**6.3 %**", "under 0.01 %"]
     branches += ["More goes to CLS (60 %) and register 0 (20 %), tokens", "1 row and 4 columns", "2 columns from"]
@@ -261,7 +261,7 @@ def test_the_sites_guess_of_where_a_head_looks_reveals_pythons_numbers(page, emb
     """The site's exercise: a guess of the patch that a head attends to most from the centre patch, made through
     the test handle and by a click on the step's photo, reveals that head's attention row, the guess's weight and
     rank among the keys, and the head's top patch and its weight: Python's (`vitviz.analyze` on the same input)
-    within 1e-4, in `sentences.look_words`' words."""
+    within 1e-4, in `whatif_words.look_words`' words."""
     run = page.evaluate("() => window.vitviz.site.analyse('examples/coffee.jpg', 'coffee', 336)")
     a = vitviz.analyze(embedded, vitviz.example("coffee"), longest=336)
     assert run["size"] == list(a.pixel_values.shape[2:])
@@ -270,7 +270,7 @@ def test_the_sites_guess_of_where_a_head_looks_reveals_pythons_numbers(page, emb
     asked = page.evaluate("() => window.vitviz.site.look(4, 2)")
     assert asked["step"] == len(lesson.STEPS) + 1 and asked["title"] == "Guess where a head looks"
     assert asked["query"] == query and "weight" not in asked
-    assert asked["text"] == sentences.look_words(np.array(asked["row"]), prefix, a.grid, 4, 2, query)
+    assert asked["text"] == whatif_words.look_words(np.array(asked["row"]), prefix, a.grid, 4, 2, query)
     assert page.evaluate(BAR, "lesson")["hidden"]  # the photo alone: nothing gives the answer away
     for layer, head, guessed in ((4, 2, 0), (9, 1, query + 1), (11, 5, gh * gw - 1)):
         got = page.evaluate(f"() => window.vitviz.site.look({layer}, {head}, {guessed})")
@@ -282,14 +282,14 @@ def test_the_sites_guess_of_where_a_head_looks_reveals_pythons_numbers(page, emb
         mine = row[n_prefix + guessed]
         assert 1 + (row > mine + 1e-4).sum() <= got["rank"] <= 1 + (row > mine - 1e-4).sum()
         assert got["keys"] == a.num_tokens
-        assert got["text"] == sentences.look_words(np.array(got["row"]), prefix, a.grid, layer, head, query, guessed)
+        assert got["text"] == whatif_words.look_words(np.array(got["row"]), prefix, a.grid, layer, head, query, guessed)
         assert not page.evaluate(BAR, "lesson")["hidden"]  # the head's real map, with its colour bar
     top = got["top"]  # a click on the top patch's centre, as the student clicks
     canvas = page.locator(".site-panel[data-tab=lesson] canvas")
     box = canvas.bounding_box()
     canvas.click(position={"x": (top % gw + 0.5) * box["width"] / gw, "y": (top // gw + 0.5) * box["height"] / gh})
     clicked = page.evaluate(f"() => window.vitviz.site.lesson({len(lesson.STEPS) + 1})")
-    assert clicked["text"] == sentences.look_words(np.array(got["row"]), prefix, a.grid, 11, 5, query, top)
+    assert clicked["text"] == whatif_words.look_words(np.array(got["row"]), prefix, a.grid, 11, 5, query, top)
     assert "you found the head's top patch" in clicked["text"]
     page.select_option(".site-look-head", "0")  # another head: a new guess to make
     assert "Click it on the photo" in page.evaluate(f"() => window.vitviz.site.lesson({len(lesson.STEPS) + 1})")["text"]

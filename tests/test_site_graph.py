@@ -16,9 +16,15 @@ SIDE = 37
 
 def resize_model() -> onnx.ModelProto:
     node = helper.make_node(
-        "Resize", ["table", "", "", "sizes"], ["out"], name="resize", mode="cubic", cubic_coeff_a=-0.75,
-        coordinate_transformation_mode="half_pixel", nearest_mode="floor",
-    )  # fmt: skip
+        "Resize",
+        ["table", "", "", "sizes"],
+        ["out"],
+        name="resize",
+        mode="cubic",
+        cubic_coeff_a=-0.75,
+        coordinate_transformation_mode="half_pixel",
+        nearest_mode="floor",
+    )
     inputs = [
         helper.make_tensor_value_info("table", TensorProto.FLOAT, [1, 8, SIDE, SIDE]),
         helper.make_tensor_value_info("sizes", TensorProto.INT64, [4]),

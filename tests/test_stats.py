@@ -33,8 +33,20 @@ def test_analyze_writes_every_family_from_its_folder(name, tmp_path):
     import cv2
 
     cv2.imwrite(str(photo), random_image(40, 56, seed=22))
-    rc = cli.main(["analyze", str(photo), "--out", str(tmp_path / "out"), "--model", str(tmp_path / "model"),
-                   "--device", "cpu", "--size", "56"])  # fmt: skip
+    rc = cli.main(
+        [
+            "analyze",
+            str(photo),
+            "--out",
+            str(tmp_path / "out"),
+            "--model",
+            str(tmp_path / "model"),
+            "--device",
+            "cpu",
+            "--size",
+            "56",
+        ]
+    )
     assert rc == 0
     summary = json.loads((tmp_path / "out" / "photo" / "summary.json").read_text())
     assert summary["prefix_tokens"] == list(model.prefix_tokens)
@@ -70,22 +82,37 @@ def test_ray_stats_equal_the_single_process_table_and_name_the_broken_file(local
     model = vitviz.load_model(device="cpu")
     alone, skipped = stats.over_images(model, files, 224, 2, progress_bar=False)
     named: list = []
-    spread, ray_skipped = ray_stats.over_images("dinov2-small", files, 224, 2, workers=2, device="cpu",
-                                                on_skip=lambda p, reason: named.append((p, reason)))  # fmt: skip
+    spread, ray_skipped = ray_stats.over_images(
+        "dinov2-small", files, 224, 2, workers=2, device="cpu", on_skip=lambda p, reason: named.append((p, reason))
+    )
     assert (skipped, ray_skipped, spread.images, alone.images) == (1, 1, 6, 6)
     assert named == [(str(folder / "broken.jpg"), "broken.jpg is a truncated JPEG file: its end is missing")]
     for field in ("distance_mean", "distance_std", "entropy_mean", "entropy_std"):
         # each image's values are float32 from a forward of its batch, and the workers batch other images together:
         # a standard deviation, small beside its mean, moves by the mean's float32 rounding (1e-6 of it on this CPU)
         scale = np.abs(getattr(alone, field.replace("std", "mean"))).max()
-        np.testing.assert_allclose(getattr(spread, field), getattr(alone, field), rtol=1e-6, atol=1e-6 * scale,
-                                   err_msg=field)  # fmt: skip
+        np.testing.assert_allclose(
+            getattr(spread, field), getattr(alone, field), rtol=1e-6, atol=1e-6 * scale, err_msg=field
+        )
     assert np.ptp(alone.distance_mean) > 1  # heads differ: the comparison is not of constants
 
     capsys.readouterr()
     for out, extra in (("alone", []), ("ray", ["--ray", "--workers", "2"])):
-        rc = cli.main(["stats", str(folder), "--out", str(tmp_path / out), "--size", "224", "--batch", "2",
-                       "--device", "cpu", *extra])  # fmt: skip
+        rc = cli.main(
+            [
+                "stats",
+                str(folder),
+                "--out",
+                str(tmp_path / out),
+                "--size",
+                "224",
+                "--batch",
+                "2",
+                "--device",
+                "cpu",
+                *extra,
+            ]
+        )
         assert rc == 1  # a file was skipped
         assert f"skipped {folder / 'broken.jpg'}" in capsys.readouterr().err
     ray, alone = ((tmp_path / name / "stats.csv").read_text().splitlines() for name in ("ray", "alone"))
@@ -129,8 +156,9 @@ def test_the_table_over_images_is_the_mean_and_spread_of_their_own_analyses(phot
     head)'s mean and standard deviation (ddof 0) over the images equal NumPy's over the photos' own analyses;
     the two unreadable files are named and counted."""
     model, skipped = FAMILIES["dinov2"](), []
-    table, count = stats.over_images(model, photos, 56, batch=2, on_skip=lambda p, e: skipped.append((p, e)),
-                                     progress_bar=False)  # fmt: skip
+    table, count = stats.over_images(
+        model, photos, 56, batch=2, on_skip=lambda p, e: skipped.append((p, e)), progress_bar=False
+    )
     assert count == 2 and [p for p, _ in skipped] == [photos[2], photos[-1]]
     assert all(isinstance(e, ValueError) for _, e in skipped)
     values = per_image(model, photos, 56)

@@ -150,12 +150,22 @@ def test_the_quick_tier_collects_no_test_that_serves_the_app():
 
     files = ["tests/test_ui.py", "tests/test_serve.py", "tests/test_cli.py", "tests/test_qk.py"]
     quick = "not slow and not browser and not package"
-    ran = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", quick, *files],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", quick, *files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     collected = [line for line in ran.stdout.splitlines() if "::" in line]
     assert collected, ran.stdout + ran.stderr
-    served = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "app", *files],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    served = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "app", *files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     apps = {line for line in served.stdout.splitlines() if "::" in line}
     assert "tests/test_ui.py::test_api_is_typed_and_named" in apps
     assert "tests/test_cli.py::test_serve_says_it_is_loading_before_it_loads" in apps

@@ -77,14 +77,16 @@ def test_analyze_then_change_layer_and_head(client):
     assert float(share) == pytest.approx(100 * a0.layer_attention(0)[0, 0, :1].astype(float).sum(), abs=0.06)
     grid, _, _ = client.predict(layer=5, head=-2, **params, api_name="/attention")
     assert read(grid).shape[0] > a.shape[0]  # 6 heads + mean tiled
-    roll, note, truth = client.predict(image, "dinov2-small", "model default", "max", 0.5, "output", "inferno", 0.6,
-                                       api_name="/rollout")  # fmt: skip
+    roll, note, truth = client.predict(
+        image, "dinov2-small", "model default", "max", 0.5, "output", "inferno", 0.6, api_name="/rollout"
+    )
     assert read(roll).shape == a.shape
     assert "brightest patch" in note and "the level that only 1 in 100 patches exceeds" in note
     assert note.startswith("Rollout toward the output: it starts from the patch tokens that the dense head reads")
     assert truth.startswith("**What this map can tell you, on this photo.** Rollout toward the output and toward")
-    roll, note, same = client.predict(image, "dinov2-small", "model default", "max", 0.5, "readout", "inferno", 0.6,
-                                      api_name="/rollout")  # fmt: skip
+    roll, note, same = client.predict(
+        image, "dinov2-small", "model default", "max", 0.5, "readout", "inferno", 0.6, api_name="/rollout"
+    )
     assert "which this model's output (its dense head) does not read" in note and same == truth
     grid_fig, pos_map = client.predict("dinov2-small", 3, 30, api_name="/position_embeddings")
     assert read(pos_map).shape[0] == 480
@@ -145,20 +147,69 @@ def test_malformed_arguments_name_the_argument(client):
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
     with pytest.raises(Exception, match="patch must be -1"):
-        client.predict(image, "dinov2-small", "model default", 3, 2, "a patch (click one in a picture)", 5000,
-                       "weight", "inferno", 0.6, "per head", api_name="/attention")  # fmt: skip
+        client.predict(
+            image,
+            "dinov2-small",
+            "model default",
+            3,
+            2,
+            "a patch (click one in a picture)",
+            5000,
+            "weight",
+            "inferno",
+            0.6,
+            "per head",
+            api_name="/attention",
+        )
     with pytest.raises(Exception, match="layer: Value 99 is greater than maximum value 11"):  # Gradio's check
-        client.predict(image, "dinov2-small", "model default", 99, 2, "readout", -1, "weight", "inferno", 0.6,
-                       "per head", api_name="/attention")  # fmt: skip
+        client.predict(
+            image,
+            "dinov2-small",
+            "model default",
+            99,
+            2,
+            "readout",
+            -1,
+            "weight",
+            "inferno",
+            0.6,
+            "per head",
+            api_name="/attention",
+        )
     with pytest.raises(Exception, match="discard: Value -0.5 is less than minimum value 0"):
-        client.predict(image, "dinov2-small", "model default", "mean", -0.5, "output", "inferno", 0.6,
-                       api_name="/rollout")  # fmt: skip
+        client.predict(
+            image, "dinov2-small", "model default", "mean", -0.5, "output", "inferno", 0.6, api_name="/rollout"
+        )
     with pytest.raises(Exception, match="head: Value: -1 is not in the list of choices"):  # one head, not the mean
-        client.predict(image, "dinov2-small", "model default", 3, -1, "readout", -1, "inferno", 0.6, "robust",
-                       api_name="/inside_head")  # fmt: skip
+        client.predict(
+            image,
+            "dinov2-small",
+            "model default",
+            3,
+            -1,
+            "readout",
+            -1,
+            "inferno",
+            0.6,
+            "robust",
+            api_name="/inside_head",
+        )
     with pytest.raises(Exception, match="box must be two corners"):
-        client.predict(image, "dinov2-small", "model default", "Saliency (|gradient|)", "default", "blurred", 8, 0, 11,
-                       [["a", "b"], [1, 2]], "inferno", 0.6, api_name="/attribute")  # fmt: skip
+        client.predict(
+            image,
+            "dinov2-small",
+            "model default",
+            "Saliency (|gradient|)",
+            "default",
+            "blurred",
+            8,
+            0,
+            11,
+            [["a", "b"], [1, 2]],
+            "inferno",
+            0.6,
+            api_name="/attribute",
+        )
     assert client.predict(None, api_name="/analyze") == (None, NO_PHOTO)  # clearing the upload is not an error
 
 
@@ -206,8 +257,9 @@ def test_the_lessons_dense_step_shows_the_depth_models_map_when_there_is_one(dep
 
     client, folder = depth_app
     where = dict(image=handle_file(str(ASSETS / "coffee.jpg")), model_name="dinov2-small", size="model default")
-    title, picture, text = client.predict(**where, step=8, cmap="inferno", alpha=0.6, colour_scale="robust",
-                                          api_name="/lesson")  # fmt: skip
+    title, picture, text = client.predict(
+        **where, step=8, cmap="inferno", alpha=0.6, colour_scale="robust", api_name="/lesson"
+    )
     assert "Step 8 of 9" in title and folder in text and "bright = near" in text
     assert read(picture).ndim == 3
 
@@ -409,8 +461,20 @@ def test_limits_refuse_heavy_requests_with_a_message(client, tmp_path):
 
     image = handle_file(str(ASSETS / "coffee.jpg"))
     start = time.perf_counter()
-    args = [image, "dinov2-small", "model default", "Integrated Gradients", "default", "blurred", 128, 16, 11, [],
-            "inferno", 0.6]  # fmt: skip
+    args = [
+        image,
+        "dinov2-small",
+        "model default",
+        "Integrated Gradients",
+        "default",
+        "blurred",
+        128,
+        16,
+        11,
+        [],
+        "inferno",
+        0.6,
+    ]
     with pytest.raises(Exception, match="over this server's limit .*lower the steps or the samples"):
         client.predict(*args, api_name="/attribute")
     assert time.perf_counter() - start < 10
@@ -474,8 +538,9 @@ def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_setting
     from vitviz.attributions import input_analysis
 
     image = ASSETS / "coffee.jpg"
-    figure, note = client.predict(handle_file(str(image)), "dinov2-small", "448", "max", 0.5,
-                                  api_name="/rollout_faithfulness")  # fmt: skip
+    figure, note = client.predict(
+        handle_file(str(image)), "dinov2-small", "448", "max", 0.5, api_name="/rollout_faithfulness"
+    )
     traces = plot_traces(figure)
     model = vitviz.load_model(device="cpu")
     same = input_analysis(model, image)
@@ -488,8 +553,9 @@ def test_the_rollout_tabs_faithfulness_check_scores_the_rollout_with_its_setting
     ]
     *checked, undiscarded = curves_of(model, image, maps)
     for fusion, f in zip(fusions[:3], checked, strict=True):
-        assert_the_panel_shows(f, f"Rollout, {fusion} fusion" + (" (the one shown)" if fusion == "max" else ""),
-                               traces, note)  # fmt: skip
+        assert_the_panel_shows(
+            f, f"Rollout, {fusion} fusion" + (" (the one shown)" if fusion == "max" else ""), traces, note
+        )
     shown = [t for t in traces if t.get("name") == "Rollout, max fusion (the one shown)"][0]
     assert not np.allclose(undiscarded.deletion, shown["y"])  # the discard ratio was applied
 
@@ -749,14 +815,18 @@ def test_the_attributions_check_explains_the_forward_of_its_maps_and_names_it_be
     where, p = (str(path), model.name, "224"), model.patch_size
     a = server.get_analysis(*where, None)
     settings = attributions.Settings.of("saliency", "default", "blurred", 8, 0, 1, [])
-    figure, note = attributions.check_faithfulness(server, where, settings, None, request=None,
-                                                   progress=lambda *a, **k: None)  # fmt: skip
+    figure, note = attributions.check_faithfulness(
+        server, where, settings, None, request=None, progress=lambda *a, **k: None
+    )
     r = vitviz.attribute(model, str(path), "saliency", output=settings.output_options(a, str(path))["output"])
     (h, w), (ah, aw) = (r.grid[0] * p, r.grid[1] * p), a.pixel_values.shape[2:]
     assert ((h, w) == (ah, aw)) == same, ((h, w), (ah, aw))
     said = f"on the forward that the maps above explain, the {h} px high × {w} px wide input: "
-    said += "the forward that the other tabs draw too." if same else (
-        f"not the {ah} px high × {aw} px wide analysis that the other tabs draw.")  # fmt: skip
+    said += (
+        "the forward that the other tabs draw too."
+        if same
+        else (f"not the {ah} px high × {aw} px wide analysis that the other tabs draw.")
+    )
     assert said in note and f"The curves follow {r.output.name(model)} on that forward." in note, note
     f, *_ = curves_of(model, str(path), [{"method": "saliency", "output": r.output, "random_orders": 19}])
     assert_the_panel_shows(f, "Saliency (|gradient|)", [t.to_plotly_json() for t in figure.data], note)

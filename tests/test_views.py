@@ -79,8 +79,10 @@ def coffee_224(embedded, coffee) -> Derived:
 def test_the_attention_note_gives_the_selected_heads_own_numbers(coffee_224, wide, head):
     distances = coffee_224.layer_statistics(3)[0]
     assert abs(distances[2] - distances.mean()) > 5  # the layer's mean would not pass for head 2's own
-    for a, layer, patch, prefix in ((coffee_224, 3, 40, "CLS, not on the map, takes"),
-                                    (wide, 1, 7, "CLS and 4 registers, not on the map, take")):  # fmt: skip
+    for a, layer, patch, prefix in (
+        (coffee_224, 3, 40, "CLS, not on the map, takes"),
+        (wide, 1, 7, "CLS and 4 registers, not on the map, take"),
+    ):
         check_attention_note(a, layer, head, patch, prefix)
 
 
@@ -280,10 +282,12 @@ def test_a_pictures_display_is_made_once_per_analysis_the_server_holds(wide):
 @pytest.mark.parametrize("measure", [WEIGHT, WEIGHT_VALUE])
 def test_the_attention_view_draws_the_chosen_heads_map_of_the_chosen_measure(wide, head, measure):
     one = wide.attention_map if measure == WEIGHT else wide.contribution_map
-    values, quantity = (one(1, head, 7) * 100, "% of the query's attention") if measure == WEIGHT else (
-        one(1, head, 7), "weight x value norm")  # fmt: skip
-    want = scaled_overlay(display(wide), values, "inferno", 0.6, "log", True, wide.grid, query=7,
-                                quantity=quantity)  # fmt: skip
+    values, quantity = (
+        (one(1, head, 7) * 100, "% of the query's attention")
+        if measure == WEIGHT
+        else (one(1, head, 7), "weight x value norm")
+    )
+    want = scaled_overlay(display(wide), values, "inferno", 0.6, "log", True, wide.grid, query=7, quantity=quantity)
     assert np.array_equal(attention_view(wide, 1, head, 7, scale="log", measure=measure)[0], want)
 
 
@@ -401,8 +405,9 @@ def test_the_heads_view_draws_the_norms_with_their_outliers_boxed_and_the_pca_be
     distance, entropy, outliers, pca, note = heads_views(wide, "magma", "robust")
     norms, base = wide.token_norms(), display(wide)
     flagged = maps.high_norm_tokens(norms)
-    want = scaled_overlay(base, norms, "magma", 0.65, "robust", True, wide.grid, flagged=flagged,
-                                quantity="output token norm")  # fmt: skip
+    want = scaled_overlay(
+        base, norms, "magma", 0.65, "robust", True, wide.grid, flagged=flagged, quantity="output token norm"
+    )
     assert np.array_equal(outliers, want) and pixels_of(outliers, CLIPPED).any()
     gap = np.full((base.shape[0], 8, 3), 255, np.uint8)
     assert np.array_equal(pca, np.concatenate([base, gap, render.upsample_rgb(wide.pca_rgb(), base.shape[:2])], axis=1))
@@ -471,10 +476,22 @@ def test_inside_a_head_draws_its_scores_shifted_to_zero_its_weights_and_values_a
     d, u, n = wide.inside_head(1, 2, 7), wide.layer_updates(1), wide.n_prefix
     scores, weights, values, strips, bars, note = inside_views(wide, 1, 2, 7, "magma", scale="min-max")
     base = render.fit(display(wide), INSIDE_SIDE)
-    for picture, v, quantity in ((weights, d.weights * 100, "% of the query's attention"),
-                                 (values, d.contributions, "weight x value norm")):  # fmt: skip
-        want = scaled_overlay(base, v[n:].reshape(wide.grid), "magma", 0.6, "min-max", True, wide.grid,
-                                    colorbar="below", query=7, quantity=quantity)  # fmt: skip
+    for picture, v, quantity in (
+        (weights, d.weights * 100, "% of the query's attention"),
+        (values, d.contributions, "weight x value norm"),
+    ):
+        want = scaled_overlay(
+            base,
+            v[n:].reshape(wide.grid),
+            "magma",
+            0.6,
+            "min-max",
+            True,
+            wide.grid,
+            colorbar="below",
+            query=7,
+            quantity=quantity,
+        )
         assert np.array_equal(picture, want)
     shifted = (d.scores[n:] - d.scores.max()).reshape(wide.grid)  # softmax ignores the shift: 0 is the top key
     low = float(shifted.min())
@@ -568,8 +585,11 @@ def test_the_attributions_view_draws_signed_maps_around_zero_and_the_others_on_t
     limit = float(np.percentile(np.abs(inputs[2]), 99.5))  # Captum's own clip of a signed map
     signed_map = render.overlay(base, inputs[2], "diverging", 0.5, -limit, limit, nearest=False)
     said = "red pushes the output up, blue down"
-    want = (render.with_colorbar_below(signed_map, "diverging", -limit, limit, "signed", said) if signed
-            else unsigned(inputs[2], "how much it drives the output"))  # fmt: skip
+    want = (
+        render.with_colorbar_below(signed_map, "diverging", -limit, limit, "signed", said)
+        if signed
+        else unsigned(inputs[2], "how much it drives the output")
+    )
     flow = inputs[3] / inputs[3].sum() * 100  # the rollout in % of the flow to the output, as its note says
     wants = [want, unsigned(flow, "% of the flow to the output"), unsigned(inputs[4], "relevance to the output")]
     tall = max(w.shape[0] for w in wants)  # abreast, padded to one height with white
@@ -698,8 +718,10 @@ def test_a_photo_enlarged_more_than_four_times_is_said_to_be_and_four_times_is_n
     note = sentences.upscale_note(a, limit=3.9)
     assert (note != "") == says and sentences.upscale_note(a) == ""
     if says:
-        assert note == (" · **your 8 px high × 8 px wide photo is enlarged 4× to fill the input**: the model sees "
-                        "blurred pixels, and each patch covers less than one pixel of the original")  # fmt: skip
+        assert note == (
+            " · **your 8 px high × 8 px wide photo is enlarged 4× to fill the input**: the model sees "
+            "blurred pixels, and each patch covers less than one pixel of the original"
+        )
     exact = vitviz.analyze(wide.model, random_image(8, 8, seed=13), longest=32)
     assert sentences.upscale_note(exact, limit=4.0) == ""  # exactly 4x is not more than 4x
 
@@ -717,8 +739,10 @@ def test_the_rollout_note_of_a_dense_model_says_which_output_the_map_follows(cof
     output = rollout_view(coffee_224, "mean", 0.0)[1]
     readout = rollout_view(coffee_224, "mean", 0.0, toward=Output("readout"))[1]
     assert output.startswith("Rollout toward the output: it starts from the patch tokens that the dense head reads")
-    assert readout.startswith("Rollout toward the readout, the CLS token: DINOv2's image summary, which this model's "
-                              "output (its dense head) does not read: it follows attention back")  # fmt: skip
+    assert readout.startswith(
+        "Rollout toward the readout, the CLS token: DINOv2's image summary, which this model's "
+        "output (its dense head) does not read: it follows attention back"
+    )
     # the CLS choice never implies that the default shows what the output uses
     assert "Neither this rollout nor the one toward the output shows what the output uses" in readout
     assert "not what the output uses" not in readout
@@ -901,8 +925,16 @@ def test_every_label_is_drawn_whole_inside_its_picture_and_large_in_the_projecto
 
 def test_the_projector_modes_font_inks_digits_large_label_px_tall():
     canvas = np.zeros((80, 400), np.uint8)
-    cv2.putText(canvas, "0123456789", (5, 60), cv2.FONT_HERSHEY_SIMPLEX, *render.LARGE_FONT[:1], 255,
-                render.LARGE_FONT[1], cv2.LINE_AA)  # fmt: skip
+    cv2.putText(
+        canvas,
+        "0123456789",
+        (5, 60),
+        cv2.FONT_HERSHEY_SIMPLEX,
+        *render.LARGE_FONT[:1],
+        255,
+        render.LARGE_FONT[1],
+        cv2.LINE_AA,
+    )
     rows = np.flatnonzero((canvas > 100).any(axis=1))
     assert rows[-1] - rows[0] + 1 >= render.LARGE_LABEL_PX
 

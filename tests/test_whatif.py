@@ -12,7 +12,7 @@ from conftest import ASSETS
 from gradio_client import handle_file
 
 import vitviz
-from vitviz import render, sentences
+from vitviz import render, whatif_words
 from vitviz.app.tabs.whatif import Target, chosen, parsed_indices
 from vitviz.head_importance import importance
 
@@ -57,7 +57,7 @@ def test_ablate_endpoint_says_vitviz_ablates_numbers(client, model):
     off, said = out[0], out[1]
     w = vitviz.ablate(model, PHOTO, heads=[(9, 3)], longest=224)
     assert off == "**Switched off:** layer 9, head 3, zeroed."
-    assert said == sentences.ablation_words(w)
+    assert said == whatif_words.ablation_words(w)
     assert f"from {w.before:.3g} to {w.after:.3g}" in said
     assert percent(said) == pytest.approx(abs(w.relative) * 100, abs=0.06)
     before, after = (vitviz.load_image(p) for p in (out[4], out[5]))
@@ -84,7 +84,7 @@ def test_ablate_endpoint_hides_clicked_patches_and_names_bad_ones(client, model)
     )
     w = vitviz.ablate(model, PHOTO, patches=[0, 1, 2], patch_mode="blur", longest=224)
     assert out[0] == "**Switched off:** 3 patches blurred."
-    assert out[1] == sentences.ablation_words(w)
+    assert out[1] == whatif_words.ablation_words(w)
     with pytest.raises(Exception, match="patch 9999 out of range"):
         client.predict(
             handle_file(PHOTO),
@@ -110,14 +110,14 @@ def test_importance_endpoint_is_vitviz_importance(client, model):
     _tiles, note = client.predict(handle_file(PHOTO), "dinov2-small", "224", "zero", False, api_name="/importance")
     grid = importance(model, PHOTO, longest=224)
     layer, head, change = grid.ranked()[0]
-    assert note.startswith(sentences.importance_words(grid, model))
+    assert note.startswith(whatif_words.importance_words(grid, model))
     assert f"layer {layer}'s head {head} alone" in note
     assert f"from {grid.before:.3g} to {grid.before + change:.3g}" in note
 
 
 def test_the_importance_sentence_quotes_its_numbers(model):
     grid = importance(model, PHOTO, longest=112)
-    said = sentences.importance_words(grid, model)
+    said = whatif_words.importance_words(grid, model)
     (layer, head, change), (layer2, head2, _) = grid.ranked()[:2]
     verb = "raises" if change > 0 else "lowers"
     assert f"layer {layer}'s head {head} alone {verb}" in said and f"layer {layer2}'s head {head2}" in said
@@ -176,7 +176,7 @@ def test_ablate_endpoint_skips_a_set_of_layers_as_vitviz_ablate_does(client, mod
     out = client.predict(*where, "4, 2", *display, api_name="/ablate")
     w = vitviz.ablate(model, PHOTO, layers=[2, 4], longest=224)
     assert out[0] == "**Switched off:** layer 2 skipped; layer 4 skipped."
-    assert out[1] == sentences.ablation_words(w) and "Skipping layer 2 and layer 4" in out[1]
+    assert out[1] == whatif_words.ablation_words(w) and "Skipping layer 2 and layer 4" in out[1]
     assert f"from {w.before:.3g} to {w.after:.3g}" in out[1]
     with pytest.raises(Exception, match="layer 12 out of range: dinov2-small has 12 layers"):
         client.predict(*where, "3, 12", *display, api_name="/ablate")

@@ -75,8 +75,9 @@ def stand_in_page(pw, kernel, meta: dict):
     `kernel(content)` answers (see `answered`)."""
     browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
     page = browser.new_page(viewport={"width": 1000, "height": 800})
-    page.route("http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>",
-                                                           content_type="text/html"))  # fmt: skip
+    page.route(
+        "http://vitviz.test/**", lambda r: r.fulfill(body="<html><body></body></html>", content_type="text/html")
+    )
     page.goto("http://vitviz.test/")
     page.expose_function("kernel", kernel)
     page.evaluate(MODEL, meta)

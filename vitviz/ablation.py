@@ -328,8 +328,9 @@ def ablate(
     with torch.inference_mode():
         before, after = (float(reading.of_output(o, x.dense_map())[0]) for o, x in ((out, baseline), (ablated, a)))
     fields = {f: getattr(a, f) for f in Analysis.__dataclass_fields__}
-    return Ablated(**fields, ablation=ablation, baseline=baseline, output_read=reading.output, before=before,
-                   after=after)  # fmt: skip
+    return Ablated(
+        **fields, ablation=ablation, baseline=baseline, output_read=reading.output, before=before, after=after
+    )
 
 
 @dataclass(frozen=True)

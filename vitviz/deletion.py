@@ -14,7 +14,6 @@ patches do not add the sharp edges that a black square would.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -158,21 +157,29 @@ class Faithfulness:
         replaced = f"replaced by {_REPLACED[self.replacement]}"
         whole = "over the whole curve"  # the verdict reads areas, not one step
         if verdict == "faithful":
-            how = (f"lowers {self.target} faster than {self.below} of {k} random orders did, {whole} "
-                   f"(p = {self.p_faithful:.2g}, one-sided; faithful needs p ≤ {LEVEL:g}): faithful")  # fmt: skip
+            how = (
+                f"lowers {self.target} faster than {self.below} of {k} random orders did, {whole} "
+                f"(p = {self.p_faithful:.2g}, one-sided; faithful needs p ≤ {LEVEL:g}): faithful"
+            )
         elif verdict == "worse than random":
             # "keeps higher", not "lowers more slowly": the curve may not fall at all (said below)
-            how = (f"keeps {self.target} higher than {self.above} of {k} random orders did, {whole} "
-                   f"(p = {self.p_worse:.2g}, one-sided; worse than random needs p ≤ {LEVEL:g}): "
-                   "worse than random")  # fmt: skip
+            how = (
+                f"keeps {self.target} higher than {self.above} of {k} random orders did, {whole} "
+                f"(p = {self.p_worse:.2g}, one-sided; worse than random needs p ≤ {LEVEL:g}): "
+                "worse than random"
+            )
         else:
             p = min(self.p_faithful, self.p_worse)
-            how = (f"lowers {self.target} faster than {self.below} of {k} random orders did and more slowly than "
-                   f"{self.above}, {whole} (p = {p:.2g}; a verdict needs p ≤ {LEVEL:g} either way): no better than "
-                   "chance")  # fmt: skip
+            how = (
+                f"lowers {self.target} faster than {self.below} of {k} random orders did and more slowly than "
+                f"{self.above}, {whole} (p = {p:.2g}; a verdict needs p ≤ {LEVEL:g} either way): no better than "
+                "chance"
+            )
             if k < FEWEST_DRAWS:
-                how += (f" (with {k} random orders p cannot go below {1 / (k + 1):.2g}: a verdict needs at least "
-                        f"{FEWEST_DRAWS})")  # fmt: skip
+                how += (
+                    f" (with {k} random orders p cannot go below {1 / (k + 1):.2g}: a verdict needs at least "
+                    f"{FEWEST_DRAWS})"
+                )
         if self.deletion[1:].mean() > self.deletion[0]:  # the curve does not fall at all
             how += f"; hiding them raises it on average, from {self.deletion[0]:.3g} to {self.deletion[1:].mean():.3g}"
         if verdict != "faithful":  # a finding about the map, which the reader did nothing to cause
@@ -190,8 +197,10 @@ class Faithfulness:
                 f"every order: there the output is {self.deletion[-1]:.3g}, above its {self.deletion[-2]:.3g} at "
                 f"{self.fractions[-2]:.0%} hidden."
             ) + (f" {_END}" if why_end else "")
-        return said + f" Putting the top patches back first gives an insertion area of {self.insertion_auc:.3g} " \
-                      "(higher is better)."  # fmt: skip
+        return (
+            said + f" Putting the top patches back first gives an insertion area of {self.insertion_auc:.3g} "
+            "(higher is better)."
+        )
 
 
 _REPLACED = {"blur": "a blur of the image", "mean": "the mean colour", "black": "black"}
@@ -219,8 +228,10 @@ def band_note(band: RandomBand) -> str:
     why a setting that changes only the map cannot change them."""
     k = len(band.orders)
     if k < FEWEST_DRAWS:
-        return (f"Each map is ranked against the same {k} random orders of the patches (seed {band.seed}): too few "
-                f"for any verdict at p ≤ {LEVEL:g}, which needs at least {FEWEST_DRAWS}.")  # fmt: skip
+        return (
+            f"Each map is ranked against the same {k} random orders of the patches (seed {band.seed}): too few "
+            f"for any verdict at p ≤ {LEVEL:g}, which needs at least {FEWEST_DRAWS}."
+        )
     return (
         f"Each map is ranked against the same {k} random orders of the patches (seed {band.seed}, drawn for this "
         f"photo and this output, {band.seconds:.1f} s), so a setting that changes only the map changes a verdict "
@@ -307,9 +318,17 @@ def random_band(
     counts = m.counts(steps)
     curves = [[m.hidden(o, c) for c in counts] for o in orders]
     value = _values(model, m, [mask for curve in curves for mask in curve], batch, progress, {})
-    return RandomBand(m.output, replacement, m.grid, seed, counts / counts[-1], orders,
-                      np.array([[value[mask.tobytes()] for mask in curve] for curve in curves], np.float64),
-                      m.key, time.perf_counter() - start)  # fmt: skip
+    return RandomBand(
+        m.output,
+        replacement,
+        m.grid,
+        seed,
+        counts / counts[-1],
+        orders,
+        np.array([[value[mask.tobytes()] for mask in curve] for curve in curves], np.float64),
+        m.key,
+        time.perf_counter() - start,
+    )
 
 
 def faithfulness(
@@ -370,16 +389,26 @@ def faithfulness(
     if band is not None:  # every order's first and last images are the same: the band's
         known = {deletion[0].tobytes(): band.curves[0, 0], deletion[-1].tobytes(): band.curves[0, -1]}
     rest = None if progress is None else (lambda fraction: progress(0.5 + fraction / 2))
-    value = _values(model, m, [*deletion, *insertion, *(mask for curve in random for mask in curve)], batch, rest,
-                    known)  # fmt: skip
+    value = _values(
+        model, m, [*deletion, *insertion, *(mask for curve in random for mask in curve)], batch, rest, known
+    )
 
     def curve(ms: list[np.ndarray]) -> np.ndarray:
         return np.array([value[mask.tobytes()] for mask in ms], np.float64)
 
     seconds = time.perf_counter() - start
     if band is None:
-        band = RandomBand(m.output, replacement, grid, seed, counts / n, orders,
-                          np.stack([curve(ms) for ms in random]), m.key, seconds)  # fmt: skip
+        band = RandomBand(
+            m.output,
+            replacement,
+            grid,
+            seed,
+            counts / n,
+            orders,
+            np.stack([curve(ms) for ms in random]),
+            m.key,
+            seconds,
+        )
     return Faithfulness(
         method=method,
         target=m.output.short(model.labels),
@@ -403,8 +432,10 @@ def _check_band(band: RandomBand, m: _Masking, replacement: str, steps: int) -> 
     if band.output != m.output:
         raise ValueError(f"the random orders follow another output ({band.output}), not {m.output}")
     if band.replacement != replacement or len(band.fractions) != steps + 1:
-        raise ValueError(f"the random orders hide patches by {band.replacement} in {len(band.fractions) - 1} steps, "
-                         f"not by {replacement} in {steps}")  # fmt: skip
+        raise ValueError(
+            f"the random orders hide patches by {band.replacement} in {len(band.fractions) - 1} steps, "
+            f"not by {replacement} in {steps}"
+        )
 
 
 def passes(steps: int = 10, random_orders: int = RANDOM_ORDERS, maps: int = 1) -> int:
@@ -431,77 +462,3 @@ def _values(model, m: _Masking, masks: list[np.ndarray], batch: int, progress, k
         if progress is not None:
             progress(min(1.0, (i + batch) / len(todo)))
     return value
-
-
-# What draws a band: random_band's own arguments, besides the model, the image and the progress
-_BAND_OPTIONS = set(inspect.signature(random_band).parameters) - {"model", "image", "progress"}
-
-
-@dataclass
-class MethodSummary:
-    """One method over many images: mean areas, how often it beat every random order, mean time per map."""
-
-    method: str
-    images: int
-    deletion_auc: float
-    insertion_auc: float
-    random_auc: float
-    faithful: int
-    map_seconds: float
-    curve_seconds: float
-
-
-def over_images(
-    model: VitModel,
-    files: list,
-    methods: list[str],
-    on_skip: Callable[[object, Exception], None] | None = None,
-    bands: dict | None = None,
-    **options,
-) -> list[MethodSummary]:
-    """Each method's faithfulness on each image (`options` as `faithfulness`'s), summarised per method, every method
-    of an image ranked against one band of random orders drawn once. bands: {file: RandomBand}, kept by the caller
-    across calls (the CLI calls once per method). A file that cannot be read is skipped and given to `on_skip`; a
-    ValueError if none can."""
-    results: dict[str, list[Faithfulness]] = {m: [] for m in methods}
-    bands = {} if bands is None else bands
-    drawing = {k: v for k, v in options.items() if k in _BAND_OPTIONS}
-    for path in files:
-        try:
-            rgb = load_image(path)
-        except ValueError as exc:
-            if on_skip is not None:
-                on_skip(path, exc)
-            continue
-        if path not in bands:
-            bands[path] = random_band(model, rgb, **drawing)
-        for method in methods:
-            results[method].append(faithfulness(model, rgb, method, band=bands[path], **options))
-    if not any(results.values()):
-        raise ValueError("no readable image")
-    return [
-        MethodSummary(
-            method=m,
-            images=len(rs),
-            deletion_auc=float(np.mean([r.deletion_auc for r in rs])),
-            insertion_auc=float(np.mean([r.insertion_auc for r in rs])),
-            random_auc=float(np.mean([r.random_auc for r in rs])),
-            faithful=sum(r.verdict == "faithful" for r in rs),
-            map_seconds=float(np.mean([r.map_seconds for r in rs])),
-            curve_seconds=float(np.mean([r.seconds for r in rs])),
-        )
-        for m, rs in results.items()
-    ]
-
-
-def table(rows: list[MethodSummary]) -> str:
-    """A plain-text table, most faithful first (lowest deletion area)."""
-    head = f"{'method':<22} {'deletion AUC':>12} {'insertion AUC':>13} {'random AUC':>10} {'faithful':>9} " \
-           f"{'s/map':>6} {'s/curves':>8}"  # fmt: skip
-    lines = [head, "-" * len(head)]
-    for r in sorted(rows, key=lambda r: r.deletion_auc):
-        lines.append(
-            f"{r.method:<22} {r.deletion_auc:>12.4f} {r.insertion_auc:>13.4f} {r.random_auc:>10.4f} "
-            f"{f'{r.faithful}/{r.images}':>9} {r.map_seconds:>6.2f} {r.curve_seconds:>8.2f}"
-        )
-    return "\n".join(lines)

@@ -31,8 +31,19 @@ LUT_COLORMAPS = ("inferno", "viridis", "magma", "turbo", "gray")  # what the bro
 STATIC = Path(__file__).resolve().parent / "static"
 # The browser's engine, one file per concern, in the order they are concatenated (plain JS, no build step); a
 # boot file after them gives it its source: boot_gradio.js (the app), boot_widget.js, boot_file.js
-ENGINE = ("attention.js", "scale.js", "source.js", "paint.js", "text.js", "inside.js", "controls.js", "pointer.js",
-          "handle.js", "frame.js", "explorer.js")  # fmt: skip
+ENGINE = (
+    "attention.js",
+    "scale.js",
+    "source.js",
+    "paint.js",
+    "text.js",
+    "inside.js",
+    "controls.js",
+    "pointer.js",
+    "handle.js",
+    "frame.js",
+    "explorer.js",
+)
 
 
 def script(boot: str) -> str:
@@ -131,8 +142,13 @@ def standalone_meta(a: Analysis, cmap: str, alpha: float, scale: str, layer: int
         a._check_layer_head(layer, None)
     digest = hashlib.sha1(np.ascontiguousarray(a.pixel_values).tobytes()).hexdigest()[:16]
     start = a.model.num_layers - 1 if layer is None else int(layer)
-    return {**meta(a), **look(cmap, alpha, scale), "session": "standalone", "key": f"{a.model.name}|{digest}",
-            "start": start}  # fmt: skip
+    return {
+        **meta(a),
+        **look(cmap, alpha, scale),
+        "session": "standalone",
+        "key": f"{a.model.name}|{digest}",
+        "start": start,
+    }
 
 
 def probe_data(a: Analysis) -> dict | None:

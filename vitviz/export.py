@@ -80,8 +80,14 @@ def explorer_html(
     h, w = a.pixel_values.shape[2:]
     title = f"vitviz Explorer: {a.model.name}, {w} × {h} px, {len(chosen)} of {a.model.num_layers} layers"
     css = "\n".join((explorer.STATIC / name).read_text() for name in ("explorer.css", "qk.css"))
-    return PAGE.format(title=html.escape(title), help=HELP, css=css, meta=_json(meta), layers=_json(data),
-                       script=qk.script("boot_file.js"))  # fmt: skip
+    return PAGE.format(
+        title=html.escape(title),
+        help=HELP,
+        css=css,
+        meta=_json(meta),
+        layers=_json(data),
+        script=qk.script("boot_file.js"),
+    )
 
 
 def export_html(image_or_analysis, path: str | Path, model=None, **options) -> Path:

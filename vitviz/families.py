@@ -80,16 +80,28 @@ def _vit_parts(b: nn.Module) -> LayerParts:
     if not hasattr(a, "q_proj"):  # DPT's own ViT keeps transformers 4's module layout
         raise ValueError("this model's layers are not in the q_proj/k_proj/v_proj/o_proj layout")
     if hasattr(b, "norm1"):  # DINOv2 (with registers): LayerScale after both sub-layers
-        return LayerParts(b.norm1, a, b.layer_scale1, b.norm2, b.mlp, b.layer_scale2, a.q_proj, a.k_proj, a.v_proj,
-                          a.o_proj)  # fmt: skip
-    return LayerParts(b.layernorm_before, a, nn.Identity(), b.layernorm_after, b.mlp, nn.Identity(), a.q_proj,
-                      a.k_proj, a.v_proj, a.o_proj)  # fmt: skip
+        return LayerParts(
+            b.norm1, a, b.layer_scale1, b.norm2, b.mlp, b.layer_scale2, a.q_proj, a.k_proj, a.v_proj, a.o_proj
+        )
+    return LayerParts(
+        b.layernorm_before,
+        a,
+        nn.Identity(),
+        b.layernorm_after,
+        b.mlp,
+        nn.Identity(),
+        a.q_proj,
+        a.k_proj,
+        a.v_proj,
+        a.o_proj,
+    )
 
 
 def _clip_parts(b: nn.Module) -> LayerParts:
     a = b.self_attn
-    return LayerParts(b.layer_norm1, a, nn.Identity(), b.layer_norm2, b.mlp, nn.Identity(), a.q_proj, a.k_proj,
-                      a.v_proj, a.out_proj)  # fmt: skip
+    return LayerParts(
+        b.layer_norm1, a, nn.Identity(), b.layer_norm2, b.mlp, nn.Identity(), a.q_proj, a.k_proj, a.v_proj, a.out_proj
+    )
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,10 @@ def load_tokenizer(name: str):
     from transformers import AutoTokenizer
 
     source, kwargs = pretrained_source(name)
-    missing = (f"{name} has no tokenizer files: save its tokenizer beside the model (tokenizer.save_pretrained("
-               "FOLDER)), or give the text as token ids")  # fmt: skip
+    missing = (
+        f"{name} has no tokenizer files: save its tokenizer beside the model (tokenizer.save_pretrained("
+        "FOLDER)), or give the text as token ids"
+    )
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=kwargs.get("local_files_only", False))
     except Exception as error:  # transformers raises OSError, ValueError or others for a folder without one

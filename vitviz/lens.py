@@ -40,8 +40,9 @@ class LayerLens:
             raise ValueError(f"a {type(self).__name__} follows {self.follows.kind} outputs, not {self.output!r}")
 
     @classmethod
-    def of_layers(cls, model: VitModel, hidden, size: tuple[int, int], image_size: tuple[int, int],
-                  output: Output) -> LayerLens:  # fmt: skip
+    def of_layers(
+        cls, model: VitModel, hidden, size: tuple[int, int], image_size: tuple[int, int], output: Output
+    ) -> LayerLens:
         """The lens from every layer's tokens `hidden` (L tensors [1,N,D]) of a forward of an input of `size`."""
         raise NotImplementedError
 
@@ -208,8 +209,9 @@ class ReadoutLens(LayerLens):
 LENSES: tuple[type[LayerLens], ...] = (ClassLens, DenseLens, ReadoutLens)
 
 
-def layer_lens(model: VitModel, image: ImageInput, longest: int | None = None,
-               output: Output | None = None) -> LayerLens:  # fmt: skip
+def layer_lens(
+    model: VitModel, image: ImageInput, longest: int | None = None, output: Output | None = None
+) -> LayerLens:
     """The lens on `image`, on the input that attributions use (a classifier's native size, the dense head's
     224x224, else `longest`), following `output` (the model's own by default; a text output has no lens): one
     forward of its own."""

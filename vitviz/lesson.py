@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import render, sentences, tabs, trend
+from . import render, sentences, tabs, trend, whatif_words
 from .analysis import Analysis
 from .depth import DepthResult
 from .head_importance import Importance, cost
@@ -168,22 +168,30 @@ def distance_over_depth(a: Analysis, cmap: str, alpha: float, scale: str, given:
 def readout(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = Given()) -> Step:
     picture, note = rollout_view(a, "mean", 0.0, cmap, alpha, scale)
     last = a.query_rows(a.model.num_layers - 1, "readout")  # [H,N]
-    trace = ("*Attention rollout* multiplies the attention of all layers (adding the residual path) to estimate "
-             "how much of each patch reaches the tokens that the output reads; the picture is the rollout toward "
-             "this model's output.")  # fmt: skip
+    trace = (
+        "*Attention rollout* multiplies the attention of all layers (adding the residual path) to estimate "
+        "how much of each patch reaches the tokens that the output reads; the picture is the rollout toward "
+        "this model's output."
+    )
     if a.output.reads_readout and a.model.readout.pool:
         top = float(last.mean(0).max())
-        text = (f"{sentences.output_phrase(a)} {sentences.readout_phrase(a)} {trace} Here rollout starts from the "
-                f"probe's own attention, whose largest share on one patch is {top:.1%} (the mean over its heads). "
-                f"{note}")  # fmt: skip
+        text = (
+            f"{sentences.output_phrase(a)} {sentences.readout_phrase(a)} {trace} Here rollout starts from the "
+            f"probe's own attention, whose largest share on one patch is {top:.1%} (the mean over its heads). "
+            f"{note}"
+        )
         return "The readout and rollout", picture, text
     share = float(last[:, : a.n_prefix].sum(-1).mean())
     where = "itself" if a.n_prefix == 1 else f"the prefix tokens ({sentences.prefix_phrase(a)})"
-    kept = (f"In the last layer the readout keeps {share:.0%} of its attention on {where} and spreads the rest over "
-            "the patches.")  # fmt: skip
+    kept = (
+        f"In the last layer the readout keeps {share:.0%} of its attention on {where} and spreads the rest over "
+        "the patches."
+    )
     if a.output.reads_readout:
-        text = (f"{sentences.output_phrase(a)} {sentences.readout_phrase(a)} It gathers the image for the output. "
-                f"{trace} {kept} {note}")  # fmt: skip
+        text = (
+            f"{sentences.output_phrase(a)} {sentences.readout_phrase(a)} It gathers the image for the output. "
+            f"{trace} {kept} {note}"
+        )
         return "The readout and rollout", picture, text
     values, to_cls = a.rollout("mean", 0.0), a.rollout("mean", 0.0, Output("readout"))
     rho, own = rank_correlation(values, to_cls), rank_correlation(values, patch_weights(a.dense_map(), a.grid))
@@ -266,7 +274,7 @@ def guess_head(a: Analysis, cmap: str, alpha: float, scale: str, given: Given = 
     if guess is not None and guess.grid is not None:
         picture, unit = importance_tiles(guess.grid, (guess.layer, guess.head))
         text = (
-            f"{sentences.guess_words(guess.grid, m, guess.layer, guess.head)} The tiles are each head's change "
+            f"{whatif_words.guess_words(guess.grid, m, guess.layer, guess.head)} The tiles are each head's change "
             f"{unit}: your guess outlined in magenta, the head that matters most in green. Click another tile to "
             "compare it (measured once per photo)."
         )

@@ -210,9 +210,15 @@ class VitModel:
         mha = self.pool.attention
         with self.lock, torch.inference_mode():
             tokens = self.final_norm(last_hidden)
-            q, k, v = (nn.functional.linear(t, w, b) for t, w, b in
-                       zip((self.pool.probe[0], tokens, tokens), mha.in_proj_weight.chunk(3),
-                           mha.in_proj_bias.chunk(3), strict=True))  # fmt: skip
+            q, k, v = (
+                nn.functional.linear(t, w, b)
+                for t, w, b in zip(
+                    (self.pool.probe[0], tokens, tokens),
+                    mha.in_proj_weight.chunk(3),
+                    mha.in_proj_bias.chunk(3),
+                    strict=True,
+                )
+            )
             return tuple(t.float().cpu().numpy() for t in (q, k, v, mha.out_proj.weight))
 
     def _hookable(self) -> bool:

@@ -89,8 +89,9 @@ class ClassLogit(Output):
 
     def check(self, model) -> None:
         if model.labels is None:
-            raise ValueError(f"{model.name} is not a classifier: it has no classes; follow its readout or dense "
-                             "output instead")  # fmt: skip
+            raise ValueError(
+                f"{model.name} is not a classifier: it has no classes; follow its readout or dense output instead"
+            )
 
     def fixed(self, model, out, grid, size, image_size, dense=None) -> Reading:
         index = int(out.logits[0].argmax()) if self.index is None else int(self.index)
@@ -132,8 +133,10 @@ class TextLogit(Output):
         return _TextReading(model, self, grid, size, model.text_features(self.text))
 
     def produced(self, model) -> str:
-        return (f"This model's output is the image-text logit of its two towers, read from "
-                f"{model.readout.name} after the last layer.")  # fmt: skip
+        return (
+            f"This model's output is the image-text logit of its two towers, read from "
+            f"{model.readout.name} after the last layer."
+        )
 
     def name(self, model, labels: Sequence[str] | None = None) -> str:
         quoted = f'"{self.text}"' if isinstance(self.text, str) else f"the token ids {list(self.text)}"
@@ -187,8 +190,10 @@ class DenseMap(Output):
         return f"{where}, each weighted {weighted}"
 
     def produced(self, model) -> str:
-        return ("This model's output is its dense head: a small decoder (transposed convolutions) that reads "
-                "every patch token of the last layer and paints a map over the image.")  # fmt: skip
+        return (
+            "This model's output is its dense head: a small decoder (transposed convolutions) that reads "
+            "every patch token of the last layer and paints a map over the image."
+        )
 
     def name(self, model, labels: Sequence[str] | None = None) -> str:
         if self.box is not None:
@@ -215,12 +220,16 @@ class ReadoutVector(Output):
         return _ReadoutReading(model, self, grid, size, vector / vector.norm().clamp(min=1e-12))
 
     def produced(self, model) -> str:
-        return (f"This model has no output head: what it produces is the readout vector, {model.readout.name} after "
-                "the last layer, which a task's head would read.")  # fmt: skip
+        return (
+            f"This model has no output head: what it produces is the readout vector, {model.readout.name} after "
+            "the last layer, which a task's head would read."
+        )
 
     def name(self, model, labels: Sequence[str] | None = None) -> str:
-        return (f"the readout vector ({model.readout.name}, after the final norm), measured as its length "
-                "along your photo's own readout vector")  # fmt: skip
+        return (
+            f"the readout vector ({model.readout.name}, after the final norm), measured as its length "
+            "along your photo's own readout vector"
+        )
 
     def short(self, labels: Sequence[str] | None = None) -> str:
         return "the readout vector"
@@ -339,8 +348,9 @@ def followed(own: Output, key: str) -> Output:
     return own if key == "output" else ReadoutVector()
 
 
-def output_for(model, target: int | None = None, box: Box | None = None, text: Text | None = None,
-               region: str = "salient") -> Output:  # fmt: skip
+def output_for(
+    model, target: int | None = None, box: Box | None = None, text: Text | None = None, region: str = "salient"
+) -> Output:
     """The output that `attribute`'s target, box and text name (see `Output`): a text wins, then a class, the
     dense head (in the box, or over `region`), else the readout vector."""
     if text is not None:

@@ -115,8 +115,13 @@ def layer_head_heatmap(values: np.ndarray, title: str, unit: str) -> go.Figure:
             hovertemplate="%{y}, %{x}<br>%{z:.2f} " + unit + "<extra></extra>",
         )
     )
-    fig.update_layout(title=wrapped(title), yaxis=dict(autorange="reversed"), margin=dict(l=10, r=10, t=70, b=10),
-                      height=460, font=FONT)  # fmt: skip
+    fig.update_layout(
+        title=wrapped(title),
+        yaxis=dict(autorange="reversed"),
+        margin=dict(l=10, r=10, t=70, b=10),
+        height=460,
+        font=FONT,
+    )
     return fig
 
 
@@ -169,17 +174,30 @@ def vector_strips(groups: list[tuple[str, list[np.ndarray], list[str]]], title: 
         limit = float(np.abs(z).max()) or 1.0
         share = (1 - gap * (len(groups) - 1)) * len(rows) / total
         axis = "" if i == 0 else str(i + 1)
-        data.append(dict(type="heatmap", z=z, y=labels, xaxis="x", yaxis=f"y{axis}", colorscale="RdBu_r",
-                         zmin=-limit, zmax=limit, hovertemplate="%{y}<br>component %{x}: %{z:.3f}<extra></extra>",
-                         colorbar=dict(title=dict(text=name), thickness=12, len=share, y=top - share / 2)))  # fmt: skip
+        data.append(
+            dict(
+                type="heatmap",
+                z=z,
+                y=labels,
+                xaxis="x",
+                yaxis=f"y{axis}",
+                colorscale="RdBu_r",
+                zmin=-limit,
+                zmax=limit,
+                hovertemplate="%{y}<br>component %{x}: %{z:.3f}<extra></extra>",
+                colorbar=dict(title=dict(text=name), thickness=12, len=share, y=top - share / 2),
+            )
+        )
         layout[f"yaxis{axis}"] = dict(domain=[max(0.0, top - share), min(1.0, top)], autorange="reversed")
         top -= share + gap
     layout["xaxis"] = dict(title=dict(text="component (0 … d−1)"), anchor=f"y{len(groups) if len(groups) > 1 else ''}")
     # the title just above the strips, under the Plot's own label (two lines on a projector), which sits on the
     # top margin where Plotly puts a title by default
     title = dict(text=title, y=1, yref="paper", yanchor="bottom", pad=dict(b=6))
-    return go.Figure(data=data, layout=dict(title=title, margin=dict(l=10, r=10, t=90, b=10),
-                                            height=180 + 34 * total, font=FONT, **layout))  # fmt: skip
+    return go.Figure(
+        data=data,
+        layout=dict(title=title, margin=dict(l=10, r=10, t=90, b=10), height=180 + 34 * total, font=FONT, **layout),
+    )
 
 
 def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[float, float]], layer: int):
@@ -188,11 +206,30 @@ def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[
     and averaged over all tokens. shares: [H]; updates: {name: (query's norm, mean norm)}."""
     names = list(updates)
     colours = ["#d62728" if h == head else "#7f7f7f" for h in range(len(shares))]
-    data = [dict(type="bar", x=[f"h{h}" for h in range(len(shares))], y=shares, marker=dict(color=colours),
-                 showlegend=False, hovertemplate="%{x}: %{y:.1%}<extra></extra>", xaxis="x", yaxis="y")]  # fmt: skip
+    data = [
+        dict(
+            type="bar",
+            x=[f"h{h}" for h in range(len(shares))],
+            y=shares,
+            marker=dict(color=colours),
+            showlegend=False,
+            hovertemplate="%{x}: %{y:.1%}<extra></extra>",
+            xaxis="x",
+            yaxis="y",
+        )
+    ]
     for i, who in enumerate(("this token", "mean over tokens")):
-        data.append(dict(type="bar", x=names, y=[updates[n][i] for n in names], name=who, xaxis="x2", yaxis="y2",
-                         hovertemplate="%{x}: %{y:.2f}<extra>" + who + "</extra>"))  # fmt: skip
+        data.append(
+            dict(
+                type="bar",
+                x=names,
+                y=[updates[n][i] for n in names],
+                name=who,
+                xaxis="x2",
+                yaxis="y2",
+                hovertemplate="%{x}: %{y:.2f}<extra>" + who + "</extra>",
+            )
+        )
     titles = [("Each head's share", 0.185), (f"Layer {layer}: sizes ‖·‖", 0.735)]
     layout = dict(
         xaxis=dict(domain=[0, 0.37], tickangle=0),
@@ -202,7 +239,7 @@ def head_and_layer_bars(shares: np.ndarray, head: int, updates: dict[str, tuple[
         annotations=[
             dict(text=t, x=x, y=1.02, xref="paper", yref="paper", showarrow=False, yanchor="bottom", xanchor="center")
             for t, x in titles
-        ],  # fmt: skip
+        ],
         barmode="group",
         legend=dict(orientation="h", y=-0.2),
         margin=dict(l=10, r=10, t=90, b=10),  # room for the Plot's own label above the titles
@@ -249,28 +286,63 @@ def faithfulness_curves(results: list, names: list[str]) -> go.Figure:
     first = results[0]
     k = len(first.random)
     rank = f"area below {needed(k)} of {k} random orders = faithful" if needed(k) <= k else "too few random orders"
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.24, subplot_titles=(
-        f"<b>Deletion</b>: top patches hidden first<br>(lower is better; {rank})",
-        "<b>Insertion</b>: top patches shown first<br>(higher is better)"))  # fmt: skip
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        vertical_spacing=0.24,
+        subplot_titles=(
+            f"<b>Deletion</b>: top patches hidden first<br>(lower is better; {rank})",
+            "<b>Insertion</b>: top patches shown first<br>(higher is better)",
+        ),
+    )
     x = 100 * first.fractions
     for row, band in ((1, first.random), (2, first.random[:, ::-1])):
-        fig.add_scatter(x=x, y=np.percentile(band, 95, 0), mode="lines", line=dict(width=0), showlegend=False,
-                        hoverinfo="skip", row=row, col=1)  # fmt: skip
-        fig.add_scatter(x=x, y=np.percentile(band, 5, 0), mode="lines", line=dict(width=0), fill="tonexty",
-                        fillcolor="rgba(128,128,128,0.3)", name=f"{k} random orders (middle 90 % at each step)",
-                        showlegend=row == 1, legendgroup="random", hoverinfo="skip", row=row, col=1)  # fmt: skip
+        fig.add_scatter(
+            x=x,
+            y=np.percentile(band, 95, 0),
+            mode="lines",
+            line=dict(width=0),
+            showlegend=False,
+            hoverinfo="skip",
+            row=row,
+            col=1,
+        )
+        fig.add_scatter(
+            x=x,
+            y=np.percentile(band, 5, 0),
+            mode="lines",
+            line=dict(width=0),
+            fill="tonexty",
+            fillcolor="rgba(128,128,128,0.3)",
+            name=f"{k} random orders (middle 90 % at each step)",
+            showlegend=row == 1,
+            legendgroup="random",
+            hoverinfo="skip",
+            row=row,
+            col=1,
+        )
     dashes = ("solid", "dash", "dot")
     for i, (r, name) in enumerate(zip(results, names, strict=True)):
         style = dict(color=HEAD_COLOURS[(4, 5, 2)[i % 3]], width=4, dash=dashes[i % 3])
         for row, curve, auc in ((1, r.deletion, r.deletion_auc), (2, r.insertion, r.insertion_auc)):
             hover = f"{name}<br>%{{x:.0f}} %: %{{y:.4g}} (area {auc:.3g})<extra></extra>"
-            fig.add_scatter(x=x, y=curve, mode="lines+markers", line=style, marker=dict(size=8), name=name,
-                            legendgroup=name, showlegend=row == 1, row=row, col=1, hovertemplate=hover)  # fmt: skip
+            fig.add_scatter(
+                x=x,
+                y=curve,
+                mode="lines+markers",
+                line=style,
+                marker=dict(size=8),
+                name=name,
+                legendgroup=name,
+                showlegend=row == 1,
+                row=row,
+                col=1,
+                hovertemplate=hover,
+            )
     fig.update_xaxes(title="patches hidden (%)", row=1, col=1)
     fig.update_xaxes(title="patches shown (%)", row=2, col=1)
     fig.update_yaxes(title=wrapped(first.target, 24))
-    fig.update_layout(height=760, margin=dict(l=10, r=10, t=90, b=10), font=FONT,
-                      legend=dict(orientation="h", y=-0.12))  # fmt: skip
+    fig.update_layout(height=760, margin=dict(l=10, r=10, t=90, b=10), font=FONT, legend=dict(orientation="h", y=-0.12))
     fig.update_annotations(font_size=15)
     return fig
 
@@ -281,18 +353,37 @@ def layer_lens(values: np.ndarray, labels: list[str] | None, k: int = 5) -> go.F
     fig = go.Figure()
     layers = np.arange(len(values))
     if values.ndim == 1:
-        fig.add_scatter(x=layers, y=values, mode="lines+markers", name="readout", line=dict(width=4),
-                        marker=dict(size=10), hovertemplate="layer %{x}: cosine %{y:.3f}<extra></extra>")  # fmt: skip
+        fig.add_scatter(
+            x=layers,
+            y=values,
+            mode="lines+markers",
+            name="readout",
+            line=dict(width=4),
+            marker=dict(size=10),
+            hovertemplate="layer %{x}: cosine %{y:.3f}<extra></extra>",
+        )
         title, axis = "The readout, each layer's against the last's", "cosine similarity with the last layer"
     else:
         for i, c in enumerate(np.argsort(-values[-1])[:k]):
-            fig.add_scatter(x=layers, y=values[:, c], mode="lines+markers", name=labels[c],
-                            line=dict(width=4, color=HEAD_COLOURS[i]), marker=dict(size=10, **head_style(i)),
-                            hovertemplate=f"layer %{{x}}: {labels[c]} %{{y:.1%}}<extra></extra>")  # fmt: skip
+            fig.add_scatter(
+                x=layers,
+                y=values[:, c],
+                mode="lines+markers",
+                name=labels[c],
+                line=dict(width=4, color=HEAD_COLOURS[i]),
+                marker=dict(size=10, **head_style(i)),
+                hovertemplate=f"layer %{{x}}: {labels[c]} %{{y:.1%}}<extra></extra>",
+            )
         title, axis = "Each layer's tokens read by the classifier", "probability"
-    fig.update_layout(title=title, xaxis=dict(title="layer (depth)", dtick=1), yaxis=dict(title=axis),
-                      height=420, margin=dict(l=10, r=10, t=50, b=10), font=FONT,
-                      legend=dict(orientation="h", y=-0.2))  # fmt: skip
+    fig.update_layout(
+        title=title,
+        xaxis=dict(title="layer (depth)", dtick=1),
+        yaxis=dict(title=axis),
+        height=420,
+        margin=dict(l=10, r=10, t=50, b=10),
+        font=FONT,
+        legend=dict(orientation="h", y=-0.2),
+    )
     return fig
 
 
@@ -301,12 +392,24 @@ def sanity_correlation(randomised: np.ndarray, correlation: np.ndarray, name: st
     are random (Adebayo et al. 2018, Fig. 2's curves)."""
     fig = go.Figure()
     hover = "last %{x} layers random: ρ %{y:.2f}<extra></extra>"
-    fig.add_scatter(x=randomised, y=correlation, mode="lines+markers", name=name, line=dict(width=4),
-                    marker=dict(size=10), hovertemplate=hover)  # fmt: skip
+    fig.add_scatter(
+        x=randomised,
+        y=correlation,
+        mode="lines+markers",
+        name=name,
+        line=dict(width=4),
+        marker=dict(size=10),
+        hovertemplate=hover,
+    )
     fig.add_hline(y=0, line=dict(color="grey", dash="dot"))
-    fig.update_layout(title="The map against the original as layers turn random", height=380, font=FONT,
-                      xaxis=dict(title="last layers randomised", dtick=1), margin=dict(l=10, r=10, t=50, b=10),
-                      yaxis=dict(title="rank correlation ρ", range=[-1.05, 1.05]))  # fmt: skip
+    fig.update_layout(
+        title="The map against the original as layers turn random",
+        height=380,
+        font=FONT,
+        xaxis=dict(title="last layers randomised", dtick=1),
+        margin=dict(l=10, r=10, t=50, b=10),
+        yaxis=dict(title="rank correlation ρ", range=[-1.05, 1.05]),
+    )
     return fig
 
 
@@ -327,18 +430,33 @@ def map_grid(maps: np.ndarray, titles: list[str], cols: int = 3, shared: bool = 
     if not shared:
         small = [(m - m.min()) / max(float(m.max() - m.min()), 1e-12) for m in small]
     lo, hi = min(float(m.min()) for m in small), max(float(m.max()) for m in small)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.03,
-                        vertical_spacing=0.1 / rows * 3)  # fmt: skip
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.03, vertical_spacing=0.1 / rows * 3
+    )
     for i, m in enumerate(small):
-        fig.add_heatmap(z=m, zmin=lo, zmax=hi, colorscale="Inferno", showscale=i == 0, row=i // cols + 1,
-                        col=i % cols + 1, hovertemplate=f"{titles[i]}<br>%{{z:.3g}}<extra></extra>")  # fmt: skip
+        fig.add_heatmap(
+            z=m,
+            zmin=lo,
+            zmax=hi,
+            colorscale="Inferno",
+            showscale=i == 0,
+            row=i // cols + 1,
+            col=i % cols + 1,
+            hovertemplate=f"{titles[i]}<br>%{{z:.3g}}<extra></extra>",
+        )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, autorange="reversed")
     for i in range(k):  # each map keeps its own aspect: its y axis tied to its own x axis, not the first map's
         fig.update_yaxes(scaleanchor=f"x{i + 1 if i else ''}", row=i // cols + 1, col=i % cols + 1)
     # the colour scale under the maps, across: beside them it took a phone's width from the maps
-    bar = dict(orientation="h", y=-60 / (170 * rows), yanchor="top", thickness=14, len=0.9,
-               title=dict(text="each map, 0 to 1" if not shared else "", side="top"))  # fmt: skip
+    bar = dict(
+        orientation="h",
+        y=-60 / (170 * rows),
+        yanchor="top",
+        thickness=14,
+        len=0.9,
+        title=dict(text="each map, 0 to 1" if not shared else "", side="top"),
+    )
     fig.update_traces(colorbar=bar, selector=dict(showscale=True))
     fig.update_layout(height=170 * rows + 200, margin=dict(l=10, r=10, t=90, b=110), font=FONT)
     fig.update_annotations(font_size=16)

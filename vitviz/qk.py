@@ -41,8 +41,14 @@ VIEW = (
 
 BISECTIONS = 40  # of log(c²): the bracket below is 2·ln(1e4) wide, so c is exact to ~1e-11 relative
 POSITION, COLOUR = ("row", "column"), ("brightness", "red", "green", "blue")
-WORDS = {"row": "the patch's row", "column": "the patch's column", "brightness": "its brightness",
-         "red": "how red it is", "green": "how green it is", "blue": "how blue it is"}  # fmt: skip
+WORDS = {
+    "row": "the patch's row",
+    "column": "the patch's column",
+    "brightness": "its brightness",
+    "red": "how red it is",
+    "green": "how green it is",
+    "blue": "how blue it is",
+}
 FEATURES = POSITION + COLOUR
 # Below WEAK a map follows neither; it follows every feature within MARGIN of its best R (of both kinds: both alike);
 # two features it follows that correlate over the patches at |r| >= ENTANGLED are entangled: it cannot tell them apart
@@ -287,12 +293,19 @@ def patch_features(grid: tuple[int, int], rgb: np.ndarray) -> dict[str, np.ndarr
     """Each patch's features [P] that a map may follow: its row, column, brightness and red, green, blue."""
     gh, gw = grid
     p = np.arange(gh * gw)
-    return {"row": p // gw, "column": p % gw, "brightness": rgb.mean(1), "red": rgb[:, 0], "green": rgb[:, 1],
-            "blue": rgb[:, 2]}  # fmt: skip
+    return {
+        "row": p // gw,
+        "column": p % gw,
+        "brightness": rgb.mean(1),
+        "red": rgb[:, 0],
+        "green": rgb[:, 1],
+        "blue": rgb[:, 2],
+    }
 
 
-def sorts_by(q2: np.ndarray, k2: np.ndarray, grid: tuple[int, int], rgb: np.ndarray, prefix: int, layer: int,
-             head: int) -> SortsBy:  # fmt: skip
+def sorts_by(
+    q2: np.ndarray, k2: np.ndarray, grid: tuple[int, int], rgb: np.ndarray, prefix: int, layer: int, head: int
+) -> SortsBy:
     """The map's correlations with the patches' row, column and colour: q2, k2 [N,2] the map of every token,
     grid (rows, columns), rgb [P,3] in [0, 1]."""
     gh, gw = grid
@@ -313,8 +326,15 @@ def layer_maps(a: Analysis, layer: int) -> list[tuple[np.ndarray, np.ndarray]]:
 def rule() -> dict:
     """The sentence's rule for the browser, which says what the map it shows sorts by: features, words, thresholds
     and templates, all Python's."""
-    return {"position": list(POSITION), "colour": list(COLOUR), "words": WORDS, "weak": WEAK, "margin": MARGIN,
-            "entangled": ENTANGLED, "templates": TEMPLATES}  # fmt: skip
+    return {
+        "position": list(POSITION),
+        "colour": list(COLOUR),
+        "words": WORDS,
+        "weak": WEAK,
+        "margin": MARGIN,
+        "entangled": ENTANGLED,
+        "templates": TEMPLATES,
+    }
 
 
 def settings(umap: bool) -> dict:
@@ -349,6 +369,18 @@ def extras(a: Analysis, umap: bool) -> dict:
 def meta(a: Analysis) -> dict:
     """The app's meta for the Q·K view: the Explorer's sizes and photo, and `extras` (UMAP where umap-learn is)."""
     m = explorer.meta(a)
-    keep = ("layers", "heads", "headWidth", "tokens", "grid", "patch", "prefix", "scale", "model", "photo",
-            "photoSize", "headColours")  # fmt: skip
+    keep = (
+        "layers",
+        "heads",
+        "headWidth",
+        "tokens",
+        "grid",
+        "patch",
+        "prefix",
+        "scale",
+        "model",
+        "photo",
+        "photoSize",
+        "headColours",
+    )
     return {**{key: m[key] for key in keep}, **extras(a, umap_available())}

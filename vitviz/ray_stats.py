@@ -56,8 +56,14 @@ class StatsWorker:
         skipped: list[str] = []
         files = [Path(p) for p in paths["path"]]
         try:
-            table, _ = over_images(self.model, files, self.longest, self.batch,
-                                   on_skip=lambda p, e: skipped.append(f"{p}: {e}"), progress_bar=False)  # fmt: skip
+            table, _ = over_images(
+                self.model,
+                files,
+                self.longest,
+                self.batch,
+                on_skip=lambda p, e: skipped.append(f"{p}: {e}"),
+                progress_bar=False,
+            )
             sums = Sums.of_table(table)
         except ValueError:
             if len(skipped) < len(files):

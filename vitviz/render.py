@@ -288,8 +288,9 @@ def layer_head_grid(values: np.ndarray, cmap: str = "viridis", cell: int = 44) -
         left, top, col, title = 96, 34, 2 * cell, []
         inset = [10] * heads, [22] * (layers * heads)
     img = np.full((top + layers * cell, left + heads * col, 3), 255, np.uint8)
-    cells = cv2.resize(colorize(values.astype(np.float32), cmap), (heads * col, layers * cell),
-                       interpolation=cv2.INTER_NEAREST)  # fmt: skip
+    cells = cv2.resize(
+        colorize(values.astype(np.float32), cmap), (heads * col, layers * cell), interpolation=cv2.INTER_NEAREST
+    )
     img[top:, left:] = cells
     lo, hi = float(values.min()), float(values.max())
     for n, line in enumerate(title):
@@ -399,8 +400,13 @@ def tile_geometry() -> tuple[int, int, int, int, list[str]]:
     return text_width("00", TILE_TEXT) + 16, (len(title) + 1) * (tall + 15), width, tall + 18, title
 
 
-def head_tiles(layers: int, heads: int, values: np.ndarray | None = None, chosen: tuple[int, int] | None = None,
-               best: tuple[int, int] | None = None):  # fmt: skip
+def head_tiles(
+    layers: int,
+    heads: int,
+    values: np.ndarray | None = None,
+    chosen: tuple[int, int] | None = None,
+    best: tuple[int, int] | None = None,
+):
     """A layers × heads table of tiles to click, layers down and heads across: each tile coloured by its value
     [L,H] where given (signed, on the diverging scale symmetric about 0, its number printed), grey otherwise, the
     `chosen` (layer, head) outlined in magenta and the `best` one in green, inside the first where they are one.

@@ -77,17 +77,23 @@ class SanityCheck:
         n, beaten = len(copies), int(np.sum(copies < last))
         spread = f"their ρ {copies.mean():.2f} ± {copies.std(ddof=1) if n > 1 else 0:.2f}"
         if self.verdict == "fails":
-            verdict = (f"closer to the original than {beaten} of {n} copies of that map shifted across the grid (p = "
-                       f"{self.p_same:.2g}, one-sided; {spread}), so at least part of it shows the input, not the "
-                       "model's weights: it fails the check")  # fmt: skip
+            verdict = (
+                f"closer to the original than {beaten} of {n} copies of that map shifted across the grid (p = "
+                f"{self.p_same:.2g}, one-sided; {spread}), so at least part of it shows the input, not the "
+                "model's weights: it fails the check"
+            )
         elif self.verdict == "undecided":
-            verdict = (f"this grid allows only {n} copies of that map shifted far enough across it, too few for a "
-                       f"verdict at p ≤ {LEVEL:g} (it beats {beaten} of them, p = {self.p_same:.2g}): the check "
-                       "cannot tell")  # fmt: skip
+            verdict = (
+                f"this grid allows only {n} copies of that map shifted far enough across it, too few for a "
+                f"verdict at p ≤ {LEVEL:g} (it beats {beaten} of them, p = {self.p_same:.2g}): the check "
+                "cannot tell"
+            )
         else:
-            verdict = (f"not closer to the original than copies of that map shifted across the grid, at p ≤ "
-                       f"{LEVEL:g} (it beats {beaten} of {n}, p = {self.p_same:.2g}; {spread}), so the check finds "
-                       "no sign that it shows the input rather than the model's weights: it passes")  # fmt: skip
+            verdict = (
+                f"not closer to the original than copies of that map shifted across the grid, at p ≤ "
+                f"{LEVEL:g} (it beats {beaten} of {n}, p = {self.p_same:.2g}; {spread}), so the check finds "
+                "no sign that it shows the input rather than the model's weights: it passes"
+            )
         return f"{said}; with all {self.layers} layers random, {last:.2f}: {verdict}."
 
 

@@ -10,10 +10,9 @@ from decimal import ROUND_HALF_UP, Decimal
 import numpy as np
 
 from . import trend
-from .ablation import HEAD_MODES
 from .analysis import Analysis
 from .maps import high_norm_tokens
-from .outputs import ClassLogit, Output
+from .outputs import Output
 
 
 def fixed(x: float, digits: int = 2) -> str:
@@ -47,8 +46,10 @@ def upscale_note(a: Analysis, limit: float = 4.0) -> str:
     factor = max(ih / h, iw / w)
     if factor <= limit:
         return ""
-    return (f" · **your {pixel_words(h, w)} photo is enlarged {factor:.0f}× to fill the input**: the model sees "
-            f"blurred pixels, and each patch covers less than one pixel of the original")  # fmt: skip
+    return (
+        f" · **your {pixel_words(h, w)} photo is enlarged {factor:.0f}× to fill the input**: the model sees "
+        f"blurred pixels, and each patch covers less than one pixel of the original"
+    )
 
 
 def first_picture_note(fmt: str | None, count: int) -> str:
@@ -56,8 +57,10 @@ def first_picture_note(fmt: str | None, count: int) -> str:
     if count <= 1:
         return ""
     what = "pages" if fmt == "TIFF" else "frames"
-    return (f" · **this {fmt} holds {count} {what}, and vitviz reads one photo: the views show the first**; to see "
-            f"another, save it as a PNG or JPEG")  # fmt: skip
+    return (
+        f" · **this {fmt} holds {count} {what}, and vitviz reads one photo: the views show the first**; to see "
+        f"another, save it as a PNG or JPEG"
+    )
 
 
 def grid_words(rows: int, columns: int) -> str:
@@ -74,13 +77,17 @@ def positions_note(a: Analysis) -> str:
     """Whether this photo uses the model's position table as it is or interpolated, from which grid to which."""
     m, (gh, gw) = a.model, a.grid
     g0, g1 = m.native_grid
-    table = (f"This model's table holds {grid_words(g0, g1)} of positions (for inputs "
-             f"{pixel_words(g0 * m.patch_size, g1 * m.patch_size)}).")  # fmt: skip
+    table = (
+        f"This model's table holds {grid_words(g0, g1)} of positions (for inputs "
+        f"{pixel_words(g0 * m.patch_size, g1 * m.patch_size)})."
+    )
     if (gh, gw) == (g0, g1):
         return f"{table} Your photo is read as {grid_words(gh, gw)} of patches: the table is used as it is."
-    return (f"{table} Your photo is read as {grid_words(gh, gw)} of patches, so the table is interpolated from "
-            f"{grid_words(g0, g1)} to {grid_words(gh, gw)} before it is added to the patch tokens; the squares here "
-            "are the positions it learned.")  # fmt: skip
+    return (
+        f"{table} Your photo is read as {grid_words(gh, gw)} of patches, so the table is interpolated from "
+        f"{grid_words(g0, g1)} to {grid_words(gh, gw)} before it is added to the patch tokens; the squares here "
+        "are the positions it learned."
+    )
 
 
 MARKS = {  # what each mark drawn on a picture means, for the legend beside it
@@ -114,18 +121,26 @@ def readout_phrase(a: Analysis) -> str:
     """Where this model's output reads the tokens, in words, from its readout record."""
     r, m = a.model.readout, a.model
     if r.pool:
-        return (f"{m.family.name} has no CLS token: its readout is an *attention-pooling probe*, a learned query "
-                f"that attends over all {a.num_tokens} patch tokens once, after the last layer, and whose "
-                "output summarises the image.")  # fmt: skip
+        return (
+            f"{m.family.name} has no CLS token: its readout is an *attention-pooling probe*, a learned query "
+            f"that attends over all {a.num_tokens} patch tokens once, after the last layer, and whose "
+            "output summarises the image."
+        )
     names = " and ".join(m.prefix_tokens[i] for i in r.tokens)
     if len(r.tokens) > 1:
-        return (f"The readout is {len(r.tokens)} tokens, {names}: each feeds its own classifier, and the two "
-                "classifiers' logits are averaged.")  # fmt: skip
-    said = (f"The {names} token is the *readout token*: a learned vector put in front of the patches, whose "
-            "output summarises the image.")  # fmt: skip
+        return (
+            f"The readout is {len(r.tokens)} tokens, {names}: each feeds its own classifier, and the two "
+            "classifiers' logits are averaged."
+        )
+    said = (
+        f"The {names} token is the *readout token*: a learned vector put in front of the patches, whose "
+        "output summarises the image."
+    )
     if not a.output.reads_readout:
-        said += (f" In {m.family.name}'s training that summary was the output; in this model the output is a "
-                 "dense head that reads the patch tokens, and the readout feeds nothing it outputs.")  # fmt: skip
+        said += (
+            f" In {m.family.name}'s training that summary was the output; in this model the output is a "
+            "dense head that reads the patch tokens, and the readout feeds nothing it outputs."
+        )
     return said
 
 
@@ -143,16 +158,20 @@ def attention_note(a: Analysis, layer: int, head: int | str | None, query: str |
     entropy, uniform = float(entropies.mean()), float(np.log(a.num_tokens))
     take = "takes" if a.n_prefix == 1 else "take"
     if a.n_prefix:
-        first = (f"The map shows the patches only: {prefix_phrase(a)}, not on the map, {take} **{share:.1%}** of "
-                 f"this query's attention{mean}.")  # fmt: skip
+        first = (
+            f"The map shows the patches only: {prefix_phrase(a)}, not on the map, {take} **{share:.1%}** of "
+            f"this query's attention{mean}."
+        )
     else:
         first = f"This model has no prefix token: the map holds all of this query's attention{mean}."
     if query == "readout" and a.model.readout.pool:
         first += " The probe attends once, after the last layer: its map is the same whatever layer is picked."
-    return (f"{first} Over all queries, {who} **{float(distances.mean()):.0f} px** away on average "
-            f"(mean attention distance), with entropy **{entropy:.2f} nats** (how spread out the attention is, "
-            f"in natural-log units: 0 if one key took it all) against {uniform:.2f} for perfectly "
-            f"uniform attention ({entropy / uniform:.0%}).")  # fmt: skip
+    return (
+        f"{first} Over all queries, {who} **{float(distances.mean()):.0f} px** away on average "
+        f"(mean attention distance), with entropy **{entropy:.2f} nats** (how spread out the attention is, "
+        f"in natural-log units: 0 if one key took it all) against {uniform:.2f} for perfectly "
+        f"uniform attention ({entropy / uniform:.0%})."
+    )
 
 
 def output_phrase(a: Analysis) -> str:
@@ -297,16 +316,22 @@ def attribution_check_forward(size: tuple[int, int], analysis: tuple[int, int], 
 def toward_phrase(a: Analysis, toward: Output) -> str:
     """Which tokens a rollout toward `toward` starts from, and whether the model's output reads them."""
     if not toward.reads_readout:
-        return (f"Rollout toward the output: it starts from the patch tokens that the dense head reads "
-                f"{toward.where()}, and follows attention back through all "
-                f"{a.num_layers} layers.")  # fmt: skip
+        return (
+            f"Rollout toward the output: it starts from the patch tokens that the dense head reads "
+            f"{toward.where()}, and follows attention back through all "
+            f"{a.num_layers} layers."
+        )
     if a.output.reads_readout:
-        return (f"Rollout toward the readout, {a.model.readout.name}, which this model's output reads: it "
-                f"follows attention back from there through all {a.num_layers} layers.")  # fmt: skip
-    return (f"Rollout toward the readout, {a.model.readout.name}: {a.model.family.name}'s image summary, which "
-            "this model's output (its dense head) does not read: it follows attention back from there through all "
-            f"{a.num_layers} layers. Neither this rollout nor the one toward the output shows what the output "
-            "uses (below).")  # fmt: skip
+        return (
+            f"Rollout toward the readout, {a.model.readout.name}, which this model's output reads: it "
+            f"follows attention back from there through all {a.num_layers} layers."
+        )
+    return (
+        f"Rollout toward the readout, {a.model.readout.name}: {a.model.family.name}'s image summary, which "
+        "this model's output (its dense head) does not read: it follows attention back from there through all "
+        f"{a.num_layers} layers. Neither this rollout nor the one toward the output shows what the output "
+        "uses (below)."
+    )
 
 
 def rollout_note(a: Analysis, values: np.ndarray, toward: Output | None = None) -> str:
@@ -322,10 +347,12 @@ def rollout_note(a: Analysis, values: np.ndarray, toward: Output | None = None) 
     norm = float(norms.flat[best] / np.median(norms))
     kind = "an artifact token" if high_norm_tokens(norms).flat[best] else "no artifact token (its norm is ordinary)"
     end = "the readout" if toward.reads_readout else "the output"
-    return (f"{toward_phrase(a, toward)} The brightest patch, row {row}, column {col} (patch {best}), gets "
-            f"**{share:.1%}** of all that the patches pass to {end} (the colour scale is in the same %): "
-            f"{tail:.1f} times the level that only 1 in 100 patches exceeds. Its output vector is {norm:.2f} times "
-            f"as long as the median patch's: {kind}.")  # fmt: skip
+    return (
+        f"{toward_phrase(a, toward)} The brightest patch, row {row}, column {col} (patch {best}), gets "
+        f"**{share:.1%}** of all that the patches pass to {end} (the colour scale is in the same %): "
+        f"{tail:.1f} times the level that only 1 in 100 patches exceeds. Its output vector is {norm:.2f} times "
+        f"as long as the median patch's: {kind}."
+    )
 
 
 def token_name(a: Analysis, index: int) -> str:
@@ -383,159 +410,3 @@ def inside_note(a: Analysis, d, u) -> str:
         f"the attention update is {u.attention[q]:.1f} and the MLP update {u.mlp[q]:.1f}.",
     ]
     return "\n\n".join(steps)
-
-
-def percent_words(share: float) -> str:
-    """A share as a percentage with the digits its size needs: "12 %", "3.4 %", "0.05 %"."""
-    value = abs(share) * 100
-    digits = 0 if value >= 10 else 1 if value >= 1 else 2
-    return f"{value:.{digits}f} %"
-
-
-def ablation_words(a) -> str:
-    """The difference an ablation (`ablation.Ablated`) makes to the output, in words and numbers, and how sure it
-    is: "Switching off layer 9's head 3 lowers the dense head's map … by 12 % on this photo, from 0.412 to 0.363."
-    A change within float32 rounding (`Ablated.within_noise`) is said to be one, with no direction."""
-    m = a.model
-    done = a.ablation.phrase(m)
-    done, name = done[0].upper() + done[1:], a.output_read.name(m)
-    sure = (f"One forward ablated against one not, on this photo: a measurement, exact to float32 rounding "
-            f"(±{a.noise:.1g}), not a rule for other photos.")  # fmt: skip
-    if a.within_noise:
-        return (f"{done} leaves {name} as it was on this photo: it moves by {abs(a.change):.1g}, within float32 "
-                f"rounding (±{a.noise:.1g}), so the output does not need it here (other parts may do its work). "
-                "A measurement on this photo, not a rule for other photos.")  # fmt: skip
-    verb = "raises" if a.change > 0 else "lowers"
-    by = "" if a.relative is None else f" by {percent_words(a.relative)}"
-    said = f"{done} {verb} {name}{by} on this photo, from {a.before:.3g} to {a.after:.3g}"
-    read = a.output_read  # a class's logit: its probability too, which a reader knows
-    if a.logits is not None and isinstance(read, ClassLogit) and read.index is not None:
-        index = read.index
-        before, after = (float(np.exp(x[index] - np.logaddexp.reduce(x))) for x in (a.baseline.logits, a.logits))
-        said += f" (its probability {before:.1%} → {after:.1%})".replace("%", " %")
-    return f"{said}. {sure}"
-
-
-def importance_change(grid, value: float) -> str:
-    """A head's change of the output on the importance grid (`head_importance.Importance`), signed: "−12 %" of the
-    unablated output, or "+0.0312" in the output's units where that is near 0."""
-    if grid.relative is None:
-        return f"{value:+.3g}"
-    return ("+" if value > 0 else "−") + percent_words(value / abs(grid.before))
-
-
-def importance_words(grid, model) -> str:
-    """The head that matters most to the output on this photo (`head_importance.Importance`), in words and numbers,
-    and how sure it is: "Switching off layer 11's head 2 alone lowers … by 31 %, the largest change of the 72
-    heads; the next is layer 10's head 4 (−12 %)." Every change within float32 rounding is said to be one."""
-    (layer, head, change), (layer2, head2, change2) = grid.ranked()[:2]
-    name, heads = grid.output.name(model), grid.change.size
-    if abs(change) <= grid.noise:
-        return (f"No head alone moves {name} on this photo beyond float32 rounding (±{grid.noise:.1g}): each one's "
-                "work is done by others when it is off. A measurement on this photo, not a rule for other "
-                "photos.")  # fmt: skip
-    verb = "raises" if change > 0 else "lowers"
-    by = importance_change
-    return (f"Switching off layer {layer}'s head {head} alone {verb} {name} the most of the {heads} heads on this "
-            f"photo: {by(grid, change)}, from {grid.before:.3g} to {grid.before + change:.3g}; the next is layer "
-            f"{layer2}'s head {head2} ({by(grid, change2)}). Each head was {HEAD_MODES[grid.mode]} alone, exact "
-            "to float32 rounding: a measurement on this photo, not a rule for other photos.")  # fmt: skip
-
-
-def ordinal(n: int) -> str:
-    """1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st."""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-def guess_words(grid, model, layer: int, head: int) -> str:
-    """How close a guess of the head that matters most (layer, head) came, on the importance grid
-    (`head_importance.Importance`): its change, its rank among the heads (ties within float32 rounding shared,
-    `Importance.rank`) and its change against the top head's, in one sentence, and how sure that is."""
-    heads, name = grid.change.size, grid.output.name(model)
-    change = float(grid.change[layer, head])
-    top_layer, top_head, top = grid.ranked()[0]
-    sure = (f"Each head was {HEAD_MODES[grid.mode]} alone on this photo, exact to float32 rounding "
-            f"(±{grid.noise:.1g}; heads within it of each other share a rank): a measurement on this photo, not a "
-            "rule for other photos.")  # fmt: skip
-    if abs(top) <= grid.noise:
-        return (f"You guessed **layer {layer}, head {head}**, but no head alone moves {name} beyond float32 rounding "
-                f"on this photo: all {heads} heads share the 1st place, your guess too. {sure}")  # fmt: skip
-    rank, tied = grid.rank(layer, head)
-    place = f"ranks **{ordinal(rank)} of the {heads} heads**"
-    if tied:
-        place = f"shares the **{ordinal(rank)} place of the {heads} heads** with {tied} other{'s' * (tied > 1)}"
-    if abs(change) <= grid.noise:
-        moved = f"leaves {name} as it was (it moves by {abs(change):.1g}, within float32 rounding)"
-    else:
-        verb = "raises" if change > 0 else "lowers"
-        moved = f"{verb} {name} by {importance_change(grid, change)[1:]}, from {grid.before:.3g} to "
-        moved += f"{grid.before + change:.3g}"
-    if (top_layer, top_head) == (layer, head) or rank == 1:
-        against = f"the largest change is {importance_change(grid, top)} (layer {top_layer}, head {top_head})"
-    else:
-        against = (
-            f"the head that matters most, **layer {top_layer}, head {top_head}**, moves it by "
-            f"{importance_change(grid, top)}, so yours does {percent_words(change / top)} of its change"
-        )
-    return (
-        f"You guessed **layer {layer}, head {head}**. Switched off alone, it {moved}; it {place} by the size of "
-        f"that change, and {against}. {sure}"
-    )
-
-
-def look_pct(share: float) -> str:
-    """A share of a query's attention as the site's guessing step says it (its twin: page/guess.js'
-    vitvizLookPct): "12 %", "3.4 %", "0.05 %" or "under 0.01 %", rounded as the browser's toFixed rounds (`fixed`)."""
-    value = abs(share) * 100
-    if value < 0.005:
-        return "under 0.01 %"
-    return f"{fixed(value, 0 if value >= 10 else 1 if value >= 1 else 2)} %"
-
-
-def look_words(
-    weights: np.ndarray, prefix, grid: tuple[int, int], layer: int, head: int, query: int, guessed: int | None = None
-) -> str:
-    """The static site's exercise "guess where a head looks", string for string as its page says it (twin:
-    page/guess.js' vitvizLookWords): before a guess (`guessed` None) what to do; after it, the weight that layer
-    `layer`'s head `head` gives the guessed patch from the query patch `query` (patches from 0, row by row), its
-    rank among all the keys (1 + the keys that get more), the head's top patch, how far it lies from the guess and
-    what share of its weight the guess gets, and the prefix tokens (`prefix`, their names) that get more than any
-    patch. weights [N]: the head's attention row of the query over every key, the prefix tokens first."""
-    gw = grid[1]
-
-    def patch(p: int) -> str:
-        return f"patch {p} (row {p // gw}, column {p % gw})"
-
-    if guessed is None:
-        return (
-            "A map shows where a head looks once it is drawn; before you see this one, guess. Take **layer "
-            f"{layer}, head {head}** (choose another above) and its query, {patch(query)}, marked with a white "
-            "square: which patch do you think this head attends to most from there? **Click it on the photo.** "
-            "Then the page draws the head's real attention and says how close you came."
-        )
-    w = np.asarray(weights, np.float64)
-    patches = w[len(prefix) :]
-    top = int(np.argmax(patches))
-    mine, best = float(patches[guessed]), float(patches[top])
-    rank = 1 + int((w > mine).sum())
-    said = (
-        f"You clicked **{patch(guessed)}**. Layer {layer}, head {head} gives it **{look_pct(mine)}** of the query's "
-        f"attention: it ranks **{ordinal(rank)} of the {len(w)} keys**."
-    )
-    if top == guessed:
-        said += " No patch gets more: you found the head's top patch."
-    else:
-        rows, columns = abs(top // gw - guessed // gw), abs(top % gw - guessed % gw)
-        away = " and ".join(f"{k} {unit}{'s' * (k != 1)}" for k, unit in ((rows, "row"), (columns, "column")) if k)
-        share = f": yours gets {look_pct(mine / best)} of its weight" if best > 0 else ""
-        said += f" The head's top patch is **{patch(top)}**, with {look_pct(best)}, {away} from yours{share}."
-    over = [f"{name} ({look_pct(w[i])})" for i, name in enumerate(prefix) if w[i] > best]
-    if over:
-        tokens = "a token" if len(over) == 1 else "tokens"
-        said += f" More goes to {' and '.join(over)}, {tokens} not on the photo, than to any patch."
-    outlined = "your guess" if top == guessed else "your guess and the top patch"
-    return (
-        f"{said} The picture is the head's real attention from the query (the white square), {outlined} outlined "
-        "in cyan. Click another patch to compare it, or choose another head and guess again."
-    )

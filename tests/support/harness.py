@@ -61,9 +61,15 @@ def running_app(args: list[str] = (), timeout: float = 180.0, log=None, setup: s
 
 CHROMIUM = os.environ.get("VITVIZ_CHROMIUM", "/usr/bin/chromium")  # Debian's, by default
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def fake_camera(path: Path, images: list[np.ndarray], size: tuple[int, int] = (640, 480), repeat: int = 5) -> list:
@@ -75,8 +81,11 @@ def fake_camera(path: Path, images: list[np.ndarray], size: tuple[int, int] = (6
         for image in images:
             yuv = cv2.cvtColor(cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA), cv2.COLOR_RGB2YUV_I420)
             f.write((b"FRAME\n" + yuv.tobytes()) * repeat)
-    return ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-video-capture={path}"]  # fmt: skip
+    return [
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        f"--use-file-for-fake-video-capture={path}",
+    ]
 
 
 def start_live_stream(page) -> None:

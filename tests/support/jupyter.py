@@ -22,13 +22,28 @@ def running_jupyter(folder: Path, timeout: float = 120.0) -> Iterator[str]:
     """JupyterLab serving `folder` (its log in folder/jupyter.log, its runtime and settings there too), with this
     checkout's vitviz on the kernels' path: yields its URL."""
     port = free_port()
-    args = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}",
-            "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=",
-            f"--ServerApp.root_dir={folder}", "--LabApp.news_url=", "--LabApp.extension_manager=readonly",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--allow-root"]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               JUPYTER_RUNTIME_DIR=str(folder / "runtime"), JUPYTERLAB_WORKSPACES_DIR=str(folder / "workspaces"),
-               JUPYTERLAB_SETTINGS_DIR=str(folder / "settings"))  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        "--ServerApp.ip=127.0.0.1",
+        "--IdentityProvider.token=",
+        f"--ServerApp.root_dir={folder}",
+        "--LabApp.news_url=",
+        "--LabApp.extension_manager=readonly",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--allow-root",
+    ]
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        JUPYTER_RUNTIME_DIR=str(folder / "runtime"),
+        JUPYTERLAB_WORKSPACES_DIR=str(folder / "workspaces"),
+        JUPYTERLAB_SETTINGS_DIR=str(folder / "settings"),
+    )
     with open(folder / "jupyter.log", "w") as log:
         proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=folder)
         url = f"http://127.0.0.1:{port}/"
@@ -81,8 +96,11 @@ def run_cell(page, index: int = 0, timeout: float = 120.0) -> None:
         page.keyboard.press("Control+Enter")
         try:  # queued or run within 10 s, else the keystroke was lost
             page.wait_for_function(f"(a) => ({ran})(a) !== ''", arg=[prompt.element_handle(), before], timeout=10_000)
-            page.wait_for_function(f"(a) => ({ran})(a) !== null", arg=[prompt.element_handle(), before],
-                                   timeout=max(1, deadline - time.monotonic()) * 1000)  # fmt: skip
+            page.wait_for_function(
+                f"(a) => ({ran})(a) !== null",
+                arg=[prompt.element_handle(), before],
+                timeout=max(1, deadline - time.monotonic()) * 1000,
+            )
         except Timeout:
             continue
         if page.evaluate(f"(a) => ({ran})(a)", [prompt.element_handle(), before]) == "ran":

@@ -27,8 +27,13 @@ def photo(a: Analysis, key: str) -> tuple[dict, dict[tuple[str, int], bytes]]:
     return meta, {(key, layer): explorer.layer_data(a, layer).tobytes() for layer in range(a.model.num_layers)}
 
 
-def open_page(pw, layers: dict[tuple[str, int], bytes], size=(1200, 1000), touch: bool = False,
-              analyses: dict[str, Analysis] | None = None):  # fmt: skip
+def open_page(
+    pw,
+    layers: dict[tuple[str, int], bytes],
+    size=(1200, 1000),
+    touch: bool = False,
+    analyses: dict[str, Analysis] | None = None,
+):
     """(browser, page): the view with no photo yet; `page.evaluate("(m) => window.setMeta(m)", meta)` gives one.
     With `analyses` {key: Analysis}, the app's own UMAP route answers for them (session "s")."""
     browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

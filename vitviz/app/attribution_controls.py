@@ -163,8 +163,15 @@ def fit_options(method_label: str, *values) -> tuple:
         else:
             low, high, _ = option.slider
             inside = value is not None and low <= value <= high
-            updates.append(gr.update(visible=True, label=option.label, minimum=low, maximum=high,
-                                     value=value if inside else option.default))  # fmt: skip
+            updates.append(
+                gr.update(
+                    visible=True,
+                    label=option.label,
+                    minimum=low,
+                    maximum=high,
+                    value=value if inside else option.default,
+                )
+            )
     return tuple(updates)
 
 
@@ -197,8 +204,9 @@ def option_control(option: methods.Option, model, shown: bool):
     low, high, step = option.slider or (option.low, most, 1)
     value = most if option.default is None else option.default
     precision = 0 if option.kind is int else None  # a float option keeps its fraction
-    return gr.Slider(low, high, value=value, step=step, precision=precision, label=option.label, visible=shown,
-                     elem_id=elem_id)  # fmt: skip
+    return gr.Slider(
+        low, high, value=value, step=step, precision=precision, label=option.label, visible=shown, elem_id=elem_id
+    )
 
 
 def model_ranges(model) -> tuple:

@@ -300,8 +300,9 @@ class Context:
         steps = self._steps(tab)
         if prepare is not None:  # fit the view's controls to the new analysis first (cheap: not queued)
             fn, prepare_in, prepare_out = prepare
-            fitted = self.on_new_analysis(tab, fn, prepare_in, prepare_out, api_visibility="private",
-                                          show_progress="hidden")  # fmt: skip
+            fitted = self.on_new_analysis(
+                tab, fn, prepare_in, prepare_out, api_visibility="private", show_progress="hidden"
+            )
         else:
             fitted = steps.on_fitted
         draws += [step.then(api_visibility="private", **redraw) for step in (fitted, steps.on_restyled)]

@@ -78,8 +78,16 @@ def script() -> str:
 
 
 @user_errors
-def draw(image, model_name, size, cmap, alpha=0.6, colour_scale=DEFAULT_SCALE, server: Server = None,
-         request: gr.Request = None) -> dict:  # fmt: skip
+def draw(
+    image,
+    model_name,
+    size,
+    cmap,
+    alpha=0.6,
+    colour_scale=DEFAULT_SCALE,
+    server: Server = None,
+    request: gr.Request = None,
+) -> dict:
     """The meta of the session's analysis, with where its layers are and the page's display settings (colormap,
     opacity, colour scale): the browser does the rest."""
     a = server.get_analysis(image, model_name, size, request)

@@ -63,8 +63,15 @@ def _duration(seconds: float) -> str:
 
 
 @contextmanager
-def stoppable(server: Server, request: gr.Request, name: str, desc: str, progress, tab: str = "attributions",
-              work: tuple[str, float] | None = None):  # fmt: skip
+def stoppable(
+    server: Server,
+    request: gr.Request,
+    name: str,
+    desc: str,
+    progress,
+    tab: str = "attributions",
+    work: tuple[str, float] | None = None,
+):
     """A progress callback for one heavy run of this session in `tab`, which ends the run at its next batch when
     that tab's Stop is pressed (or the image changes, or the page closes), and lets other users' new images
     through between batches. Each tab stops its own run: the Rollout tab's Stop leaves an attribution running.

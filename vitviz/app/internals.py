@@ -50,8 +50,11 @@ def check_gradio(version: str | None = None) -> str | None:
     from gradio import processing_utils, route_utils
     from gradio.block_function import BlockFunction
 
-    missing = [name for name in ("save_pil_to_cache", "async_move_files_to_cache", "encode_pil_to_bytes",
-                                 "hash_bytes") if not callable(getattr(processing_utils, name, None))]  # fmt: skip
+    missing = [
+        name
+        for name in ("save_pil_to_cache", "async_move_files_to_cache", "encode_pil_to_bytes", "hash_bytes")
+        if not callable(getattr(processing_utils, name, None))
+    ]
     if "input_parameter_names" not in inspect.signature(BlockFunction.__init__).parameters:
         missing.append("BlockFunction.input_parameter_names")
     if not callable(getattr(route_utils.CustomCORSMiddleware, "is_valid_origin", None)):

@@ -50,11 +50,20 @@ def wire_routes(tabs: Sequence[TabSteps], seen: gr.Textbox, shown: gr.Textbox, i
     ids = json.dumps([t.tab.id for t in tabs])
     page = dict(api_visibility="private", queue=False, show_progress="hidden")
     fitted, restyled = [t.fitted for t in tabs], [t.restyled for t in tabs]
-    seen.change(None, [shown, seen, *fitted], fitted,  # "": the photo was cleared
-                js=f"(shown, key, ...fitted) => {ids}.map((id, i) => id === shown && key ? key : fitted[i])",
-                **page)  # fmt: skip
-    display(None, [shown, *restyled], restyled,
-            js=f"(shown, ...counts) => {ids}.map((id, i) => counts[i] + (id === shown))", **page)  # fmt: skip
+    seen.change(
+        None,
+        [shown, seen, *fitted],
+        fitted,  # "": the photo was cleared
+        js=f"(shown, key, ...fitted) => {ids}.map((id, i) => id === shown && key ? key : fitted[i])",
+        **page,
+    )
+    display(
+        None,
+        [shown, *restyled],
+        restyled,
+        js=f"(shown, ...counts) => {ids}.map((id, i) => counts[i] + (id === shown))",
+        **page,
+    )
     for t in tabs:  # no key yet (the page's first tab, as it appears) or no photo: nothing to draw
         select = f"(key, fitted, count, photo) => [{json.dumps(t.tab.id)}, "
         select += "...(!key || !photo ? [fitted, count] : key !== fitted ? [key, count] : [fitted, count + 1])]"

@@ -90,8 +90,12 @@ def parser() -> argparse.ArgumentParser:
     """Every subcommand's options: serve's are the app's own, the others' are in their modules."""
     from .. import __version__
 
-    top = argparse.ArgumentParser(prog="vitviz", description="See inside a Vision Transformer.", epilog=__doc__,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    top = argparse.ArgumentParser(
+        prog="vitviz",
+        description="See inside a Vision Transformer.",
+        epilog=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     top.add_argument("--version", action="version", version=f"vitviz {__version__}")
     names = ",".join(["serve", *(c.__name__.rsplit(".", 1)[1] for c in COMMANDS)])
     sub = top.add_subparsers(dest="command", required=True, metavar=f"{{{names}}}")

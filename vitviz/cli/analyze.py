@@ -33,8 +33,11 @@ def add(sub) -> None:
     model_options(p)
     p.add_argument("--layers", default="all", help="layers for the attention sheets: all, or e.g. 0,5,11")
     p.add_argument("--heads", default="all", help="heads tiled in each sheet: all, or e.g. 0,3")
-    p.add_argument("--no-arrays", action="store_true",
-                   help="leave out arrays.npz (the chosen layers' attention: tens of MB an image)")  # fmt: skip
+    p.add_argument(
+        "--no-arrays",
+        action="store_true",
+        help="leave out arrays.npz (the chosen layers' attention: tens of MB an image)",
+    )
     p.set_defaults(run=run)
 
 
@@ -175,8 +178,11 @@ def _write_arrays(a, layers: list[int], out: Path, name: str) -> str:
         "pixel_values": a.pixel_values,
     }
     size = sum(v.nbytes for v in arrays.values()) / 1e6
-    say(f"vitviz: {name}/arrays.npz: {size:.0f} MB before compression (the attention of {len(layers)} "
-        f"layers, {a.num_tokens} tokens); --no-arrays leaves it out", sys.stderr)  # fmt: skip
+    say(
+        f"vitviz: {name}/arrays.npz: {size:.0f} MB before compression (the attention of {len(layers)} "
+        f"layers, {a.num_tokens} tokens); --no-arrays leaves it out",
+        sys.stderr,
+    )
     np.savez_compressed(out / "arrays.npz", **arrays)
     return f", arrays.npz {(out / 'arrays.npz').stat().st_size / 1e6:.0f} MB"
 

@@ -16,8 +16,9 @@ def add(sub) -> None:
     p.add_argument("image", type=Path, help="image file")
     p.add_argument("--html", type=Path, required=True, help="the .html file to write")
     model_options(p)
-    p.add_argument("--layers", default="all",
-                   help="layers to embed: all, or e.g. 0,5,11 (a 224 px square: 1.1 MB a layer)")  # fmt: skip
+    p.add_argument(
+        "--layers", default="all", help="layers to embed: all, or e.g. 0,5,11 (a 224 px square: 1.1 MB a layer)"
+    )
     p.set_defaults(run=run)
 
 
@@ -43,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
     with bar(len(layers), "explore: layers", "layer") as embedded:
         path = export_html(a, args.html, layers=layers, progress=lambda _: embedded.update())
     h, w = a.pixel_values.shape[2:]
-    say(f"vitviz: wrote {path} ({path.stat().st_size / 1e6:.1f} MB: {len(layers)} layers at {w} × {h} px; "
-        f"--layers or --size make it smaller)", sys.stderr)  # fmt: skip
+    say(
+        f"vitviz: wrote {path} ({path.stat().st_size / 1e6:.1f} MB: {len(layers)} layers at {w} × {h} px; "
+        f"--layers or --size make it smaller)",
+        sys.stderr,
+    )
     return 0

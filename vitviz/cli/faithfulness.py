@@ -20,14 +20,21 @@ def add(sub) -> None:
     p = sub.add_parser("faithfulness", help="how faithful each attribution map is, over many images")
     p.add_argument("inputs", nargs="+", help="folders, image files or glob patterns (quote them)")
     model_options(p)
-    p.add_argument("--methods", default=None,
-                   help=f"e.g. integrated_gradients,rollout, or all (default: every method but those of more than "
-                        f"{SLOW_PASSES} passes a map at 224 px, minutes a map: occlusion's one a patch; and "
-                        "guided_backprop, which on a GELU ViT repeats the gradient)")  # fmt: skip
+    p.add_argument(
+        "--methods",
+        default=None,
+        help=f"e.g. integrated_gradients,rollout, or all (default: every method but those of more than "
+        f"{SLOW_PASSES} passes a map at 224 px, minutes a map: occlusion's one a patch; and "
+        "guided_backprop, which on a GELU ViT repeats the gradient)",
+    )
     p.add_argument("--steps", type=positive, default=10, help="points on each curve, less one (10: every 10 %%)")
     p.add_argument("--replacement", default="blur", help="what a hidden patch shows: blur, mean or black")
-    p.add_argument("--random", type=positive, default=50,
-                   help="random orders each map is ranked against (default 50; a verdict needs 19)")  # fmt: skip
+    p.add_argument(
+        "--random",
+        type=positive,
+        default=50,
+        help="random orders each map is ranked against (default 50; a verdict needs 19)",
+    )
     p.set_defaults(run=run)
 
 
@@ -90,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if args.replacement not in REPLACEMENTS:
         raise UsageError(f"--replacement must be one of {', '.join(REPLACEMENTS)}, got {args.replacement!r}")
     model = load(args)
-    from ..deletion import over_images, table
+    from ..deletion_table import over_images, table
 
     skipped: set[Path] = set()
 
@@ -103,9 +110,18 @@ def run(args: argparse.Namespace) -> int:
     rows, bands = [], {}  # each image's random orders, drawn for its first method and kept for the others
     try:
         for method in methods:
-            rows += over_images(model, maps.files(files, method), [method], on_skip=skip_once, bands=bands,
-                                longest=args.size, steps=args.steps, replacement=args.replacement,
-                                random_orders=args.random, progress=maps.progress)  # fmt: skip
+            rows += over_images(
+                model,
+                maps.files(files, method),
+                [method],
+                on_skip=skip_once,
+                bands=bands,
+                longest=args.size,
+                steps=args.steps,
+                replacement=args.replacement,
+                random_orders=args.random,
+                progress=maps.progress,
+            )
     except ValueError as exc:
         if skipped:
             print(f"vitviz: none of the {len(files)} files could be read", file=sys.stderr)

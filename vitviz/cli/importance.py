@@ -58,8 +58,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"--size {args.size}: {exc}") from None
     heads = model.num_layers * model.num_heads
-    print(f"vitviz: {heads} heads one by one: about {cost(model, size):.0f} forwards' work at {size[1]}×{size[0]} px, "
-          f"{min(rows_per_forward(model, size), heads + 1)} rows a forward", file=sys.stderr)  # fmt: skip
+    print(
+        f"vitviz: {heads} heads one by one: about {cost(model, size):.0f} forwards' work at {size[1]}×{size[0]} px, "
+        f"{min(rows_per_forward(model, size), heads + 1)} rows a forward",
+        file=sys.stderr,
+    )
     with bar(1.0, "importance", "grid") as progress:
 
         def moved(fraction: float) -> None:
@@ -115,9 +118,10 @@ def _text(grid, model, image: Path, size: tuple[int, int], out: Path | None) -> 
     from ..ablation import HEAD_MODES
 
     layers, heads = grid.change.shape
-    lines = [f"change of {grid.output.name(model)} (unablated {grid.before:.4g}), each head alone "
-             f"{HEAD_MODES[grid.mode]}",
-             "layer " + "".join(f"{f'head {h}':>11}" for h in range(heads))]  # fmt: skip
+    lines = [
+        f"change of {grid.output.name(model)} (unablated {grid.before:.4g}), each head alone {HEAD_MODES[grid.mode]}",
+        "layer " + "".join(f"{f'head {h}':>11}" for h in range(heads)),
+    ]
     lines += [f"{layer:>5} " + "".join(f"{v:>11.3g}" for v in grid.change[layer]) for layer in range(layers)]
     top = ", ".join(f"layer {i} head {h} ({c:+.3g})" for i, h, c in grid.ranked()[:5])
     return "\n".join([*lines, f"largest: {top}", ""])

@@ -29,9 +29,14 @@ def add(sub) -> None:
     p.add_argument("--batch", type=positive, default=4, help="images per forward pass (same size; default 4)")
     p.add_argument("--shard", default="0/1", help="i/n: take every n-th file from the i-th (0-based)")
     p.add_argument("--merge", nargs="+", type=Path, help="merge the stats.csv of shards instead")
-    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
-                   help='schedule it on Ray Data: a local Ray, or the cluster at ADDRESS ("auto" for this '
-                        'machine\'s); needs pip install "vitviz[ray]"')  # fmt: skip
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help='schedule it on Ray Data: a local Ray, or the cluster at ADDRESS ("auto" for this '
+        'machine\'s); needs pip install "vitviz[ray]"',
+    )
     p.add_argument("--workers", type=positive, help="with --ray: model replicas (default: one per GPU, else 2)")
     p.set_defaults(run=run)
 

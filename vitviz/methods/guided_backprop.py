@@ -20,5 +20,12 @@ def guided_backprop(job: Job) -> tuple:
     return attr.detach().cpu().numpy(), None
 
 
-METHOD = Method("guided_backprop", "Guided Backprop (negative gradients stopped at ReLUs)", signed=True,
-                map=guided_backprop, order=10, offered=False, repeats="the gradient")  # fmt: skip
+METHOD = Method(
+    "guided_backprop",
+    "Guided Backprop (negative gradients stopped at ReLUs)",
+    signed=True,
+    map=guided_backprop,
+    order=10,
+    offered=False,
+    repeats="the gradient",
+)

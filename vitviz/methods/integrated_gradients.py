@@ -10,13 +10,18 @@ def integrated_gradients(job: Job) -> tuple:
 
     o = job.options
     ig = IntegratedGradients(job.score)
-    options = dict(baselines=job.absent(), n_steps=o["n_steps"], internal_batch_size=job.batch,
-                   return_convergence_delta=True)  # fmt: skip
+    options = dict(
+        baselines=job.absent(), n_steps=o["n_steps"], internal_batch_size=job.batch, return_convergence_delta=True
+    )
     if o["nt_samples"] > 0:
         attr, delta = NoiseTunnel(ig).attribute(
-            job.x, nt_type="smoothgrad", nt_samples=o["nt_samples"], nt_samples_batch_size=1, stdevs=o["nt_stdev"],
+            job.x,
+            nt_type="smoothgrad",
+            nt_samples=o["nt_samples"],
+            nt_samples_batch_size=1,
+            stdevs=o["nt_stdev"],
             **options,
-        )  # fmt: skip
+        )
         return attr.detach().cpu().numpy(), float(delta.abs().max())
     attr, delta = ig.attribute(job.x, **options)
     return attr.detach().cpu().numpy(), float(delta[0])
@@ -28,5 +33,12 @@ def calls(options: dict, grid: tuple[int, int], batch: int) -> int:
     return -(-options["n_steps"] * copies // batch) + 2 * copies
 
 
-METHOD = Method("integrated_gradients", "Integrated Gradients", signed=True, map=integrated_gradients,
-                options=(BASELINE, STEPS, SAMPLES, NOISE), calls=calls, order=1)  # fmt: skip
+METHOD = Method(
+    "integrated_gradients",
+    "Integrated Gradients",
+    signed=True,
+    map=integrated_gradients,
+    options=(BASELINE, STEPS, SAMPLES, NOISE),
+    calls=calls,
+    order=1,
+)

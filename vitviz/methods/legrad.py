@@ -5,5 +5,10 @@ from __future__ import annotations
 from ..relevance import legrad
 from . import Method
 
-METHOD = Method("legrad", "LeGrad (Bousselham et al. 2024)", signed=False,
-                map=lambda job: (legrad(job.model, job.x, job.score), None), order=7)  # fmt: skip
+METHOD = Method(
+    "legrad",
+    "LeGrad (Bousselham et al. 2024)",
+    signed=False,
+    map=lambda job: (legrad(job.model, job.x, job.score), None),
+    order=7,
+)

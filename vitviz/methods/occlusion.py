@@ -10,11 +10,21 @@ def occlusion(job: Job) -> tuple:
 
     p = job.model.patch_size
     attr = Occlusion(job.score).attribute(
-        job.x, sliding_window_shapes=(3, p, p), strides=(3, p, p), baselines=job.absent(),
+        job.x,
+        sliding_window_shapes=(3, p, p),
+        strides=(3, p, p),
+        baselines=job.absent(),
         perturbations_per_eval=job.batch,
-    )  # fmt: skip
+    )
     return attr[0, 0, ::p, ::p].detach().cpu().numpy(), None  # one value per patch: the drop when hidden
 
 
-METHOD = Method("occlusion", "Occlusion (one patch at a time)", signed=True, map=occlusion, options=(BASELINE,),
-                calls=lambda options, grid, batch: -(-grid[0] * grid[1] // batch) + 1, order=5)  # fmt: skip
+METHOD = Method(
+    "occlusion",
+    "Occlusion (one patch at a time)",
+    signed=True,
+    map=occlusion,
+    options=(BASELINE,),
+    calls=lambda options, grid, batch: -(-grid[0] * grid[1] // batch) + 1,
+    order=5,
+)

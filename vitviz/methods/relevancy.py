@@ -5,5 +5,10 @@ from __future__ import annotations
 from ..relevance import relevancy
 from . import Method
 
-METHOD = Method("relevancy", "Transformer relevancy (Chefer et al. 2021)", signed=False,
-                map=lambda job: (relevancy(job.model, job.x, job.score), None), order=6)  # fmt: skip
+METHOD = Method(
+    "relevancy",
+    "Transformer relevancy (Chefer et al. 2021)",
+    signed=False,
+    map=lambda job: (relevancy(job.model, job.x, job.score), None),
+    order=6,
+)

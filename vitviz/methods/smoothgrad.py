@@ -21,6 +21,13 @@ def smoothgrad(job: Job) -> tuple:
     return attr.detach().cpu().numpy(), None
 
 
-METHOD = Method("smoothgrad", "SmoothGrad (Input × Gradient over noisy copies)", signed=True, map=smoothgrad,
-                options=(COPIES, NOISE), calls=lambda options, grid, batch: options["nt_samples"], order=9,
-                offered=False)  # fmt: skip
+METHOD = Method(
+    "smoothgrad",
+    "SmoothGrad (Input × Gradient over noisy copies)",
+    signed=True,
+    map=smoothgrad,
+    options=(COPIES, NOISE),
+    calls=lambda options, grid, batch: options["nt_samples"],
+    order=9,
+    offered=False,
+)

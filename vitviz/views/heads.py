@@ -22,8 +22,10 @@ def heads_views(a: Analysis, cmap: str = "inferno", scale: str = DEFAULT_SCALE):
     largest = float(norms.max() / np.median(norms))
     if flagged.any():
         n = int(flagged.sum())
-        note = (f"**{n} token{' stands' if n == 1 else 's stand'} apart** (at least 2× the median norm, boxed green): "
-                "this model's high-norm 'artifact' tokens (Darcet et al. 2023), used as scratch space.")  # fmt: skip
+        note = (
+            f"**{n} token{' stands' if n == 1 else 's stand'} apart** (at least 2× the median norm, boxed green): "
+            "this model's high-norm 'artifact' tokens (Darcet et al. 2023), used as scratch space."
+        )
     else:
         note = "**No token stands apart**: this model shows no high-norm 'artifact' tokens on this image."
     return (

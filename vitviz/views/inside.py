@@ -45,8 +45,9 @@ def inside_views(
 
     def drawn(values: np.ndarray, quantity: str) -> np.ndarray:
         grid = values[n:].reshape(a.grid)
-        return scaled_overlay(base, grid, cmap, alpha, scale, True, a.grid, colorbar="below", query=marked,
-                              quantity=quantity)  # fmt: skip
+        return scaled_overlay(
+            base, grid, cmap, alpha, scale, True, a.grid, colorbar="below", query=marked, quantity=quantity
+        )
 
     weights = drawn(d.weights * 100, "% of the query's attention")
     values = drawn(d.contributions, "weight x value norm")

@@ -16,10 +16,17 @@ def tokens_view(a: Analysis) -> tuple[np.ndarray, str]:
     gh, gw = a.grid
     h, w = a.pixel_values.shape[2:]
     prefix = ", ".join(m.prefix_tokens)
-    plus = (f", **plus {m.n_prefix} prefix token{'s' if m.n_prefix > 1 else ''}: {prefix}**" if m.n_prefix
-            else " and no prefix token")  # fmt: skip
-    order = (f"In the sequence the prefix tokens come first, so patch p*i* sits at position #*i*+{m.n_prefix} (the "
-             "strip under the picture). " if m.n_prefix else "")  # fmt: skip
+    plus = (
+        f", **plus {m.n_prefix} prefix token{'s' if m.n_prefix > 1 else ''}: {prefix}**"
+        if m.n_prefix
+        else " and no prefix token"
+    )
+    order = (
+        f"In the sequence the prefix tokens come first, so patch p*i* sits at position #*i*+{m.n_prefix} (the "
+        "strip under the picture). "
+        if m.n_prefix
+        else ""
+    )
     text = (
         f"**{gh} rows × {gw} columns = {gh * gw} patch tokens** of {m.patch_size}×{m.patch_size} pixels "
         f"(the model sees the image at {pixel_words(h, w)}){plus} → {a.num_tokens} tokens in all. "

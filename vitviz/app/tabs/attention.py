@@ -121,8 +121,9 @@ SHOWN_HEAD = """(image, model, size, shown, ...rest) => {
 
 
 @user_errors
-def switch_off_shown(server: Server, image, model_name, size, shown, cmap, alpha, colour_scale, large,
-                     request: gr.Request = None):  # fmt: skip
+def switch_off_shown(
+    server: Server, image, model_name, size, shown, cmap, alpha, colour_scale, large, request: gr.Request = None
+):
     """The Explorer's head (`shown`: {layer, head}) switched off (zeroed), beside the model as it is: (the results
     shown, what is off, the difference in words and numbers, top-5 before and after, dense map before and after;
     `whatif.said_and_output`)."""

@@ -53,12 +53,19 @@ def box_picture(a: Analysis, points) -> np.ndarray:
 def setup(a, points, request: gr.Request):
     """The targets this model offers on this image, the box picker, the range of each option whose range is the
     model's (`MODEL_RANGED`: Grad-CAM's block) and the text target (shown for a model with a text tower)."""
-    return (gr.Dropdown(choices=target_choices(a), value=TARGETS[0]), box_picture(a, points),
-            *model_ranges(a.model), gr.Textbox(visible=a.model.has_text))  # fmt: skip
+    return (
+        gr.Dropdown(choices=target_choices(a), value=TARGETS[0]),
+        box_picture(a, points),
+        *model_ranges(a.model),
+        gr.Textbox(visible=a.model.has_text),
+    )
 
 
-COMPUTE, CHECK, SANITY = ("Compute attribution", "Check faithfulness: hide the top patches",
-                          "Sanity check: randomise the model from the top")  # fmt: skip
+COMPUTE, CHECK, SANITY = (
+    "Compute attribution",
+    "Check faithfulness: hide the top patches",
+    "Sanity check: randomise the model from the top",
+)
 
 
 def _buttons(server: Server, a: Analysis, s: Settings, where: tuple) -> tuple:
@@ -69,9 +76,11 @@ def _buttons(server: Server, a: Analysis, s: Settings, where: tuple) -> tuple:
     orders = 0 if kept else RANDOM_ORDERS
     curves = lambda grid: passes(maps=3, random_orders=orders) + 2  # noqa: E731  and the rollout's and relevancy's maps
     sanity = lambda grid: (a.model.num_layers + 1) * s.passes(grid)  # noqa: E731
-    return (gr.Button(f"{COMPUTE} ({expected(server, a, gradient=s.passes)})"),
-            gr.Button(f"{CHECK} ({expected(server, a, gradient=s.passes, forward=curves)})"),
-            gr.Button(f"{SANITY} ({expected(server, a, gradient=sanity)})"))  # fmt: skip
+    return (
+        gr.Button(f"{COMPUTE} ({expected(server, a, gradient=s.passes)})"),
+        gr.Button(f"{CHECK} ({expected(server, a, gradient=s.passes, forward=curves)})"),
+        gr.Button(f"{SANITY} ({expected(server, a, gradient=sanity)})"),
+    )
 
 
 @user_errors
@@ -100,8 +109,14 @@ def clear_box(server: Server, image, model_name, size, request: gr.Request):
 
 
 @user_errors
-def run(server: Server, where: tuple, s: Settings, display: Display = Display(), request: gr.Request = None,
-        progress=gr.Progress()):  # fmt: skip
+def run(
+    server: Server,
+    where: tuple,
+    s: Settings,
+    display: Display = Display(),
+    request: gr.Request = None,
+    progress=gr.Progress(),
+):
     """Attribute the chosen output with the chosen method; rollout and relevancy beside it. Also returns the
     result itself (`Kept`), kept for the session so that a display setting recolours it without running it
     again."""
@@ -116,12 +131,15 @@ def run(server: Server, where: tuple, s: Settings, display: Display = Display(),
         r = attribute(model, image, s.method, progress=report, **s.attribute_options(), **target)
         rel = r if s.record is RELEVANCY else attribute(model, image, RELEVANCY.key, **target)
     same = input_analysis(model, image).rollout("mean", 0.0, r.output)  # on its input, toward its output
-    kept = Kept(server.analysis_key(*where), attribution_inputs(a, r, rel, same), s,
-                patch_scores(r.raw, a.model.patch_size))  # fmt: skip
+    kept = Kept(
+        server.analysis_key(*where), attribution_inputs(a, r, rel, same), s, patch_scores(r.raw, a.model.patch_size)
+    )
     shown, roll, rel_img = attribution_pictures(kept.inputs, display.cmap, float(display.alpha), display.scale)
     size = f"{r.grid[0] * a.model.patch_size} px high × {r.grid[1] * a.model.patch_size} px wide"
-    lines = [f"**{s.label}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
-             f"rollout and relevancy beside it · {r.seconds:.1f} s"]  # fmt: skip
+    lines = [
+        f"**{s.label}** · **target:** {r.target} = {r.score:.4g} · input {size}, the same for the "
+        f"rollout and relevancy beside it · {r.seconds:.1f} s"
+    ]
     if r.delta is not None:
         total = float(r.raw.sum())
         lines.append(
@@ -133,8 +151,14 @@ def run(server: Server, where: tuple, s: Settings, display: Display = Display(),
 
 
 @user_errors
-def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | None = None,
-                       request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
+def check_faithfulness(
+    server: Server,
+    where: tuple,
+    s: Settings,
+    kept: Kept | None = None,
+    request: gr.Request = None,
+    progress=gr.Progress(),
+):
     """Deletion and insertion curves of the chosen method's map and of the two maps beside it (the rollout and
     the relevancy), on this image and this target, against random orders: a figure and a sentence for each map.
     The map the tab shows (`kept`, the session's last attribution) is used as it is when it was made on this
@@ -166,25 +190,35 @@ def check_faithfulness(server: Server, where: tuple, s: Settings, kept: Kept | N
                 progress=rest(0),
                 **s.attribute_options(),
                 **target,
-            ),  # fmt: skip
-            *(faithfulness(model, image, other.key, band=band, progress=rest(i), **target)
-              for i, other in enumerate(beside, 1)),
-        ]  # fmt: skip
+            ),
+            *(
+                faithfulness(model, image, other.key, band=band, progress=rest(i), **target)
+                for i, other in enumerate(beside, 1)
+            ),
+        ]
     names = [s.label, *(m.label for m in beside)]
     made = ["The map shown above", *(f"Map {r.map_seconds:.1f} s" for r in results[1:])]
     if not shown:
         made[0] = f"Map {results[0].map_seconds:.1f} s (press Compute first to check the map shown instead)"
     size = tuple(g * a.model.patch_size for g in band.grid)
     forward_said = sentences.attribution_check_forward(size, a.pixel_values.shape[2:], band.output.name(a.model))
-    lines = [f"**{name}.** {r.sentence(why_end=False)} {m}, curves {r.seconds:.1f} s."
-             for name, r, m in zip(names, results, made, strict=True)]  # fmt: skip
+    lines = [
+        f"**{name}.** {r.sentence(why_end=False)} {m}, curves {r.seconds:.1f} s."
+        for name, r, m in zip(names, results, made, strict=True)
+    ]
     text = "\n\n".join(filter(None, [forward_said, band_note(band), *lines, end_note(results)]))
     return plots.faithfulness_curves(results, names), text
 
 
 @user_errors
-def check_sanity(server: Server, where: tuple, s: Settings, display: Display = Display(), request: gr.Request = None,
-                 progress=gr.Progress()):  # fmt: skip
+def check_sanity(
+    server: Server,
+    where: tuple,
+    s: Settings,
+    display: Display = Display(),
+    request: gr.Request = None,
+    progress=gr.Progress(),
+):
     """The map after randomising the last 1, 2, ... layers of a copy of the model: one tile per step, captioned
     with its rank correlation with the original map, and a sentence. display: the endpoint's display settings,
     kept in its API; the tiles share no colour scale."""
@@ -256,10 +290,17 @@ def build(ctx: Context) -> None:
         elem_id="attributions-tab",
     ) as tab:
         with gr.Row():  # each list wide enough for its longest name: on a phone, one under the other
-            method = gr.Dropdown(list(METHODS.values()), value=METHODS[DEFAULT_METHOD], label="Method",
-                                 min_width=320, elem_id="method")  # fmt: skip
-            target = gr.Dropdown([(t, t) for t in TARGETS], value=TARGETS[0], label="Target", scale=2,
-                                 min_width=320, elem_id="attr-target")  # fmt: skip
+            method = gr.Dropdown(
+                list(METHODS.values()), value=METHODS[DEFAULT_METHOD], label="Method", min_width=320, elem_id="method"
+            )
+            target = gr.Dropdown(
+                [(t, t) for t in TARGETS],
+                value=TARGETS[0],
+                label="Target",
+                scale=2,
+                min_width=320,
+                elem_id="attr-target",
+            )
         text = gr.Textbox(
             label="Text target (a model with a text tower): which pixels make this photo match it?",
             value="",
@@ -321,8 +362,13 @@ def build(ctx: Context) -> None:
     ctx.on_new_analysis(tab, bind(endpoint(relabel)), controls, labels, **relabelled)
     gr.on([o.change for o in options], bind(endpoint(relabel)), controls, labels, **relabelled)
     # the summary says at once which run is under way, and no longer shows the last one's
-    button.click(lambda label: f"**Running {label}…** Its summary comes here when it is done.", [method], summary,
-                 api_visibility="private", queue=False)  # fmt: skip
+    button.click(
+        lambda label: f"**Running {label}…** Its summary comes here when it is done.",
+        [method],
+        summary,
+        api_visibility="private",
+        queue=False,
+    )
     display = ["cmap", "alpha", "colour_scale", "text"]
     running = button.click(
         bind(endpoint(run, display, {"colour_scale": DEFAULT_SCALE, "text": ""})),
@@ -358,7 +404,12 @@ def build(ctx: Context) -> None:
     ctx.stop_with_the_photo(stop, summary, heavy)
     # A result belongs to one image: a new image clears the result and the box.
     ctx.key.change(new_image, summary, [box, *results], api_visibility="private", queue=False, show_progress="hidden")
-    ctx.on_new_analysis(tab, lambda: (None, "", None, None, ""), [], [curves, verdict, cascade_plot, cascade,
-                        cascade_note], api_visibility="private")  # fmt: skip
+    ctx.on_new_analysis(
+        tab,
+        lambda: (None, "", None, None, ""),
+        [],
+        [curves, verdict, cascade_plot, cascade, cascade_note],
+        api_visibility="private",
+    )
     box_img.select(bind(pick_corner), [*ctx.where, box], [box, box_img], api_visibility="private")
     clear.click(bind(clear_box), ctx.where, [box, box_img], api_visibility="private")

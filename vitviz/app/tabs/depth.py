@@ -86,8 +86,17 @@ def stop(server: Server, request: gr.Request) -> str:
 
 
 @user_errors
-def draw(image, depth_name, cmap, alpha, layer, head, server: Server, request: gr.Request,
-         progress=gr.Progress(track_tqdm=True)):  # fmt: skip
+def draw(
+    image,
+    depth_name,
+    cmap,
+    alpha,
+    layer,
+    head,
+    server: Server,
+    request: gr.Request,
+    progress=gr.Progress(track_tqdm=True),
+):
     """Depth over the image, 3-D cloud, decoder stages and table, encoder attention, downloads."""
     progress(0.1, desc=f"Depth with {depth_name} (a hub model downloads once)")
     try:
@@ -107,8 +116,9 @@ def draw(image, depth_name, cmap, alpha, layer, head, server: Server, request: g
 
 
 @user_errors
-def draw_attention(server: Server, image, depth_name, layer, head, cmap, large_text, request: gr.Request,
-                   progress=gr.Progress()):  # fmt: skip
+def draw_attention(
+    server: Server, image, depth_name, layer, head, cmap, large_text, request: gr.Request, progress=gr.Progress()
+):
     """The depth encoder's CLS attention in one layer: one head, the mean, or all heads."""
     r = depth_of(server, image, depth_name, request, progress)
     with large_labels(large_text):
@@ -156,8 +166,12 @@ def build(ctx: Context) -> None:
     ) as tab:
         offline = ctx.depth_model is None and not hub_reachable() and not any(map(hub_cached, DEPTH_CATALOGUE))
         # On a projector: the depth map on the left, the status, the model and the button on its right
-        note = gr.Markdown(unavailable(OFFLINE) if offline else "", elem_id="depth-note", label="Depth status",
-                           elem_classes=["vitviz-head"])  # fmt: skip
+        note = gr.Markdown(
+            unavailable(OFFLINE) if offline else "",
+            elem_id="depth-note",
+            label="Depth status",
+            elem_classes=["vitviz-head"],
+        )
         with gr.Row(elem_classes=["vitviz-controls"]):
             model = gr.Dropdown(
                 [(f"{n}: {DEPTH_CATALOGUE.get(n, 'local folder')}", n) for n in names],

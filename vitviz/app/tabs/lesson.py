@@ -70,8 +70,9 @@ def kept_with(guesses: dict, key: str, guess: lesson.Guess) -> dict:
     return dict(list({**kept, key: guess}.items())[-KEPT_PHOTOS:])
 
 
-def guessed(server: Server, image, model_name, size, step, guesses, large, evt: gr.SelectData,
-            request: gr.Request = None):  # fmt: skip
+def guessed(
+    server: Server, image, model_name, size, step, guesses, large, evt: gr.SelectData, request: gr.Request = None
+):
     """A click on the guessing step's head tiles: (the guesses with this photo's, the step's picture and text). The
     photo's grid, where it was measured, stays: a new guess is revealed at once."""
     tile = None
@@ -89,8 +90,9 @@ def guessed(server: Server, image, model_name, size, step, guesses, large, evt: 
 
 
 @user_errors
-def measure_guess(server: Server, image, model_name, size, step, guesses, large, request: gr.Request = None,
-                  progress=gr.Progress()):  # fmt: skip
+def measure_guess(
+    server: Server, image, model_name, size, step, guesses, large, request: gr.Request = None, progress=gr.Progress()
+):
     """The guess revealed: every head's importance measured on this photo (a heavy run of the Lesson's, stopped by
     a new photo, Clear or another step), kept with the guess; nothing off the guessing step, or where the photo's
     grid is kept already."""
@@ -113,8 +115,9 @@ def stop(server: Server, request: gr.Request) -> str:
 
 def build(ctx: Context) -> None:
     @user_errors
-    def draw(image, model_name, size, step, guesses, cmap, alpha, colour_scale, request: gr.Request,
-             progress=gr.Progress()):  # fmt: skip
+    def draw(
+        image, model_name, size, step, guesses, cmap, alpha, colour_scale, request: gr.Request, progress=gr.Progress()
+    ):
         """(the step's title, its picture, its sentences). The dense-decoding step shows the depth model's map when
         the app was started with one (--depth-model), a run that a new photo, Clear or a closed page stops as the
         Depth tab's is; the guessing step this photo's guess, revealed once its grid is measured."""

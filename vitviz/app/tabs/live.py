@@ -116,8 +116,16 @@ def build(ctx: Context) -> None:
                 info = gr.Markdown(CAMERA_OFF, elem_id="live-info")
             with gr.Column(elem_id="live-controls"):
                 with gr.Row():
-                    layer = gr.Slider(0, m.num_layers - 1, value=m.num_layers - 1, step=1, precision=0, label="Layer",
-                                      min_width=160, elem_id="live-layer")  # fmt: skip
+                    layer = gr.Slider(
+                        0,
+                        m.num_layers - 1,
+                        value=m.num_layers - 1,
+                        step=1,
+                        precision=0,
+                        label="Layer",
+                        min_width=160,
+                        elem_id="live-layer",
+                    )
                     head = gr.Dropdown(
                         [c for c in head_choices(m) if c[1] != -2],
                         value=MEAN_OF_HEADS_VALUE,

@@ -51,8 +51,12 @@ def build(ctx: Context) -> None:
         dense = picture(label="Dense head output", elem_id="dense", visible=ctx.model.dense_head is not None)
         source = gr.Markdown(elem_id="output-source", label="Which forward")
         with gr.Row():
-            follows = gr.Radio([(label, key) for key, label in FOLLOWED.items()], value="output",
-                               label="The lens follows", elem_id="lens-follows")  # fmt: skip
+            follows = gr.Radio(
+                [(label, key) for key, label in FOLLOWED.items()],
+                value="output",
+                label="The lens follows",
+                elem_id="lens-follows",
+            )
             lens_button = gr.Button("Show the layer lens: every layer read by the output head", size="sm")
         lens_plot = gr.Plot(label="Layer lens: the output through depth", elem_id="lens-plot")
         lens_note = gr.Markdown(elem_id="lens-note", label="Layer lens")

@@ -41,8 +41,17 @@ def draw(a, fusion, discard, toward, cmap, alpha, colour_scale, request: gr.Requ
 
 
 @user_errors
-def check_faithfulness(server: Server, image, model_name, size, fusion, discard, toward="output",
-                       request: gr.Request = None, progress=gr.Progress()):  # fmt: skip
+def check_faithfulness(
+    server: Server,
+    image,
+    model_name,
+    size,
+    fusion,
+    discard,
+    toward="output",
+    request: gr.Request = None,
+    progress=gr.Progress(),
+):
     """Deletion and insertion curves of the rollout with the tab's fusion and discard ratio, and of the other two
     fusions at the same ratio, each following the very output it rolls toward, against random orders: a figure
     and a sentence each. The rollouts and the output they follow are remade on the check's input (the attributions'
@@ -72,14 +81,16 @@ def check_faithfulness(server: Server, image, model_name, size, fusion, discard,
                 output=output,
                 band=band,
                 progress=lambda done, i=i: report(share + (1 - share) * (i + done) / len(fusions)),
-            )  # fmt: skip
+            )
             for i, f in enumerate(fusions)
         ]
     names = [f"Rollout, {f} fusion" + (" (the one shown)" if f == fusion else "") for f in fusions]
     size = attribution_size(a.model, *a.image.shape[:2])
     where = sentences.check_forward(discard, size, a.pixel_values.shape[2:], output.name(a.model))
-    lines = [f"**{n}.** {r.sentence(why_end=False)} (Curves computed in {r.seconds:.1f} s.)"
-             for n, r in zip(names, results, strict=True)]  # fmt: skip
+    lines = [
+        f"**{n}.** {r.sentence(why_end=False)} (Curves computed in {r.seconds:.1f} s.)"
+        for n, r in zip(names, results, strict=True)
+    ]
     said = [where, band_note(band), *lines, end_note(results)]
     return plots.faithfulness_curves(results, names), "\n\n".join(filter(None, said))
 
@@ -138,8 +149,12 @@ def build(ctx: Context) -> None:
                 label="Discard the weakest fraction",
                 elem_id="rollout-discard",
             )
-            toward = gr.Radio([(label, key) for key, label in FOLLOWED.items()], value="output",
-                              label="Rollout toward", elem_id="rollout-toward")  # fmt: skip
+            toward = gr.Radio(
+                [(label, key) for key, label in FOLLOWED.items()],
+                value="output",
+                label="Rollout toward",
+                elem_id="rollout-toward",
+            )
         with gr.Row(elem_classes=["vitviz-pair", "vitviz-second-first"]):
             # 4 : 5, the map's colour bar beside it: both pictures of one height
             original = picture(label="Your image, for comparison", scale=4)
@@ -170,8 +185,13 @@ def build(ctx: Context) -> None:
         prepare=(ctx.server.bind(label_check), [*ctx.where, toward], [check]),
     )
     bind = ctx.server.bind
-    checking = check.click(bind(check_faithfulness), [*ctx.where, fusion, discard, toward], [curves, verdict],
-                           api_name="rollout_faithfulness", **slots("heavy"))  # fmt: skip
+    checking = check.click(
+        bind(check_faithfulness),
+        [*ctx.where, fusion, discard, toward],
+        [curves, verdict],
+        api_name="rollout_faithfulness",
+        **slots("heavy"),
+    )
     relabelled = dict(api_visibility="private", show_progress="hidden")
     checking.then(bind(label_check), [*ctx.where, toward], [check], **relabelled)  # its band is kept now
     halt.click(bind(stop), None, verdict, cancels=[checking], api_visibility="private", queue=False)

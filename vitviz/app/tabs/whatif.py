@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import gradio as gr
 import numpy as np
 
-from ... import render, sentences
+from ... import render, sentences, whatif_words
 from ...ablation import HEAD_MODES, PATCH_MODES, ablate
 from ...head_importance import Importance, cost, importance
 from ...render import large_labels
@@ -98,7 +98,7 @@ def said_and_output(w, output: tuple) -> tuple:
     off = "**Switched off:** " + "; ".join(w.ablation.names(w.model)) + "."
     return (
         off,
-        sentences.ablation_words(w),
+        whatif_words.ablation_words(w),
         dict(top_before) or None,
         dict(top_after) or None,
         dense_before,
@@ -226,7 +226,7 @@ def measure_importance(
     with large_labels(large_text):
         tiles, unit = importance_tiles(grid)
     note = (
-        f"{sentences.importance_words(grid, a.model)} (Tiles: each head's change {unit}, the top one outlined in "
+        f"{whatif_words.importance_words(grid, a.model)} (Tiles: each head's change {unit}, the top one outlined in "
         f"green; {grid.seconds:.1f} s here.)"
     )
     return tiles, note, Measured(server.analysis_key(image, model_name, size), grid)

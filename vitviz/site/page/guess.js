@@ -1,6 +1,6 @@
 // The lesson's exercise in the browser: guess where a head looks. The student chooses a layer and a head, clicks
 // the patch they think it attends to most from the centre patch, and the page draws the head's real attention and
-// says how close the guess came, in vitviz.sentences.look_words' words (tests/test_site.py holds them string for
+// says how close the guess came, in vitviz.whatif_words.look_words' words (tests/test_site.py holds them string for
 // string). The app's exercise, the head that matters most, switches heads off: the site's graph cannot.
 
 // The head's attention row [N] of token `query` in `layer` (every key, the prefix tokens first), as the Explorer
@@ -30,7 +30,7 @@ function vitvizWeightsPicture(canvas, run, w, marker, outlined = null) {
   return vitvizScaleBar(m, sc, (x) => `${vitvizSignificant(100 * x)} %`, "the query's weights on the patches");
 }
 
-// A share of a query's attention as vitviz.sentences.look_pct says it: "12 %", "3.4 %", "0.05 %", "under 0.01 %"
+// A share of a query's attention as vitviz.whatif_words.look_pct says it: "12 %", "3.4 %", "0.05 %", "under 0.01 %"
 function vitvizLookPct(share) {
   const v = 100 * Math.abs(share);
   return v < 0.005 ? "under 0.01 %" : `${vitvizFixed(v, v >= 10 ? 0 : v >= 1 ? 1 : 2)} %`;
@@ -47,7 +47,7 @@ function vitvizLookNumbers(weights, prefix, guessed) {
   return { weight, rank: 1 + w.filter((v) => v > weight).length, keys: w.length, top, topWeight: patches[top] };
 }
 
-// The step's words (Markdown), vitviz.sentences.look_words' twin: what to do before a guess (`guessed` null); after
+// The step's words (Markdown), vitviz.whatif_words.look_words' twin: what to do before a guess (`guessed` null); after
 // it, the guess's weight and rank among the keys, the head's top patch, how far from the guess it lies, and the
 // prefix tokens (their names) that get more than any patch. weights [N]: the head's row of the query patch `query`.
 function vitvizLookWords(weights, prefix, grid, layer, head, query, guessed) {
