@@ -2,7 +2,8 @@
 `python -m tools.site_screenshots OUT [--photo NAME]`.
 
 Each view from the page's top, right after a photo is analysed, at 1400×1000, at 1024×768 with the projector mode
-on, and at 390×844 (a phone, which gets 224 px). The site is built and served here first."""
+on, and at 390×844 (a phone, which gets 224 px), with the lesson's steps that weigh a test and its exercise (where
+does a head look?) before a guess and after one. The site is built and served here first."""
 
 from __future__ import annotations
 
@@ -53,10 +54,15 @@ def main(argv: list[str] | None = None) -> None:
                 page.wait_for_timeout(500)
                 page.evaluate("() => window.scrollTo(0, 0)")
                 page.screenshot(path=str(args.out / f"lesson-step{step}-{label}.png"))
+            for guessed, name in ((None, "asked"), (0, "revealed")):  # the exercise: before a guess, and after one
+                page.evaluate(f"() => window.vitviz.site.look(6, 0, {'null' if guessed is None else guessed})")
+                page.wait_for_timeout(500)
+                page.evaluate("() => window.scrollTo(0, 0)")
+                page.screenshot(path=str(args.out / f"lesson-guess-{name}-{label}.png"))
             page.context.close()
         browser.close()
     httpd.shutdown()
-    print(f"wrote {(len(TABS) + len(LESSON_STEPS)) * len(SIZES)} screenshots to {args.out}")
+    print(f"wrote {(len(TABS) + len(LESSON_STEPS) + 2) * len(SIZES)} screenshots to {args.out}")
 
 
 if __name__ == "__main__":
