@@ -470,8 +470,8 @@ WHOLE = [  # what analyze writes for a tiny ViT: 3 layers, no dense head
 def test_ctrl_c_in_analyze_leaves_no_half_written_folder(tiny_folder, tmp_path):
     photos = tmp_path / "photos"
     photos.mkdir()
-    for i in range(20):
-        shutil.copy(ASSETS / "chelsea.jpg", photos / f"photo{i:02d}.jpg")
+    for i in range(100):  # the tiny model writes about 10 a second: a run long enough that Ctrl-C lands inside it
+        shutil.copy(ASSETS / "chelsea.jpg", photos / f"photo{i:03d}.jpg")
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     args = ["analyze", str(photos), "--out", str(out), "--model", str(tiny_folder), "--device", "cpu"]
