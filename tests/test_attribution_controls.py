@@ -44,7 +44,7 @@ def test_a_methods_own_range_label_and_default_reach_its_control(monkeypatch):
 def test_the_target_list_offers_the_dense_map_over_the_image_in_a_few_words(embedded, coffee):
     a = vitviz.analyze(embedded, coffee, longest=224)
     choices = controls.target_choices(a)
-    assert choices == [("the dense map on its salient parts", "default"), ("the dense map over the image", "image")]
+    assert choices == [("the dense map on what it marks", "default"), ("the dense map over the image", "image")]
     assert all(len(label) <= 30 for label, _ in choices)  # none cut off in the list
     s = controls.Settings.of("Saliency (|gradient|)", "image", "blurred", 8, 0, 11, [])
     assert s.output_options(a, coffee) == {"output": Output("dense", region="image")}

@@ -409,7 +409,7 @@ def test_a_box_or_a_text_is_the_target_the_curves_follow(embedded, coffee):
     np.testing.assert_array_equal(f.order, np.argsort(-patch_scores(r.raw, 14).ravel(), kind="stable"))
     assert f.target == "the dense map inside the box" and f.output == Output("dense", box=box)
     whole = faithfulness(embedded, coffee, scores=np.ones((16, 16)), steps=1, random_orders=1)
-    assert whole.target == "the dense map on its salient parts" and whole.deletion[0] != pytest.approx(f.deletion[0])
+    assert whole.target == "the dense map on what it marks" and whole.deletion[0] != pytest.approx(f.deletion[0])
     model, image = tiny_siglip(), random_image(40, 56, seed=3)
     model.tokenizer = word_tokenizer()
     for text, name in (([0, 5, 2], "the similarity with the text"), ("a dog", 'the similarity with "a dog"')):

@@ -205,7 +205,7 @@ class DenseMap(Output):
     def short(self, labels: Sequence[str] | None = None) -> str:
         if self.box is not None:
             return "the dense map inside the box"
-        return "the dense map over the image" if self.region == "image" else "the dense map on its salient parts"
+        return "the dense map over the image" if self.region == "image" else "the dense map on what it marks"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def add(sub) -> None:
         "importance",
         help="each head's effect on the output: the change when it alone is switched off",
         description="For every layer × head, the output's change on IMAGE when that head alone is switched off "
-        "(zeroed, or replaced by its mean over the image's tokens): the dense map on its salient parts, a classifier's "
+        "(zeroed, or replaced by its mean over the image's tokens): the dense map on what it marks, a classifier's "
         "top-class logit, or the readout vector's length.",
         epilog=WRITTEN,
     )
